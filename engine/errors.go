@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable, machine-readable error code. Codes are part of the API:
+// clients match on them, so a code is never renamed once published.
+// httpapi holds the only table from Code to HTTP status.
+type Code string
+
+// The error vocabulary of webhookd.
+const (
+	CodeInvalidJSON         Code = "invalid_json"         // request body is not the JSON we expect
+	CodeInvalidField        Code = "invalid_field"        // a field has a bad value; Field names it
+	CodeBodyTooLarge        Code = "body_too_large"       // request body over the configured limit
+	CodeUnauthorized        Code = "unauthorized"         // missing or wrong bearer token
+	CodeNotFound            Code = "not_found"            // no such route
+	CodeMethodNotAllowed    Code = "method_not_allowed"   // route exists, method does not
+	CodeTenantNotFound      Code = "tenant_not_found"     // no such tenant
+	CodeEndpointNotFound    Code = "endpoint_not_found"   // no such endpoint in this tenant
+	CodeEventNotFound       Code = "event_not_found"      // no such event in this tenant
+	CodeDeliveryNotFound    Code = "delivery_not_found"   // no such delivery in this tenant
+	CodeUnknownEventType    Code = "unknown_event_type"   // event type not in the catalogue
+	CodeIdempotencyConflict Code = "idempotency_conflict" // Idempotency-Key reused with another body
+	CodeUnavailable         Code = "unavailable"          // storage cannot take writes now; retry later
+	CodeInternal            Code = "internal"             // anything uncoded; details go to the operator log only
+)
+
+// Error is a domain error: a stable Code, the request field at fault (if
+// any) and a human message. Messages never contain secrets or signatures.
+type Error struct {
+	Code    Code
+	Field   string // JSON field, header or path parameter at fault; "" when none
+	Message string
+	Err     error // optional wrapped cause, for errors.Is/As; never shown to clients
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s: %s", e.Code, e.Field, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with the given code and field.
+func Errorf(code Code, field, format string, args ...any) *Error {
+	return &Error{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, or
+// CodeInternal when there is none (and "" for a nil err).
+func ErrorCode(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}

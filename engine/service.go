@@ -1,0 +1,410 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Service is the domain API behind httpapi: it validates input, talks to the
+// Store and hands new work to the Dispatcher.
+type Service struct {
+	store Store
+	disp  *Dispatcher
+	opts  ServiceOptions
+}
+
+// ServiceOptions configure a Service. The zero value of each field means the
+// default named on it.
+type ServiceOptions struct {
+	IdempotencyWindow time.Duration    // zero: 24h
+	APIVersion        string           // api_version when ingest names none; "": "v1"
+	Now               func() time.Time // zero: time.Now
+}
+
+// NewService returns a Service over store that hands work to disp.
+func NewService(store Store, disp *Dispatcher, opts ServiceOptions) *Service {
+	if opts.IdempotencyWindow == 0 {
+		opts.IdempotencyWindow = 24 * time.Hour
+	}
+	if opts.APIVersion == "" {
+		opts.APIVersion = "v1"
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Service{store: store, disp: disp, opts: opts}
+}
+
+func (s *Service) now() time.Time { return s.opts.Now().UTC() }
+
+// TenantInput is the body of PUT /v1/tenants/{tenant}.
+type TenantInput struct {
+	Name string `json:"name"`
+}
+
+// PutTenant creates or updates tenant id; it reports whether it was created.
+func (s *Service) PutTenant(ctx context.Context, id string, in TenantInput) (Tenant, bool, error) {
+	if err := ValidateTenantID(id); err != nil {
+		return Tenant{}, false, err
+	}
+	if err := validText("name", in.Name, 256); err != nil {
+		return Tenant{}, false, err
+	}
+	now := s.now()
+	return s.store.PutTenant(ctx, Tenant{ID: id, Name: in.Name, Created: now, Updated: now})
+}
+
+// Tenant returns tenant id.
+func (s *Service) Tenant(ctx context.Context, id string) (Tenant, error) {
+	if err := ValidateTenantID(id); err != nil {
+		return Tenant{}, Errorf(CodeTenantNotFound, "tenant", "no such tenant")
+	}
+	return s.store.Tenant(ctx, id)
+}
+
+// EventTypeInput is the body of PUT /v1/event-types/{type}.
+type EventTypeInput struct {
+	Description string `json:"description"`
+}
+
+// PutEventType adds name to the catalogue or updates its description.
+func (s *Service) PutEventType(ctx context.Context, name string, in EventTypeInput) (EventType, bool, error) {
+	if err := ValidateEventType("type", name); err != nil {
+		return EventType{}, false, err
+	}
+	if err := validText("description", in.Description, MaxDescriptionLen); err != nil {
+		return EventType{}, false, err
+	}
+	now := s.now()
+	return s.store.PutEventType(ctx, EventType{Name: name, Description: in.Description, Created: now, Updated: now})
+}
+
+// EventTypes lists the catalogue.
+func (s *Service) EventTypes(ctx context.Context) ([]EventType, error) {
+	return s.store.EventTypes(ctx)
+}
+
+// EndpointInput is the body of POST /v1/tenants/{tenant}/endpoints.
+type EndpointInput struct {
+	URL         string   `json:"url"`
+	EventTypes  []string `json:"event_types"`
+	Description string   `json:"description"`
+}
+
+// EndpointPatch is the body of PATCH .../endpoints/{id}; nil fields are left
+// as they are.
+type EndpointPatch struct {
+	URL         *string   `json:"url"`
+	EventTypes  *[]string `json:"event_types"`
+	Description *string   `json:"description"`
+	Disabled    *bool     `json:"disabled"`
+}
+
+// CreateEndpoint stores a new endpoint and returns it with its signing
+// secret. The secret is returned here only: no read ever shows it again.
+func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in EndpointInput) (Endpoint, string, error) {
+	if err := ValidateTenantID(tenant); err != nil {
+		return Endpoint{}, "", Errorf(CodeTenantNotFound, "tenant", "no such tenant")
+	}
+	if err := ValidateEndpointURL(in.URL); err != nil {
+		return Endpoint{}, "", err
+	}
+	if err := validText("description", in.Description, MaxDescriptionLen); err != nil {
+		return Endpoint{}, "", err
+	}
+	types, err := s.checkSubscriptions(ctx, in.EventTypes)
+	if err != nil {
+		return Endpoint{}, "", err
+	}
+	secret := NewSecret()
+	now := s.now()
+	ep := Endpoint{
+		ID: NewID("ep"), TenantID: tenant, URL: in.URL, EventTypes: types,
+		Description: in.Description, Created: now, Updated: now,
+		Secrets: []Secret{{Key: secret}},
+	}
+	if err := s.store.CreateEndpoint(ctx, ep); err != nil {
+		return Endpoint{}, "", err
+	}
+	return ep, secret, nil
+}
+
+// checkSubscriptions validates an endpoint's event_types: ["*"] alone, or
+// names from the catalogue, without repeats.
+func (s *Service) checkSubscriptions(ctx context.Context, types []string) ([]string, error) {
+	const field = "event_types"
+	if len(types) == 0 {
+		return nil, Errorf(CodeInvalidField, field, `event_types must list at least one type, or be ["*"] for all`)
+	}
+	if len(types) > MaxEventTypesEach {
+		return nil, Errorf(CodeInvalidField, field, "at most %d event types", MaxEventTypesEach)
+	}
+	if len(types) == 1 && types[0] == AllEventTypes {
+		return []string{AllEventTypes}, nil
+	}
+	catalogue, err := s.store.EventTypes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	known := make(map[string]bool, len(catalogue))
+	for _, et := range catalogue {
+		known[et.Name] = true
+	}
+	seen := make(map[string]bool, len(types))
+	for i, t := range types {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if t == AllEventTypes {
+			return nil, Errorf(CodeInvalidField, f, `"*" must be the only entry`)
+		}
+		if err := ValidateEventType(f, t); err != nil {
+			return nil, err
+		}
+		if !known[t] {
+			return nil, Errorf(CodeUnknownEventType, f, "event type %q is not in the catalogue; add it with PUT /v1/event-types/%s", t, t)
+		}
+		if seen[t] {
+			return nil, Errorf(CodeInvalidField, f, "event type %q is listed twice", t)
+		}
+		seen[t] = true
+	}
+	return types, nil
+}
+
+// Endpoints lists tenant's endpoints.
+func (s *Service) Endpoints(ctx context.Context, tenant string) ([]Endpoint, error) {
+	if _, err := s.Tenant(ctx, tenant); err != nil {
+		return nil, err
+	}
+	return s.store.Endpoints(ctx, tenant)
+}
+
+// Endpoint returns one endpoint of tenant.
+func (s *Service) Endpoint(ctx context.Context, tenant, id string) (Endpoint, error) {
+	if !validID(id) {
+		return Endpoint{}, Errorf(CodeEndpointNotFound, "id", "no such endpoint")
+	}
+	return s.store.Endpoint(ctx, tenant, id)
+}
+
+// UpdateEndpoint applies p to an endpoint of tenant.
+func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p EndpointPatch) (Endpoint, error) {
+	if !validID(id) {
+		return Endpoint{}, Errorf(CodeEndpointNotFound, "id", "no such endpoint")
+	}
+	if p.URL != nil {
+		if err := ValidateEndpointURL(*p.URL); err != nil {
+			return Endpoint{}, err
+		}
+	}
+	if p.Description != nil {
+		if err := validText("description", *p.Description, MaxDescriptionLen); err != nil {
+			return Endpoint{}, err
+		}
+	}
+	var types []string
+	if p.EventTypes != nil {
+		var err error
+		if types, err = s.checkSubscriptions(ctx, *p.EventTypes); err != nil {
+			return Endpoint{}, err
+		}
+	}
+	now := s.now()
+	return s.store.UpdateEndpoint(ctx, tenant, id, func(ep *Endpoint) error {
+		if p.URL != nil {
+			ep.URL = *p.URL
+		}
+		if p.EventTypes != nil {
+			ep.EventTypes = types
+		}
+		if p.Description != nil {
+			ep.Description = *p.Description
+		}
+		if p.Disabled != nil {
+			ep.Disabled = *p.Disabled
+		}
+		ep.Updated = now
+		return nil
+	})
+}
+
+// DeleteEndpoint removes an endpoint of tenant. Its pending deliveries are
+// dead-lettered ("endpoint deleted") when their next attempt comes.
+func (s *Service) DeleteEndpoint(ctx context.Context, tenant, id string) error {
+	if !validID(id) {
+		return Errorf(CodeEndpointNotFound, "id", "no such endpoint")
+	}
+	return s.store.DeleteEndpoint(ctx, tenant, id)
+}
+
+// IngestInput is the body of POST /v1/tenants/{tenant}/events plus the
+// Idempotency-Key header.
+type IngestInput struct {
+	Type           string          `json:"type"`
+	APIVersion     string          `json:"api_version"`
+	Data           json.RawMessage `json:"data"`
+	IdempotencyKey string          `json:"-"`
+}
+
+// envelope is the body every endpoint receives, in this field order.
+type envelope struct {
+	ID         string          `json:"id"`
+	Type       string          `json:"type"`
+	Created    time.Time       `json:"created"`
+	APIVersion string          `json:"api_version"`
+	Data       json.RawMessage `json:"data"`
+}
+
+// Ingest stores one event and its deliveries durably, then hands the
+// deliveries to the dispatcher. When it returns nil the event is on disk.
+func (s *Service) Ingest(ctx context.Context, tenant string, in IngestInput) (IngestResult, error) {
+	if err := ValidateTenantID(tenant); err != nil {
+		return IngestResult{}, Errorf(CodeTenantNotFound, "tenant", "no such tenant")
+	}
+	if in.Type == "" {
+		return IngestResult{}, Errorf(CodeInvalidField, "type", "type is required")
+	}
+	if err := ValidateEventType("type", in.Type); err != nil {
+		return IngestResult{}, err
+	}
+	if in.APIVersion == "" {
+		in.APIVersion = s.opts.APIVersion
+	}
+	if err := validText("api_version", in.APIVersion, MaxAPIVersionLen); err != nil {
+		return IngestResult{}, err
+	}
+	if len(bytes.TrimSpace(in.Data)) == 0 {
+		return IngestResult{}, Errorf(CodeInvalidField, "data", "data is required (any JSON value)")
+	}
+	var data bytes.Buffer
+	if err := json.Compact(&data, in.Data); err != nil {
+		return IngestResult{}, Errorf(CodeInvalidJSON, "data", "data is not valid JSON")
+	}
+	if len(in.IdempotencyKey) > MaxIdempotencyKey {
+		return IngestResult{}, Errorf(CodeInvalidField, "Idempotency-Key", "Idempotency-Key is longer than %d bytes", MaxIdempotencyKey)
+	}
+	if err := validText("Idempotency-Key", in.IdempotencyKey, MaxIdempotencyKey); err != nil {
+		return IngestResult{}, err
+	}
+
+	now := s.now()
+	created := now.Truncate(time.Millisecond)
+	id := NewID("evt")
+	body, err := json.Marshal(envelope{ID: id, Type: in.Type, Created: created, APIVersion: in.APIVersion, Data: data.Bytes()})
+	if err != nil {
+		return IngestResult{}, fmt.Errorf("engine: encode envelope: %w", err)
+	}
+	h := sha256.New()
+	h.Write([]byte(in.Type))
+	h.Write([]byte{0})
+	h.Write([]byte(in.APIVersion))
+	h.Write([]byte{0})
+	h.Write(data.Bytes())
+	var hash [32]byte
+	h.Sum(hash[:0])
+
+	res, err := s.store.AppendEvent(ctx, NewEvent{
+		Event:              Event{ID: id, TenantID: tenant, Type: in.Type, Created: created, APIVersion: in.APIVersion, Body: body},
+		IdempotencyKey:     in.IdempotencyKey,
+		RequestHash:        hash,
+		IdempotencyExpires: now.Add(s.opts.IdempotencyWindow),
+		NewID:              NewID,
+	})
+	if err != nil {
+		return IngestResult{}, err
+	}
+	if !res.Duplicate && s.disp != nil {
+		for _, d := range res.Deliveries {
+			s.disp.Enqueue(d.ID, d.EndpointID, d.NextAttemptAt)
+		}
+	}
+	return res, nil
+}
+
+// Event returns an event of tenant with its deliveries, each showing
+// StateDelivering while its attempt is in flight.
+func (s *Service) Event(ctx context.Context, tenant, id string) (Event, []Delivery, error) {
+	if !validID(id) {
+		return Event{}, nil, Errorf(CodeEventNotFound, "id", "no such event")
+	}
+	ev, ds, err := s.store.Event(ctx, tenant, id)
+	if err != nil {
+		return Event{}, nil, err
+	}
+	for i := range ds {
+		s.overlay(&ds[i])
+	}
+	return ev, ds, nil
+}
+
+// Delivery returns a delivery of tenant, StateDelivering while in flight.
+func (s *Service) Delivery(ctx context.Context, tenant, id string) (Delivery, error) {
+	if !validID(id) {
+		return Delivery{}, Errorf(CodeDeliveryNotFound, "id", "no such delivery")
+	}
+	d, err := s.store.Delivery(ctx, tenant, id)
+	if err != nil {
+		return Delivery{}, err
+	}
+	s.overlay(&d)
+	return d, nil
+}
+
+func (s *Service) overlay(d *Delivery) {
+	if d.State == StatePending && s.disp != nil && s.disp.InFlight(d.ID) {
+		d.State = StateDelivering
+	}
+}
+
+// DeadLetters pages through tenant's dead deliveries.
+func (s *Service) DeadLetters(ctx context.Context, tenant, cursor string, limit int) ([]Delivery, string, error) {
+	if _, err := s.Tenant(ctx, tenant); err != nil {
+		return nil, "", err
+	}
+	if limit <= 0 || limit > 1000 {
+		limit = 100
+	}
+	return s.store.DeadLetters(ctx, tenant, cursor, limit)
+}
+
+// Replay starts a new delivery cycle now for a delivery of tenant, whatever
+// its state: same event id and stored body, signed afresh at send time. The
+// replay is recorded on the delivery with by.
+func (s *Service) Replay(ctx context.Context, tenant, id, by string) (Delivery, error) {
+	if !validID(id) {
+		return Delivery{}, Errorf(CodeDeliveryNotFound, "id", "no such delivery")
+	}
+	d, err := s.store.Replay(ctx, tenant, id, Replay{At: s.now(), By: by})
+	if err != nil {
+		return Delivery{}, err
+	}
+	if s.disp != nil {
+		s.disp.Enqueue(d.ID, d.EndpointID, d.NextAttemptAt)
+	}
+	return d, nil
+}
+
+// NewSecret returns a new signing secret: "whsec_" + base64 of 32 random
+// bytes.
+func NewSecret() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("engine: crypto/rand failed: " + err.Error())
+	}
+	return SecretPrefix + base64.StdEncoding.EncodeToString(b[:])
+}
+
+// SecretPrefix starts every signing secret.
+const SecretPrefix = "whsec_"
+
+// secretKey returns the HMAC key of a Standard Webhooks secret: the
+// base64-decoded bytes after the prefix.
+func secretKey(secret string) ([]byte, error) {
+	return base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, SecretPrefix))
+}

@@ -1,0 +1,169 @@
+package engine
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+)
+
+// Tenant is a customer of the sender: the owner of endpoints that receive
+// webhooks. Its ID is chosen by the sender (see ValidateTenantID).
+type Tenant struct {
+	ID      string    `json:"id"`
+	Name    string    `json:"name"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+}
+
+// EventType is one entry of the published catalogue, named
+// "resource.action" in the past tense (payment.succeeded).
+type EventType struct {
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Created     time.Time `json:"created"`
+	Updated     time.Time `json:"updated"`
+}
+
+// AllEventTypes is the subscription wildcard: an endpoint whose EventTypes is
+// exactly ["*"] receives every type.
+const AllEventTypes = "*"
+
+// Endpoint is a URL of a tenant's that receives the event types it
+// subscribes to, signed with its own secret.
+type Endpoint struct {
+	ID          string    `json:"id"`
+	TenantID    string    `json:"tenant"`
+	URL         string    `json:"url"`
+	EventTypes  []string  `json:"event_types"`
+	Description string    `json:"description"`
+	Disabled    bool      `json:"disabled"`
+	Created     time.Time `json:"created"`
+	Updated     time.Time `json:"updated"`
+
+	// Secrets are the signing keys, current first. A key with a non-zero
+	// Expires is an old key kept for a rotation grace window. Secrets are
+	// never serialised to JSON: the API shows a secret once, when it is made.
+	Secrets []Secret `json:"-"`
+}
+
+// Secret is one signing key of an endpoint.
+type Secret struct {
+	Key     string    // "whsec_" + base64 of 32 random bytes
+	Expires time.Time // zero: the current key; otherwise dropped after this time
+}
+
+// Subscribes reports whether ep receives events of type typ.
+func (ep *Endpoint) Subscribes(typ string) bool {
+	return slices.Contains(ep.EventTypes, AllEventTypes) || slices.Contains(ep.EventTypes, typ)
+}
+
+// SigningKeys returns the keys to sign with at now: the current key and any
+// old key whose grace window has not ended.
+func (ep *Endpoint) SigningKeys(now time.Time) []string {
+	keys := make([]string, 0, len(ep.Secrets))
+	for _, s := range ep.Secrets {
+		if s.Expires.IsZero() || now.Before(s.Expires) {
+			keys = append(keys, s.Key)
+		}
+	}
+	return keys
+}
+
+// Event is one entry of the append-only event log. Body is the envelope
+// {"id","type","created","api_version","data"} exactly as it is sent: it is
+// stored once, verbatim, and every attempt and replay signs these bytes.
+type Event struct {
+	Seq        uint64          `json:"-"` // position in the log: ingest order
+	ID         string          `json:"id"`
+	TenantID   string          `json:"tenant"`
+	Type       string          `json:"type"`
+	Created    time.Time       `json:"created"`
+	APIVersion string          `json:"api_version"`
+	Body       json.RawMessage `json:"-"`
+}
+
+// State is where a delivery is in its life. The stored states are Pending,
+// Succeeded and Dead; Delivering is reported by the dispatcher for a pending
+// delivery whose attempt is in flight and is never written to disk.
+type State string
+
+const (
+	// Pending: an attempt is due at NextAttemptAt, and the delivery has an
+	// entry in the retry index with that time. The dispatcher moves it out
+	// by recording an attempt's outcome. After a crash it is still pending
+	// and its index entry is still there, so the timer is rebuilt at start
+	// and the attempt is made again (at-least-once).
+	StatePending State = "pending"
+	// Delivering: a pending delivery whose attempt is in flight in this
+	// process. Not stored: a crash leaves it Pending (see above).
+	StateDelivering State = "delivering"
+	// Succeeded: an attempt got a 2xx. Final unless someone replays it.
+	StateSucceeded State = "succeeded"
+	// Dead: attempts or the deadline ran out, or the endpoint answered a
+	// permanent error. It sits in the dead letters with Reason until a
+	// replay moves it back to Pending.
+	StateDead State = "dead"
+)
+
+// Delivery is the sending of one event to one endpoint: its state, every
+// attempt, and every replay.
+type Delivery struct {
+	ID         string `json:"id"`
+	TenantID   string `json:"tenant"`
+	EventID    string `json:"event_id"`
+	EventType  string `json:"event_type"`
+	EndpointID string `json:"endpoint_id"`
+	State      State  `json:"state"`
+
+	// Cycle counts delivery cycles: 1 at ingest, +1 per replay. Attempts
+	// from an older cycle are kept in the log but no longer move the state.
+	Cycle int `json:"cycle"`
+	// CycleStart is when the current cycle began (ingest or replay); the
+	// overall deadline runs from here.
+	CycleStart time.Time `json:"cycle_start"`
+	// CycleAttempts counts attempts made in the current cycle.
+	CycleAttempts int `json:"cycle_attempts"`
+	// NextAttemptAt is when the next attempt is due; zero unless Pending.
+	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
+
+	LastStatus int       `json:"last_status,omitempty"` // HTTP status of the last attempt, 0 if none or no response
+	Reason     string    `json:"reason,omitempty"`      // why the last attempt failed, or why it is dead
+	DeadAt     time.Time `json:"dead_at,omitzero"`
+	Created    time.Time `json:"created"`
+	Updated    time.Time `json:"updated"`
+
+	Attempts []Attempt `json:"attempts"`
+	Replays  []Replay  `json:"replays"`
+}
+
+// Attempt is one HTTP request to the endpoint and what came of it.
+type Attempt struct {
+	Cycle      int           `json:"cycle"`
+	Number     int           `json:"number"` // 1-based within its cycle
+	Start      time.Time     `json:"start"`
+	Duration   time.Duration `json:"duration_ns"`
+	Status     int           `json:"status,omitempty"` // 0 when no response was read
+	Error      string        `json:"error,omitempty"`  // transport error or classification reason
+	Response   string        `json:"response,omitempty"`
+	Outcome    Outcome       `json:"outcome"`
+	RetryAfter time.Duration `json:"retry_after_ns,omitempty"` // from a 429/503 Retry-After header
+}
+
+// Outcome is how one attempt is classified.
+type Outcome string
+
+const (
+	OutcomeSuccess   Outcome = "success"   // 2xx
+	OutcomeRetry     Outcome = "retry"     // 408/425/429/5xx, timeout, connection error
+	OutcomePermanent Outcome = "permanent" // 3xx and other 4xx: the endpoint is misconfigured
+)
+
+// Replay records one manual re-send of a delivery.
+type Replay struct {
+	At    time.Time `json:"at"`
+	By    string    `json:"by"` // who asked: "admin" or a token name
+	Cycle int       `json:"cycle"`
+}
+
+// MaxResponseExcerpt is how much of a response body an attempt keeps.
+const MaxResponseExcerpt = 1024

@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+var (
+	tenantIDPattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	eventTypePattern = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$`)
+	idPattern        = regexp.MustCompile(`^[a-z]{2,4}_[0-9a-z]{26}$`)
+)
+
+// Limits on names and free text.
+const (
+	MaxEventTypeLen   = 128
+	MaxDescriptionLen = 1024
+	MaxURLLen         = 2048
+	MaxAPIVersionLen  = 64
+	MaxIdempotencyKey = 255
+	MaxEventTypesEach = 256 // subscriptions per endpoint
+)
+
+// ValidateTenantID reports a CodeInvalidField error unless id is 1-64 of
+// letters, digits, '_', '.', '-', starting with a letter or digit.
+func ValidateTenantID(id string) error {
+	if !tenantIDPattern.MatchString(id) {
+		return Errorf(CodeInvalidField, "tenant", "tenant id must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit")
+	}
+	return nil
+}
+
+// ValidateEventType reports a CodeInvalidField error unless name has the
+// form resource.action: lowercase words of letters, digits and '_', joined
+// by dots (payment.succeeded, invoice.line_item.updated).
+func ValidateEventType(field, name string) error {
+	if len(name) > MaxEventTypeLen || !eventTypePattern.MatchString(name) {
+		return Errorf(CodeInvalidField, field, "event type must look like resource.action: lowercase letters, digits and '_' joined by dots, at most %d characters", MaxEventTypeLen)
+	}
+	return nil
+}
+
+// validID reports whether id looks like one NewID made.
+func validID(id string) bool { return idPattern.MatchString(id) }
+
+// ValidateEndpointURL reports a CodeInvalidField error unless raw is an
+// absolute http or https URL with a host and no user info or fragment.
+func ValidateEndpointURL(raw string) error {
+	bad := func(why string) error { return Errorf(CodeInvalidField, "url", "%s", why) }
+	if raw == "" {
+		return bad("url is required")
+	}
+	if len(raw) > MaxURLLen {
+		return bad("url is longer than 2048 characters")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return bad("url does not parse")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return bad("url scheme must be http or https")
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return bad("url must have a host")
+	}
+	if u.User != nil {
+		return bad("url must not carry user info")
+	}
+	if u.Fragment != "" || strings.HasSuffix(raw, "#") {
+		return bad("url must not have a fragment")
+	}
+	return nil
+}
+
+func validText(field, s string, max int) error {
+	if len(s) > max {
+		return Errorf(CodeInvalidField, field, "%s is longer than %d bytes", field, max)
+	}
+	for _, r := range s {
+		if r < 0x20 && r != '\t' || r == 0x7f {
+			return Errorf(CodeInvalidField, field, "%s contains a control character", field)
+		}
+	}
+	return nil
+}
