@@ -12,20 +12,22 @@ type Code string
 
 // The error vocabulary of webhookd.
 const (
-	CodeInvalidJSON         Code = "invalid_json"         // request body is not the JSON we expect
-	CodeInvalidField        Code = "invalid_field"        // a field has a bad value; Field names it
-	CodeBodyTooLarge        Code = "body_too_large"       // request body over the configured limit
-	CodeUnauthorized        Code = "unauthorized"         // missing or wrong bearer token
-	CodeNotFound            Code = "not_found"            // no such route
-	CodeMethodNotAllowed    Code = "method_not_allowed"   // route exists, method does not
-	CodeTenantNotFound      Code = "tenant_not_found"     // no such tenant
-	CodeEndpointNotFound    Code = "endpoint_not_found"   // no such endpoint in this tenant
-	CodeEventNotFound       Code = "event_not_found"      // no such event in this tenant
-	CodeDeliveryNotFound    Code = "delivery_not_found"   // no such delivery in this tenant
-	CodeUnknownEventType    Code = "unknown_event_type"   // event type not in the catalogue
-	CodeIdempotencyConflict Code = "idempotency_conflict" // Idempotency-Key reused with another body
-	CodeUnavailable         Code = "unavailable"          // storage cannot take writes now; retry later
-	CodeInternal            Code = "internal"             // anything uncoded; details go to the operator log only
+	CodeInvalidJSON         Code = "invalid_json"           // request body is not the JSON we expect
+	CodeInvalidField        Code = "invalid_field"          // a field has a bad value; Field names it
+	CodeBodyTooLarge        Code = "body_too_large"         // request body over the configured limit
+	CodeUnauthorized        Code = "unauthorized"           // missing or wrong bearer token
+	CodeForbidden           Code = "forbidden"              // token valid, but not for this resource
+	CodeUnsupportedMedia    Code = "unsupported_media_type" // request body is not application/json
+	CodeNotFound            Code = "not_found"              // no such route
+	CodeMethodNotAllowed    Code = "method_not_allowed"     // route exists, method does not
+	CodeTenantNotFound      Code = "tenant_not_found"       // no such tenant
+	CodeEndpointNotFound    Code = "endpoint_not_found"     // no such endpoint in this tenant
+	CodeEventNotFound       Code = "event_not_found"        // no such event in this tenant
+	CodeDeliveryNotFound    Code = "delivery_not_found"     // no such delivery in this tenant
+	CodeUnknownEventType    Code = "unknown_event_type"     // event type not in the catalogue
+	CodeIdempotencyConflict Code = "idempotency_conflict"   // Idempotency-Key reused with another body
+	CodeUnavailable         Code = "unavailable"            // storage cannot take writes now; retry later
+	CodeInternal            Code = "internal"               // anything uncoded; details go to the operator log only
 )
 
 // Error is a domain error: a stable Code, the request field at fault (if

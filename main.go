@@ -1,0 +1,4 @@
+// Command webhookd is a single-binary outbound webhook service. (being written)
+package main
+
+func main() {}
