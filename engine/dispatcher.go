@@ -1,12 +1,552 @@
 package engine
 
-import "time"
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"time"
 
-// Dispatcher delivers due deliveries. (skeleton; being written)
-type Dispatcher struct{}
+	"golang.org/x/time/rate"
+)
 
-// Enqueue schedules delivery id of endpoint for due (now or earlier: at once).
-func (d *Dispatcher) Enqueue(id, endpointID string, due time.Time) {}
+// DispatcherOptions configure a Dispatcher. A zero field means the default
+// named on it.
+type DispatcherOptions struct {
+	Policy              RetryPolicy  // zero Deadline: DefaultRetryPolicy()
+	Workers             int          // attempts in flight at once, all endpoints; 0: 64
+	EndpointConcurrency int          // attempts in flight at once per endpoint; 0: 8
+	EndpointRate        float64      // attempts per second per endpoint; 0: unlimited
+	Client              *http.Client // nil: a client built for many hosts that follows no redirect
+	Logger              *slog.Logger // nil: discard
+	UserAgent           string       // "": "webhookd"
+	Now                 func() time.Time
+	Random              func() float64 // jitter source in [0, 1); nil: math/rand/v2
+}
+
+// storeRetryDelay is how long a delivery waits when the store failed to
+// read it or to record its outcome (it stays pending in the retry index, so
+// a crash meanwhile loses nothing).
+const storeRetryDelay = time.Second
+
+// maxDrainBody bounds how much of a response body is read (to keep the
+// connection reusable) beyond the excerpt that is stored.
+const maxDrainBody = 64 << 10
+
+// Dispatcher makes delivery attempts. Work reaches it three ways: Enqueue
+// after ingest or replay (due at once), the timer queue for retries, and
+// Start's recovery, which rebuilds the timer from the store's retry index.
+//
+// Fairness: each endpoint has its own queue of ready deliveries; workers
+// take from the endpoints in turn, never more than EndpointConcurrency
+// from one endpoint at once and never faster than EndpointRate, so a slow
+// or failing endpoint cannot take every worker. A delivery is never
+// attempted twice at the same time in one process.
+type Dispatcher struct {
+	store  Store
+	opts   DispatcherOptions
+	client *http.Client
+	log    *slog.Logger
+
+	mu        sync.Mutex
+	cond      *sync.Cond
+	timers    *timerQueue
+	endpoints map[string]*endpointQueue
+	runnable  []*endpointQueue         // endpoints with ready work and room, in turn order
+	ready     map[string]bool          // delivery IDs in some endpoint's ready queue
+	inflight  map[string]bool          // delivery IDs being attempted
+	rerun     map[string]bool          // enqueued while in flight: look again after
+	limiters  map[string]*rate.Limiter // per endpoint, kept while the process runs
+	wake      chan struct{}            // the earliest timer changed
+	started   bool
+	stopping  bool
+	stopped   chan struct{}      // closed when workers and timer loop are gone
+	baseCtx   context.Context    // cancelled when Stop gives up waiting
+	cancel    context.CancelFunc //
+	workersWG sync.WaitGroup
+}
+
+type endpointQueue struct {
+	id         string
+	ready      []string // delivery IDs, FIFO
+	inflight   int
+	limiter    *rate.Limiter // nil: unlimited
+	parked     bool          // waiting for the rate limiter
+	inRunnable bool
+}
+
+// NewDispatcher returns a Dispatcher over store; Start runs it.
+func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
+	if opts.Policy.Deadline == 0 {
+		opts.Policy = DefaultRetryPolicy()
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 64
+	}
+	if opts.EndpointConcurrency <= 0 {
+		opts.EndpointConcurrency = 8
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.UserAgent == "" {
+		opts.UserAgent = "webhookd"
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Random == nil {
+		opts.Random = rand.Float64
+	}
+	d := &Dispatcher{
+		store:     store,
+		opts:      opts,
+		client:    opts.Client,
+		log:       opts.Logger,
+		timers:    newTimerQueue(),
+		endpoints: make(map[string]*endpointQueue),
+		ready:     make(map[string]bool),
+		inflight:  make(map[string]bool),
+		rerun:     make(map[string]bool),
+		limiters:  make(map[string]*rate.Limiter),
+		wake:      make(chan struct{}, 1),
+		stopped:   make(chan struct{}),
+	}
+	if d.client == nil {
+		d.client = NewHTTPClient(opts.Workers, opts.EndpointConcurrency)
+	}
+	d.cond = sync.NewCond(&d.mu)
+	d.baseCtx, d.cancel = context.WithCancel(context.Background())
+	return d
+}
+
+// NewHTTPClient returns the client attempts use: connections kept for
+// reuse (idle per host sized to the per-endpoint concurrency), no
+// redirects followed, no proxy, no transparent decompression.
+func NewHTTPClient(workers, perHost int) *http.Client {
+	t := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          workers * 2,
+		MaxIdleConnsPerHost:   perHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     true,
+		DisableCompression:    true,
+	}
+	return &http.Client{
+		Transport:     t,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// Start recovers and runs the dispatcher. Recovery contract: every entry of
+// the retry index, which holds exactly the pending deliveries, goes into
+// the timer queue at its due time, so what was pending or in flight when
+// the process stopped (crash included) is attempted again; an entry due in
+// the past is attempted at once. A due time further out than the policy
+// allows (the wall clock went back) is cut to the longest possible wait.
+// Start returns after recovery, with workers running.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	d.mu.Lock()
+	if d.started {
+		d.mu.Unlock()
+		return errors.New("engine: dispatcher started twice")
+	}
+	d.started = true
+	d.mu.Unlock()
+
+	var entries []RetryEntry
+	if err := d.store.RetryIndex(ctx, func(e RetryEntry) error {
+		entries = append(entries, e)
+		return nil
+	}); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	interned := make(map[string]string)
+	for _, e := range entries {
+		ep, ok := interned[e.EndpointID]
+		if !ok {
+			interned[e.EndpointID] = e.EndpointID
+			ep = e.EndpointID
+		}
+		d.scheduleLocked(e.DeliveryID, ep, d.monotonic(e.Due))
+	}
+	d.mu.Unlock()
+	d.log.Info("dispatcher recovered", "pending", len(entries))
+
+	d.workersWG.Add(d.opts.Workers + 1)
+	go d.timerLoop()
+	for range d.opts.Workers {
+		go d.worker()
+	}
+	go func() { d.workersWG.Wait(); close(d.stopped) }()
+	return nil
+}
+
+// Stop stops the dispatcher softly: no new attempt starts, attempts in
+// flight finish and their outcomes are recorded. If ctx ends first, the
+// attempts still running are cancelled and not recorded: their deliveries
+// are still pending in the retry index and are attempted again at the next
+// start. Stop is safe to call twice, and before Start.
+func (d *Dispatcher) Stop(ctx context.Context) error {
+	d.mu.Lock()
+	started := d.started
+	d.stopping = true
+	d.cond.Broadcast()
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+	if !started {
+		return nil
+	}
+	select {
+	case <-d.stopped:
+		return nil
+	case <-ctx.Done():
+		d.cancel()
+		<-d.stopped
+		return ctx.Err()
+	}
+}
+
+// Enqueue hands the dispatcher delivery id of endpoint endpointID, due at
+// due (wall clock; now or earlier means at once). Safe to call at any time;
+// after Stop it does nothing (the retry index keeps the delivery).
+func (d *Dispatcher) Enqueue(id, endpointID string, due time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopping {
+		return
+	}
+	if d.inflight[id] {
+		d.rerun[id] = true
+		return
+	}
+	d.scheduleLocked(id, endpointID, d.monotonic(due))
+}
 
 // InFlight reports whether an attempt of delivery id is running now.
-func (d *Dispatcher) InFlight(id string) bool { return false }
+func (d *Dispatcher) InFlight(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inflight[id]
+}
+
+// DispatcherStats is a snapshot of the dispatcher's queues.
+type DispatcherStats struct {
+	Scheduled int // waiting for their due time
+	Ready     int // due, waiting for a worker
+	InFlight  int // being attempted
+}
+
+// Stats returns the current queue sizes.
+func (d *Dispatcher) Stats() DispatcherStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return DispatcherStats{Scheduled: d.timers.len(), Ready: len(d.ready), InFlight: len(d.inflight)}
+}
+
+// monotonic turns a wall-clock due time into one with a monotonic reading,
+// capped at the longest wait the policy can ask for.
+func (d *Dispatcher) monotonic(due time.Time) time.Time {
+	now := time.Now()
+	wait := due.Sub(d.opts.Now())
+	if max := d.opts.Policy.Deadline + d.opts.Policy.RetryAfterMax; wait > max {
+		wait = max
+	}
+	if wait < 0 {
+		wait = 0
+	}
+	return now.Add(wait)
+}
+
+// scheduleLocked puts id in the timer queue, or straight into its
+// endpoint's ready queue when due. d.mu must be held.
+func (d *Dispatcher) scheduleLocked(id, endpointID string, at time.Time) {
+	if d.ready[id] || d.inflight[id] {
+		return
+	}
+	if !at.After(time.Now()) {
+		d.timers.remove(id)
+		d.readyLocked(id, endpointID)
+		return
+	}
+	if d.timers.set(id, endpointID, at) {
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// readyLocked appends id to its endpoint's ready queue.
+func (d *Dispatcher) readyLocked(id, endpointID string) {
+	eq := d.endpoints[endpointID]
+	if eq == nil {
+		eq = &endpointQueue{id: endpointID}
+		if d.opts.EndpointRate > 0 {
+			// The limiter outlives the queue, so that an endpoint whose
+			// queue drains and refills cannot skip its rate.
+			eq.limiter = d.limiters[endpointID]
+			if eq.limiter == nil {
+				eq.limiter = rate.NewLimiter(rate.Limit(d.opts.EndpointRate), max(1, int(d.opts.EndpointRate)))
+				d.limiters[endpointID] = eq.limiter
+			}
+		}
+		d.endpoints[endpointID] = eq
+	}
+	eq.ready = append(eq.ready, id)
+	d.ready[id] = true
+	d.makeRunnableLocked(eq)
+}
+
+func (d *Dispatcher) makeRunnableLocked(eq *endpointQueue) {
+	if eq.inRunnable || eq.parked || len(eq.ready) == 0 || eq.inflight >= d.opts.EndpointConcurrency {
+		return
+	}
+	eq.inRunnable = true
+	d.runnable = append(d.runnable, eq)
+	d.cond.Signal()
+}
+
+// timerLoop moves due entries from the timer queue to the ready queues.
+func (d *Dispatcher) timerLoop() {
+	defer d.workersWG.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		d.mu.Lock()
+		if d.stopping {
+			d.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		for {
+			e, ok := d.timers.popDue(now)
+			if !ok {
+				break
+			}
+			d.readyLocked(e.id, e.endpointID)
+		}
+		wait := time.Hour
+		if next, ok := d.timers.next(); ok {
+			wait = next.Sub(now)
+		}
+		d.mu.Unlock()
+		t.Reset(wait)
+		select {
+		case <-t.C:
+		case <-d.wake:
+		}
+	}
+}
+
+// next blocks until a delivery may be attempted, and claims it. It returns
+// false when the dispatcher is stopping.
+func (d *Dispatcher) next() (id string, eq *endpointQueue, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for {
+		if d.stopping {
+			return "", nil, false
+		}
+		if len(d.runnable) == 0 {
+			d.cond.Wait()
+			continue
+		}
+		eq = d.runnable[0]
+		d.runnable[0] = nil
+		d.runnable = d.runnable[1:]
+		eq.inRunnable = false
+		if eq.limiter != nil {
+			r := eq.limiter.Reserve()
+			if delay := r.Delay(); delay > 0 {
+				r.Cancel()
+				eq.parked = true
+				time.AfterFunc(delay, func() {
+					d.mu.Lock()
+					defer d.mu.Unlock()
+					eq.parked = false
+					d.makeRunnableLocked(eq)
+				})
+				continue
+			}
+		}
+		id = eq.ready[0]
+		eq.ready[0] = ""
+		eq.ready = eq.ready[1:]
+		delete(d.ready, id)
+		eq.inflight++
+		d.inflight[id] = true
+		d.makeRunnableLocked(eq)
+		return id, eq, true
+	}
+}
+
+// finish releases a claimed delivery and schedules what comes next for it:
+// at, when the attempt left it pending (zero: nothing), or at once if it was
+// enqueued again while in flight.
+func (d *Dispatcher) finish(id string, eq *endpointQueue, at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	eq.inflight--
+	delete(d.inflight, id)
+	if d.rerun[id] {
+		delete(d.rerun, id)
+		at = time.Now()
+	}
+	if !at.IsZero() && !d.stopping {
+		d.scheduleLocked(id, eq.id, at)
+	}
+	d.makeRunnableLocked(eq)
+	if len(eq.ready) == 0 && eq.inflight == 0 && !eq.parked && !eq.inRunnable {
+		delete(d.endpoints, eq.id)
+	}
+}
+
+func (d *Dispatcher) worker() {
+	defer d.workersWG.Done()
+	for {
+		id, eq, ok := d.next()
+		if !ok {
+			return
+		}
+		at := d.attempt(id)
+		d.finish(id, eq, at)
+	}
+}
+
+// attempt makes one attempt of delivery id and records its outcome. It
+// returns when the delivery should be looked at again (monotonic), or zero.
+func (d *Dispatcher) attempt(id string) time.Time {
+	ctx := d.baseCtx
+	in, err := d.store.AttemptInput(ctx, id)
+	if err != nil {
+		if ErrorCode(err) == CodeDeliveryNotFound {
+			return time.Time{}
+		}
+		if ctx.Err() == nil {
+			d.log.Error("read delivery for attempt", "delivery", id, "err", err)
+		}
+		return time.Now().Add(storeRetryDelay)
+	}
+	dl := in.Delivery
+	if dl.State != StatePending {
+		return time.Time{}
+	}
+	rec := AttemptRecord{DeliveryID: dl.ID, Cycle: dl.Cycle}
+	rec.Attempt = Attempt{Cycle: dl.Cycle, Number: dl.CycleAttempts + 1}
+
+	switch {
+	case !in.EndpointFound:
+		rec.Attempt.Start = d.opts.Now().UTC()
+		rec.Attempt.Outcome = OutcomePermanent
+		rec.Attempt.Error = "endpoint deleted; no request made"
+		rec.State, rec.Reason = StateDead, "endpoint deleted"
+	case in.Endpoint.Disabled:
+		rec.Attempt.Start = d.opts.Now().UTC()
+		rec.Attempt.Outcome = OutcomePermanent
+		rec.Attempt.Error = "endpoint disabled; no request made"
+		rec.State, rec.Reason = StateDead, "endpoint disabled; enable it and replay"
+	default:
+		d.send(ctx, &in, &rec)
+		if ctx.Err() != nil {
+			// Stop gave up waiting: the attempt is not counted, the
+			// delivery stays pending in the retry index.
+			return time.Time{}
+		}
+	}
+	rec.At = d.opts.Now().UTC()
+	updated, err := d.store.RecordAttempt(context.WithoutCancel(ctx), rec)
+	if err != nil {
+		d.log.Error("record attempt", "delivery", dl.ID, "event", dl.EventID, "endpoint", dl.EndpointID, "err", err)
+		return time.Now().Add(storeRetryDelay)
+	}
+	d.logAttempt(dl, rec)
+	if updated.State != StatePending {
+		return time.Time{}
+	}
+	return d.monotonic(updated.NextAttemptAt)
+}
+
+// send makes the HTTP request of one attempt and fills in rec: the attempt's
+// times, status or error, response excerpt, outcome, and the delivery's
+// next state.
+func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRecord) {
+	p := d.opts.Policy
+	dl := in.Delivery
+	start := d.opts.Now().UTC()
+	mono := time.Now()
+	rec.Attempt.Start = start
+
+	actx, cancel := context.WithTimeout(ctx, p.AttemptTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, in.Endpoint.URL, bytes.NewReader(in.Body))
+	var status int
+	var retryAfter time.Duration
+	if err == nil {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("User-Agent", d.opts.UserAgent)
+		signRequest(req.Header, dl.EventID, start, in.Body, in.Endpoint.SigningKeys(start))
+		var resp *http.Response
+		resp, err = d.client.Do(req)
+		if err == nil {
+			status = resp.StatusCode
+			excerpt, rerr := io.ReadAll(io.LimitReader(resp.Body, MaxResponseExcerpt))
+			if rerr == nil {
+				_, rerr = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBody))
+			}
+			resp.Body.Close()
+			rec.Attempt.Response = string(bytes.ToValidUTF8(excerpt, []byte("\uFFFD")))
+			if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+				retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), start)
+			}
+			if rerr != nil && isTimeout(rerr) {
+				// The status line came in time, the body did not.
+				err, status = rerr, 0
+			}
+		}
+	}
+	rec.Attempt.Duration = time.Since(mono)
+	outcome, reason := classify(status, err, p.AttemptTimeout)
+	rec.Attempt.Status = status
+	rec.Attempt.Outcome = outcome
+	rec.Attempt.Error = reason
+	rec.Attempt.RetryAfter = retryAfter
+	rec.LastStatus = status
+	switch outcome {
+	case OutcomeSuccess:
+		rec.State = StateSucceeded
+	case OutcomePermanent:
+		rec.State, rec.Reason = StateDead, reason
+	case OutcomeRetry:
+		end := start.Add(rec.Attempt.Duration)
+		due, dead := p.Next(rec.Attempt.Number, dl.CycleStart, end, retryAfter, d.opts.Random)
+		if dead != "" {
+			rec.State, rec.Reason = StateDead, dead+"; last attempt: "+reason
+		} else {
+			rec.State, rec.Reason, rec.NextAttemptAt = StatePending, reason, due
+		}
+	}
+}
+
+func (d *Dispatcher) logAttempt(dl Delivery, rec AttemptRecord) {
+	a := rec.Attempt
+	level := slog.LevelDebug
+	if a.Outcome != OutcomeSuccess {
+		level = slog.LevelInfo
+	}
+	d.log.Log(context.Background(), level, "attempt",
+		"event", dl.EventID, "delivery", dl.ID, "endpoint", dl.EndpointID,
+		"attempt", a.Number, "cycle", a.Cycle, "status", a.Status,
+		"duration", a.Duration, "outcome", a.Outcome, "state", rec.State, "reason", rec.Reason)
+}

@@ -1,0 +1,45 @@
+// Package engine is webhookd's domain: events, endpoints, deliveries and
+// attempts, the retry policy, signing, and the dispatcher that makes the
+// attempts. It imports no infrastructure: storage implements its Store
+// interface, httpapi calls its Service, and main wires them together.
+//
+// # The delivery contract
+//
+// webhookd delivers at least once inside a bounded window, never exactly
+// once: a receiver must be idempotent on the event id (the webhook-id
+// header), because a lost acknowledgement, a crash between an attempt and
+// its record, or a replay sends the same event again.
+//
+// An event acknowledged by ingest (202) is on disk, fsynced, together with
+// one pending delivery per subscribed, enabled endpoint of its tenant. Each
+// delivery gets its first attempt at once. An attempt is a POST of the
+// stored envelope bytes, signed at send time, with a timeout that covers
+// connect, TLS, headers and body. Its outcome (see classify):
+//
+//   - 2xx: succeeded.
+//   - 408, 425, 429, 5xx, a timeout or a connection error: retried by the
+//     RetryPolicy; a 429 or 503 with Retry-After waits at least that long
+//     (capped at RetryAfterMax).
+//   - 3xx and every other 4xx: dead at once, with a reason that says to check
+//     the endpoint's configuration. Redirects are never followed.
+//
+// The default RetryPolicy makes an attempt at once and retries after 5s,
+// 30s, 2m, 10m and 1h, each ±20% jitter: 6 attempts, about 72.6 minutes of
+// waiting, inside a 75-minute deadline that runs from the first attempt and
+// counts every attempt's own time. When attempts or the deadline run out,
+// the delivery is dead and listed in the dead letters with its reason, last
+// status and attempt count, until a replay starts a new cycle (same event
+// id, same body, fresh timestamp and signature).
+//
+// Order is not guaranteed: attempts of different events run concurrently
+// and retries overtake nothing in particular.
+//
+// # Durability
+//
+// Every state change of a delivery is one store transaction that moves its
+// retry index entry with it (Store.RecordAttempt), so the retry index is
+// the durable schedule. At start the Dispatcher rebuilds its timer queue
+// from it; a delivery that was in flight when the process died is still
+// pending there and is attempted again. An attempt runs outside any
+// transaction; only its outcome is written.
+package engine
