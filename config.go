@@ -1,0 +1,509 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is webhookd's configuration, read from the TOML file named by
+// -config. The section and key names are part of webhookd's interface:
+// operators' files must keep working across versions, so a key is never
+// renamed or given a new meaning, only added.
+//
+// Every key is optional: a file is decoded on top of defaultConfig, so a key
+// absent from the file keeps its default. config.example.toml lists every key
+// with its default, and a test keeps the two equal.
+type Config struct {
+	Server   ServerConfig   `toml:"server"`
+	Storage  StorageConfig  `toml:"storage"`
+	API      APIConfig      `toml:"api"`
+	Ingest   IngestConfig   `toml:"ingest"`
+	Delivery DeliveryConfig `toml:"delivery"`
+	Log      LogConfig      `toml:"log"`
+}
+
+// ServerConfig is the [server] section: the HTTP listener.
+type ServerConfig struct {
+	// Listen is the host:port to listen on. ":8080" listens on every
+	// interface; port 0 picks a free port.
+	Listen string `toml:"listen"`
+	// ShutdownTimeout is how long SIGINT or SIGTERM waits for in-flight
+	// requests and attempts before closing anyway. Zero: do not wait.
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+}
+
+// StorageConfig is the [storage] section: the database file.
+type StorageConfig struct {
+	// Path is the database file, relative to the working directory unless
+	// absolute. Its directory must exist.
+	Path string `toml:"path"`
+	// LockTimeout is how long opening the database waits for the file lock
+	// held by another process before giving up. Must be positive.
+	LockTimeout Duration `toml:"lock_timeout"`
+}
+
+// APIConfig is the [api] section: admin authentication.
+type APIConfig struct {
+	// Tokens are the admin bearer tokens; any one of them is accepted. Each
+	// is at least 16 characters of printable ASCII without whitespace. Empty:
+	// webhookd generates one token on first start and saves it to TokenFile.
+	// Tokens are secrets: no error or log shows them.
+	Tokens []string `toml:"tokens"`
+	// TokenFile is where the generated admin token is kept when Tokens is
+	// empty. "": a file named admin-token beside the database file (see
+	// Config.adminTokenFile).
+	TokenFile string `toml:"token_file"`
+}
+
+// IngestConfig is the [ingest] section: accepting events.
+type IngestConfig struct {
+	// MaxBody is the largest event request body accepted, 1KiB to 64MiB.
+	MaxBody ByteSize `toml:"max_body"`
+	// IdempotencyWindow is how long an idempotency key is remembered.
+	IdempotencyWindow Duration `toml:"idempotency_window"`
+	// APIVersion is the api_version given to events whose ingest names
+	// none; 1 to 64 characters.
+	APIVersion string `toml:"api_version"`
+}
+
+// DeliveryConfig is the [delivery] section: attempts and retries.
+type DeliveryConfig struct {
+	// Schedule holds the waits between attempts: a delivery gets
+	// len(Schedule)+1 attempts in all. At most 25 waits, each positive. An
+	// empty schedule (schedule = []) means one attempt only, no retries.
+	Schedule []Duration `toml:"schedule"`
+	// Jitter spreads each wait uniformly over ±Jitter of it (0.2: ±20%), in
+	// [0, 1). Zero: waits are exact.
+	Jitter float64 `toml:"jitter"`
+	// Deadline bounds a delivery's attempts, measured from its first
+	// attempt; every attempt's own time counts. Must be positive.
+	Deadline Duration `toml:"deadline"`
+	// AttemptTimeout bounds one attempt (connect, TLS, request and
+	// response). Positive and at most Deadline.
+	AttemptTimeout Duration `toml:"attempt_timeout"`
+	// Workers is how many attempts may run at once in all, 1 to 4096.
+	Workers int `toml:"workers"`
+	// EndpointConcurrency is how many attempts may run at once against one
+	// endpoint, 1 to 4096.
+	EndpointConcurrency int `toml:"endpoint_concurrency"`
+	// EndpointRate limits attempts per second per endpoint. Zero: unlimited.
+	EndpointRate float64 `toml:"endpoint_rate"`
+	// RetryAfterMax caps the wait a 429 or 503 response asks for in its
+	// Retry-After header. Must be positive.
+	RetryAfterMax Duration `toml:"retry_after_max"`
+}
+
+// LogConfig is the [log] section.
+type LogConfig struct {
+	// Level is the least severe level logged: debug, info, warn or error.
+	Level string `toml:"level"`
+	// Format is text (logfmt-like, for people) or json (for collectors).
+	Format string `toml:"format"`
+}
+
+// defaultConfig returns the configuration used for every key a file does not
+// set. It returns fresh slices on every call: loadConfig decodes into them.
+// config.example.toml must show the same values (a test checks it).
+func defaultConfig() Config {
+	return Config{
+		Server: ServerConfig{
+			Listen:          "127.0.0.1:8080",
+			ShutdownTimeout: Duration{10 * time.Second},
+		},
+		Storage: StorageConfig{
+			Path:        "data/webhookd.db",
+			LockTimeout: Duration{time.Second},
+		},
+		API: APIConfig{
+			Tokens:    []string{},
+			TokenFile: "",
+		},
+		Ingest: IngestConfig{
+			MaxBody:           256 * KiB,
+			IdempotencyWindow: Duration{24 * time.Hour},
+			APIVersion:        "v1",
+		},
+		Delivery: DeliveryConfig{
+			Schedule: []Duration{
+				{5 * time.Second},
+				{30 * time.Second},
+				{2 * time.Minute},
+				{10 * time.Minute},
+				{time.Hour},
+			},
+			Jitter:              0.2,
+			Deadline:            Duration{75 * time.Minute},
+			AttemptTimeout:      Duration{10 * time.Second},
+			Workers:             64,
+			EndpointConcurrency: 8,
+			EndpointRate:        0,
+			RetryAfterMax:       Duration{10 * time.Minute},
+		},
+		Log: LogConfig{
+			Level:  "info",
+			Format: "text",
+		},
+	}
+}
+
+// loadConfig returns the configuration in the TOML file at path, decoded on
+// top of defaultConfig and validated; path "" returns the defaults. Errors
+// start with "config PATH:" and name the line (syntax and type errors), the
+// unknown key, or the key and value at fault (validation).
+func loadConfig(path string) (Config, error) {
+	cfg := defaultConfig()
+	if path == "" {
+		return cfg, cfg.validate("(defaults)")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	text := string(data)
+
+	// Parse once without a destination, so that a syntax error is reported
+	// as such rather than as a problem with whatever key came last.
+	var raw map[string]any
+	if _, err := toml.Decode(text, &raw); err != nil {
+		var perr toml.ParseError
+		if errors.As(err, &perr) {
+			return Config{}, fmt.Errorf("config %s: line %d: %s", path, perr.Position.Line, perr.Message)
+		}
+		return Config{}, fmt.Errorf("config %s: %s", path, strings.TrimPrefix(err.Error(), "toml: "))
+	}
+	md, err := toml.Decode(text, &cfg)
+	if err != nil {
+		var perr toml.ParseError
+		if errors.As(err, &perr) { // a value our types reject, e.g. "5x" for a duration
+			return Config{}, fmt.Errorf("config %s: line %d: %s: %s", path, perr.Position.Line, perr.LastKey, perr.Message)
+		}
+		return Config{}, fmt.Errorf("config %s: %s", path, strings.TrimPrefix(err.Error(), "toml: "))
+	}
+	if unknown := unknownConfigKeys(md); len(unknown) > 0 {
+		noun := "key"
+		if len(unknown) > 1 {
+			noun = "keys"
+		}
+		return Config{}, fmt.Errorf("config %s: unknown %s %s", path, noun, strings.Join(unknown, ", "))
+	}
+	return cfg, cfg.validate(path)
+}
+
+// unknownConfigKeys returns the keys in md that Config does not have, in file
+// order: those the decoder left undecoded, and those it matched only by
+// ignoring case (the decoder does; we do not, so that a file has one
+// spelling of each key). A key inside an unknown table is not listed again.
+func unknownConfigKeys(md toml.MetaData) []string {
+	known := configKeys()
+	undecoded := make(map[string]bool)
+	for _, k := range md.Undecoded() {
+		undecoded[k.String()] = true
+	}
+	reported := make(map[string]bool)
+	var unknown []string
+	for _, k := range md.Keys() {
+		name := k.String()
+		if known[name] && !undecoded[name] {
+			continue
+		}
+		reported[name] = true
+		if insideReported(k, reported) {
+			continue
+		}
+		if !undecoded[name] {
+			name += " (keys are lower case)"
+		}
+		unknown = append(unknown, name)
+	}
+	return unknown
+}
+
+// insideReported reports whether a table enclosing k is in reported.
+func insideReported(k toml.Key, reported map[string]bool) bool {
+	for i := 1; i < len(k); i++ {
+		if reported[k[:i].String()] {
+			return true
+		}
+	}
+	return false
+}
+
+// configKeys returns every key Config has ("server", "server.listen", …),
+// spelled as in its toml tags.
+func configKeys() map[string]bool {
+	keys := make(map[string]bool)
+	ct := reflect.TypeFor[Config]()
+	for i := range ct.NumField() {
+		section := ct.Field(i)
+		name := section.Tag.Get("toml")
+		keys[name] = true
+		for j := range section.Type.NumField() {
+			keys[name+"."+section.Type.Field(j).Tag.Get("toml")] = true
+		}
+	}
+	return keys
+}
+
+// validate reports every value in c that webhookd cannot run with, one line
+// each, as "config NAME: key = value: reason". It never shows a token.
+func (c Config) validate(name string) error {
+	v := &configProblems{name: name}
+
+	if _, port, err := net.SplitHostPort(c.Server.Listen); err != nil || port == "" {
+		v.add("server.listen", c.Server.Listen, `must be host:port, like "127.0.0.1:8080" (port 0: any free port)`)
+	}
+	if c.Server.ShutdownTimeout.Duration < 0 {
+		v.add("server.shutdown_timeout", c.Server.ShutdownTimeout, "must not be negative")
+	}
+
+	if c.Storage.Path == "" {
+		v.add("storage.path", c.Storage.Path, "must name the database file")
+	}
+	v.positive("storage.lock_timeout", c.Storage.LockTimeout)
+
+	for i, tok := range c.API.Tokens {
+		if len(tok) < 16 || !printableASCII(tok) {
+			// The value is a secret: say where it is, not what it is.
+			v.addf("config %s: api.tokens[%d]: must be at least 16 characters of printable ASCII with no whitespace", name, i)
+		}
+	}
+
+	if c.Ingest.MaxBody < KiB || c.Ingest.MaxBody > 64*MiB {
+		v.add("ingest.max_body", c.Ingest.MaxBody, "must be between 1KiB and 64MiB")
+	}
+	v.positive("ingest.idempotency_window", c.Ingest.IdempotencyWindow)
+	if n := utf8.RuneCountInString(c.Ingest.APIVersion); n < 1 || n > 64 {
+		v.add("ingest.api_version", c.Ingest.APIVersion, "must be 1 to 64 characters")
+	}
+
+	d := c.Delivery
+	if len(d.Schedule) > 25 {
+		v.addf("config %s: delivery.schedule = [%d waits]: must have at most 25 waits", name, len(d.Schedule))
+	}
+	for i, wait := range d.Schedule {
+		v.positive(fmt.Sprintf("delivery.schedule[%d]", i), wait)
+	}
+	if !(d.Jitter >= 0 && d.Jitter < 1) { // also rejects NaN
+		v.add("delivery.jitter", d.Jitter, "must be at least 0 and below 1")
+	}
+	v.positive("delivery.deadline", d.Deadline)
+	v.positive("delivery.attempt_timeout", d.AttemptTimeout)
+	if d.Deadline.Duration > 0 && d.AttemptTimeout.Duration > d.Deadline.Duration {
+		v.add("delivery.attempt_timeout", d.AttemptTimeout, fmt.Sprintf("must not exceed delivery.deadline (%q)", d.Deadline))
+	}
+	if d.Workers < 1 || d.Workers > 4096 {
+		v.add("delivery.workers", d.Workers, "must be 1 to 4096")
+	}
+	if d.EndpointConcurrency < 1 || d.EndpointConcurrency > 4096 {
+		v.add("delivery.endpoint_concurrency", d.EndpointConcurrency, "must be 1 to 4096")
+	}
+	if !(d.EndpointRate >= 0) || math.IsInf(d.EndpointRate, 0) {
+		v.add("delivery.endpoint_rate", d.EndpointRate, "must be a finite number, at least 0 (0: unlimited)")
+	}
+	v.positive("delivery.retry_after_max", d.RetryAfterMax)
+
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		v.add("log.level", c.Log.Level, "must be debug, info, warn or error")
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		v.add("log.format", c.Log.Format, "must be text or json")
+	}
+	return errors.Join(v.errs...)
+}
+
+// configProblems collects validation errors.
+type configProblems struct {
+	name string // the file, for the "config NAME:" prefix
+	errs []error
+}
+
+// add records that key has a bad value, showing the value as TOML would.
+func (p *configProblems) add(key string, value any, reason string) {
+	var shown string
+	switch value := value.(type) {
+	case string:
+		shown = strconv.Quote(value)
+	case fmt.Stringer: // Duration, ByteSize: TOML strings
+		shown = strconv.Quote(value.String())
+	default:
+		shown = fmt.Sprint(value)
+	}
+	p.addf("config %s: %s = %s: %s", p.name, key, shown, reason)
+}
+
+func (p *configProblems) addf(format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf(format, args...))
+}
+
+func (p *configProblems) positive(key string, d Duration) {
+	if d.Duration <= 0 {
+		p.add(key, d, "must be positive")
+	}
+}
+
+// printableASCII reports whether s is all visible ASCII: no whitespace, no
+// control characters, nothing a header could mangle.
+func printableASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// adminTokenFile returns the file that holds the generated admin token:
+// api.token_file, or "admin-token" in the database file's directory.
+func (c Config) adminTokenFile() string {
+	if c.API.TokenFile != "" {
+		return c.API.TokenFile
+	}
+	return filepath.Join(filepath.Dir(c.Storage.Path), "admin-token")
+}
+
+// slogLevel returns log.level as a slog.Level; c must be valid.
+func (c LogConfig) slogLevel() slog.Level {
+	switch c.Level {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+// waits returns delivery.schedule as time.Durations.
+func (c DeliveryConfig) waits() []time.Duration {
+	waits := make([]time.Duration, len(c.Schedule))
+	for i, w := range c.Schedule {
+		waits[i] = w.Duration
+	}
+	return waits
+}
+
+// Duration is a time.Duration written in TOML as a string in Go's syntax: a
+// decimal number with a unit, several allowed: "10ms", "5s", "1.5h",
+// "1h15m", "24h". Units are ns, us (or µs), ms, s, m and h; there is no day
+// unit. "0" is zero. A bare number other than 0 is an error, so that "10"
+// cannot be read as nanoseconds. Negative values parse; validation rejects
+// them wherever they make no sense.
+type Duration struct {
+	time.Duration
+}
+
+// UnmarshalText parses a duration such as "5s".
+func (d *Duration) UnmarshalText(text []byte) error {
+	v, err := time.ParseDuration(string(text))
+	if err != nil {
+		return fmt.Errorf(`invalid duration %q: want a number and a unit (ns, us, ms, s, m, h), like "5s", "75m" or "1h30m"`, text)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText returns the duration in Go's syntax, like "1h15m0s".
+func (d Duration) MarshalText() ([]byte, error) {
+	return []byte(d.Duration.String()), nil
+}
+
+// ByteSize is a number of bytes, written in TOML as a bare integer of bytes
+// (65536) or a string of a whole number and a unit: "512B", "64KB",
+// "256KiB", "1MiB". SI units are powers of 1000 and IEC units powers of
+// 1024, as the standards say: KB = 1000, KiB = 1024, MB = 1000², MiB = 1024²,
+// GB = 1000³, GiB = 1024³. Units are case-insensitive ("kib" is KiB) and
+// follow the number without a space; fractions and negative sizes are
+// errors.
+type ByteSize int64
+
+// Byte size units.
+const (
+	KB  ByteSize = 1000
+	MB  ByteSize = 1000 * KB
+	GB  ByteSize = 1000 * MB
+	KiB ByteSize = 1 << 10
+	MiB ByteSize = 1 << 20
+	GiB ByteSize = 1 << 30
+)
+
+// byteSizeUnits lists the units largest first, as MarshalText prefers them.
+var byteSizeUnits = []struct {
+	name string
+	size ByteSize
+}{
+	{"GiB", GiB}, {"GB", GB}, {"MiB", MiB}, {"MB", MB}, {"KiB", KiB}, {"KB", KB}, {"B", 1},
+}
+
+// UnmarshalText parses a size such as "256KiB" or "65536".
+func (b *ByteSize) UnmarshalText(text []byte) error {
+	s := string(text)
+	invalid := func(why string) error {
+		return fmt.Errorf(`invalid size %q: %s; want bytes or a whole number and a unit (B, KB, KiB, MB, MiB, GB, GiB), like "256KiB"`, s, why)
+	}
+	end := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	if end < 0 {
+		end = len(s)
+	}
+	digits, unit := s[:end], s[end:]
+	switch {
+	case digits == "":
+		return invalid("no whole number")
+	case strings.HasPrefix(unit, "."):
+		return invalid("not a whole number")
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil {
+		return invalid("too large")
+	}
+	mult := ByteSize(0)
+	if unit == "" {
+		mult = 1
+	}
+	for _, u := range byteSizeUnits {
+		if strings.EqualFold(unit, u.name) {
+			mult = u.size
+		}
+	}
+	if mult == 0 {
+		return invalid(fmt.Sprintf("unknown unit %q", unit))
+	}
+	if ByteSize(n) > math.MaxInt64/mult {
+		return invalid("too large")
+	}
+	*b = ByteSize(n) * mult
+	return nil
+}
+
+// MarshalText returns the size with the largest unit that divides it
+// exactly, like "256KiB", "64KB" or "1536B"; UnmarshalText reads it back
+// (negative sizes excepted).
+func (b ByteSize) MarshalText() ([]byte, error) {
+	return []byte(b.String()), nil
+}
+
+// String returns the size as MarshalText does.
+func (b ByteSize) String() string {
+	for _, u := range byteSizeUnits {
+		if b != 0 && b%u.size == 0 {
+			return strconv.FormatInt(int64(b/u.size), 10) + u.name
+		}
+	}
+	return strconv.FormatInt(int64(b), 10) + "B"
+}
