@@ -38,7 +38,10 @@ type Store interface {
 	Endpoints(ctx context.Context, tenant string) ([]Endpoint, error)
 	// UpdateEndpoint loads the endpoint, calls fn on it and stores the
 	// result, all in one transaction; an error from fn aborts the update
-	// and is returned as is.
+	// and is returned as is. fn runs inside the write transaction and may
+	// run more than once (a shared commit is retried without a failed
+	// write): it must only change the endpoint, never block or call the
+	// Store.
 	UpdateEndpoint(ctx context.Context, tenant, id string, fn func(*Endpoint) error) (Endpoint, error)
 	// DeleteEndpoint removes it. Its deliveries stay; the dispatcher
 	// dead-letters pending ones when it finds the endpoint gone.
@@ -88,7 +91,9 @@ type NewEvent struct {
 	// tenant used the same key before and its record has not expired, no
 	// event is appended. With the same RequestHash the result is the first
 	// event and its deliveries with Duplicate true; with another hash the
-	// error is CodeIdempotencyConflict. An expired record is replaced.
+	// error is CodeIdempotencyConflict. A record is live while
+	// Event.Created is before its IdempotencyExpires; an expired one is
+	// replaced.
 	IdempotencyKey     string
 	RequestHash        [32]byte
 	IdempotencyExpires time.Time

@@ -1,0 +1,143 @@
+package storage
+
+import (
+	"bytes"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+// checkInvariants walks the records and indexes and reports where they
+// disagree (at most maxCheckErrors problems):
+//
+//   - a delivery is in retry_index iff it is pending, under
+//     (NextAttemptAt, ID) with its endpoint ID as the value;
+//   - a delivery is in dead_letters iff it is dead, under
+//     (tenant, DeadAt, ID);
+//   - every delivery is listed under its event in event_deliveries, and
+//     every entry there names a stored event and delivery;
+//   - every event decodes and event_ids maps its ID to its sequence;
+//   - every idempotency record has exactly its idempotency_expiry entry.
+func checkInvariants(tx *bolt.Tx) []error {
+	var errs []error
+	report := func(format string, args ...any) bool {
+		errs = append(errs, fmt.Errorf("storage: check: "+format, args...))
+		return len(errs) < maxCheckErrors
+	}
+
+	// Events and their ID index.
+	ids := tx.Bucket(bucketEventIDs)
+	nEvents := 0
+	c := tx.Bucket(bucketEvents).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		nEvents++
+		ev, err := decodeEvent(v)
+		if err != nil {
+			if !report("event %x: %v", k, err) {
+				return errs
+			}
+			continue
+		}
+		if sv := ids.Get([]byte(ev.ID)); !bytes.Equal(sv, k) {
+			if !report("event %s: event_ids has %x, want %x", ev.ID, sv, k) {
+				return errs
+			}
+		}
+	}
+	if n := ids.Stats().KeyN; n != nEvents {
+		if !report("%d events but %d event_ids entries", nEvents, n) {
+			return errs
+		}
+	}
+
+	// Deliveries against the retry index, dead letters and event listing.
+	retry := tx.Bucket(bucketRetryIndex)
+	dead := tx.Bucket(bucketDeadLetters)
+	byEvent := tx.Bucket(bucketEventDeliveries)
+	var nPending, nDead, nDeliveries int
+	c = tx.Bucket(bucketDeliveries).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		nDeliveries++
+		d, err := decodeDelivery(v)
+		if err != nil {
+			if !report("delivery %q: %v", k, err) {
+				return errs
+			}
+			continue
+		}
+		if byEvent.Get(eventDeliveryKey(d.EventID, d.ID)) == nil {
+			if !report("delivery %s: not listed under event %s", d.ID, d.EventID) {
+				return errs
+			}
+		}
+		switch d.State {
+		case engine.StatePending:
+			nPending++
+			if d.NextAttemptAt.IsZero() {
+				if !report("delivery %s: pending without NextAttemptAt", d.ID) {
+					return errs
+				}
+			}
+			if ep := retry.Get(retryKey(d.NextAttemptAt, d.ID)); ep == nil || string(ep) != d.EndpointID {
+				if !report("delivery %s: pending but retry index at %s has %q", d.ID, d.NextAttemptAt, ep) {
+					return errs
+				}
+			}
+		case engine.StateDead:
+			nDead++
+			if dead.Get(deadLetterKey(d.TenantID, d.DeadAt, d.ID)) == nil {
+				if !report("delivery %s: dead but not in the dead letters at %s", d.ID, d.DeadAt) {
+					return errs
+				}
+			}
+		}
+	}
+	if n := retry.Stats().KeyN; n != nPending {
+		if !report("%d pending deliveries but %d retry index entries", nPending, n) {
+			return errs
+		}
+	}
+	if n := dead.Stats().KeyN; n != nDead {
+		if !report("%d dead deliveries but %d dead letters", nDead, n) {
+			return errs
+		}
+	}
+	if n := byEvent.Stats().KeyN; n != nDeliveries {
+		if !report("%d deliveries but %d event_deliveries entries", nDeliveries, n) {
+			return errs
+		}
+	}
+
+	// Idempotency records against their expiry index.
+	expiry := tx.Bucket(bucketIdempotencyIndex)
+	nIdem := 0
+	c = tx.Bucket(bucketIdempotency).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		nIdem++
+		rec, err := decodeIdempotency(v)
+		if err != nil {
+			if !report("idempotency record %q: %v", k, err) {
+				return errs
+			}
+			continue
+		}
+		i := bytes.IndexByte(k, sep)
+		if i < 1 {
+			if !report("idempotency key %q: no tenant", k) {
+				return errs
+			}
+			continue
+		}
+		if expiry.Get(expiryKey(rec.Expires, string(k[:i]), string(k[i+1:]))) == nil {
+			if !report("idempotency record %q: no expiry entry at %s", k, rec.Expires) {
+				return errs
+			}
+		}
+	}
+	if n := expiry.Stats().KeyN; n != nIdem {
+		report("%d idempotency records but %d expiry entries", nIdem, n)
+	}
+	return errs
+}

@@ -1,0 +1,396 @@
+package storage
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+// Options configure Open. The zero value of each field means the default
+// named on it.
+type Options struct {
+	// LockTimeout is how long Open waits for the file lock that keeps a
+	// second process off the file before it gives up with ErrInUse.
+	// Zero (or negative) means 1s; there is no way to wait forever.
+	LockTimeout time.Duration
+
+	// MaxBatch is the most writes one commit carries. Zero means 1000.
+	MaxBatch int
+}
+
+const (
+	defaultLockTimeout = time.Second
+	defaultMaxBatch    = 1000
+)
+
+// ErrInUse is returned (wrapped) by Open when another process holds the
+// file. Two processes writing one bbolt file would corrupt it.
+var ErrInUse = errors.New("the database is in use by another webhookd process")
+
+// ErrClosed is the cause (wrapped in a CodeUnavailable *engine.Error) of a
+// write made after Close.
+var ErrClosed = errors.New("database closed")
+
+// DB is webhookd's durable state in one bbolt file. It implements
+// engine.Store. All its methods are safe for concurrent use.
+//
+// Every write goes through one commit loop that runs concurrent writes in
+// a shared transaction (group commit); every read is a bbolt read
+// transaction of its own. See the package documentation.
+type DB struct {
+	path     string
+	bolt     *bolt.DB
+	maxBatch int
+
+	// closeMu guards closed and the send on ops: Close closes ops only
+	// when no writer is sending.
+	closeMu sync.RWMutex
+	closed  bool
+	ops     chan op
+	done    chan struct{} // closed when the commit loop has returned
+
+	commits     atomic.Uint64
+	committed   atomic.Uint64
+	failures    atomic.Uint64
+	commitNanos atomic.Int64
+}
+
+var _ engine.Store = (*DB)(nil)
+
+// Open opens (creating if need be) the database file at path. It creates
+// the parent directory (0700) and the file (0600) if they are missing, and
+// every bucket in one transaction. Every commit is fsynced.
+//
+// Only one process may have the file open: when another holds it, Open
+// fails after opts.LockTimeout with an error wrapping ErrInUse. A file
+// written by a newer webhookd (a higher schema version) is refused.
+func Open(path string, opts Options) (*DB, error) {
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = defaultLockTimeout
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = defaultMaxBatch
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("storage: open %s: %w", path, err)
+	}
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      opts.LockTimeout,
+		NoSync:       false, // IMPORTANT: a nil error from a write means it is on disk
+		FreelistType: bolt.FreelistMapType,
+	})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("storage: open %s: %w (lock not acquired within %s)", path, ErrInUse, opts.LockTimeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %s: %w", path, err)
+	}
+	if err := bdb.Update(initSchema); err != nil {
+		_ = bdb.Close()
+		return nil, fmt.Errorf("storage: open %s: %w", path, err)
+	}
+	db := &DB{
+		path:     path,
+		bolt:     bdb,
+		maxBatch: opts.MaxBatch,
+		ops:      make(chan op, opts.MaxBatch),
+		done:     make(chan struct{}),
+	}
+	go db.run()
+	return db, nil
+}
+
+// initSchema checks the schema version of the file (refusing a newer one)
+// and creates every bucket that is missing.
+func initSchema(tx *bolt.Tx) error {
+	if meta := tx.Bucket(bucketMeta); meta != nil {
+		if v := meta.Get(keySchema); v != nil {
+			if len(v) != 8 {
+				return fmt.Errorf("malformed schema version (%d bytes); is this a webhookd database?", len(v))
+			}
+			if n := binary.BigEndian.Uint64(v); n != schemaVersion {
+				if n > schemaVersion {
+					return fmt.Errorf("schema version %d is newer than this webhookd understands (%d); run a newer webhookd or restore a backup", n, schemaVersion)
+				}
+				return fmt.Errorf("unknown schema version %d", n)
+			}
+		}
+	}
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("create bucket %s: %w", name, err)
+		}
+	}
+	meta := tx.Bucket(bucketMeta)
+	if meta.Get(keySchema) == nil {
+		return meta.Put(keySchema, u64(schemaVersion))
+	}
+	return nil
+}
+
+// Path returns the path of the database file, as given to Open.
+func (db *DB) Path() string { return db.path }
+
+// Close waits for the writes already queued to commit, stops the commit
+// loop and closes the file. Writes after Close fail with ErrClosed. Close
+// is safe to call more than once; later calls return nil.
+func (db *DB) Close() error {
+	db.closeMu.Lock()
+	if db.closed {
+		db.closeMu.Unlock()
+		return nil
+	}
+	db.closed = true
+	close(db.ops)
+	db.closeMu.Unlock()
+
+	<-db.done
+	if err := db.bolt.Close(); err != nil {
+		return fmt.Errorf("storage: close %s: %w", db.path, err)
+	}
+	return nil
+}
+
+// Stats are counters of the commit loop, for benchmarks and metrics.
+type Stats struct {
+	Commits    uint64        // transactions committed
+	Ops        uint64        // writes committed; Ops/Commits is the mean batch size
+	Failures   uint64        // commits that failed (their writes got CodeUnavailable)
+	CommitTime time.Duration // total time of committed transactions, fsync included
+}
+
+// Stats returns the commit loop's counters since Open.
+func (db *DB) Stats() Stats {
+	return Stats{
+		Commits:    db.commits.Load(),
+		Ops:        db.committed.Load(),
+		Failures:   db.failures.Load(),
+		CommitTime: time.Duration(db.commitNanos.Load()),
+	}
+}
+
+// op is one write waiting for the commit loop.
+//
+// IMPORTANT: fn may run more than once, in transactions that are rolled
+// back, before the one that commits: when another write in its batch fails,
+// the batch is run again without that write. fn must therefore assign its
+// results rather than accumulate them, and must not block, do I/O or call
+// the DB.
+type op struct {
+	ctx    context.Context
+	fn     func(*bolt.Tx) error
+	result chan error // buffered; receives exactly one value
+}
+
+// update runs fn in a write transaction shared with other concurrent
+// writes and returns once that transaction is committed and fsynced (nil),
+// or fn failed (fn's error; nothing of fn is written), or the commit
+// failed (a CodeUnavailable *engine.Error).
+//
+// ctx is respected until the write's transaction begins; after that the
+// write's outcome is returned even if ctx has ended.
+func (db *DB) update(ctx context.Context, fn func(*bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	o := op{ctx: ctx, fn: fn, result: make(chan error, 1)}
+	db.closeMu.RLock()
+	if db.closed {
+		db.closeMu.RUnlock()
+		return unavailable("storage is closed", ErrClosed)
+	}
+	select {
+	case db.ops <- o:
+		db.closeMu.RUnlock()
+	case <-ctx.Done():
+		db.closeMu.RUnlock()
+		return ctx.Err()
+	}
+	return <-o.result
+}
+
+// unavailable is the error of a write that could not be committed: the
+// client may retry it later.
+func unavailable(msg string, cause error) error {
+	return &engine.Error{Code: engine.CodeUnavailable, Message: msg, Err: cause}
+}
+
+// run is the commit loop. It takes the first queued write, drains what
+// else is queued right now (up to maxBatch), commits them all in one
+// transaction and answers each. It returns when Close has closed ops and
+// everything queued is answered.
+func (db *DB) run() {
+	defer close(db.done)
+	batch := make([]op, 0, db.maxBatch)
+	for {
+		o, ok := <-db.ops
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], o)
+	drain:
+		for len(batch) < db.maxBatch {
+			select {
+			case o, ok = <-db.ops:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, o)
+			default:
+				break drain
+			}
+		}
+		db.commit(batch)
+		clear(batch) // let the answered ops' closures be collected
+		if !ok {
+			return
+		}
+	}
+}
+
+// commit runs batch in one write transaction and answers every op. An op
+// whose ctx has ended is answered with ctx's error without running. An op
+// that fails is taken out and the transaction is run again without it, so
+// one bad write does not fail the others. A failed commit fails every op
+// with CodeUnavailable.
+func (db *DB) commit(batch []op) {
+	live := make([]op, 0, len(batch))
+	for _, o := range batch {
+		if err := o.ctx.Err(); err != nil {
+			o.result <- err
+			continue
+		}
+		live = append(live, o)
+	}
+	var failed []op
+	var failedErrs []error
+	for len(live) > 0 {
+		failIdx := -1
+		var failErr error
+		start := time.Now()
+		err := db.bolt.Update(func(tx *bolt.Tx) error {
+			for i, o := range live {
+				if err := safeCall(o.fn, tx); err != nil {
+					failIdx, failErr = i, err
+					return err
+				}
+			}
+			return nil
+		})
+		if failIdx >= 0 {
+			failed = append(failed, live[failIdx])
+			failedErrs = append(failedErrs, failErr)
+			live = append(live[:failIdx], live[failIdx+1:]...)
+			continue
+		}
+		if err != nil {
+			db.failures.Add(1)
+			uerr := unavailable("storage cannot write now; retry later", fmt.Errorf("storage: commit: %w", err))
+			for _, o := range live {
+				o.result <- uerr
+			}
+			// The failed ops' errors were decided against writes that were
+			// never committed: they too may succeed when retried.
+			for _, o := range failed {
+				o.result <- uerr
+			}
+			return
+		}
+		db.commits.Add(1)
+		db.committed.Add(uint64(len(live)))
+		db.commitNanos.Add(int64(time.Since(start)))
+		for _, o := range live {
+			o.result <- nil
+		}
+		break
+	}
+	for i, o := range failed {
+		o.result <- failedErrs[i]
+	}
+}
+
+// safeCall calls fn, turning a panic into an error so that one bad write
+// neither kills the commit loop nor fails the other writes of its batch.
+func safeCall(fn func(*bolt.Tx) error, tx *bolt.Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("storage: write panicked: %v", p)
+		}
+	}()
+	return fn(tx)
+}
+
+// view runs fn in a read transaction.
+func (db *DB) view(ctx context.Context, fn func(*bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return db.bolt.View(fn)
+}
+
+// wrap adds context to err unless it is (or wraps) an *engine.Error, which
+// is returned as is so that callers see the domain error directly.
+func wrap(what string, err error) error {
+	var e *engine.Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return fmt.Errorf("storage: %s: %w", what, err)
+}
+
+// WriteTo writes a consistent copy of the whole database to w, from one
+// read transaction, while writes go on. The copy is a bbolt file that Open
+// accepts. Long backups to slow writers hold the read transaction open,
+// which stops the file from growing meanwhile.
+func (db *DB) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		var err error
+		n, err = tx.WriteTo(w)
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("storage: backup: %w", err)
+	}
+	return n, nil
+}
+
+// maxCheckErrors bounds the errors Check reports.
+const maxCheckErrors = 100
+
+// Check reports whether the file is sound: bbolt's page check (tx.Check)
+// and webhookd's own invariants (a delivery is in the retry index iff it is
+// pending, under its NextAttemptAt; in the dead letters iff it is dead;
+// every index entry points at a matching record). It returns nil or the
+// problems found, joined (at most 100). It reads the whole file in one read
+// transaction.
+func (db *DB) Check() error {
+	var errs []error
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			if len(errs) < maxCheckErrors {
+				errs = append(errs, fmt.Errorf("storage: check: %w", err))
+			}
+		}
+		if len(errs) == 0 {
+			errs = checkInvariants(tx)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("storage: check: %w", err)
+	}
+	return errors.Join(errs...)
+}

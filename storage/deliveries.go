@@ -1,0 +1,302 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+func errDeliveryNotFound() error {
+	return engine.Errorf(engine.CodeDeliveryNotFound, "id", "no such delivery")
+}
+
+// getDelivery reads delivery id, or CodeDeliveryNotFound.
+func getDelivery(tx *bolt.Tx, id string) (engine.Delivery, error) {
+	v := tx.Bucket(bucketDeliveries).Get([]byte(id))
+	if v == nil {
+		return engine.Delivery{}, errDeliveryNotFound()
+	}
+	return decodeDelivery(v)
+}
+
+// putDelivery stores d and returns it as stored (times in UTC), which is
+// what a later read returns.
+func putDelivery(tx *bolt.Tx, d engine.Delivery) (engine.Delivery, error) {
+	v, err := encodeDelivery(d)
+	if err != nil {
+		return engine.Delivery{}, err
+	}
+	if err := tx.Bucket(bucketDeliveries).Put([]byte(d.ID), v); err != nil {
+		return engine.Delivery{}, err
+	}
+	return decodeDelivery(v)
+}
+
+// putRetry adds the retry index entry of pending delivery d.
+func putRetry(tx *bolt.Tx, d engine.Delivery) error {
+	return tx.Bucket(bucketRetryIndex).Put(retryKey(d.NextAttemptAt, d.ID), []byte(d.EndpointID))
+}
+
+// deleteRetry removes the retry index entry of pending delivery d, computed
+// from its stored NextAttemptAt.
+func deleteRetry(tx *bolt.Tx, d engine.Delivery) error {
+	return tx.Bucket(bucketRetryIndex).Delete(retryKey(d.NextAttemptAt, d.ID))
+}
+
+// Delivery returns delivery id of tenant, or CodeDeliveryNotFound (also
+// when the delivery belongs to another tenant).
+func (db *DB) Delivery(ctx context.Context, tenant, id string) (engine.Delivery, error) {
+	var out engine.Delivery
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		d, err := getDelivery(tx, id)
+		if err != nil {
+			return err
+		}
+		if d.TenantID != tenant {
+			return errDeliveryNotFound()
+		}
+		out = d
+		return nil
+	})
+	if err != nil {
+		return engine.Delivery{}, wrap("delivery "+id, err)
+	}
+	return out, nil
+}
+
+// AttemptInput reads, in one read transaction, the delivery id (of any
+// tenant; CodeDeliveryNotFound when there is none), its event's body
+// verbatim and its endpoint. A deleted endpoint is EndpointFound false.
+func (db *DB) AttemptInput(ctx context.Context, deliveryID string) (engine.AttemptInput, error) {
+	var in engine.AttemptInput
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		d, err := getDelivery(tx, deliveryID)
+		if err != nil {
+			return err
+		}
+		ev, err := getEventRecord(tx, d.EventID)
+		if err != nil {
+			return fmt.Errorf("event %s of the delivery: %w", d.EventID, err)
+		}
+		ep, found, err := getEndpoint(tx, d.TenantID, d.EndpointID)
+		if err != nil {
+			return err
+		}
+		in = engine.AttemptInput{Delivery: d, Body: ev.Body, Endpoint: ep, EndpointFound: found}
+		return nil
+	})
+	if err != nil {
+		return engine.AttemptInput{}, wrap("attempt input of delivery "+deliveryID, err)
+	}
+	return in, nil
+}
+
+// RecordAttempt appends rec.Attempt to the delivery's attempts and sets
+// Updated to rec.At. Only when rec.Cycle is the delivery's current cycle
+// and the delivery is Pending does it also move it to rec.State, in the
+// same transaction:
+//
+//   - Pending: the retry index entry moves to rec.NextAttemptAt;
+//   - Succeeded: the entry is removed, NextAttemptAt zeroed, Reason cleared;
+//   - Dead: the entry is removed, NextAttemptAt zeroed, DeadAt = rec.At and
+//     a dead-letter entry is added;
+//
+// and CycleAttempts is incremented and LastStatus and Reason set. An
+// attempt of an older cycle (the delivery was replayed meanwhile) is only
+// logged. The delivery is found by ID alone (CodeDeliveryNotFound).
+func (db *DB) RecordAttempt(ctx context.Context, rec engine.AttemptRecord) (engine.Delivery, error) {
+	switch rec.State {
+	case engine.StatePending:
+		if rec.NextAttemptAt.IsZero() {
+			return engine.Delivery{}, fmt.Errorf("storage: record attempt of delivery %s: pending without a next attempt time", rec.DeliveryID)
+		}
+	case engine.StateSucceeded, engine.StateDead:
+	default:
+		return engine.Delivery{}, fmt.Errorf("storage: record attempt of delivery %s: state %q cannot be recorded", rec.DeliveryID, rec.State)
+	}
+	var out engine.Delivery
+	err := db.update(ctx, func(tx *bolt.Tx) error {
+		d, err := getDelivery(tx, rec.DeliveryID)
+		if err != nil {
+			return err
+		}
+		d.Attempts = append(d.Attempts, rec.Attempt)
+		d.Updated = rec.At
+		if rec.Cycle == d.Cycle && d.State == engine.StatePending {
+			if err := deleteRetry(tx, d); err != nil {
+				return err
+			}
+			d.State = rec.State
+			d.CycleAttempts++
+			d.LastStatus = rec.LastStatus
+			d.Reason = rec.Reason
+			switch rec.State {
+			case engine.StatePending:
+				d.NextAttemptAt = rec.NextAttemptAt
+				if err := putRetry(tx, d); err != nil {
+					return err
+				}
+			case engine.StateSucceeded:
+				d.NextAttemptAt = time.Time{}
+				d.Reason = ""
+			case engine.StateDead:
+				d.NextAttemptAt = time.Time{}
+				d.DeadAt = rec.At
+				if err := tx.Bucket(bucketDeadLetters).Put(deadLetterKey(d.TenantID, d.DeadAt, d.ID), nil); err != nil {
+					return err
+				}
+			}
+		}
+		out, err = putDelivery(tx, d)
+		return err
+	})
+	if err != nil {
+		return engine.Delivery{}, wrap("record attempt of delivery "+rec.DeliveryID, err)
+	}
+	return out, nil
+}
+
+// Replay starts a new cycle of delivery id of tenant (CodeDeliveryNotFound),
+// whatever its state: Cycle+1, Pending, CycleStart and NextAttemptAt r.At,
+// CycleAttempts 0, DeadAt zero, r appended to Replays with the new cycle;
+// its retry index entry (if pending) or dead-letter entry (if dead) is
+// replaced by a retry index entry at r.At. One transaction.
+func (db *DB) Replay(ctx context.Context, tenant, id string, r engine.Replay) (engine.Delivery, error) {
+	var out engine.Delivery
+	err := db.update(ctx, func(tx *bolt.Tx) error {
+		d, err := getDelivery(tx, id)
+		if err != nil {
+			return err
+		}
+		if d.TenantID != tenant {
+			return errDeliveryNotFound()
+		}
+		switch d.State {
+		case engine.StatePending:
+			if err := deleteRetry(tx, d); err != nil {
+				return err
+			}
+		case engine.StateDead:
+			if err := tx.Bucket(bucketDeadLetters).Delete(deadLetterKey(d.TenantID, d.DeadAt, d.ID)); err != nil {
+				return err
+			}
+		}
+		d.Cycle++
+		d.State = engine.StatePending
+		d.CycleStart = r.At
+		d.CycleAttempts = 0
+		d.NextAttemptAt = r.At
+		d.DeadAt = time.Time{}
+		d.Updated = r.At
+		rp := r
+		rp.Cycle = d.Cycle
+		d.Replays = append(d.Replays, rp)
+		if err := putRetry(tx, d); err != nil {
+			return err
+		}
+		out, err = putDelivery(tx, d)
+		return err
+	})
+	if err != nil {
+		return engine.Delivery{}, wrap("replay delivery "+id, err)
+	}
+	return out, nil
+}
+
+// DeadLetters lists tenant's dead deliveries, oldest death first, starting
+// after cursor (empty: from the start), at most limit (which must be at
+// least 1). It returns the cursor of the next page, empty when there is no
+// more. A page is read by key (Seek to the cursor), never by offset, so a
+// replay between pages neither repeats nor skips a dead letter. A cursor
+// that does not decode is CodeInvalidField ("cursor").
+func (db *DB) DeadLetters(ctx context.Context, tenant, cursor string, limit int) ([]engine.Delivery, string, error) {
+	if limit < 1 {
+		return nil, "", engine.Errorf(engine.CodeInvalidField, "limit", "limit must be at least 1")
+	}
+	var after []byte
+	if cursor != "" {
+		var err error
+		if after, err = decodeCursor(cursor); err != nil {
+			return nil, "", engine.Errorf(engine.CodeInvalidField, "cursor", "cursor is not one this server returned")
+		}
+	}
+	out := []engine.Delivery{}
+	var next string
+	var last []byte // key suffix of the last dead letter in out
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		if !validTenantID(tenant) {
+			return nil
+		}
+		prefix := tenantPrefix(tenant)
+		c := tx.Bucket(bucketDeadLetters).Cursor()
+		k, _ := c.Seek(append(bytes.Clone(prefix), after...))
+		if after != nil && k != nil && bytes.Equal(k[len(prefix):], after) {
+			k, _ = c.Next()
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			if len(out) == limit {
+				next = encodeCursor(last) // there is more
+				return nil
+			}
+			_, id, err := decodeDeadLetterSuffix(k[len(prefix):])
+			if err != nil {
+				return fmt.Errorf("dead letter key %x: %w", k, err)
+			}
+			d, err := getDelivery(tx, id)
+			if err != nil {
+				return fmt.Errorf("dead letter %s: %w", id, err)
+			}
+			out = append(out, d)
+			last = bytes.Clone(k[len(prefix):])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", wrap("dead letters of "+tenant, err)
+	}
+	return out, next, nil
+}
+
+// retryIndexCheckEvery is how many entries RetryIndex visits between
+// checks of its context.
+const retryIndexCheckEvery = 1024
+
+// RetryIndex calls fn for every entry of the retry index in due order, in
+// one read transaction (a consistent snapshot). It is how the timer is
+// rebuilt at start. fn runs inside the transaction: it must be quick and
+// must not call the DB. An error from fn (or the end of ctx) stops the walk
+// and is returned.
+func (db *DB) RetryIndex(ctx context.Context, fn func(engine.RetryEntry) error) error {
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketRetryIndex).Cursor()
+		n := 0
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if n++; n%retryIndexCheckEvery == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			due, id, err := decodeRetryKey(k)
+			if err != nil {
+				return fmt.Errorf("retry index key %x: %w", k, err)
+			}
+			if err := fn(engine.RetryEntry{Due: due, DeliveryID: id, EndpointID: string(v)}); err != nil {
+				return &callerError{err}
+			}
+		}
+		return nil
+	})
+	if ce := (*callerError)(nil); errors.As(err, &ce) {
+		return ce.err
+	}
+	if err != nil {
+		return wrap("retry index", err)
+	}
+	return nil
+}

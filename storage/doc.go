@@ -1,0 +1,95 @@
+// Package storage keeps webhookd's durable state in one bbolt file. DB
+// implements engine.Store.
+//
+// # Buckets
+//
+// Every bucket is created by Open in one transaction. Integers in keys are
+// fixed-width big-endian, so byte order is numeric order; times in keys are
+// Unix nanoseconds (clamped to [0, 2^63-1]). "‖" is concatenation; 0x00
+// ends a tenant or event ID that is followed by more key (they never
+// contain it). Records begin with a format version byte (1).
+//
+//	bucket              key                                          value
+//	meta                "schema"                                     schema version, uint64 (1)
+//	tenants             tenant ID                                    tenant record (v1 ‖ JSON)
+//	event_types         type name                                    event type record (v1 ‖ JSON)
+//	endpoints           tenant ‖ 0x00 ‖ endpoint ID                  endpoint record with secrets (v1 ‖ JSON)
+//	events              seq(8)                                       event record (see below); never rewritten
+//	event_ids           event ID                                     seq(8)
+//	deliveries          delivery ID                                  delivery record (v1 ‖ JSON)
+//	event_deliveries    event ID ‖ 0x00 ‖ delivery ID                empty
+//	retry_index         due(8) ‖ delivery ID                         endpoint ID
+//	dead_letters        tenant ‖ 0x00 ‖ deadAt(8) ‖ delivery ID      empty
+//	idempotency         tenant ‖ 0x00 ‖ Idempotency-Key              v1 ‖ expires(8) ‖ request hash(32) ‖ event ID
+//	idempotency_expiry  expires(8) ‖ tenant ‖ 0x00 ‖ Idempotency-Key  empty
+//
+// The events bucket is the append-only event log: the key is the bucket's
+// NextSequence, so cursor order is ingest order. An event record is
+//
+//	version(1) ‖ header length(4) ‖ header JSON {id, tenant, type, created, api_version} ‖ body
+//
+// where body is the envelope exactly as ingested: every attempt and replay
+// signs and sends those bytes, so they are never re-encoded.
+//
+// Endpoint IDs are time ordered, so a tenant's endpoints are listed in
+// creation order. A delivery is in retry_index if and only if its state is
+// pending, under its NextAttemptAt, so First() is the next delivery due;
+// it is in dead_letters if and only if it is dead. DeadLetters pages by
+// key: the opaque cursor is base64url(deadAt(8) ‖ delivery ID) of the last
+// dead letter of the page, and the next page Seeks after it. The
+// idempotency_expiry index lets PruneIdempotency delete expired records
+// without reading the live ones. Check verifies these invariants.
+//
+// The encoding types (tenantRecord, deliveryRecord, ...) are not the
+// domain types: the API's JSON may change without changing the file.
+//
+// # Group commit
+//
+// Every exported method that writes is one transaction and returns only
+// after it is committed and fsynced (bbolt's NoSync is never set). To keep
+// ingest from paying one fsync per request, writes go through a commit
+// loop of our own: a writer sends an op (a func(*bolt.Tx) error and a
+// result channel) to a queue (a channel of Options.MaxBatch ops) and waits; one goroutine takes the first
+// queued op, drains whatever else is queued at that moment (at most
+// Options.MaxBatch), runs them all in one bbolt Update and answers every op
+// after the commit. It does not wait to fill a batch (unlike bbolt's Batch
+// and its 10 ms delay): while one commit fsyncs, the next batch queues up,
+// so batches grow with load by themselves.
+//
+// When an op returns an error the transaction is rolled back, that op gets
+// its error and the batch runs again without it, so ops must be safe to
+// run more than once (they assign their results). Reruns cost the whole
+// batch, so AppendEvent makes its checks (tenant, type, Idempotency-Key)
+// in a read transaction first: refused and duplicate ingests, the common
+// client mistakes and retries, never reach the loop. Ops in a batch run in
+// queue order and each sees the writes of the ops before it (two ingests
+// with one Idempotency-Key in one batch: the second is the duplicate). When
+// the commit itself fails (disk full, I/O error), every op of the batch
+// gets a CodeUnavailable *engine.Error wrapping the cause, which ingest
+// answers with 503; bbolt reloads its free list on rollback, so writes
+// succeed again once the disk recovers. A writer's context is honoured
+// until its transaction begins; after that the outcome is reported even if
+// the context has ended. Reads are bbolt read transactions of their own
+// and do not wait for the commit loop. No transaction does network I/O or
+// waits on a channel, and a *bolt.Tx never leaves this package.
+//
+// # Recovery contract
+//
+// bbolt commits by writing the new pages, fsyncing, then writing and
+// fsyncing a meta page; a crash at any point leaves the file as of the
+// last committed transaction. So a crash leaves each write either whole or
+// absent: an ingest leaves its event, its deliveries, their retry index
+// entries and its idempotency record, or none of them; a recorded attempt
+// leaves its log entry together with the state change and the index moves,
+// or none of them. A write whose method returned nil survives. A write that
+// got CodeUnavailable was rolled back and is not reported as done; if the
+// cause was a failed fsync the operating system may still have written some
+// of it, which is why an ingest retry should carry its Idempotency-Key.
+//
+// The retry index is the durable schedule. At start the dispatcher rebuilds
+// its timer from it (RetryIndex): every pending delivery is there,
+// including one whose attempt was in flight at the crash (it was never
+// written as anything but pending), so that attempt is made again
+// (at-least-once). Succeeded and dead deliveries are not in it and are not
+// retried; dead ones wait in dead_letters for a replay.
+package storage

@@ -1,0 +1,324 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+func errEventNotFound() error {
+	return engine.Errorf(engine.CodeEventNotFound, "id", "no such event")
+}
+
+// AppendEvent is ingest, in one transaction (see engine.Store). The tenant
+// must exist (CodeTenantNotFound) and the type be in the catalogue
+// (CodeUnknownEventType). With an Idempotency-Key that the tenant used
+// before and whose record has not expired at in.Event.Created, nothing is
+// appended: the result is the first event and its deliveries (Duplicate)
+// when the request hash matches, CodeIdempotencyConflict when it does not.
+// Otherwise the event gets the next sequence number and one Pending
+// delivery, due at in.Event.Created, per enabled endpoint of the tenant
+// that subscribes to the type. Deliveries are returned in ID order, the
+// order Event lists them in. A refused or duplicate ingest is answered from
+// a read transaction and takes no commit.
+func (db *DB) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.IngestResult, error) {
+	ev := in.Event
+	if ev.ID == "" || strings.ContainsRune(ev.ID, sep) {
+		return engine.IngestResult{}, engine.Errorf(engine.CodeInvalidField, "id", "event id must not be empty or contain a NUL byte")
+	}
+	if ev.Type == "" {
+		return engine.IngestResult{}, engine.Errorf(engine.CodeInvalidField, "type", "type is required")
+	}
+	newID := in.NewID
+	if newID == nil {
+		newID = engine.NewID
+	}
+	value, err := encodeEvent(ev) // outside the transaction: it copies the body
+	if err != nil {
+		return engine.IngestResult{}, fmt.Errorf("storage: append event %s: %w", ev.ID, err)
+	}
+	// Check first in a read transaction, so that a refused or duplicate
+	// ingest never enters the commit loop, where a failing write costs
+	// the rest of its batch a rerun. The write checks again.
+	var res engine.IngestResult
+	var dup bool
+	err = db.view(ctx, func(tx *bolt.Tx) error {
+		d, _, err := checkIngest(tx, in)
+		if d != nil {
+			res, dup = *d, true
+		}
+		return err
+	})
+	if err != nil {
+		return engine.IngestResult{}, wrap("append event "+ev.ID, err)
+	}
+	if dup {
+		return res, nil
+	}
+	err = db.update(ctx, func(tx *bolt.Tx) error {
+		var err error
+		res, err = appendEvent(tx, in, value, newID)
+		return err
+	})
+	if err != nil {
+		return engine.IngestResult{}, wrap("append event "+ev.ID, err)
+	}
+	return res, nil
+}
+
+// checkIngest makes ingest's checks of in: the tenant exists, the type is
+// in the catalogue, and the Idempotency-Key: a live record with the same
+// request hash gives the duplicate result, with another hash a conflict.
+// It returns the expired record the ingest replaces, if any. It only reads.
+func checkIngest(tx *bolt.Tx, in engine.NewEvent) (dup *engine.IngestResult, expired *idempotencyRecord, err error) {
+	ev := in.Event
+	tenant := ev.TenantID
+	if !validTenantID(tenant) || tx.Bucket(bucketTenants).Get([]byte(tenant)) == nil {
+		return nil, nil, errTenantNotFound()
+	}
+	if tx.Bucket(bucketEventTypes).Get([]byte(ev.Type)) == nil {
+		return nil, nil, engine.Errorf(engine.CodeUnknownEventType, "type",
+			"event type %q is not in the catalogue; add it with PUT /v1/event-types/%s", ev.Type, ev.Type)
+	}
+	if in.IdempotencyKey == "" {
+		return nil, nil, nil
+	}
+	v := tx.Bucket(bucketIdempotency).Get(idempotencyKey(tenant, in.IdempotencyKey))
+	if v == nil {
+		return nil, nil, nil
+	}
+	rec, err := decodeIdempotency(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ev.Created.Before(rec.Expires) {
+		return nil, &rec, nil
+	}
+	if rec.RequestHash != in.RequestHash {
+		return nil, nil, engine.Errorf(engine.CodeIdempotencyConflict, "Idempotency-Key",
+			"this Idempotency-Key was used with a different request; send a new key for a new event")
+	}
+	first, ds, err := getEvent(tx, rec.EventID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("idempotency record points at event %s: %w", rec.EventID, err)
+	}
+	return &engine.IngestResult{Event: first, Deliveries: ds, Duplicate: true}, nil, nil
+}
+
+// appendEvent is the transaction of AppendEvent; value is the encoded
+// event.
+func appendEvent(tx *bolt.Tx, in engine.NewEvent, value []byte, newID func(string) string) (engine.IngestResult, error) {
+	ev := in.Event
+	tenant := ev.TenantID
+	dup, expired, err := checkIngest(tx, in)
+	if err != nil {
+		return engine.IngestResult{}, err
+	}
+	if dup != nil {
+		return *dup, nil
+	}
+	idem := tx.Bucket(bucketIdempotency)
+	expiry := tx.Bucket(bucketIdempotencyIndex)
+	if expired != nil {
+		// The new event's record replaces it below.
+		if err := expiry.Delete(expiryKey(expired.Expires, tenant, in.IdempotencyKey)); err != nil {
+			return engine.IngestResult{}, err
+		}
+	}
+
+	events := tx.Bucket(bucketEvents)
+	seq, err := events.NextSequence()
+	if err != nil {
+		return engine.IngestResult{}, err
+	}
+	if err := events.Put(u64(seq), value); err != nil {
+		return engine.IngestResult{}, err
+	}
+	ids := tx.Bucket(bucketEventIDs)
+	if ids.Get([]byte(ev.ID)) != nil {
+		return engine.IngestResult{}, errors.New("event id exists")
+	}
+	if err := ids.Put([]byte(ev.ID), u64(seq)); err != nil {
+		return engine.IngestResult{}, err
+	}
+	stored, err := decodeEvent(value)
+	if err != nil {
+		return engine.IngestResult{}, err
+	}
+	stored.Seq = seq
+
+	ds := []engine.Delivery{}
+	err = forEachEndpoint(tx, tenant, func(ep engine.Endpoint) error {
+		if ep.Disabled || !ep.Subscribes(ev.Type) {
+			return nil
+		}
+		d := engine.Delivery{
+			ID: newID("dlv"), TenantID: tenant, EventID: ev.ID, EventType: ev.Type,
+			EndpointID: ep.ID, State: engine.StatePending,
+			Cycle: 1, CycleStart: stored.Created, NextAttemptAt: stored.Created,
+			Created: stored.Created, Updated: stored.Created,
+			Attempts: []engine.Attempt{}, Replays: []engine.Replay{},
+		}
+		if tx.Bucket(bucketDeliveries).Get([]byte(d.ID)) != nil {
+			return fmt.Errorf("delivery id %s exists", d.ID)
+		}
+		d, err := putDelivery(tx, d)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketEventDeliveries).Put(eventDeliveryKey(ev.ID, d.ID), nil); err != nil {
+			return err
+		}
+		if err := putRetry(tx, d); err != nil {
+			return err
+		}
+		ds = append(ds, d)
+		return nil
+	})
+	if err != nil {
+		return engine.IngestResult{}, err
+	}
+	slices.SortFunc(ds, func(a, b engine.Delivery) int { return strings.Compare(a.ID, b.ID) })
+
+	if in.IdempotencyKey != "" {
+		rec := idempotencyRecord{EventID: ev.ID, RequestHash: in.RequestHash, Expires: in.IdempotencyExpires}
+		if err := idem.Put(idempotencyKey(tenant, in.IdempotencyKey), encodeIdempotency(rec)); err != nil {
+			return engine.IngestResult{}, err
+		}
+		if err := expiry.Put(expiryKey(rec.Expires, tenant, in.IdempotencyKey), nil); err != nil {
+			return engine.IngestResult{}, err
+		}
+	}
+	return engine.IngestResult{Event: stored, Deliveries: ds}, nil
+}
+
+// getEvent reads event id and its deliveries (in ID order); it returns
+// CodeEventNotFound when there is none.
+func getEvent(tx *bolt.Tx, id string) (engine.Event, []engine.Delivery, error) {
+	ev, err := getEventRecord(tx, id)
+	if err != nil {
+		return engine.Event{}, nil, err
+	}
+	ds := []engine.Delivery{}
+	prefix := eventDeliveryKey(id, "")
+	c := tx.Bucket(bucketEventDeliveries).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		d, err := getDelivery(tx, string(k[len(prefix):]))
+		if err != nil {
+			return engine.Event{}, nil, fmt.Errorf("delivery of event %s: %w", id, err)
+		}
+		ds = append(ds, d)
+	}
+	return ev, ds, nil
+}
+
+// getEventRecord reads event id (CodeEventNotFound), Seq set.
+func getEventRecord(tx *bolt.Tx, id string) (engine.Event, error) {
+	sv := tx.Bucket(bucketEventIDs).Get([]byte(id))
+	if sv == nil {
+		return engine.Event{}, errEventNotFound()
+	}
+	seq, err := decodeSeq(sv)
+	if err != nil {
+		return engine.Event{}, fmt.Errorf("event %s: %w", id, err)
+	}
+	v := tx.Bucket(bucketEvents).Get(u64(seq))
+	if v == nil {
+		return engine.Event{}, fmt.Errorf("event %s: sequence %d not in the log", id, seq)
+	}
+	ev, err := decodeEvent(v)
+	if err != nil {
+		return engine.Event{}, fmt.Errorf("event %s: %w", id, err)
+	}
+	ev.Seq = seq
+	return ev, nil
+}
+
+// Event returns event id of tenant and its deliveries, or CodeEventNotFound
+// (also when the event belongs to another tenant).
+func (db *DB) Event(ctx context.Context, tenant, id string) (engine.Event, []engine.Delivery, error) {
+	var ev engine.Event
+	var ds []engine.Delivery
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		var err error
+		ev, ds, err = getEvent(tx, id)
+		if err != nil {
+			return err
+		}
+		if ev.TenantID != tenant {
+			return errEventNotFound()
+		}
+		return nil
+	})
+	if err != nil {
+		return engine.Event{}, nil, wrap("event "+id, err)
+	}
+	return ev, ds, nil
+}
+
+// defaultPruneMax is how many idempotency records PruneIdempotency deletes
+// when asked for max <= 0.
+const defaultPruneMax = 1000
+
+// PruneIdempotency deletes up to max idempotency records that have expired
+// at now (expiry <= now), oldest first, in one small write transaction, and
+// returns how many it deleted. max <= 0 means 1000. Call it in a loop
+// until it returns fewer than max. It reads only the expired part of the
+// idempotency_expiry index, not every record.
+func (db *DB) PruneIdempotency(ctx context.Context, now time.Time, max int) (int, error) {
+	if max <= 0 {
+		max = defaultPruneMax
+	}
+	limit := unixNano(now)
+	var n int
+	err := db.update(ctx, func(tx *bolt.Tx) error {
+		n = 0
+		idem := tx.Bucket(bucketIdempotency)
+		expiry := tx.Bucket(bucketIdempotencyIndex)
+		var keys [][]byte
+		c := expiry.Cursor()
+		for k, _ := c.First(); k != nil && len(keys) < max; k, _ = c.Next() {
+			exp, _, err := decodeExpiryKey(k)
+			if err != nil {
+				return fmt.Errorf("idempotency expiry key %x: %w", k, err)
+			}
+			if exp > limit {
+				break
+			}
+			keys = append(keys, bytes.Clone(k))
+		}
+		for _, k := range keys {
+			exp, ik, _ := decodeExpiryKey(k)
+			// The record may have been replaced by a newer one with a
+			// later expiry (and its own index entry): keep that.
+			if v := idem.Get(ik); v != nil {
+				rec, err := decodeIdempotency(v)
+				if err != nil {
+					return fmt.Errorf("idempotency record %q: %w", ik, err)
+				}
+				if unixNano(rec.Expires) == exp {
+					if err := idem.Delete(ik); err != nil {
+						return err
+					}
+				}
+			}
+			if err := expiry.Delete(k); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, wrap("prune idempotency records", err)
+	}
+	return n, nil
+}

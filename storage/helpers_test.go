@@ -1,0 +1,216 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+// t0 is the clock of the tests: every time is t0 plus something.
+var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// MustOpenDB opens a new database in tb.TempDir(). At cleanup it runs Check
+// (bbolt's page check and the index invariants) and Close, failing the test
+// on an error. A test that closes the DB itself skips the check.
+func MustOpenDB(tb testing.TB) *DB {
+	tb.Helper()
+	return mustOpenDBAt(tb, filepath.Join(tb.TempDir(), "webhookd.db"))
+}
+
+// mustOpenDBAt is MustOpenDB on a given path.
+func mustOpenDBAt(tb testing.TB, path string) *DB {
+	tb.Helper()
+	db, err := Open(path, Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		db.closeMu.RLock()
+		closed := db.closed
+		db.closeMu.RUnlock()
+		if !closed {
+			if err := db.Check(); err != nil {
+				tb.Errorf("Check at cleanup: %v", err)
+			}
+		}
+		if err := db.Close(); err != nil {
+			tb.Errorf("Close at cleanup: %v", err)
+		}
+	})
+	return db
+}
+
+// mustCheck fails the test unless db passes Check.
+func mustCheck(tb testing.TB, db *DB) {
+	tb.Helper()
+	if err := db.Check(); err != nil {
+		tb.Fatalf("Check: %v", err)
+	}
+}
+
+func mustTenant(tb testing.TB, db *DB, id string) engine.Tenant {
+	tb.Helper()
+	t, _, err := db.PutTenant(context.Background(), engine.Tenant{ID: id, Name: "Tenant " + id, Created: t0, Updated: t0})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return t
+}
+
+func mustEventType(tb testing.TB, db *DB, name string) {
+	tb.Helper()
+	if _, _, err := db.PutEventType(context.Background(), engine.EventType{Name: name, Created: t0, Updated: t0}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// newEndpoint returns an endpoint of tenant subscribed to types, with a
+// secret, not yet stored.
+func newEndpoint(tenant string, types ...string) engine.Endpoint {
+	return engine.Endpoint{
+		ID: engine.NewID("ep"), TenantID: tenant, URL: "https://example.com/hook",
+		EventTypes: types, Description: "test", Created: t0, Updated: t0,
+		Secrets: []engine.Secret{{Key: engine.NewSecret()}},
+	}
+}
+
+func mustEndpoint(tb testing.TB, db *DB, tenant string, types ...string) engine.Endpoint {
+	tb.Helper()
+	ep := newEndpoint(tenant, types...)
+	if err := db.CreateEndpoint(context.Background(), ep); err != nil {
+		tb.Fatal(err)
+	}
+	// Space endpoint IDs one millisecond apart so that their creation
+	// order is their ID order (NewID is ordered to the millisecond).
+	time.Sleep(time.Millisecond)
+	return ep
+}
+
+// newEvent returns an ingest of typ for tenant at t0 with body.
+func newEvent(tenant, typ, body string) engine.NewEvent {
+	return engine.NewEvent{
+		Event: engine.Event{
+			ID: engine.NewID("evt"), TenantID: tenant, Type: typ,
+			Created: t0, APIVersion: "v1", Body: []byte(body),
+		},
+		NewID: engine.NewID,
+	}
+}
+
+func mustAppend(tb testing.TB, db *DB, in engine.NewEvent) engine.IngestResult {
+	tb.Helper()
+	res, err := db.AppendEvent(context.Background(), in)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return res
+}
+
+// mustDelivery ingests one order.created event for tenant and returns its
+// one delivery. The tenant gets one endpoint (subscribed to the type) on
+// first use and must have no other.
+func mustDelivery(tb testing.TB, db *DB, tenant string) engine.Delivery {
+	tb.Helper()
+	mustEventType(tb, db, "order.created")
+	eps, err := db.Endpoints(context.Background(), tenant)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(eps) == 0 {
+		mustEndpoint(tb, db, tenant, "order.created")
+	}
+	res := mustAppend(tb, db, newEvent(tenant, "order.created", `{"n":1}`))
+	if len(res.Deliveries) != 1 {
+		tb.Fatalf("ingest made %d deliveries, want 1", len(res.Deliveries))
+	}
+	return res.Deliveries[0]
+}
+
+// countKeys returns the number of keys in bucket.
+func countKeys(tb testing.TB, db *DB, bucket []byte) int {
+	tb.Helper()
+	n := 0
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucket).Stats().KeyN
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+// retryEntries returns the whole retry index.
+func retryEntries(tb testing.TB, db *DB) []engine.RetryEntry {
+	tb.Helper()
+	var out []engine.RetryEntry
+	err := db.RetryIndex(context.Background(), func(e engine.RetryEntry) error {
+		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// wantCode fails the test unless err is an *engine.Error with code and
+// field.
+func wantCode(tb testing.TB, err error, code engine.Code, field string) *engine.Error {
+	tb.Helper()
+	var e *engine.Error
+	if !errors.As(err, &e) {
+		tb.Fatalf("error = %v, want an *engine.Error with code %s", err, code)
+	}
+	if e.Code != code || e.Field != field {
+		tb.Fatalf("error = %v (code %q, field %q), want code %q, field %q", err, e.Code, e.Field, code, field)
+	}
+	return e
+}
+
+// blockCommits holds the commit loop inside a transaction of its own until
+// release is called, so that the writes queued meanwhile form one batch.
+// release returns the blocking write's error.
+func blockCommits(tb testing.TB, db *DB) (release func() error) {
+	tb.Helper()
+	started := make(chan struct{})
+	unblock := make(chan struct{})
+	done := make(chan error, 1)
+	var once sync.Once
+	go func() {
+		done <- db.update(context.Background(), func(*bolt.Tx) error {
+			once.Do(func() { close(started) })
+			<-unblock
+			return nil
+		})
+	}()
+	<-started
+	var rel sync.Once
+	var err error
+	return func() error {
+		rel.Do(func() {
+			close(unblock)
+			err = <-done
+		})
+		return err
+	}
+}
+
+// waitQueued waits (bounded) until n writes are queued for the commit loop.
+func waitQueued(tb testing.TB, db *DB, n int) {
+	tb.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(db.ops) < n {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d writes queued after 5s, want %d", len(db.ops), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
