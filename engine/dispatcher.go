@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/webhookd/webhookd/verify"
 )
 
 // DispatcherOptions configure a Dispatcher. A zero field means the default
@@ -496,7 +499,17 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 	if err == nil {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("User-Agent", d.opts.UserAgent)
-		signRequest(req.Header, dl.EventID, start, in.Body, in.Endpoint.SigningKeys(start))
+		var sig http.Header
+		sig, err = verify.Sign(in.Endpoint.SigningKeys(start), dl.EventID, start, in.Body)
+		if err != nil {
+			// Not a transport error: no key can sign. Never retried.
+			rec.Attempt.Duration = time.Since(mono)
+			rec.Attempt.Outcome = OutcomePermanent
+			rec.Attempt.Error = "endpoint has no usable signing secret; rotate its secret"
+			rec.State, rec.Reason = StateDead, rec.Attempt.Error
+			return
+		}
+		maps.Copy(req.Header, sig)
 		var resp *http.Response
 		resp, err = d.client.Do(req)
 		if err == nil {

@@ -8,8 +8,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/webhookd/webhookd/verify"
 )
 
 // Service is the domain API behind httpapi: it validates input, talks to the
@@ -273,6 +274,7 @@ func (s *Service) Ingest(ctx context.Context, tenant string, in IngestInput) (In
 	if err := ValidateEventType("type", in.Type); err != nil {
 		return IngestResult{}, err
 	}
+	requestedVersion := in.APIVersion
 	if in.APIVersion == "" {
 		in.APIVersion = s.opts.APIVersion
 	}
@@ -286,9 +288,6 @@ func (s *Service) Ingest(ctx context.Context, tenant string, in IngestInput) (In
 	if err := json.Compact(&data, in.Data); err != nil {
 		return IngestResult{}, Errorf(CodeInvalidJSON, "data", "data is not valid JSON")
 	}
-	if len(in.IdempotencyKey) > MaxIdempotencyKey {
-		return IngestResult{}, Errorf(CodeInvalidField, "Idempotency-Key", "Idempotency-Key is longer than %d bytes", MaxIdempotencyKey)
-	}
 	if err := validText("Idempotency-Key", in.IdempotencyKey, MaxIdempotencyKey); err != nil {
 		return IngestResult{}, err
 	}
@@ -300,10 +299,13 @@ func (s *Service) Ingest(ctx context.Context, tenant string, in IngestInput) (In
 	if err != nil {
 		return IngestResult{}, fmt.Errorf("engine: encode envelope: %w", err)
 	}
+	// The idempotency hash covers the request as sent (api_version before
+	// the default is filled in), so a change of the default within the
+	// window does not turn a retry into a conflict.
 	h := sha256.New()
 	h.Write([]byte(in.Type))
 	h.Write([]byte{0})
-	h.Write([]byte(in.APIVersion))
+	h.Write([]byte(requestedVersion))
 	h.Write([]byte{0})
 	h.Write(data.Bytes())
 	var hash [32]byte
@@ -362,13 +364,23 @@ func (s *Service) overlay(d *Delivery) {
 	}
 }
 
-// DeadLetters pages through tenant's dead deliveries.
+// Page sizes of listings.
+const (
+	DefaultPageLimit = 100  // when a listing names no limit
+	MaxPageLimit     = 1000 // the largest limit a listing takes
+)
+
+// DeadLetters pages through tenant's dead deliveries, at most limit (0:
+// DefaultPageLimit) from cursor on.
 func (s *Service) DeadLetters(ctx context.Context, tenant, cursor string, limit int) ([]Delivery, string, error) {
 	if _, err := s.Tenant(ctx, tenant); err != nil {
 		return nil, "", err
 	}
-	if limit <= 0 || limit > 1000 {
-		limit = 100
+	if limit <= 0 {
+		limit = DefaultPageLimit
+	}
+	if limit > MaxPageLimit {
+		return nil, "", Errorf(CodeInvalidField, "limit", "limit must be from 1 to %d", MaxPageLimit)
 	}
 	return s.store.DeadLetters(ctx, tenant, cursor, limit)
 }
@@ -401,10 +413,4 @@ func NewSecret() string {
 }
 
 // SecretPrefix starts every signing secret.
-const SecretPrefix = "whsec_"
-
-// secretKey returns the HMAC key of a Standard Webhooks secret: the
-// base64-decoded bytes after the prefix.
-func secretKey(secret string) ([]byte, error) {
-	return base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, SecretPrefix))
-}
+const SecretPrefix = verify.SecretPrefix

@@ -1,0 +1,265 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+	"github.com/webhookd/webhookd/engine"
+)
+
+// listResponse is the body of every listing.
+type listResponse[T any] struct {
+	Data       []T    `json:"data"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// list returns a listResponse whose data is [] rather than null when empty.
+func list[T any](data []T, next string) listResponse[T] {
+	if data == nil {
+		data = []T{}
+	}
+	return listResponse[T]{Data: data, NextCursor: next}
+}
+
+// createdEndpoint is the body of a successful endpoint create: the endpoint
+// plus its signing secret. It is the only response that carries a secret.
+type createdEndpoint struct {
+	engine.Endpoint
+	Secret string `json:"secret"`
+}
+
+// ingestResponse is the body of POST .../events.
+type ingestResponse struct {
+	ID         string        `json:"id"`
+	Created    time.Time     `json:"created"`
+	Deliveries []deliveryRef `json:"deliveries"`
+}
+
+// deliveryRef names one delivery an ingest created.
+type deliveryRef struct {
+	ID         string       `json:"id"`
+	EndpointID string       `json:"endpoint_id"`
+	State      engine.State `json:"state"`
+}
+
+// eventResponse is the body of GET .../events/:id: the envelope exactly as
+// stored (and signed), and the event's deliveries.
+type eventResponse struct {
+	Event      json.RawMessage   `json:"event"`
+	Deliveries []engine.Delivery `json:"deliveries"`
+}
+
+// deliveryJSON returns d with empty attempt and replay logs as [] rather
+// than null.
+func deliveryJSON(d engine.Delivery) engine.Delivery {
+	if d.Attempts == nil {
+		d.Attempts = []engine.Attempt{}
+	}
+	if d.Replays == nil {
+		d.Replays = []engine.Replay{}
+	}
+	return d
+}
+
+func deliveriesJSON(ds []engine.Delivery) []engine.Delivery {
+	out := make([]engine.Delivery, len(ds))
+	for i, d := range ds {
+		out[i] = deliveryJSON(d)
+	}
+	return out
+}
+
+func (s *server) handleHealth(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// createdOrOK is the status of a PUT: 201 when it created the resource.
+func createdOrOK(created bool) int {
+	if created {
+		return http.StatusCreated
+	}
+	return http.StatusOK
+}
+
+func (s *server) handlePutTenant(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var in engine.TenantInput
+	if err := decodeJSON(w, r, s.maxBody, &in, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	t, created, err := s.svc.PutTenant(r.Context(), ps.ByName("tenant"), in)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, createdOrOK(created), t)
+}
+
+func (s *server) handleGetTenant(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	t, err := s.svc.Tenant(r.Context(), ps.ByName("tenant"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, t)
+}
+
+func (s *server) handlePutEventType(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var in engine.EventTypeInput
+	if err := decodeJSON(w, r, s.maxBody, &in, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	et, created, err := s.svc.PutEventType(r.Context(), ps.ByName("type"), in)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, createdOrOK(created), et)
+}
+
+func (s *server) handleListEventTypes(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	ets, err := s.svc.EventTypes(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, list(ets, ""))
+}
+
+func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var in engine.EndpointInput
+	if err := decodeJSON(w, r, s.maxBody, &in, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	tenant := ps.ByName("tenant")
+	ep, secret, err := s.svc.CreateEndpoint(r.Context(), tenant, in)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Location", "/v1/tenants/"+url.PathEscape(tenant)+"/endpoints/"+url.PathEscape(ep.ID))
+	h.Set("Cache-Control", "no-store") // the body carries the secret
+	s.writeJSON(w, r, http.StatusCreated, createdEndpoint{Endpoint: ep, Secret: secret})
+}
+
+func (s *server) handleListEndpoints(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	eps, err := s.svc.Endpoints(r.Context(), ps.ByName("tenant"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, list(eps, ""))
+}
+
+func (s *server) handleGetEndpoint(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	ep, err := s.svc.Endpoint(r.Context(), ps.ByName("tenant"), ps.ByName("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, ep)
+}
+
+func (s *server) handleUpdateEndpoint(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var p engine.EndpointPatch
+	if err := decodeJSON(w, r, s.maxBody, &p, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ep, err := s.svc.UpdateEndpoint(r.Context(), ps.ByName("tenant"), ps.ByName("id"), p)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, ep)
+}
+
+func (s *server) handleDeleteEndpoint(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	if err := s.svc.DeleteEndpoint(r.Context(), ps.ByName("tenant"), ps.ByName("id")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *server) handleIngest(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var in engine.IngestInput
+	if err := decodeJSON(w, r, s.maxBody, &in, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	in.IdempotencyKey = r.Header.Get("Idempotency-Key")
+	tenant := ps.ByName("tenant")
+	res, err := s.svc.Ingest(r.Context(), tenant, in)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := ingestResponse{ID: res.Event.ID, Created: res.Event.Created, Deliveries: make([]deliveryRef, len(res.Deliveries))}
+	for i, d := range res.Deliveries {
+		out.Deliveries[i] = deliveryRef{ID: d.ID, EndpointID: d.EndpointID, State: d.State}
+	}
+	h := w.Header()
+	h.Set("Location", "/v1/tenants/"+url.PathEscape(tenant)+"/events/"+url.PathEscape(res.Event.ID))
+	if res.Duplicate {
+		h.Set("Idempotent-Replayed", "true")
+	}
+	s.writeJSON(w, r, http.StatusAccepted, out)
+}
+
+func (s *server) handleGetEvent(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	ev, ds, err := s.svc.Event(r.Context(), ps.ByName("tenant"), ps.ByName("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, eventResponse{Event: ev.Body, Deliveries: deliveriesJSON(ds)})
+}
+
+func (s *server) handleGetDelivery(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	d, err := s.svc.Delivery(r.Context(), ps.ByName("tenant"), ps.ByName("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, deliveryJSON(d))
+}
+
+// replayedBy is who a replay through this API is recorded as: tokens are
+// not named yet, so every caller is the admin.
+const replayedBy = "admin"
+
+func (s *server) handleReplay(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	d, err := s.svc.Replay(r.Context(), ps.ByName("tenant"), ps.ByName("id"), replayedBy)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusAccepted, deliveryJSON(d))
+}
+
+func (s *server) handleListDeadLetters(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	q := r.URL.Query()
+	limit := 0 // the engine's default
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > engine.MaxPageLimit {
+			s.writeError(w, r, engine.Errorf(engine.CodeInvalidField, "limit", "limit must be an integer from 1 to %d", engine.MaxPageLimit))
+			return
+		}
+		limit = n
+	}
+	ds, next, err := s.svc.DeadLetters(r.Context(), ps.ByName("tenant"), q.Get("cursor"), limit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, list(deliveriesJSON(ds), next))
+}

@@ -1,0 +1,97 @@
+package httpapi
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+// problemTypePrefix starts the "type" member of every problem: the URN
+// names the code, so a client can match on either.
+const problemTypePrefix = "urn:webhookd:problem:"
+
+// internalDetail is the only detail a 500 ever shows: the cause goes to the
+// operator log, never to the client.
+const internalDetail = "internal error"
+
+// statusEntry is what the API shows for one error code.
+type statusEntry struct {
+	status int
+	title  string
+}
+
+// statusTable is the only table from engine.Code to HTTP status. A code
+// missing here is answered as internal (500) and logged.
+var statusTable = map[engine.Code]statusEntry{
+	engine.CodeInvalidJSON:         {http.StatusBadRequest, "Malformed JSON body"},
+	engine.CodeInvalidField:        {http.StatusUnprocessableEntity, "Invalid field"},
+	engine.CodeUnknownEventType:    {http.StatusUnprocessableEntity, "Unknown event type"},
+	engine.CodeBodyTooLarge:        {http.StatusRequestEntityTooLarge, "Request body too large"},
+	engine.CodeUnsupportedMedia:    {http.StatusUnsupportedMediaType, "Unsupported media type"},
+	engine.CodeUnauthorized:        {http.StatusUnauthorized, "Unauthorized"},
+	engine.CodeForbidden:           {http.StatusForbidden, "Forbidden"},
+	engine.CodeNotFound:            {http.StatusNotFound, "Not found"},
+	engine.CodeMethodNotAllowed:    {http.StatusMethodNotAllowed, "Method not allowed"},
+	engine.CodeTenantNotFound:      {http.StatusNotFound, "Tenant not found"},
+	engine.CodeEndpointNotFound:    {http.StatusNotFound, "Endpoint not found"},
+	engine.CodeEventNotFound:       {http.StatusNotFound, "Event not found"},
+	engine.CodeDeliveryNotFound:    {http.StatusNotFound, "Delivery not found"},
+	engine.CodeIdempotencyConflict: {http.StatusConflict, "Idempotency key reused"},
+	engine.CodeUnavailable:         {http.StatusServiceUnavailable, "Service unavailable"},
+	engine.CodeInternal:            {http.StatusInternalServerError, "Internal error"},
+}
+
+// problem is an RFC 9457 problem detail, extended with the stable code and
+// the field at fault.
+type problem struct {
+	Type   string      `json:"type"`
+	Title  string      `json:"title"`
+	Status int         `json:"status"`
+	Code   engine.Code `json:"code"`
+	Detail string      `json:"detail"`
+	Field  string      `json:"field,omitempty"`
+}
+
+// writeError answers err as application/problem+json. An error without a
+// code (or with a code the table does not know) becomes a 500 "internal
+// error" and is logged at error level; its text never reaches the client.
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := engine.ErrorCode(err)
+	if _, known := statusTable[code]; !known || code == engine.CodeInternal {
+		msg := "<nil>" // a handler bug; still answer something
+		if err != nil {
+			msg = err.Error()
+		}
+		s.log.ErrorContext(r.Context(), "httpapi: internal error",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.String("code", string(code)), slog.String("error", msg))
+		s.writeProblem(w, r, engine.CodeInternal, internalDetail, "")
+		return
+	}
+	e, _ := errors.AsType[*engine.Error](err) // found: the code came from it
+	s.writeProblem(w, r, code, e.Message, e.Field)
+}
+
+// writeProblem is the only writer of application/problem+json. code must be
+// in statusTable; it sets the headers some codes call for.
+func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, code engine.Code, detail, field string) {
+	entry := statusTable[code]
+	p := problem{
+		Type:   problemTypePrefix + string(code),
+		Title:  entry.title,
+		Status: entry.status,
+		Code:   code,
+		Detail: detail,
+		Field:  field,
+	}
+	h := w.Header()
+	switch code {
+	case engine.CodeUnauthorized:
+		h.Set("WWW-Authenticate", "Bearer")
+	case engine.CodeUnavailable:
+		h.Set("Retry-After", "1")
+	}
+	s.writeBody(w, r, "application/problem+json", p.Status, p)
+}
