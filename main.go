@@ -1,4 +1,223 @@
-// Command webhookd is a single-binary outbound webhook service. (being written)
+// Command webhookd is a single-binary outbound webhook service: apps POST
+// events to it, and it stores them durably in one bbolt file, signs them,
+// delivers them to their subscribers' endpoints, retries, dead-letters and
+// replays them.
+//
+//	webhookd [-config FILE] [-listen ADDR] [-db PATH]
+//
+// Without -config (or WEBHOOKD_CONFIG) it runs on the built-in defaults,
+// which config.example.toml lists.
 package main
 
-func main() {}
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/httpapi"
+	"github.com/webhookd/webhookd/storage"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "webhookd:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program: it returns when ctx is cancelled (SIGINT,
+// SIGTERM) and the shutdown is done, or when start-up fails.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("webhookd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", getenv("WEBHOOKD_CONFIG"), "TOML config `file` (default: built-in defaults; env WEBHOOKD_CONFIG)")
+	listen := fs.String("listen", "", "listen `address`, overriding [server] listen")
+	dbPath := fs.String("db", "", "database `path`, overriding [storage] path")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	cfg, err := loadConfig(*configPath)
+	if err != nil {
+		return err
+	}
+	if *listen != "" {
+		cfg.Server.Listen = *listen
+	}
+	if *dbPath != "" {
+		cfg.Storage.Path = *dbPath
+	}
+	logger := newLogger(cfg.Log, stderr)
+
+	db, err := storage.Open(cfg.Storage.Path, storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	tokens, err := adminTokens(cfg, logger)
+	if err != nil {
+		return err
+	}
+
+	disp := engine.NewDispatcher(db, engine.DispatcherOptions{
+		Policy:              retryPolicy(cfg.Delivery),
+		Workers:             cfg.Delivery.Workers,
+		EndpointConcurrency: cfg.Delivery.EndpointConcurrency,
+		EndpointRate:        cfg.Delivery.EndpointRate,
+		Logger:              logger,
+	})
+	svc := engine.NewService(db, disp, engine.ServiceOptions{
+		IdempotencyWindow: cfg.Ingest.IdempotencyWindow.Duration,
+		APIVersion:        cfg.Ingest.APIVersion,
+	})
+	api := httpapi.New(svc, httpapi.Options{Tokens: tokens, MaxBody: int64(cfg.Ingest.MaxBody), Logger: logger})
+
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Server.Listen, err)
+	}
+	if err := disp.Start(ctx); err != nil {
+		ln.Close()
+		return fmt.Errorf("start dispatcher: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	go pruneLoop(ctx, db, logger)
+
+	logger.Info("webhookd started", "listen", ln.Addr().String(), "db", cfg.Storage.Path)
+	fmt.Fprintf(stdout, "webhookd listening on http://%s\n", ln.Addr())
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		logger.Error("http server stopped", "err", err)
+	}
+
+	// Shutdown order: stop taking requests, let attempts in flight finish
+	// and record their outcome, then close the database.
+	logger.Info("shutting down", "timeout", cfg.Server.ShutdownTimeout.Duration)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Server.ShutdownTimeout.Duration)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn("http shutdown cut short", "err", err)
+		srv.Close()
+	}
+	if err := disp.Stop(sctx); err != nil {
+		logger.Warn("attempts still in flight were cancelled; they are retried at next start", "err", err)
+	}
+	if err := db.Close(); err != nil {
+		return fmt.Errorf("close database: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+func retryPolicy(c DeliveryConfig) engine.RetryPolicy {
+	return engine.RetryPolicy{
+		Schedule:       c.waits(),
+		Jitter:         c.Jitter,
+		Deadline:       c.Deadline.Duration,
+		AttemptTimeout: c.AttemptTimeout.Duration,
+		RetryAfterMax:  c.RetryAfterMax.Duration,
+	}
+}
+
+func newLogger(c LogConfig, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.slogLevel()}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// adminTokens returns the configured admin tokens, or the one kept in the
+// token file, made on first start: "whk_" + 32 random bytes in base64url,
+// written with mode 0600. The token itself is never logged.
+func adminTokens(cfg Config, logger *slog.Logger) ([]string, error) {
+	if len(cfg.API.Tokens) > 0 {
+		return cfg.API.Tokens, nil
+	}
+	path := cfg.adminTokenFile()
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return nil, fmt.Errorf("admin token file %s is empty", path)
+		}
+		logger.Info("admin token read from file", "path", path)
+		return []string{tok}, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("read admin token: %w", err)
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return nil, err
+	}
+	tok := "whk_" + base64.RawURLEncoding.EncodeToString(raw[:])
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("write admin token: %w", err)
+	}
+	if _, err := f.WriteString(tok + "\n"); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write admin token: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("write admin token: %w", err)
+	}
+	logger.Warn("no admin token configured: made one and saved it; use it as 'Authorization: Bearer <token>'", "path", path)
+	return []string{tok}, nil
+}
+
+// pruneLoop deletes expired idempotency records in small transactions
+// until ctx ends, so the set does not grow without bound.
+func pruneLoop(ctx context.Context, db *storage.DB, logger *slog.Logger) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for {
+			n, err := db.PruneIdempotency(ctx, time.Now(), 1000)
+			if err != nil {
+				if ctx.Err() == nil {
+					logger.Warn("prune idempotency keys", "err", err)
+				}
+				break
+			}
+			if n < 1000 {
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,324 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
+)
+
+// testConfig is a millisecond schedule so the suite stays fast: 4 attempts,
+// 20/40/80 ms apart, no jitter.
+const testConfig = `
+[server]
+shutdown_timeout = "2s"
+[api]
+tokens = ["test-admin-token-0123456789"]
+[delivery]
+schedule = ["20ms", "40ms", "80ms"]
+jitter = 0
+deadline = "30s"
+attempt_timeout = "300ms"
+retry_after_max = "2s"
+workers = 16
+endpoint_concurrency = 4
+[log]
+level = "debug"
+`
+
+const testToken = "test-admin-token-0123456789"
+
+// instance is one webhookd started with run() on a loopback port.
+type instance struct {
+	t      *testing.T
+	base   string
+	cancel context.CancelFunc
+	done   chan error
+	logs   *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startInstance runs webhookd on dir's database with config (TOML) and
+// waits until it listens.
+func startInstance(t *testing.T, dir, config string) *instance {
+	t.Helper()
+	cfgPath := filepath.Join(dir, "webhookd.toml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, logs := &syncBuffer{}, &syncBuffer{}
+	in := &instance{t: t, cancel: cancel, done: make(chan error, 1), logs: logs}
+	args := []string{"-config", cfgPath, "-listen", "127.0.0.1:0", "-db", filepath.Join(dir, "webhookd.db")}
+	go func() { in.done <- run(ctx, args, func(string) string { return "" }, stdout, logs) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if s := stdout.String(); strings.Contains(s, "listening on ") {
+			in.base = strings.TrimSpace(s[strings.Index(s, "http://"):])
+			t.Cleanup(func() { in.stop() })
+			return in
+		}
+		select {
+		case err := <-in.done:
+			t.Fatalf("webhookd exited at start: %v\n%s", err, logs.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cancel()
+	t.Fatalf("webhookd did not start\n%s", logs.String())
+	return nil
+}
+
+// stop shuts the instance down as SIGTERM would, and waits for run to end.
+func (in *instance) stop() {
+	if in.cancel == nil {
+		return
+	}
+	in.cancel()
+	in.cancel = nil
+	select {
+	case err := <-in.done:
+		if err != nil {
+			in.t.Errorf("run: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		in.t.Error("webhookd did not stop within 15s")
+	}
+	if in.t.Failed() {
+		in.t.Logf("webhookd logs:\n%s", in.logs.String())
+	}
+}
+
+// call makes an API request with the admin token and decodes a JSON answer
+// into out (when not nil). It returns the status.
+func (in *instance) call(method, path string, body any, out any, header ...string) int {
+	in.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		r = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, in.base+path, r)
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			in.t.Fatalf("%s %s: decode %q: %v", method, path, raw, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func (in *instance) mustCall(want int, method, path string, body any, out any, header ...string) {
+	in.t.Helper()
+	var raw json.RawMessage
+	if got := in.call(method, path, body, &raw, header...); got != want {
+		in.t.Fatalf("%s %s: status %d, want %d: %s", method, path, got, want, raw)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			in.t.Fatal(err)
+		}
+	}
+}
+
+type endpointCreated struct {
+	ID     string `json:"id"`
+	Secret string `json:"secret"`
+}
+
+type ingestResponse struct {
+	ID         string `json:"id"`
+	Deliveries []struct {
+		ID         string `json:"id"`
+		EndpointID string `json:"endpoint_id"`
+		State      string `json:"state"`
+	} `json:"deliveries"`
+}
+
+type deliveryView struct {
+	ID            string    `json:"id"`
+	EventID       string    `json:"event_id"`
+	EndpointID    string    `json:"endpoint_id"`
+	State         string    `json:"state"`
+	Reason        string    `json:"reason"`
+	LastStatus    int       `json:"last_status"`
+	NextAttemptAt time.Time `json:"next_attempt_at"`
+	Attempts      []struct {
+		Number     int    `json:"number"`
+		Cycle      int    `json:"cycle"`
+		Status     int    `json:"status"`
+		Error      string `json:"error"`
+		Response   string `json:"response"`
+		Outcome    string `json:"outcome"`
+		RetryAfter int64  `json:"retry_after_ns"`
+	} `json:"attempts"`
+	Replays []struct {
+		By string `json:"by"`
+	} `json:"replays"`
+}
+
+// setup creates tenant acme, the catalogue types payment.succeeded and
+// invoice.paid, and returns nothing; endpoints are per test.
+func (in *instance) setup() {
+	in.t.Helper()
+	in.mustCall(201, "PUT", "/v1/tenants/acme", map[string]string{"name": "Acme"}, nil)
+	in.mustCall(201, "PUT", "/v1/event-types/payment.succeeded", map[string]string{"description": "a payment went through"}, nil)
+	in.mustCall(201, "PUT", "/v1/event-types/invoice.paid", map[string]string{"description": "an invoice was paid"}, nil)
+}
+
+func (in *instance) createEndpoint(url string, types ...string) endpointCreated {
+	in.t.Helper()
+	var ep endpointCreated
+	in.mustCall(201, "POST", "/v1/tenants/acme/endpoints", map[string]any{"url": url, "event_types": types}, &ep)
+	if ep.ID == "" || !strings.HasPrefix(ep.Secret, "whsec_") {
+		in.t.Fatalf("endpoint create answered %+v", ep)
+	}
+	return ep
+}
+
+func (in *instance) ingest(typ, data string, header ...string) ingestResponse {
+	in.t.Helper()
+	var res ingestResponse
+	in.mustCall(202, "POST", "/v1/tenants/acme/events", fmt.Sprintf(`{"type":%q,"data":%s}`, typ, data), &res, header...)
+	return res
+}
+
+func (in *instance) delivery(id string) deliveryView {
+	in.t.Helper()
+	var d deliveryView
+	in.mustCall(200, "GET", "/v1/tenants/acme/deliveries/"+id, nil, &d)
+	return d
+}
+
+// waitState polls a delivery until it is in state, or fails after 15s.
+func (in *instance) waitState(id, state string) deliveryView {
+	in.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var d deliveryView
+	for time.Now().Before(deadline) {
+		if d = in.delivery(id); d.State == state {
+			return d
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	in.t.Fatalf("delivery %s is %s (reason %q, %d attempts), want %s", id, d.State, d.Reason, len(d.Attempts), state)
+	return d
+}
+
+// receiver is a loopback endpoint that checks every request's signatures
+// with the official Standard Webhooks and Stripe libraries and answers
+// what answer says for the n-th request (1-based).
+type receiver struct {
+	t      *testing.T
+	srv    *httptest.Server
+	secret string
+	answer func(n int, w http.ResponseWriter, r *http.Request)
+
+	mu       sync.Mutex
+	requests []received
+}
+
+type received struct {
+	at        time.Time
+	id        string
+	timestamp string
+	body      []byte
+	sigErr    error
+}
+
+func newReceiver(t *testing.T, answer func(n int, w http.ResponseWriter, r *http.Request)) *receiver {
+	rc := &receiver{t: t, answer: answer}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rc.mu.Lock()
+		secret := rc.secret
+		rq := received{at: time.Now(), id: r.Header.Get("webhook-id"), timestamp: r.Header.Get("webhook-timestamp"), body: body}
+		if wh, err := standardwebhooks.NewWebhook(secret); err != nil {
+			rq.sigErr = err
+		} else if err := wh.Verify(body, r.Header); err != nil {
+			rq.sigErr = fmt.Errorf("standard webhooks: %w", err)
+		} else if err := stripewebhook.ValidatePayloadWithTolerance(body, r.Header.Get("X-Webhook-Signature"), secret, 5*time.Minute); err != nil {
+			rq.sigErr = fmt.Errorf("stripe scheme: %w", err)
+		}
+		rc.requests = append(rc.requests, rq)
+		n := len(rc.requests)
+		rc.mu.Unlock()
+		rc.answer(n, w, r)
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) setSecret(s string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.secret = s
+}
+
+func (rc *receiver) got() []received {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]received(nil), rc.requests...)
+}
+
+// checkSignatures fails the test for any request whose signature did not
+// verify with the official libraries.
+func (rc *receiver) checkSignatures() {
+	rc.t.Helper()
+	for i, r := range rc.got() {
+		if r.sigErr != nil {
+			rc.t.Errorf("request %d: signature rejected: %v", i+1, r.sigErr)
+		}
+	}
+}
+
+func status(code int) func(int, http.ResponseWriter, *http.Request) {
+	return func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) }
+}
