@@ -3,7 +3,8 @@
 // delivers them to their subscribers' endpoints, retries, dead-letters and
 // replays them.
 //
-//	webhookd [-config FILE] [-listen ADDR] [-db PATH]
+//	webhookd [serve] [-config FILE] [-listen ADDR] [-db PATH]
+//	webhookd COMMAND [flags]     (see commands)
 //
 // Without -config (or WEBHOOKD_CONFIG) it runs on the built-in defaults,
 // which config.example.toml lists.
@@ -40,9 +41,29 @@ func main() {
 	}
 }
 
+// command is a subcommand: webhookd NAME [flags].
+type command func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
+
+// commands are the subcommands besides serving, each in a file of its own.
+var commands = map[string]command{}
+
 // run is the whole program: it returns when ctx is cancelled (SIGINT,
-// SIGTERM) and the shutdown is done, or when start-up fails.
+// SIGTERM) and the shutdown is done, or when start-up fails. With a first
+// argument that names a subcommand, it runs that instead of the service.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		if cmd, ok := commands[args[0]]; ok {
+			return cmd(ctx, args[1:], getenv, stdout, stderr)
+		}
+		if args[0] == "serve" {
+			args = args[1:]
+		}
+	}
+	return serve(ctx, args, getenv, stdout, stderr)
+}
+
+// serve runs the service until ctx ends.
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("webhookd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", getenv("WEBHOOKD_CONFIG"), "TOML config `file` (default: built-in defaults; env WEBHOOKD_CONFIG)")
