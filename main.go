@@ -69,8 +69,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	configPath := fs.String("config", getenv("WEBHOOKD_CONFIG"), "TOML config `file` (default: built-in defaults; env WEBHOOKD_CONFIG)")
 	listen := fs.String("listen", "", "listen `address`, overriding [server] listen")
 	dbPath := fs.String("db", "", "database `path`, overriding [storage] path")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *showVersion {
+		return runVersion(ctx, nil, getenv, stdout, stderr)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -109,7 +113,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		IdempotencyWindow: cfg.Ingest.IdempotencyWindow.Duration,
 		APIVersion:        cfg.Ingest.APIVersion,
 	})
-	api := httpapi.New(svc, httpapi.Options{Tokens: tokens, MaxBody: int64(cfg.Ingest.MaxBody), Logger: logger})
+	api := httpapi.New(svc, httpapi.Options{
+		Tokens:  tokens,
+		MaxBody: int64(cfg.Ingest.MaxBody),
+		Logger:  logger,
+		Backup:  db,
+		Ready: func() error {
+			if !disp.Running() {
+				return errors.New("dispatcher not running")
+			}
+			return nil
+		},
+	})
 
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
@@ -131,7 +146,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	go func() { serveErr <- srv.Serve(ln) }()
 	go pruneLoop(ctx, db, logger)
 
-	logger.Info("webhookd started", "listen", ln.Addr().String(), "db", cfg.Storage.Path)
+	logger.Info("webhookd started", "version", versionString(), "listen", ln.Addr().String(), "db", cfg.Storage.Path)
 	fmt.Fprintf(stdout, "webhookd listening on http://%s\n", ln.Addr())
 
 	select {

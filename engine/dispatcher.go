@@ -237,6 +237,13 @@ func (d *Dispatcher) Enqueue(id, endpointID string, due time.Time) {
 	d.scheduleLocked(id, endpointID, d.monotonic(due))
 }
 
+// Running reports whether the dispatcher was started and is not stopping.
+func (d *Dispatcher) Running() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.started && !d.stopping
+}
+
 // InFlight reports whether an attempt of delivery id is running now.
 func (d *Dispatcher) InFlight(id string) bool {
 	d.mu.Lock()

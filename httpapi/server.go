@@ -4,10 +4,12 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/webhookd/webhookd/engine"
@@ -30,10 +32,24 @@ type Options struct {
 	// operator. It never receives a token, a secret or a request body.
 	// Nil: logs are discarded.
 	Logger *slog.Logger
+	// Backup writes a consistent copy of the database for
+	// GET /v1/admin/backup. Nil: the route answers 404.
+	Backup io.WriterTo
+	// Ready reports whether the service can take work, for /readyz: nil
+	// means ready. Nil func: always ready.
+	Ready func() error
+	// Metrics serves /metrics (no auth: it carries no tenant data). Nil:
+	// the route answers 404.
+	Metrics http.Handler
+	// ObserveRequest, when set, is told of every routed request: the route
+	// pattern (not the path, so tenants are not labels), the status and the
+	// time taken.
+	ObserveRequest func(method, route string, status int, d time.Duration)
 }
 
 // server holds what the handlers share.
 type server struct {
+	opts    Options
 	svc     *engine.Service
 	tokens  [][sha256.Size]byte
 	maxBody int64
@@ -44,7 +60,7 @@ type server struct {
 // New returns the HTTP handler of the webhookd API over svc. The routes,
 // their bodies and the error vocabulary are listed in the package doc.
 func New(svc *engine.Service, opts Options) http.Handler {
-	s := &server{svc: svc, maxBody: opts.MaxBody, log: opts.Logger}
+	s := &server{opts: opts, svc: svc, maxBody: opts.MaxBody, log: opts.Logger}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
 	}
@@ -74,29 +90,68 @@ func New(svc *engine.Service, opts Options) http.Handler {
 // static segment beside a :param at the same position; the paths are laid
 // out so that never happens.
 func (s *server) routes() {
-	r := s.router
-	r.GET("/healthz", s.handleHealth)
+	s.handle("GET", "/healthz", s.handleHealth)
+	s.handle("GET", "/readyz", s.handleReady)
+	s.handle("GET", "/metrics", s.handleMetrics)
 
-	r.PUT("/v1/tenants/:tenant", s.auth(s.handlePutTenant))
-	r.GET("/v1/tenants/:tenant", s.auth(s.handleGetTenant))
+	s.handle("PUT", "/v1/tenants/:tenant", s.auth(s.handlePutTenant))
+	s.handle("GET", "/v1/tenants/:tenant", s.auth(s.handleGetTenant))
 
-	r.PUT("/v1/event-types/:type", s.auth(s.handlePutEventType))
-	r.GET("/v1/event-types", s.auth(s.handleListEventTypes))
+	s.handle("PUT", "/v1/event-types/:type", s.auth(s.handlePutEventType))
+	s.handle("GET", "/v1/event-types", s.auth(s.handleListEventTypes))
 
-	r.POST("/v1/tenants/:tenant/endpoints", s.auth(s.handleCreateEndpoint))
-	r.GET("/v1/tenants/:tenant/endpoints", s.auth(s.handleListEndpoints))
-	r.GET("/v1/tenants/:tenant/endpoints/:id", s.auth(s.handleGetEndpoint))
-	r.PATCH("/v1/tenants/:tenant/endpoints/:id", s.auth(s.handleUpdateEndpoint))
-	r.DELETE("/v1/tenants/:tenant/endpoints/:id", s.auth(s.handleDeleteEndpoint))
+	s.handle("POST", "/v1/tenants/:tenant/endpoints", s.auth(s.handleCreateEndpoint))
+	s.handle("GET", "/v1/tenants/:tenant/endpoints", s.auth(s.handleListEndpoints))
+	s.handle("GET", "/v1/tenants/:tenant/endpoints/:id", s.auth(s.handleGetEndpoint))
+	s.handle("PATCH", "/v1/tenants/:tenant/endpoints/:id", s.auth(s.handleUpdateEndpoint))
+	s.handle("DELETE", "/v1/tenants/:tenant/endpoints/:id", s.auth(s.handleDeleteEndpoint))
 
-	r.POST("/v1/tenants/:tenant/events", s.auth(s.handleIngest))
-	r.GET("/v1/tenants/:tenant/events/:id", s.auth(s.handleGetEvent))
+	s.handle("POST", "/v1/tenants/:tenant/events", s.auth(s.handleIngest))
+	s.handle("GET", "/v1/tenants/:tenant/events/:id", s.auth(s.handleGetEvent))
 
-	r.GET("/v1/tenants/:tenant/deliveries/:id", s.auth(s.handleGetDelivery))
-	r.POST("/v1/tenants/:tenant/deliveries/:id/replay", s.auth(s.handleReplay))
+	s.handle("GET", "/v1/tenants/:tenant/deliveries/:id", s.auth(s.handleGetDelivery))
+	s.handle("POST", "/v1/tenants/:tenant/deliveries/:id/replay", s.auth(s.handleReplay))
 
-	r.GET("/v1/tenants/:tenant/dead-letters", s.auth(s.handleListDeadLetters))
+	s.handle("GET", "/v1/tenants/:tenant/dead-letters", s.auth(s.handleListDeadLetters))
+
+	s.handle("GET", "/v1/admin/backup", s.auth(s.handleBackup))
 }
+
+// handle registers h for method and path, measured by ObserveRequest.
+func (s *server) handle(method, path string, h httprouter.Handle) {
+	if s.opts.ObserveRequest != nil {
+		inner, observe := h, s.opts.ObserveRequest
+		h = func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+			start := time.Now()
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			inner(sw, r, ps)
+			observe(method, path, sw.status, time.Since(start))
+		}
+	}
+	s.router.Handle(method, path, h)
+}
+
+// statusWriter remembers the status a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // auth wraps h so that it runs only for a request bearing one of the
 // configured tokens. The presented token is hashed and compared in constant
