@@ -91,7 +91,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	logger := newLogger(cfg.Log, stderr)
 
-	db, err := storage.Open(cfg.Storage.Path, storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration})
+	m := newMetrics()
+	db, err := storage.Open(cfg.Storage.Path, storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration, OnCommit: m.observeCommit})
 	if err != nil {
 		return err
 	}
@@ -108,7 +109,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		EndpointConcurrency: cfg.Delivery.EndpointConcurrency,
 		EndpointRate:        cfg.Delivery.EndpointRate,
 		Logger:              logger,
+		OnAttempt:           m.observeAttempt,
 	})
+	m.watch(disp, db)
 	svc := engine.NewService(db, disp, engine.ServiceOptions{
 		IdempotencyWindow: cfg.Ingest.IdempotencyWindow.Duration,
 		APIVersion:        cfg.Ingest.APIVersion,
@@ -118,6 +121,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		MaxBody: int64(cfg.Ingest.MaxBody),
 		Logger:  logger,
 		Backup:  db,
+		Metrics: m.handler(),
+
+		ObserveRequest: m.observeRequest,
 		Ready: func() error {
 			if !disp.Running() {
 				return errors.New("dispatcher not running")

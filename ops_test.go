@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,4 +176,47 @@ func TestVersionAndReady(t *testing.T) {
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.mustCall(200, "GET", "/readyz", nil, nil)
 	in.mustCall(200, "GET", "/healthz", nil, nil)
+}
+
+func TestMetrics(t *testing.T) {
+	in := startInstance(t, t.TempDir(), testConfig)
+	in.setup()
+	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n == 1 {
+			w.WriteHeader(500)
+			return
+		}
+		w.WriteHeader(200)
+	})
+	ep := in.createEndpoint(rc.srv.URL, "*")
+	rc.setSecret(ep.Secret)
+	ev := in.ingest("invoice.paid", `{"secret_tenant_data":"acme"}`)
+	in.waitState(ev.Deliveries[0].ID, "succeeded")
+
+	resp, err := http.Get(in.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(body)
+	for _, want := range []string{
+		`webhookd_attempts_total{outcome="retry"} 1`,
+		`webhookd_attempts_total{outcome="success"} 1`,
+		`webhookd_deliveries_finished_total{state="succeeded"} 1`,
+		`webhookd_events_stored_total 1`,
+		`webhookd_http_requests_total{code="202",method="POST",route="/v1/tenants/:tenant/events"} 1`,
+		`webhookd_endpoint_failures_total{endpoint="` + ep.ID + `"} 1`,
+		`webhookd_pending_deliveries 0`,
+		`webhookd_commit_batch_writes_count`,
+		`webhookd_oldest_pending_overdue_seconds 0`,
+		`process_resident_memory_bytes`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(text, "acme") {
+		t.Error("/metrics carries a tenant name")
+	}
 }

@@ -30,6 +30,10 @@ type DispatcherOptions struct {
 	UserAgent           string       // "": "webhookd"
 	Now                 func() time.Time
 	Random              func() float64 // jitter source in [0, 1); nil: math/rand/v2
+	// OnAttempt, when set, is told of every attempt whose outcome was
+	// recorded, with the state the delivery moved to (for metrics). It runs
+	// on a worker: it must be fast and must not block.
+	OnAttempt func(endpointID string, a Attempt, state State)
 }
 
 // storeRetryDelay is how long a delivery waits when the store failed to
@@ -482,6 +486,9 @@ func (d *Dispatcher) attempt(id string) time.Time {
 		return time.Now().Add(storeRetryDelay)
 	}
 	d.logAttempt(dl, rec)
+	if d.opts.OnAttempt != nil {
+		d.opts.OnAttempt(dl.EndpointID, rec.Attempt, updated.State)
+	}
 	if updated.State != StatePending {
 		return time.Time{}
 	}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/storage"
+)
+
+// maxEndpointLabels bounds the endpoint label of the per-endpoint failure
+// counter: the first endpoints seen get a series each, the rest share
+// endpoint="other", so a sender with a million endpoints cannot blow up
+// Prometheus.
+const maxEndpointLabels = 100
+
+// metrics are webhookd's Prometheus metrics, served at /metrics. Names
+// follow the domain: event, delivery, attempt, dead letter.
+type metrics struct {
+	reg *prometheus.Registry
+
+	requests        *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	eventsStored    prometheus.Counter
+	attempts        *prometheus.CounterVec
+	attemptDuration *prometheus.HistogramVec
+	deliveries      *prometheus.CounterVec
+	deadLetters     prometheus.Counter
+	endpointFails   *prometheus.CounterVec
+	commitBatch     prometheus.Histogram
+	commitDuration  prometheus.Histogram
+
+	mu        sync.Mutex
+	endpoints map[string]bool
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry(), endpoints: make(map[string]bool)}
+	f := promauto.With(m.reg)
+	m.requests = f.NewCounterVec(prometheus.CounterOpts{Name: "webhookd_http_requests_total",
+		Help: "API requests by method, route pattern and status code."}, []string{"method", "route", "code"})
+	m.requestDuration = f.NewHistogramVec(prometheus.HistogramOpts{Name: "webhookd_http_request_duration_seconds",
+		Help:    "API request latency by method and route pattern; POST /v1/tenants/:tenant/events is ingest.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"method", "route"})
+	m.eventsStored = f.NewCounter(prometheus.CounterOpts{Name: "webhookd_events_stored_total",
+		Help: "Events acknowledged by ingest (202), duplicates by Idempotency-Key included."})
+	m.attempts = f.NewCounterVec(prometheus.CounterOpts{Name: "webhookd_attempts_total",
+		Help: "Delivery attempts recorded, by outcome (success, retry, permanent)."}, []string{"outcome"})
+	m.attemptDuration = f.NewHistogramVec(prometheus.HistogramOpts{Name: "webhookd_attempt_duration_seconds",
+		Help: "Delivery attempt latency by outcome.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}, []string{"outcome"})
+	m.deliveries = f.NewCounterVec(prometheus.CounterOpts{Name: "webhookd_deliveries_finished_total",
+		Help: "Deliveries that reached a final state (succeeded, dead)."}, []string{"state"})
+	m.deadLetters = f.NewCounter(prometheus.CounterOpts{Name: "webhookd_dead_letters_total",
+		Help: "Deliveries moved to the dead letters."})
+	m.endpointFails = f.NewCounterVec(prometheus.CounterOpts{Name: "webhookd_endpoint_failures_total",
+		Help: `Failed attempts per endpoint (the first 100 endpoints by id, the rest as "other").`}, []string{"endpoint"})
+	m.commitBatch = f.NewHistogram(prometheus.HistogramOpts{Name: "webhookd_commit_batch_writes",
+		Help: "Writes per storage commit (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 12)})
+	m.commitDuration = f.NewHistogram(prometheus.HistogramOpts{Name: "webhookd_commit_duration_seconds",
+		Help: "Storage commit latency, fsync included.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)})
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// watch registers the gauges read at scrape time from the dispatcher and
+// the store.
+func (m *metrics) watch(disp *engine.Dispatcher, db *storage.DB) {
+	gauge := func(name, help string, fn func() float64) {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
+	}
+	gauge("webhookd_pending_deliveries", "Pending deliveries held by the dispatcher: waiting for their time, due, or in flight.", func() float64 {
+		s := disp.Stats()
+		return float64(s.Scheduled + s.Ready + s.InFlight)
+	})
+	gauge("webhookd_due_deliveries", "Deliveries due now and waiting for a worker.", func() float64 { return float64(disp.Stats().Ready) })
+	gauge("webhookd_inflight_attempts", "Attempts in flight.", func() float64 { return float64(disp.Stats().InFlight) })
+	gauge("webhookd_oldest_pending_overdue_seconds", "How long the most overdue pending delivery has been due (0 when none is overdue).", func() float64 {
+		due, ok, err := db.OldestDue(context.Background())
+		if err != nil || !ok {
+			return 0
+		}
+		return max(0, time.Since(due).Seconds())
+	})
+	gauge("webhookd_database_bytes", "Size of the database file.", func() float64 { return float64(db.FileSize()) })
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// observeRequest is httpapi's ObserveRequest.
+func (m *metrics) observeRequest(method, route string, code int, d time.Duration) {
+	m.requests.WithLabelValues(method, route, strconv.Itoa(code)).Inc()
+	m.requestDuration.WithLabelValues(method, route).Observe(d.Seconds())
+	if method == http.MethodPost && route == "/v1/tenants/:tenant/events" && code == http.StatusAccepted {
+		m.eventsStored.Inc()
+	}
+}
+
+// observeAttempt is the dispatcher's OnAttempt.
+func (m *metrics) observeAttempt(endpointID string, a engine.Attempt, state engine.State) {
+	m.attempts.WithLabelValues(string(a.Outcome)).Inc()
+	m.attemptDuration.WithLabelValues(string(a.Outcome)).Observe(a.Duration.Seconds())
+	if a.Outcome != engine.OutcomeSuccess {
+		m.endpointFails.WithLabelValues(m.endpointLabel(endpointID)).Inc()
+	}
+	switch state {
+	case engine.StateSucceeded, engine.StateDead:
+		m.deliveries.WithLabelValues(string(state)).Inc()
+	}
+	if state == engine.StateDead {
+		m.deadLetters.Inc()
+	}
+}
+
+// observeCommit is storage's OnCommit.
+func (m *metrics) observeCommit(writes int, d time.Duration) {
+	m.commitBatch.Observe(float64(writes))
+	m.commitDuration.Observe(d.Seconds())
+}
+
+func (m *metrics) endpointLabel(id string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.endpoints[id] {
+		return id
+	}
+	if len(m.endpoints) < maxEndpointLabels {
+		m.endpoints[id] = true
+		return id
+	}
+	return "other"
+}
