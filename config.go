@@ -26,12 +26,27 @@ import (
 // absent from the file keeps its default. config.example.toml lists every key
 // with its default, and a test keeps the two equal.
 type Config struct {
-	Server   ServerConfig   `toml:"server"`
-	Storage  StorageConfig  `toml:"storage"`
-	API      APIConfig      `toml:"api"`
-	Ingest   IngestConfig   `toml:"ingest"`
-	Delivery DeliveryConfig `toml:"delivery"`
-	Log      LogConfig      `toml:"log"`
+	Server    ServerConfig    `toml:"server"`
+	Storage   StorageConfig   `toml:"storage"`
+	API       APIConfig       `toml:"api"`
+	Ingest    IngestConfig    `toml:"ingest"`
+	Delivery  DeliveryConfig  `toml:"delivery"`
+	Log       LogConfig       `toml:"log"`
+	Retention RetentionConfig `toml:"retention"`
+}
+
+// RetentionConfig is the [retention] section: how long finished events are
+// kept. A background pruner deletes older ones in small transactions.
+type RetentionConfig struct {
+	// Succeeded is how long an event is kept after its last delivery
+	// succeeded (an event without subscribers: after ingest). At least
+	// ingest.idempotency_window, so an idempotency key never outlives its
+	// event.
+	Succeeded Duration `toml:"succeeded"`
+	// Dead is how long an event is kept after its last delivery died,
+	// counted from the death: its dead letter can be replayed until then.
+	// At least ingest.idempotency_window.
+	Dead Duration `toml:"dead"`
 }
 
 // ServerConfig is the [server] section: the HTTP listener.
@@ -47,7 +62,7 @@ type ServerConfig struct {
 // StorageConfig is the [storage] section: the database file.
 type StorageConfig struct {
 	// Path is the database file, relative to the working directory unless
-	// absolute. Its directory must exist.
+	// absolute. Its directory is created (0700) if it is missing.
 	Path string `toml:"path"`
 	// LockTimeout is how long opening the database waits for the file lock
 	// held by another process before giving up. Must be positive.
@@ -154,6 +169,10 @@ func defaultConfig() Config {
 		Log: LogConfig{
 			Level:  "info",
 			Format: "text",
+		},
+		Retention: RetentionConfig{
+			Succeeded: Duration{30 * 24 * time.Hour},
+			Dead:      Duration{30 * 24 * time.Hour},
 		},
 	}
 }
@@ -313,6 +332,15 @@ func (c Config) validate(name string) error {
 		v.add("delivery.endpoint_rate", d.EndpointRate, "must be a finite number, at least 0 (0: unlimited)")
 	}
 	v.positive("delivery.retry_after_max", d.RetryAfterMax)
+
+	for _, r := range []struct {
+		key string
+		d   Duration
+	}{{"retention.succeeded", c.Retention.Succeeded}, {"retention.dead", c.Retention.Dead}} {
+		if r.d.Duration < c.Ingest.IdempotencyWindow.Duration {
+			v.add(r.key, r.d, "must be at least ingest.idempotency_window, so that an idempotency key never outlives its event")
+		}
+	}
 
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

@@ -150,7 +150,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	go pruneLoop(ctx, db, logger)
+	go pruneLoop(ctx, db, cfg.Retention, logger)
 
 	logger.Info("webhookd started", "version", versionString(), "listen", ln.Addr().String(), "db", cfg.Storage.Path)
 	fmt.Fprintf(stdout, "webhookd listening on http://%s\n", ln.Addr())
@@ -238,9 +238,11 @@ func adminTokens(cfg Config, logger *slog.Logger) ([]string, error) {
 	return []string{tok}, nil
 }
 
-// pruneLoop deletes expired idempotency records in small transactions
-// until ctx ends, so the set does not grow without bound.
-func pruneLoop(ctx context.Context, db *storage.DB, logger *slog.Logger) {
+// pruneLoop runs the retention pruner every minute until ctx ends: expired
+// idempotency records, then finished events past retention (see
+// storage.PruneEvents). Each step is one small transaction, so ingest never
+// waits long behind it.
+func pruneLoop(ctx context.Context, db *storage.DB, r RetentionConfig, logger *slog.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
@@ -249,17 +251,32 @@ func pruneLoop(ctx context.Context, db *storage.DB, logger *slog.Logger) {
 			return
 		case <-t.C:
 		}
-		for {
-			n, err := db.PruneIdempotency(ctx, time.Now(), 1000)
-			if err != nil {
-				if ctx.Err() == nil {
-					logger.Warn("prune idempotency keys", "err", err)
-				}
-				break
-			}
-			if n < 1000 {
-				break
-			}
+		if err := pruneOnce(ctx, db, r, time.Now()); err != nil && ctx.Err() == nil {
+			logger.Warn("retention pruner", "err", err)
 		}
+	}
+}
+
+// pruneOnce makes one full pass of the pruner.
+func pruneOnce(ctx context.Context, db *storage.DB, r RetentionConfig, now time.Time) error {
+	for {
+		n, err := db.PruneIdempotency(ctx, now, 1000)
+		if err != nil {
+			return err
+		}
+		if n < 1000 {
+			break
+		}
+	}
+	ret := storage.Retention{SucceededBefore: now.Add(-r.Succeeded.Duration), DeadBefore: now.Add(-r.Dead.Duration)}
+	for cursor := uint64(0); ; {
+		res, err := db.PruneEvents(ctx, cursor, ret, 500)
+		if err != nil {
+			return err
+		}
+		if res.Next == 0 {
+			return nil
+		}
+		cursor = res.Next
 	}
 }

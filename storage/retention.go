@@ -1,0 +1,139 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+// Retention says which finished events PruneEvents may delete.
+type Retention struct {
+	// SucceededBefore: a succeeded delivery last updated before this time
+	// is past retention.
+	SucceededBefore time.Time
+	// DeadBefore: a dead delivery that died before this time is past
+	// retention (its dead letter goes with it).
+	DeadBefore time.Time
+}
+
+// PruneResult counts what one PruneEvents call did.
+type PruneResult struct {
+	Scanned    int    // events looked at
+	Events     int    // events deleted
+	Deliveries int    // deliveries deleted (and their dead letters)
+	Next       uint64 // the cursor for the next call; 0: the log was read to its end
+}
+
+// PruneEvents deletes, in one small transaction, the events after log
+// position cursor (0: from the start) whose every delivery is finished and
+// past r — each with its deliveries, their dead letters and its id entry.
+// It looks at no more than max events (0: 500), skipping those it must
+// keep (a pending delivery, a delivery still inside retention), and stops
+// at the first event created after both cutoffs, since the log is in
+// ingest order. Call it again with Next until Next is 0.
+//
+// Idempotency records are left to PruneIdempotency: the caller keeps
+// retention at least as long as the idempotency window, so a record that
+// points at a pruned event has expired and is never followed.
+func (db *DB) PruneEvents(ctx context.Context, cursor uint64, r Retention, max int) (PruneResult, error) {
+	if max <= 0 {
+		max = 500
+	}
+	newest := r.SucceededBefore
+	if r.DeadBefore.After(newest) {
+		newest = r.DeadBefore
+	}
+	var res PruneResult
+	err := db.update(ctx, func(tx *bolt.Tx) error {
+		res = PruneResult{}
+		events := tx.Bucket(bucketEvents)
+		c := events.Cursor()
+		var k, v []byte
+		if cursor == 0 {
+			k, v = c.First()
+		} else {
+			k, v = c.Seek(u64(cursor + 1))
+		}
+		var doomed [][]byte
+		for ; k != nil; k, v = c.Next() {
+			if res.Scanned == max {
+				res.Next = binary.BigEndian.Uint64(k) - 1
+				break
+			}
+			res.Scanned++
+			ev, err := decodeEvent(v)
+			if err != nil {
+				return fmt.Errorf("event %x: %w", k, err)
+			}
+			if !ev.Created.Before(newest) {
+				break // every later event is newer still
+			}
+			_, ds, err := getEvent(tx, ev.ID)
+			if err != nil {
+				return err
+			}
+			if !prunable(ev, ds, r) {
+				continue
+			}
+			for _, d := range ds {
+				if err := tx.Bucket(bucketDeliveries).Delete([]byte(d.ID)); err != nil {
+					return err
+				}
+				if err := tx.Bucket(bucketEventDeliveries).Delete(eventDeliveryKey(ev.ID, d.ID)); err != nil {
+					return err
+				}
+				if d.State == engine.StateDead {
+					if err := tx.Bucket(bucketDeadLetters).Delete(deadLetterKey(d.TenantID, d.DeadAt, d.ID)); err != nil {
+						return err
+					}
+				}
+				res.Deliveries++
+			}
+			if err := tx.Bucket(bucketEventIDs).Delete([]byte(ev.ID)); err != nil {
+				return err
+			}
+			doomed = append(doomed, bytes.Clone(k))
+			res.Events++
+		}
+		// Deleting under a live cursor skips keys in bbolt: delete after.
+		for _, k := range doomed {
+			if err := events.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return PruneResult{}, wrap("prune events", err)
+	}
+	return res, nil
+}
+
+// prunable reports whether every delivery is finished and past retention;
+// an event that had no subscriber counts as succeeded when it was created.
+func prunable(ev engine.Event, ds []engine.Delivery, r Retention) bool {
+	if len(ds) == 0 {
+		return ev.Created.Before(r.SucceededBefore)
+	}
+	for _, d := range ds {
+		switch d.State {
+		case engine.StateSucceeded:
+			if !d.Updated.Before(r.SucceededBefore) {
+				return false
+			}
+		case engine.StateDead:
+			if !d.DeadAt.Before(r.DeadBefore) {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
