@@ -322,3 +322,14 @@ func (rc *receiver) checkSignatures() {
 func status(code int) func(int, http.ResponseWriter, *http.Request) {
 	return func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) }
 }
+
+// waitFor polls cond every 10ms until it holds, failing the test after 15s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
