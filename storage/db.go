@@ -119,19 +119,20 @@ func Open(path string, opts Options) (*DB, error) {
 	return db, nil
 }
 
-// initSchema checks the schema version of the file (refusing a newer one)
-// and creates every bucket that is missing.
+// initSchema checks the schema version of the file, refusing a newer one,
+// creates every bucket that is missing, and migrates an older file forward:
+// all in Open's one transaction, so a failed migration leaves the file as
+// it was.
 func initSchema(tx *bolt.Tx) error {
+	current := uint64(schemaVersion) // a new file is written at the current version
 	if meta := tx.Bucket(bucketMeta); meta != nil {
 		if v := meta.Get(keySchema); v != nil {
 			if len(v) != 8 {
 				return fmt.Errorf("malformed schema version (%d bytes); is this a webhookd database?", len(v))
 			}
-			if n := binary.BigEndian.Uint64(v); n != schemaVersion {
-				if n > schemaVersion {
-					return fmt.Errorf("schema version %d is newer than this webhookd understands (%d); run a newer webhookd or restore a backup", n, schemaVersion)
-				}
-				return fmt.Errorf("unknown schema version %d", n)
+			current = binary.BigEndian.Uint64(v)
+			if current > schemaVersion {
+				return fmt.Errorf("schema version %d is newer than this webhookd understands (%d); run a newer webhookd or restore a backup", current, schemaVersion)
 			}
 		}
 	}
@@ -140,12 +141,23 @@ func initSchema(tx *bolt.Tx) error {
 			return fmt.Errorf("create bucket %s: %w", name, err)
 		}
 	}
-	meta := tx.Bucket(bucketMeta)
-	if meta.Get(keySchema) == nil {
-		return meta.Put(keySchema, u64(schemaVersion))
+	for v := current; v < schemaVersion; v++ {
+		m := migrations[v]
+		if m == nil {
+			return fmt.Errorf("no migration from schema version %d", v)
+		}
+		if err := m(tx); err != nil {
+			return fmt.Errorf("migrate schema %d to %d: %w", v, v+1, err)
+		}
 	}
-	return nil
+	return tx.Bucket(bucketMeta).Put(keySchema, u64(schemaVersion))
 }
+
+// migrations[v] moves a file from schema version v to v+1. It runs inside
+// Open's transaction after the missing buckets are created. A change of
+// layout bumps schemaVersion and adds its migration here; a file is never
+// read in an older layout.
+var migrations = map[uint64]func(*bolt.Tx) error{}
 
 // Path returns the path of the database file, as given to Open.
 func (db *DB) Path() string { return db.path }

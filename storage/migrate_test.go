@@ -1,0 +1,74 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// setSchema rewrites the schema version of the closed file at path.
+func setSchema(t *testing.T, path string, v uint64) {
+	t.Helper()
+	raw, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if err := raw.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keySchema, u64(v)) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOpen_migratesOlderSchema registers a migration from a (pretend)
+// older schema and checks that Open runs it once, in its transaction, and
+// leaves the file at the current version; and that a failing migration
+// leaves the file untouched.
+func TestOpen_migratesOlderSchema(t *testing.T) {
+	from := uint64(schemaVersion - 1)
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	db := mustOpenDBAt(t, path)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	setSchema(t, path, from)
+
+	saved := migrations[from]
+	t.Cleanup(func() { migrations[from] = saved })
+	migrations[from] = func(tx *bolt.Tx) error { return errors.New("disk on fire") }
+	if _, err := Open(path, Options{}); err == nil || !strings.Contains(err.Error(), "disk on fire") {
+		t.Fatalf("Open with a failing migration: %v", err)
+	}
+
+	runs := 0
+	migrations[from] = func(tx *bolt.Tx) error {
+		runs++
+		return tx.Bucket(bucketMeta).Put([]byte("migrated"), []byte("yes"))
+	}
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db, err = Open(path, Options{}) // already current: no second run
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if runs != 1 {
+		t.Errorf("migration ran %d times, want 1", runs)
+	}
+	db.bolt.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if got := binary.BigEndian.Uint64(meta.Get(keySchema)); got != schemaVersion {
+			t.Errorf("schema version %d after migration, want %d", got, schemaVersion)
+		}
+		if string(meta.Get([]byte("migrated"))) != "yes" {
+			t.Error("the migration's write is missing")
+		}
+		return nil
+	})
+}
