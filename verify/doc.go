@@ -40,6 +40,24 @@
 // FailTask (→ pending at a retry time, or failed). A pending task is
 // queued, not done, and the inbox never says otherwise.
 //
+// # Order
+//
+// webhookd does not deliver in order: a retried or replayed event can
+// arrive after a newer one about the same thing. ParseEnvelope gives the
+// envelope's Created time; in fn, BoltTx.Advance(object, version) says
+// whether the event is newer than the last one applied to that object
+// (an order, a customer) and records a Conflict when it is not, so that
+// the receiver skips the write instead of putting back older state. The
+// late event is still processed (answered 2xx): retrying it cannot help.
+// BoltInbox.Conflicts lists what was skipped.
+//
+// # Trying it
+//
+// "webhookd receive -secret whsec_…" runs a Handler over a BoltInbox on
+// 127.0.0.1:9000 and prints one line per request: the event id and type,
+// and whether it verified and was new or a duplicate, or why it was
+// rejected.
+//
 // # A receiver
 //
 // A receiver opens its inbox, mounts Handler on the path it gave the

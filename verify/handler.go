@@ -60,6 +60,10 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
+	if challenge := r.Header.Get(HeaderChallenge); challenge != "" {
+		rc.answerChallenge(w, challenge)
+		return
+	}
 	limit := rc.MaxBodyBytes
 	if limit <= 0 {
 		limit = DefaultMaxBodyBytes
@@ -137,4 +141,26 @@ func (rc *Receiver) logger() *slog.Logger {
 		return rc.Logger
 	}
 	return slog.Default()
+}
+
+// Standard Webhooks endpoint-verification headers: the sender's challenge
+// and the receiver's answer.
+const (
+	HeaderChallenge         = "webhook-challenge"
+	HeaderChallengeResponse = "webhook-challenge-response"
+)
+
+// answerChallenge answers an endpoint-verification challenge (a request
+// with a webhook-challenge header and no event) with the first secret that
+// is usable, so a sender that requires verification starts delivering.
+func (rc *Receiver) answerChallenge(w http.ResponseWriter, challenge string) {
+	for _, s := range rc.Verifier.Secrets {
+		if resp, err := ChallengeResponse(s, challenge); err == nil {
+			w.Header().Set(HeaderChallengeResponse, resp)
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+	}
+	rc.logger().Error("webhook receiver misconfigured: no usable secret to answer a challenge")
+	http.Error(w, "internal error", http.StatusInternalServerError)
 }

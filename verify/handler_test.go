@@ -8,10 +8,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
 // syncBuffer is a log sink safe for the server's goroutines.
@@ -211,5 +214,32 @@ func TestHandler_nilHandleRecords(t *testing.T) {
 		if w.Code != 200 || strings.TrimSpace(w.Body.String()) != want {
 			t.Errorf("%d %q, want 200 %q", w.Code, w.Body, want)
 		}
+	}
+}
+
+// TestHandler_AnswersChallenge checks the endpoint-verification answer
+// against the official library's.
+func TestHandler_AnswersChallenge(t *testing.T) {
+	secret := "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	inbox, err := OpenBoltInbox(filepath.Join(t.TempDir(), "inbox.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inbox.Close()
+	srv := httptest.NewServer(Handler([]string{secret}, inbox, func(context.Context, Tx, Message) error {
+		t.Error("a challenge ran the event handler")
+		return nil
+	}))
+	defer srv.Close()
+	req, _ := http.NewRequest("POST", srv.URL, nil)
+	req.Header.Set(HeaderChallenge, "Zm9vYmFy")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	wh, _ := standardwebhooks.NewWebhook(secret)
+	if want := wh.EndpointVerificationResponse("Zm9vYmFy"); resp.StatusCode != 200 || resp.Header.Get(HeaderChallengeResponse) != want {
+		t.Errorf("answered %d %q, want 200 %q", resp.StatusCode, resp.Header.Get(HeaderChallengeResponse), want)
 	}
 }

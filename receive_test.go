@@ -1,0 +1,397 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/verify"
+)
+
+// receiveProc is one `webhookd receive` started with run().
+type receiveProc struct {
+	t      *testing.T
+	base   string
+	out    *syncBuffer
+	stderr *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startReceive runs `webhookd receive args…` with env as its environment
+// and waits until it listens.
+func startReceive(t *testing.T, env map[string]string, args ...string) *receiveProc {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &receiveProc{t: t, out: &syncBuffer{}, stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		p.done <- run(ctx, append([]string{"receive"}, args...), func(k string) string { return env[k] }, p.out, p.stderr)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if s := p.out.String(); strings.Contains(s, "listening on http://") {
+			s = s[strings.Index(s, "http://"):]
+			p.base = s[:strings.IndexAny(s, " \n")]
+			t.Cleanup(p.stop)
+			return p
+		}
+		select {
+		case err := <-p.done:
+			t.Fatalf("receive exited at start: %v\n%s", err, p.stderr.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cancel()
+	t.Fatalf("receive did not start\n%s", p.stderr.String())
+	return nil
+}
+
+// stop cancels the receiver's context and waits for run to return nil.
+func (p *receiveProc) stop() {
+	if p.cancel == nil {
+		return
+	}
+	p.cancel()
+	p.cancel = nil
+	select {
+	case err := <-p.done:
+		if err != nil {
+			p.t.Errorf("receive: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		p.t.Error("receive did not stop within 10s")
+	}
+	if p.t.Failed() {
+		p.t.Logf("receive stdout:\n%s\nstderr:\n%s", p.out.String(), p.stderr.String())
+	}
+}
+
+// post sends body with header h and returns the status.
+func (p *receiveProc) post(method string, h http.Header, body string) int {
+	p.t.Helper()
+	req, err := http.NewRequest(method, p.base+"/hooks", strings.NewReader(body))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitLine waits until stdout holds a line matching re after the first
+// `from` lines, and returns that line's index.
+func (p *receiveProc) waitLine(from int, re string) int {
+	p.t.Helper()
+	rx := regexp.MustCompile(re)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		lines := strings.Split(p.out.String(), "\n")
+		for i := from; i < len(lines); i++ {
+			if rx.MatchString(lines[i]) {
+				return i
+			}
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("no line after line %d matches %q; stdout:\n%s", from, re, p.out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func envelopeBody(id, typ string) string {
+	return `{"id":"` + id + `","type":"` + typ + `","created":"2026-12-02T14:35:10.123Z","api_version":"v1","data":{"amount":4200}}`
+}
+
+func signed(t *testing.T, secrets []string, id string, at time.Time, body string) http.Header {
+	t.Helper()
+	h, err := verify.Sign(secrets, id, at, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+const lineTime = `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ `
+
+func TestReceive_Lines(t *testing.T) {
+	newSecret, oldSecret, otherSecret := engine.NewSecret(), engine.NewSecret(), engine.NewSecret()
+	inbox := filepath.Join(t.TempDir(), "sub", "inbox.db") // the directory is made
+	p := startReceive(t, nil, "-listen", "127.0.0.1:0", "-inbox", inbox, "-secret", newSecret+","+oldSecret)
+	if !strings.Contains(p.out.String(), "(inbox "+inbox+", 2 secrets)") {
+		t.Errorf("start line %q does not name the inbox and the number of secrets", p.out.String())
+	}
+	now := time.Now()
+	var sent []http.Header
+	send := func(method string, h http.Header, body string) int {
+		sent = append(sent, h)
+		return p.post(method, h, body)
+	}
+
+	tests := []struct {
+		name   string
+		method string
+		header http.Header
+		body   string
+		status int
+		line   string // regexp after the timestamp
+	}{
+		{"new", "POST", signed(t, []string{newSecret}, "evt_1", now, envelopeBody("evt_1", "payment.succeeded")), envelopeBody("evt_1", "payment.succeeded"),
+			200, `evt_1 payment\.succeeded verified new$`},
+		{"duplicate, signed afresh", "POST", signed(t, []string{newSecret}, "evt_1", now.Add(time.Second), envelopeBody("evt_1", "payment.succeeded")), envelopeBody("evt_1", "payment.succeeded"),
+			200, `evt_1 payment\.succeeded verified duplicate$`},
+		{"old secret during rotation", "POST", signed(t, []string{oldSecret}, "evt_2", now, envelopeBody("evt_2", "invoice.paid")), envelopeBody("evt_2", "invoice.paid"),
+			200, `evt_2 invoice\.paid verified new$`},
+		{"timestamp too old", "POST", signed(t, []string{newSecret}, "evt_3", now.Add(-10*time.Minute), envelopeBody("evt_3", "payment.succeeded")), envelopeBody("evt_3", "payment.succeeded"),
+			401, `evt_3 payment\.succeeded rejected \(401\): invalid signature \(timestamp too old: 10m0s behind the clock, tolerance 5m0s\)$`},
+		{"unknown secret", "POST", signed(t, []string{otherSecret}, "evt_4", now, envelopeBody("evt_4", "payment.succeeded")), envelopeBody("evt_4", "payment.succeeded"),
+			401, `evt_4 payment\.succeeded rejected \(401\): invalid signature \(no signature matches \(webhook-signature\)\)$`},
+		{"body changed", "POST", signed(t, []string{newSecret}, "evt_5", now, envelopeBody("evt_5", "payment.succeeded")), envelopeBody("evt_5", "payment.failed"),
+			401, `evt_5 payment\.failed rejected \(401\): invalid signature \(no signature matches \(webhook-signature\)\)$`},
+		{"unsigned", "POST", http.Header{}, envelopeBody("evt_6", "payment.succeeded"),
+			401, `evt_6 payment\.succeeded rejected \(401\): invalid signature \(no signature header\)$`},
+		{"envelope id differs from the signed id", "POST", signed(t, []string{newSecret}, "evt_7", now, envelopeBody("evt_8", "payment.succeeded")), envelopeBody("evt_8", "payment.succeeded"),
+			400, `evt_7 payment\.succeeded verified refused \(400\): envelope id differs from webhook-id$`},
+		{"not a POST", "GET", http.Header{}, "",
+			405, `- - rejected \(405\): method not allowed$`},
+	}
+	for i, tt := range tests {
+		if got := send(tt.method, tt.header, tt.body); got != tt.status {
+			t.Errorf("%s: status %d, want %d", tt.name, got, tt.status)
+		}
+		// Lines come in request order: one request at a time.
+		p.waitLine(1+i, lineTime+tt.line)
+	}
+
+	// Endpoint verification: answered with the first (newest) secret.
+	req, _ := http.NewRequest("POST", p.base+"/hooks", nil)
+	req.Header.Set(headerChallenge, "Y2hhbGxlbmdlLTEyMzQ1Njc4OTAxMjM0NTY3ODkw")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want, _ := verify.ChallengeResponse(newSecret, "Y2hhbGxlbmdlLTEyMzQ1Njc4OTAxMjM0NTY3ODkw")
+	if got := resp.Header.Get(headerChallengeResponse); resp.StatusCode != 200 || got != want {
+		t.Errorf("challenge answered %d %q, want 200 %q", resp.StatusCode, got, want)
+	}
+	p.waitLine(1+len(tests), lineTime+`- - endpoint verification challenge answered$`)
+	if n := strings.Count(p.out.String(), "\n"); n != 2+len(tests) {
+		t.Errorf("%d lines for %d requests and a challenge (plus the start line):\n%s", n, len(tests), p.out.String())
+	}
+
+	out := p.out.String() + p.stderr.String()
+	for _, s := range []string{newSecret, oldSecret, otherSecret, strings.TrimPrefix(newSecret, "whsec_")} {
+		if strings.Contains(out, s) {
+			t.Errorf("output shows a secret:\n%s", out)
+		}
+	}
+	for _, h := range sent {
+		for _, name := range []string{verify.HeaderSignature, verify.HeaderStripeSignature} {
+			for _, v := range h.Values(name) {
+				for _, part := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' || r == '=' }) {
+					if len(part) > 16 && strings.Contains(out, part) {
+						t.Errorf("output shows a signature %q", part)
+					}
+				}
+			}
+		}
+	}
+
+	// The inbox is durable: after a restart, evt_1 is still a duplicate.
+	p.stop()
+	p = startReceive(t, map[string]string{receiveSecretEnv: newSecret}, "-listen", "127.0.0.1:0", "-inbox", inbox)
+	if got := p.post("POST", signed(t, []string{newSecret}, "evt_1", time.Now(), envelopeBody("evt_1", "payment.succeeded")), envelopeBody("evt_1", "payment.succeeded")); got != 200 {
+		t.Errorf("evt_1 after restart: status %d", got)
+	}
+	p.waitLine(1, lineTime+`evt_1 payment\.succeeded verified duplicate$`)
+}
+
+// TestReceive_FailRate checks that a failed business write leaves nothing
+// behind: the same event is new to the next receiver on the inbox.
+func TestReceive_FailRate(t *testing.T) {
+	secret := engine.NewSecret()
+	inbox := filepath.Join(t.TempDir(), "inbox.db")
+	body := envelopeBody("evt_1", "payment.succeeded")
+	p := startReceive(t, nil, "-listen", "127.0.0.1:0", "-inbox", inbox, "-secret", secret, "-fail-rate", "1")
+	if got := p.post("POST", signed(t, []string{secret}, "evt_1", time.Now(), body), body); got != 500 {
+		t.Errorf("status %d, want 500", got)
+	}
+	p.waitLine(1, lineTime+`evt_1 payment\.succeeded verified failed \(500\): simulated failure \(-fail-rate\): write rolled back; webhookd retries$`)
+	p.stop()
+
+	p = startReceive(t, nil, "-listen", "127.0.0.1:0", "-inbox", inbox, "-secret", secret)
+	if got := p.post("POST", signed(t, []string{secret}, "evt_1", time.Now(), body), body); got != 200 {
+		t.Errorf("status %d, want 200", got)
+	}
+	p.waitLine(1, lineTime+`evt_1 payment\.succeeded verified new$`)
+}
+
+func TestReceive_ConfigFile(t *testing.T) {
+	fileSecret, envSecret := engine.NewSecret(), engine.NewSecret()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "receive.toml")
+	text := `listen = "127.0.0.1:0"
+secrets = ["` + fileSecret + `"]
+inbox = "` + filepath.Join(dir, "inbox.db") + `"
+tolerance = "1m"
+`
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("the file alone", func(t *testing.T) {
+		p := startReceive(t, nil, "-config", cfg)
+		body := envelopeBody("evt_1", "invoice.paid")
+		p.post("POST", signed(t, []string{fileSecret}, "evt_1", time.Now(), body), body)
+		p.waitLine(1, `evt_1 invoice\.paid verified new$`)
+		// tolerance = "1m" from the file
+		p.post("POST", signed(t, []string{fileSecret}, "evt_2", time.Now().Add(-2*time.Minute), body), body)
+		p.waitLine(2, `evt_2 invoice\.paid rejected \(401\): invalid signature \(timestamp too old: 2m0s behind the clock, tolerance 1m0s\)$`)
+	})
+	t.Run("the environment overrides the file's secrets, flags its other keys", func(t *testing.T) {
+		p := startReceive(t, map[string]string{receiveSecretEnv: envSecret}, "-config", cfg, "-tolerance", "10m")
+		body := envelopeBody("evt_3", "invoice.paid")
+		p.post("POST", signed(t, []string{fileSecret}, "evt_3", time.Now(), body), body)
+		p.waitLine(1, `evt_3 invoice\.paid rejected \(401\): invalid signature`)
+		p.post("POST", signed(t, []string{envSecret}, "evt_3", time.Now().Add(-2*time.Minute), body), body)
+		p.waitLine(2, `evt_3 invoice\.paid verified new$`)
+	})
+}
+
+func TestReceive_StartErrors(t *testing.T) {
+	secret := engine.NewSecret()
+	dir := t.TempDir()
+	badConfig := filepath.Join(dir, "bad.toml")
+	os.WriteFile(badConfig, []byte("listen = \"127.0.0.1:0\"\nsecret = \"x\"\n"), 0o600)
+	notBase64 := "whsec_this is not base64!"
+	tests := []struct {
+		name string
+		args []string
+		want string // in the error
+	}{
+		{"no secret", []string{}, "no secret: give the endpoint's signing secret with -secret"},
+		{"secret not base64", []string{"-secret", secret + "," + notBase64}, "secret 2 of 2 is not whsec_ + base64"},
+		{"fail rate above 1", []string{"-secret", secret, "-fail-rate", "1.5"}, "fail rate 1.5: must be from 0 to 1"},
+		{"tolerance zero", []string{"-secret", secret, "-tolerance", "0s"}, "tolerance 0s: must be positive"},
+		{"listen without port", []string{"-secret", secret, "-listen", "localhost"}, `listen "localhost": must be host:port`},
+		{"unknown config key", []string{"-config", badConfig}, "unknown key secret (known: listen, secrets, inbox, tolerance, fail_rate)"},
+		{"stray argument", []string{"-secret", secret, "now"}, `unexpected argument "now"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"receive", "-listen", "127.0.0.1:0", "-inbox", filepath.Join(dir, "inbox.db")}, tt.args...)
+			stdout, stderr := &bytes.Buffer{}, &bytes.Buffer{}
+			err := run(t.Context(), args, func(string) string { return "" }, stdout, stderr)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one containing %q", err, tt.want)
+			}
+			for _, s := range []string{secret, notBase64} {
+				if strings.Contains(err.Error()+stdout.String()+stderr.String(), s) {
+					t.Errorf("the error or output shows a secret: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestReceive_LineField(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", "-"},
+		{"evt_2Qx", "evt_2Qx"},
+		{"a b", `"a b"`},
+		{"evt\x1b[31m", `"evt\x1b[31m"`},
+		{"é", `"\u00e9"`},
+		{strings.Repeat("x", 101), strings.Repeat("x", 100) + "…"},
+	}
+	for _, tt := range tests {
+		if got := lineField(tt.in); got != tt.want {
+			t.Errorf("lineField(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestReceive_WithWebhookd is the README walk-through: webhookd delivers
+// an event to `webhookd receive`, and a replay of it is a duplicate; also
+// when webhookd first challenges the endpoint to prove it holds the secret.
+func TestReceive_WithWebhookd(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { receiveWithWebhookd(t, testConfig, false) })
+	t.Run("endpoint verification required", func(t *testing.T) {
+		cfg := strings.Replace(testConfig, "[delivery]\n", "[delivery]\nrequire_endpoint_verification = true\n", 1)
+		receiveWithWebhookd(t, cfg, true)
+	})
+}
+
+func receiveWithWebhookd(t *testing.T, config string, challenged bool) {
+	in := startInstance(t, t.TempDir(), config)
+	in.setup()
+	ep := in.createEndpoint("http://127.0.0.1:1/hooks", "payment.succeeded") // the receiver's URL comes next
+	p := startReceive(t, map[string]string{receiveSecretEnv: ep.Secret},
+		"-listen", "127.0.0.1:0", "-inbox", filepath.Join(t.TempDir(), "receiver-inbox.db"))
+	in.mustCall(200, "PATCH", "/v1/tenants/acme/endpoints/"+ep.ID, map[string]string{"url": p.base + "/hooks"}, nil)
+
+	ev := in.ingest("payment.succeeded", `{"amount":4200,"currency":"eur"}`, "Idempotency-Key", "order-1001")
+	dlv := ev.Deliveries[0].ID
+	in.waitState(dlv, "succeeded")
+	first := 1
+	if challenged {
+		first = 1 + p.waitLine(1, lineTime+`- - endpoint verification challenge answered$`)
+	}
+	first = 1 + p.waitLine(first, lineTime+regexp.QuoteMeta(ev.ID)+` payment\.succeeded verified new$`)
+
+	in.mustCall(202, "POST", "/v1/tenants/acme/deliveries/"+dlv+"/replay", nil, nil)
+	p.waitLine(first, lineTime+regexp.QuoteMeta(ev.ID)+` payment\.succeeded verified duplicate$`)
+	d := in.waitState(dlv, "succeeded")
+	if n := len(d.Attempts); n != 2 || d.Attempts[1].Status != 200 {
+		t.Errorf("attempts %+v, want the first and the replay's, both 200", d.Attempts)
+	}
+}
+
+// TestReceive_READMEExample keeps the Go code of the README's "Receiving
+// webhooks" section equal to verify's Example_receiver, which the compiler
+// checks.
+func TestReceive_READMEExample(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Receiving webhooks\n")
+	if !ok {
+		t.Skip(`README.md has no "## Receiving webhooks" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, code, ok := strings.Cut(section, "```go\n")
+	if !ok {
+		t.Fatal(`the "Receiving webhooks" section has no Go block`)
+	}
+	code, _, _ = strings.Cut(code, "```\n")
+
+	src, err := os.ReadFile(filepath.Join("verify", "example_receiver_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, ok := strings.Cut(string(src), "func Example_receiver() {\n")
+	if !ok {
+		t.Fatal("verify/example_receiver_test.go has no Example_receiver")
+	}
+	body, _, _ = strings.Cut(body, "\n}\n")
+	var want strings.Builder
+	for line := range strings.Lines(body + "\n") {
+		want.WriteString(strings.TrimPrefix(line, "\t"))
+	}
+	if code != want.String() {
+		t.Errorf("the README's receiver differs from verify.Example_receiver:\n--- README\n%s--- example\n%s", code, want.String())
+	}
+}
