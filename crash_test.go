@@ -1,0 +1,706 @@
+package main
+
+// The kill -9 test: the promise that an acknowledged event is never lost,
+// checked against a real process killed at random moments.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/storage"
+	"github.com/webhookd/webhookd/verify"
+)
+
+// reliabilityReport logs a result line of the reliability tests and, when
+// WEBHOOKD_RELIABILITY_REPORT names a file, appends it there too (the
+// numbers of the README's RELIABILITY section come from such a file).
+func reliabilityReport(t testing.TB, format string, args ...any) {
+	t.Helper()
+	line := fmt.Sprintf(format, args...)
+	t.Log("RELIABILITY " + line)
+	path := os.Getenv("WEBHOOKD_RELIABILITY_REPORT")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Errorf("reliability report: %v", err)
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s %s: %s\n", time.Now().UTC().Format(time.RFC3339), t.Name(), line)
+}
+
+// buildWebhookd builds this package into a binary in a temporary
+// directory, once per test. It skips the test when there is no go
+// command to build with.
+func buildWebhookd(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not on PATH: cannot build a webhookd binary to kill")
+	}
+	bin := filepath.Join(t.TempDir(), "webhookd")
+	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// proc is one webhookd process.
+type proc struct {
+	cmd    *exec.Cmd
+	addr   chan string   // its base URL, once it listens
+	exited chan struct{} // closed when it has exited
+	err    error         // Wait's error, once exited
+}
+
+// startProc starts bin on the config and database, its log going to logs.
+func startProc(t *testing.T, bin, config, db string, logs io.Writer) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, "-config", config, "-listen", "127.0.0.1:0", "-db", db)
+	cmd.Stderr = logs
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, addr: make(chan string, 1), exited: make(chan struct{})}
+	go func() {
+		const marker = "listening on "
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if _, addr, ok := strings.Cut(sc.Text(), marker); ok {
+				p.addr <- strings.TrimSpace(addr)
+			}
+		}
+		p.err = cmd.Wait() // after the last read of stdout, as StdoutPipe asks
+		close(p.exited)
+	}()
+	return p
+}
+
+// waitListening returns the process's base URL, failing the test if it
+// exits or takes more than 10s.
+func (p *proc) waitListening(t *testing.T) string {
+	t.Helper()
+	select {
+	case addr := <-p.addr:
+		return addr
+	case <-p.exited:
+		t.Fatalf("webhookd exited at start: %v", p.err)
+	case <-time.After(10 * time.Second):
+		p.kill()
+		t.Fatal("webhookd did not listen within 10s")
+	}
+	return ""
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *proc) kill() {
+	p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// terminate sends SIGTERM and waits (15s at most) for a clean exit.
+func (p *proc) terminate(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		if p.err != nil {
+			t.Errorf("webhookd exited with %v after SIGTERM, want 0", p.err)
+		}
+	case <-time.After(15 * time.Second):
+		p.kill()
+		t.Error("webhookd did not stop within 15s of SIGTERM")
+	}
+}
+
+// crashPair is one (event, endpoint) as the receiver sees it: the
+// endpoint by its URL path.
+type crashPair struct{ event, path string }
+
+type crashPairLog struct {
+	body     []byte // the first body received
+	requests int
+	ok       int  // requests answered 2xx
+	refused  bool // answered 422 (the delivery is meant to die)
+}
+
+// crashReceiver is one loopback server for every endpoint of the crash
+// test (/ep/0, /ep/1, ...). It verifies every request's signature with
+// verify.Verifier and records what each (event, endpoint) received. While
+// chaos is set it answers 500 to one request in ten; /ep/2 always answers
+// 422 to one event in ten (chosen by its id): a permanent failure, dead at
+// once. (Not 410, which also disables the endpoint.)
+type crashReceiver struct {
+	srv   *httptest.Server
+	chaos atomic.Bool
+
+	mu         sync.Mutex
+	secrets    map[string]string // by path
+	pairs      map[crashPair]*crashPairLog
+	requests   int
+	badSig     int
+	mismatched int
+	problems   []string
+}
+
+func newCrashReceiver(t *testing.T) *crashReceiver {
+	rc := &crashReceiver{secrets: make(map[string]string), pairs: make(map[crashPair]*crashPairLog)}
+	rc.chaos.Store(true)
+	rc.srv = httptest.NewServer(http.HandlerFunc(rc.serve))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+// permanentlyRefused reports whether /ep/2 answers 422 to event id.
+func permanentlyRefused(id string) bool {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return h.Sum32()%10 == 0
+}
+
+func (rc *crashReceiver) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return // webhookd went away mid-request
+	}
+	id := r.Header.Get("webhook-id")
+	path := r.URL.Path
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.requests++
+	problem := func(format string, args ...any) {
+		if len(rc.problems) < 20 {
+			rc.problems = append(rc.problems, fmt.Sprintf(format, args...))
+		}
+	}
+	secret, ok := rc.secrets[path]
+	if !ok {
+		problem("request for unknown endpoint path %s", path)
+	}
+	v := verify.Verifier{Secrets: []string{secret}}
+	if msg, err := v.Verify(r.Header, body); err != nil || msg.ID != id {
+		rc.badSig++
+		problem("event %s at %s: signature: %v (verified id %q)", id, path, err, msg.ID)
+	}
+	pl := rc.pairs[crashPair{id, path}]
+	if pl == nil {
+		pl = &crashPairLog{body: body}
+		rc.pairs[crashPair{id, path}] = pl
+	} else if !bytes.Equal(pl.body, body) {
+		rc.mismatched++
+		problem("event %s at %s: body %q, earlier %q", id, path, body, pl.body)
+	}
+	pl.requests++
+	switch {
+	case path == "/ep/2" && permanentlyRefused(id):
+		pl.refused = true
+		w.WriteHeader(http.StatusUnprocessableEntity)
+	case rc.chaos.Load() && rand.IntN(10) == 0:
+		w.WriteHeader(http.StatusInternalServerError)
+	default:
+		pl.ok++
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (rc *crashReceiver) requestCount() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.requests
+}
+
+// crashIngest is one ingest a client made, as the client saw it.
+type crashIngest struct {
+	client, n int
+	key       string // Idempotency-Key; "" for a client that never retries
+	typ       string
+	data      string // the data member, compact: the envelope must carry these bytes
+	ackID     string // the event id of the 202; "" if no 202 was read
+	sent      bool   // at least one request was sent
+}
+
+// crashClients drive ingest: half retry each ingest with its
+// Idempotency-Key until it is acknowledged (across restarts), half send it
+// once and move on whatever happens.
+type crashClients struct {
+	base   atomic.Pointer[string] // "" while webhookd is down
+	client *http.Client
+	stop   chan struct{}
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	ingests []*crashIngest
+	errs    []string
+}
+
+func (cc *crashClients) baseURL() string {
+	if p := cc.base.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func (cc *crashClients) setBase(b string) { cc.base.Store(&b) }
+
+func (cc *crashClients) stopped() bool {
+	select {
+	case <-cc.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// run is one client: it ingests about rate events a second until stop.
+func (cc *crashClients) run(c int, retry bool, rate int, seed uint64) {
+	defer cc.wg.Done()
+	rng := rand.New(rand.NewPCG(seed, uint64(c)))
+	pace := time.Second / time.Duration(rate)
+	for n := 0; !cc.stopped(); n++ {
+		in := &crashIngest{client: c, n: n, typ: "payment.succeeded"}
+		if n%2 == 1 {
+			in.typ = "invoice.paid"
+		}
+		if retry {
+			in.key = fmt.Sprintf("c%d-n%d", c, n)
+		}
+		pad := make([]byte, rng.IntN(300))
+		for i := range pad {
+			pad[i] = 'a' + byte(rng.IntN(26))
+		}
+		in.data = fmt.Sprintf(`{"c":%d,"n":%d,"pad":"%s"}`, c, n, pad)
+		body := fmt.Sprintf(`{"type":%q,"data":%s}`, in.typ, in.data)
+		for tries := 0; ; tries++ {
+			base := cc.baseURL()
+			if base == "" {
+				if cc.stopped() { // only when the test ends early
+					break
+				}
+				time.Sleep(2 * time.Millisecond)
+				continue
+			}
+			in.sent = true
+			if cc.post(in, base, body) || !retry || tries > 2000 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		cc.mu.Lock()
+		cc.ingests = append(cc.ingests, in)
+		cc.mu.Unlock()
+		time.Sleep(pace)
+	}
+}
+
+// post sends one ingest request and reports whether it was acknowledged.
+func (cc *crashClients) post(in *crashIngest, base, body string) bool {
+	req, err := http.NewRequest("POST", base+"/v1/tenants/acme/events", strings.NewReader(body))
+	if err != nil {
+		panic(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Content-Type", "application/json")
+	if in.key != "" {
+		req.Header.Set("Idempotency-Key", in.key)
+	}
+	resp, err := cc.client.Do(req)
+	if err != nil {
+		return false // killed before or while answering: not acknowledged
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false
+	}
+	if resp.StatusCode != http.StatusAccepted {
+		if resp.StatusCode < 500 {
+			cc.mu.Lock()
+			cc.errs = append(cc.errs, fmt.Sprintf("ingest %s: %d %s", in.data[:20], resp.StatusCode, raw))
+			cc.mu.Unlock()
+		}
+		return false
+	}
+	var ack struct{ ID string }
+	if err := json.Unmarshal(raw, &ack); err != nil || ack.ID == "" {
+		return false
+	}
+	in.ackID = ack.ID
+	return true
+}
+
+// crashKills is how many times TestCrash_KillNine kills webhookd:
+// WEBHOOKD_CRASH_KILLS, or 25.
+func crashKills(t *testing.T) int {
+	if s := os.Getenv("WEBHOOKD_CRASH_KILLS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("WEBHOOKD_CRASH_KILLS=%q: want a positive number", s)
+		}
+		return n
+	}
+	return 25
+}
+
+// TestCrash_KillNine builds webhookd, runs it on a temporary database with
+// clients ingesting concurrently and a receiver that verifies and records
+// every delivery, and kills it with SIGKILL at random moments (some
+// during start-up and recovery), restarting it on the same file each time.
+// After every kill the file must pass Check (bbolt's tx.Check and the
+// index invariants). At the end, against the clients' own records:
+//
+//   - every acknowledged event is in the log with the bytes it was sent
+//     with, and exactly once (a retry with its Idempotency-Key after a
+//     crash never makes a second event);
+//   - every event in the log, acknowledged or not, has all its deliveries
+//     (an ingest is whole or absent, never half-present), and each is
+//     succeeded (the receiver answered 2xx at least once) or dead with a
+//     reason;
+//   - the receiver never got a body other than the stored one, nor a
+//     signature that does not verify, nor an event that is not in the log;
+//   - duplicate deliveries (at-least-once) are counted and reported.
+//
+// It skips under -short: CI runs it in the plain `go test ./...` and not
+// again in the race run. WEBHOOKD_CRASH_KILLS=200 runs it longer (about
+// 2 minutes; Check reads the whole, growing file after every kill).
+func TestCrash_KillNine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the kill -9 test runs without -short (CI's plain go test ./...)")
+	}
+	started := time.Now()
+	kills := crashKills(t)
+	bin := buildWebhookd(t)
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "webhookd.db")
+	cfgPath := filepath.Join(dir, "webhookd.toml")
+	cfg := configWith(t, testConfig, map[string]any{
+		"server.shutdown_timeout":       "2s",
+		"delivery.schedule":             []string{"20ms", "50ms", "100ms", "200ms", "500ms"},
+		"delivery.jitter":               0.2,
+		"delivery.deadline":             "10m",
+		"delivery.attempt_timeout":      "2s",
+		"delivery.retry_after_max":      "1s",
+		"delivery.workers":              32,
+		"delivery.endpoint_concurrency": 8,
+		"log.level":                     "warn",
+	})
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := os.Create(filepath.Join(dir, "webhookd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	defer func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(logs.Name())
+			if len(b) > 8<<10 {
+				b = b[len(b)-8<<10:]
+			}
+			t.Logf("webhookd's log (the end):\n%s", b)
+		}
+	}()
+
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	rc := newCrashReceiver(t)
+	cc := &crashClients{
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
+		stop:   make(chan struct{}),
+	}
+	cc.setBase("")
+	stopClients := sync.OnceFunc(func() { close(cc.stop); cc.wg.Wait() })
+	defer stopClients()
+
+	// endpoints: path → ID, and the endpoint IDs each type goes to.
+	paths := map[string]string{}
+	subscribers := map[string][]string{}
+	setup := func(base string) {
+		in := &instance{t: t, base: base}
+		in.setup()
+		for i, types := range [][]string{{"*"}, {"payment.succeeded"}, {"*"}} {
+			path := fmt.Sprintf("/ep/%d", i)
+			ep := in.createEndpoint(rc.srv.URL+path, types...)
+			rc.mu.Lock()
+			rc.secrets[path] = ep.Secret
+			rc.mu.Unlock()
+			paths[ep.ID] = path
+			for _, typ := range []string{"payment.succeeded", "invoice.paid"} {
+				if types[0] == "*" || types[0] == typ {
+					subscribers[typ] = append(subscribers[typ], ep.ID)
+				}
+			}
+		}
+	}
+
+	var maxCheck time.Duration
+	checkFile := func(when string) {
+		start := time.Now()
+		db, err := storage.Open(dbPath, storage.Options{LockTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatalf("%s: open: %v", when, err)
+		}
+		defer db.Close()
+		if err := db.Check(); err != nil {
+			t.Fatalf("%s: Check: %v", when, err)
+		}
+		maxCheck = max(maxCheck, time.Since(start))
+	}
+
+	var current *proc // killed if the test ends early
+	defer func() {
+		if current != nil {
+			current.kill()
+		}
+	}()
+	earlyKills := 0
+	for k := range kills {
+		p := startProc(t, bin, cfgPath, dbPath, logs)
+		current = p
+		if k > 0 && rng.IntN(5) == 0 {
+			// Kill during start-up or recovery, or just after.
+			earlyKills++
+			time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
+		} else {
+			base := p.waitListening(t)
+			if k == 0 {
+				setup(base)
+				const clients = 6
+				cc.wg.Add(clients)
+				for c := range clients {
+					go cc.run(c, c%2 == 0, 150, seed)
+				}
+			}
+			cc.setBase(base)
+			time.Sleep(time.Duration(100+rng.IntN(500)) * time.Millisecond)
+		}
+		cc.setBase("")
+		p.kill()
+		checkFile(fmt.Sprintf("after kill %d", k+1))
+	}
+
+	// The last run: no more chaos, no more kills. Clients stop (those that
+	// retry get their last ingest acknowledged), then webhookd runs until
+	// nothing is pending and stops cleanly.
+	rc.chaos.Store(false)
+	rounds := 0
+	var events map[string]crashEvent
+	for ; rounds < 5; rounds++ {
+		p := startProc(t, bin, cfgPath, dbPath, logs)
+		current = p
+		cc.setBase(p.waitListening(t))
+		if rounds == 0 {
+			stopClients()
+		}
+		waitQuiet(rc, 30*time.Second)
+		cc.setBase("")
+		p.terminate(t)
+		checkFile("after the clean stop")
+		var pending int
+		events, pending = readCrashLog(t, dbPath)
+		if pending == 0 {
+			break
+		}
+		t.Logf("%d deliveries still pending after a quiet stop: once more", pending)
+	}
+
+	cc.mu.Lock()
+	ingests := cc.ingests
+	for _, e := range cc.errs {
+		t.Errorf("client: %s", e)
+	}
+	cc.mu.Unlock()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, p := range rc.problems {
+		t.Errorf("receiver: %s", p)
+	}
+	if rc.badSig > 0 || rc.mismatched > 0 {
+		t.Errorf("the receiver got %d requests whose signature failed and %d bodies that differ from an earlier one", rc.badSig, rc.mismatched)
+	}
+
+	problems := 0
+	fail := func(format string, args ...any) {
+		if problems++; problems <= 30 {
+			t.Errorf(format, args...)
+		}
+	}
+	// Every event in the log: whole, settled, its body the one delivered.
+	byMarker := map[[2]int][]string{}
+	deliveries, dead := 0, 0
+	for id, ev := range events {
+		var env struct {
+			ID   string
+			Type string
+			Data json.RawMessage
+		}
+		if err := json.Unmarshal(ev.body, &env); err != nil || env.ID != id || env.Type != ev.typ {
+			fail("event %s: stored envelope %q does not decode to its id and type (%v)", id, ev.body, err)
+			continue
+		}
+		var m struct{ C, N int }
+		if err := json.Unmarshal(env.Data, &m); err != nil {
+			fail("event %s: data %s: %v", id, env.Data, err)
+		}
+		byMarker[[2]int{m.C, m.N}] = append(byMarker[[2]int{m.C, m.N}], id)
+		want := subscribers[ev.typ]
+		if len(ev.deliveries) != len(want) {
+			fail("event %s (%s): %d deliveries, want %d: half-present", id, ev.typ, len(ev.deliveries), len(want))
+		}
+		for _, epID := range want {
+			d, ok := ev.deliveries[epID]
+			if !ok {
+				fail("event %s: no delivery to endpoint %s", id, epID)
+				continue
+			}
+			deliveries++
+			pl := rc.pairs[crashPair{id, paths[epID]}]
+			switch {
+			case d.State == engine.StateSucceeded:
+				if pl == nil || pl.ok == 0 {
+					fail("delivery %s is succeeded but the receiver never answered it 2xx", d.ID)
+				}
+			case d.State == engine.StateDead && d.Reason != "":
+				// 422 from /ep/2, or (rarely) every attempt hit a 500.
+				dead++
+			default:
+				fail("delivery %s is %s (reason %q), want succeeded or dead with a reason", d.ID, d.State, d.Reason)
+			}
+			if pl != nil && !bytes.Equal(pl.body, ev.body) {
+				fail("event %s: the receiver got %q, the log has %q", id, pl.body, ev.body)
+			}
+		}
+	}
+	// Every request the receiver got is of an event in the log.
+	duplicates, duplicated := 0, 0
+	for pair, pl := range rc.pairs {
+		if _, ok := events[pair.event]; !ok {
+			fail("the receiver got event %s, which is not in the log", pair.event)
+		}
+		if pl.ok > 1 {
+			duplicates += pl.ok - 1
+			duplicated++
+		}
+	}
+	// Every ingest, against the log.
+	acked, unackedPresent, unackedAbsent := 0, 0, 0
+	for _, in := range ingests {
+		ids := byMarker[[2]int{in.client, in.n}]
+		if len(ids) > 1 {
+			fail("ingest c%d n%d (key %q) is in the log %d times: %v", in.client, in.n, in.key, len(ids), ids)
+		}
+		if in.ackID == "" {
+			if !in.sent {
+				continue
+			}
+			if len(ids) == 0 {
+				unackedAbsent++
+			} else {
+				unackedPresent++
+			}
+			continue
+		}
+		acked++
+		ev, ok := events[in.ackID]
+		if !ok {
+			fail("acknowledged event %s (c%d n%d) is not in the log", in.ackID, in.client, in.n)
+			continue
+		}
+		if len(ids) != 1 || ids[0] != in.ackID {
+			fail("acknowledged event %s: the log has its data under %v", in.ackID, ids)
+		}
+		var env struct{ Data json.RawMessage }
+		json.Unmarshal(ev.body, &env)
+		if string(env.Data) != in.data || ev.typ != in.typ {
+			fail("acknowledged event %s: stored %s %s, sent %s %s", in.ackID, ev.typ, env.Data, in.typ, in.data)
+		}
+	}
+	if acked == 0 {
+		t.Fatal("no ingest was acknowledged: the test checked nothing")
+	}
+	if problems > 30 {
+		t.Errorf("... and %d more problems", problems-30)
+	}
+	st, _ := os.Stat(dbPath)
+	reliabilityReport(t, "kill -9: %d kills survived (%d during start-up/recovery), then %d clean run(s); %d ingests acknowledged, %d sent but unacknowledged (%d present whole, %d absent); %d events and %d deliveries checked (%d dead with a reason); receiver: %d requests, %d duplicate deliveries over %d (event, endpoint) pairs, 0 bad signatures allowed (got %d); Check after every restart: max %s, file %d KiB; took %s",
+		kills, earlyKills, rounds+1, acked, unackedPresent+unackedAbsent, unackedPresent, unackedAbsent,
+		len(events), deliveries, dead, rc.requests, duplicates, duplicated, rc.badSig,
+		maxCheck.Round(time.Millisecond), st.Size()>>10, time.Since(started).Round(time.Second))
+}
+
+// crashEvent is an event of the log with its deliveries by endpoint ID.
+type crashEvent struct {
+	typ        string
+	body       []byte
+	deliveries map[string]engine.Delivery
+}
+
+// readCrashLog reads every event of the stopped database at path and
+// counts the pending deliveries.
+func readCrashLog(t *testing.T, path string) (map[string]crashEvent, int) {
+	t.Helper()
+	db, err := storage.Open(path, storage.Options{LockTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	events := map[string]crashEvent{}
+	pending := 0
+	err = db.ForEachEvent(context.Background(), func(ev engine.Event, ds []engine.Delivery) error {
+		ce := crashEvent{typ: ev.Type, body: ev.Body, deliveries: map[string]engine.Delivery{}}
+		for _, d := range ds {
+			if _, dup := ce.deliveries[d.EndpointID]; dup {
+				t.Errorf("event %s has two deliveries to endpoint %s", ev.ID, d.EndpointID)
+			}
+			ce.deliveries[d.EndpointID] = d
+			if d.State == engine.StatePending {
+				pending++
+			}
+		}
+		events[ev.ID] = ce
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events, pending
+}
+
+// waitQuiet waits until the receiver has had no request for 1s (longer
+// than the longest wait of the crash schedule), or limit has passed.
+func waitQuiet(rc *crashReceiver, limit time.Duration) {
+	end := time.Now().Add(limit)
+	last, since := rc.requestCount(), time.Now()
+	for time.Now().Before(end) && time.Since(since) < time.Second {
+		time.Sleep(20 * time.Millisecond)
+		if n := rc.requestCount(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+}
