@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// Rotation grace windows.
+const (
+	// DefaultRotationGrace is the grace of a rotation that names none.
+	DefaultRotationGrace = 24 * time.Hour
+	// MaxRotationGrace is the longest grace a rotation may ask for: an old
+	// key is never kept longer than a week.
+	MaxRotationGrace = 7 * 24 * time.Hour
+	// MaxOldSecrets is how many old keys an endpoint keeps in their grace
+	// windows at once; a rotation beyond that drops the oldest at once.
+	MaxOldSecrets = 2
+)
+
+// RotateInput is the body of POST .../endpoints/{id}/secret/rotate.
+type RotateInput struct {
+	// Grace is how long the current secret keeps signing beside the new
+	// one, in Go's duration syntax ("24h", "90m"); "0s" drops it at once.
+	// "": DefaultRotationGrace. At most MaxRotationGrace.
+	Grace string `json:"grace"`
+}
+
+// SecretResult is what a rotation or revocation returns: the endpoint and
+// its new secret, which no later read shows again.
+type SecretResult struct {
+	Endpoint Endpoint
+	Secret   string
+	// Environment is the tenant's: secrets carry no environment prefix
+	// (see NewSecret), so the answer that shows one names it.
+	Environment Environment
+	// PreviousExpires is when the previous secret stops signing; zero when
+	// it was dropped at once.
+	PreviousExpires time.Time
+}
+
+// RotateSecret gives an endpoint of tenant a new current secret. The
+// previous one keeps signing for the grace window: every attempt meanwhile
+// carries a signature with each key (Standard Webhooks: two space-separated
+// "v1," entries; X-Webhook-Signature: two "v1=" entries), so the receiver
+// can switch keys without dropping a webhook. After the window only the new
+// key signs. A grace of zero drops the previous key, and every older one, at
+// once: use it when a key leaked.
+func (s *Service) RotateSecret(ctx context.Context, tenant, id string, in RotateInput) (SecretResult, error) {
+	grace := DefaultRotationGrace
+	if in.Grace != "" {
+		d, err := time.ParseDuration(in.Grace)
+		if err != nil {
+			return SecretResult{}, Errorf(CodeInvalidField, "grace", `grace must be a duration like "24h", "90m" or "0s"`)
+		}
+		grace = d
+	}
+	if grace < 0 || grace > MaxRotationGrace {
+		return SecretResult{}, Errorf(CodeInvalidField, "grace", "grace must be from 0s to %s", "168h")
+	}
+	return s.rotate(ctx, tenant, id, grace)
+}
+
+// RevokeSecret is RotateSecret with no grace: the endpoint gets a new
+// secret and every key it had stops signing at once. A leaked key is never
+// kept for compatibility.
+func (s *Service) RevokeSecret(ctx context.Context, tenant, id string) (SecretResult, error) {
+	return s.rotate(ctx, tenant, id, 0)
+}
+
+func (s *Service) rotate(ctx context.Context, tenant, id string, grace time.Duration) (SecretResult, error) {
+	if !validID(id) {
+		return SecretResult{}, Errorf(CodeEndpointNotFound, "id", "no such endpoint")
+	}
+	t, err := s.Tenant(ctx, tenant)
+	if err != nil {
+		return SecretResult{}, err
+	}
+	secret := NewSecret()
+	now := s.now()
+	ep, err := s.store.UpdateEndpoint(ctx, tenant, id, func(ep *Endpoint) error {
+		ep.Secrets = rotateSecrets(ep.Secrets, secret, now, grace)
+		ep.Updated = now
+		return nil
+	})
+	if err != nil {
+		return SecretResult{}, err
+	}
+	res := SecretResult{Endpoint: ep, Secret: secret, Environment: t.Environment}
+	if grace > 0 {
+		res.PreviousExpires = now.Add(grace)
+	}
+	return res, nil
+}
+
+// rotateSecrets returns the keys after a rotation at now to newKey: newKey
+// current; the previous current key expiring at now+grace; older keys still
+// in their window kept, at most MaxOldSecrets old keys in all, newest
+// first. Expired keys are dropped, and with grace 0 every old key is.
+func rotateSecrets(old []Secret, newKey string, now time.Time, grace time.Duration) []Secret {
+	out := []Secret{{Key: newKey}}
+	if grace <= 0 {
+		return out
+	}
+	until := now.Add(grace)
+	for _, s := range old {
+		if len(out) > MaxOldSecrets {
+			break
+		}
+		switch {
+		case s.Expires.IsZero():
+			s.Expires = until
+		case !now.Before(s.Expires):
+			continue // expired
+		case s.Expires.After(until):
+			s.Expires = until // never outlive the newer key's window
+		}
+		out = append(out, s)
+	}
+	return out
+}

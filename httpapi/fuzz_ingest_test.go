@@ -1,0 +1,88 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+// appendOnlyStore is the one Store method ingest reaches once its input
+// is valid; any other call panics (the embedded Store is nil).
+type appendOnlyStore struct {
+	engine.Store
+	last engine.NewEvent
+}
+
+func (s *appendOnlyStore) AppendEvent(_ context.Context, in engine.NewEvent) (engine.IngestResult, error) {
+	s.last = in
+	return engine.IngestResult{Event: in.Event}, nil
+}
+
+// FuzzDecodeIngest runs hostile bodies through the whole ingest input
+// path: the one request decoder, then the engine's validation, up to the
+// store. Every refusal is a coded client error (never a 500), and what
+// reaches the store is a valid envelope whose data is the request's data,
+// compacted and at most engine.MaxDataDepth deep. Its seed corpus is in
+// testdata/fuzz/FuzzDecodeIngest.
+func FuzzDecodeIngest(f *testing.F) {
+	f.Add("application/json", []byte(`{"type":"payment.succeeded","data":{"amount":4200,"currency":"eur"}}`))
+	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
+		coded := func(err error) {
+			t.Helper()
+			code := engine.ErrorCode(err)
+			if _, ok := statusTable[code]; !ok || code == engine.CodeInternal {
+				t.Fatalf("uncoded error for %q: %v", body, err)
+			}
+		}
+		var in engine.IngestInput
+		if err := decodeBody(contentType, body, &in, true); err != nil {
+			coded(err)
+			return
+		}
+		store := &appendOnlyStore{}
+		svc := engine.NewService(store, nil, engine.ServiceOptions{})
+		res, err := svc.Ingest(context.Background(), "acme", in)
+		if err != nil {
+			coded(err)
+			return
+		}
+		var env struct {
+			ID   string          `json:"id"`
+			Type string          `json:"type"`
+			Data json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal(res.Event.Body, &env); err != nil {
+			t.Fatalf("stored envelope is not JSON: %v: %q", err, res.Event.Body)
+		}
+		var want bytes.Buffer
+		if err := json.Compact(&want, in.Data); err != nil || !bytes.Equal(env.Data, want.Bytes()) {
+			t.Fatalf("stored data %q, want %q compacted", env.Data, in.Data)
+		}
+		if env.Type != in.Type || env.ID != res.Event.ID || store.last.Event.ID != res.Event.ID {
+			t.Fatalf("envelope %+v does not match the event %+v", env, res.Event)
+		}
+		depth, deepest := 0, 0
+		inString, escaped := false, false
+		for _, c := range env.Data {
+			switch {
+			case inString && escaped:
+				escaped = false
+			case inString && c == '\\':
+				escaped = true
+			case c == '"':
+				inString = !inString
+			case !inString && (c == '{' || c == '['):
+				depth++
+				deepest = max(deepest, depth)
+			case !inString && (c == '}' || c == ']'):
+				depth--
+			}
+		}
+		if deepest > engine.MaxDataDepth {
+			t.Fatalf("data %d deep was accepted", deepest)
+		}
+	})
+}

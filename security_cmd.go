@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/webhookd/webhookd/httpapi"
+	"github.com/webhookd/webhookd/storage"
+)
+
+func init() {
+	commands["rotate-key"] = runRotateKey
+	commands["new-token"] = runNewToken
+}
+
+// runRotateKey re-encrypts the endpoint secrets of a stopped database
+// under a new master key:
+//
+//	webhookd rotate-key [-config FILE] [-db PATH] -new-key-file FILE
+//
+// The current key is the one webhookd would start with (WEBHOOKD_SECRET_KEY
+// or [storage] secret_key_file; none for a database whose secrets are in
+// plain, which this encrypts). The re-encryption is one transaction; then
+// the file is rewritten so that no page keeps a secret under the old key.
+// Afterwards webhookd must be started with the new key.
+func runRotateKey(_ context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("webhookd rotate-key", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", getenv("WEBHOOKD_CONFIG"), "TOML config `file` of the service (its database and current key)")
+	dbPath := fs.String("db", "", "database `path`, overriding [storage] path")
+	newKeyFile := fs.String("new-key-file", "", "`file` holding the new key: base64 of 32 random bytes (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("rotate-key: unexpected argument %q", fs.Arg(0))
+	}
+	if *newKeyFile == "" {
+		return errors.New("rotate-key: -new-key-file FILE is required (make a key with: head -c 32 /dev/urandom | base64 > FILE)")
+	}
+	cfg, err := loadConfig(*configPath)
+	if err != nil {
+		return err
+	}
+	if *dbPath != "" {
+		cfg.Storage.Path = *dbPath
+	}
+	oldKey, err := secretKey(cfg.Storage, getenv)
+	if err != nil {
+		return fmt.Errorf("rotate-key: current key: %w", err)
+	}
+	newKey, err := secretKey(StorageConfig{SecretKeyFile: *newKeyFile}, func(string) string { return "" })
+	if err != nil {
+		return fmt.Errorf("rotate-key: new key: %w", err)
+	}
+	n, err := storage.RotateSecretKey(cfg.Storage.Path, oldKey, newKey, storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration})
+	if errors.Is(err, storage.ErrInUse) {
+		return fmt.Errorf("rotate-key: %w; stop webhookd first", err)
+	}
+	if err != nil {
+		return fmt.Errorf("rotate-key: %w", err)
+	}
+	id := storage.SecretKeyID(newKey)
+	fmt.Fprintf(stdout, "re-encrypted the secrets of %d endpoints in %s under the key with id %s\n", n, cfg.Storage.Path, hex.EncodeToString(id[:]))
+	fmt.Fprintf(stdout, "start webhookd with the new key: [storage] secret_key_file = %q, or %s\n", *newKeyFile, secretKeyEnv)
+	return nil
+}
+
+// runNewToken prints a new random API token for an environment, and the
+// form of it a configuration file may hold instead of the token:
+//
+//	webhookd new-token [-env live|test]
+func runNewToken(_ context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("webhookd new-token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	env := fs.String("env", "live", "the token's `environment`: live ([api] tokens) or test ([api] test_tokens)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	prefix := liveTokenPrefix
+	switch *env {
+	case "live":
+	case "test":
+		prefix = testTokenPrefix
+	default:
+		return fmt.Errorf("new-token: -env %q: must be live or test", *env)
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return err
+	}
+	tok := prefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	sum := httpapi.TokenHash(tok)
+	list := "tokens"
+	if *env == "test" {
+		list = "test_tokens"
+	}
+	fmt.Fprintf(stdout, "%s\n", tok)
+	fmt.Fprintf(stderr, "give the token above to its user; in [api] %s list it, or only its hash:\n  %q\n", list, httpapi.TokenHashPrefix+hex.EncodeToString(sum[:]))
+	return nil
+}

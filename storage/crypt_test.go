@@ -1,0 +1,283 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+func newKey(tb testing.TB) []byte {
+	tb.Helper()
+	k := make([]byte, SecretKeySize)
+	if _, err := rand.Read(k); err != nil {
+		tb.Fatal(err)
+	}
+	return k
+}
+
+// openKeyed opens path with key and closes it at cleanup.
+func openKeyed(tb testing.TB, path string, key []byte) *DB {
+	tb.Helper()
+	db, err := Open(path, Options{SecretKey: key})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
+// fileLeaks reports which of secrets appear in the file at path, as the
+// "whsec_…" string or as the raw key bytes after base64 decoding.
+func fileLeaks(tb testing.TB, path string, secrets ...string) []string {
+	tb.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var leaked []string
+	for _, s := range secrets {
+		key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
+		if bytes.Contains(raw, []byte(s)) || bytes.Contains(raw, []byte(strings.TrimPrefix(s, "whsec_"))) || bytes.Contains(raw, key) {
+			leaked = append(leaked, s)
+		}
+	}
+	return leaked
+}
+
+func TestSealer(t *testing.T) {
+	s, err := newSealer(newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := engine.NewSecret()
+	v := s.seal("acme", "ep_1", secret)
+	if !sealed(v) || strings.Contains(v, strings.TrimPrefix(secret, "whsec_")) {
+		t.Fatalf("sealed form %q", v)
+	}
+	if v2 := s.seal("acme", "ep_1", secret); v2 == v {
+		t.Error("two seals of one secret are equal: the nonce is not random")
+	}
+	got, err := s.open("acme", "ep_1", v)
+	if err != nil || got != secret {
+		t.Fatalf("open = %v; want the secret back", err)
+	}
+	t.Run("moved to another endpoint", func(t *testing.T) {
+		if _, err := s.open("acme", "ep_2", v); err == nil {
+			t.Error("a secret sealed for ep_1 opened for ep_2")
+		}
+		if _, err := s.open("evil", "ep_1", v); err == nil {
+			t.Error("a secret sealed for acme opened for another tenant")
+		}
+	})
+	t.Run("tampered", func(t *testing.T) {
+		raw, _ := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(v, sealedPrefix))
+		raw[len(raw)-1] ^= 1
+		if _, err := s.open("acme", "ep_1", sealedPrefix+base64.RawURLEncoding.EncodeToString(raw)); err == nil {
+			t.Error("a tampered secret opened")
+		}
+		if _, err := s.open("acme", "ep_1", sealedPrefix+"!!"); err == nil {
+			t.Error("garbage opened")
+		}
+	})
+	t.Run("other key", func(t *testing.T) {
+		other, _ := newSealer(newKey(t))
+		_, err := other.open("acme", "ep_1", v)
+		if err == nil || !strings.Contains(err.Error(), "key id") {
+			t.Errorf("open with another key: %v, want a key id mismatch", err)
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Error("the error shows the secret")
+		}
+	})
+	if _, err := newSealer(make([]byte, 16)); err == nil {
+		t.Error("a 16-byte key was accepted")
+	}
+}
+
+func TestOpen_secretKey(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	key := newKey(t)
+
+	db := openKeyed(t, path, key)
+	mustTenant(t, db, "acme")
+	ep := mustEndpoint(t, db, "acme", "*")
+	secret := ep.Secrets[0].Key
+	rotated, err := db.UpdateEndpoint(ctx, "acme", ep.ID, func(e *engine.Endpoint) error {
+		e.Secrets = append([]engine.Secret{{Key: engine.NewSecret()}}, engine.Secret{Key: e.Secrets[0].Key, Expires: t0})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rotated.Secrets[1].Key != secret || !strings.HasPrefix(rotated.Secrets[0].Key, "whsec_") {
+		t.Fatalf("UpdateEndpoint gave fn or returned sealed secrets: %+v", rotated.Secrets)
+	}
+	newSecret := rotated.Secrets[0].Key
+
+	t.Run("reads return plain secrets", func(t *testing.T) {
+		got, err := db.Endpoint(ctx, "acme", ep.ID)
+		if err != nil || got.Secrets[0].Key != newSecret || got.Secrets[1].Key != secret {
+			t.Errorf("Endpoint = %+v, %v", got.Secrets, err)
+		}
+		eps, err := db.Endpoints(ctx, "acme")
+		if err != nil || eps[0].Secrets[0].Key != newSecret {
+			t.Errorf("Endpoints = %+v, %v", eps, err)
+		}
+		mustEventType(t, db, "order.created")
+		res := mustAppend(t, db, newEvent("acme", "order.created", `{}`))
+		in, err := db.AttemptInput(ctx, res.Deliveries[0].ID)
+		if err != nil || in.Endpoint.Secrets[0].Key != newSecret {
+			t.Errorf("AttemptInput = %+v, %v", in.Endpoint.Secrets, err)
+		}
+	})
+	t.Run("stored sealed", func(t *testing.T) {
+		err := db.bolt.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketEndpoints).ForEach(func(_, v []byte) error {
+				rec, err := decodeEndpoint(v)
+				for _, s := range rec.Secrets {
+					if !sealed(s.Key) {
+						t.Errorf("secret stored as %q", s.Key)
+					}
+				}
+				return err
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustCheck(t, db)
+	})
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if leaked := fileLeaks(t, path, secret, newSecret); len(leaked) > 0 {
+		t.Errorf("the database file holds %d secrets in plain", len(leaked))
+	}
+
+	t.Run("without the key", func(t *testing.T) {
+		_, err := Open(path, Options{})
+		if !errors.Is(err, ErrSecretKeyRequired) {
+			t.Fatalf("Open = %v, want ErrSecretKeyRequired", err)
+		}
+		for _, want := range []string{"encrypted", "WEBHOOKD_SECRET_KEY", "secret_key_file"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+	})
+	t.Run("with another key", func(t *testing.T) {
+		_, err := Open(path, Options{SecretKey: newKey(t)})
+		if !errors.Is(err, ErrSecretKeyMismatch) || !strings.Contains(err.Error(), "rotate-key") {
+			t.Fatalf("Open = %v, want ErrSecretKeyMismatch naming rotate-key", err)
+		}
+		if strings.Contains(err.Error(), base64.StdEncoding.EncodeToString(key)) {
+			t.Error("the error shows the key")
+		}
+	})
+	t.Run("with a key of the wrong size", func(t *testing.T) {
+		if _, err := Open(path, Options{SecretKey: key[:31]}); err == nil {
+			t.Fatal("a 31-byte key opened the file")
+		}
+	})
+	t.Run("with the key again", func(t *testing.T) {
+		db := openKeyed(t, path, key)
+		got, err := db.Endpoint(ctx, "acme", ep.ID)
+		if err != nil || got.Secrets[0].Key != newSecret {
+			t.Errorf("Endpoint after reopen = %+v, %v", got.Secrets, err)
+		}
+		if db.SecretKeyID() == "" {
+			t.Error("SecretKeyID is empty")
+		}
+	})
+}
+
+func TestOpen_secretKeySealsPlainFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	db := mustOpenDBAt(t, path)
+	mustTenant(t, db, "acme")
+	ep := mustEndpoint(t, db, "acme", "*")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	key := newKey(t)
+	db = openKeyed(t, path, key)
+	got, err := db.Endpoint(ctx, "acme", ep.ID)
+	if err != nil || got.Secrets[0].Key != ep.Secrets[0].Key {
+		t.Fatalf("Endpoint = %+v, %v; want the secret it had in plain", got.Secrets, err)
+	}
+	db.Close()
+	if _, err := Open(path, Options{}); !errors.Is(err, ErrSecretKeyRequired) {
+		t.Fatalf("Open without the key after sealing = %v, want ErrSecretKeyRequired", err)
+	}
+}
+
+func TestRotateSecretKey(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	// Plain at first: the plain secret is in the file.
+	db := mustOpenDBAt(t, path)
+	mustTenant(t, db, "acme")
+	var secrets []string
+	var ids []string
+	for range 3 {
+		ep := mustEndpoint(t, db, "acme", "*")
+		secrets, ids = append(secrets, ep.Secrets[0].Key), append(ids, ep.ID)
+	}
+	db.Close()
+	if len(fileLeaks(t, path, secrets...)) == 0 {
+		t.Fatal("test is broken: the plain file does not hold the secrets")
+	}
+
+	oldKey, newKey1 := newKey(t), newKey(t)
+	n, err := RotateSecretKey(path, nil, oldKey, Options{})
+	if err != nil || n != 3 {
+		t.Fatalf("RotateSecretKey from plain = %d, %v; want 3", n, err)
+	}
+	if leaked := fileLeaks(t, path, secrets...); len(leaked) > 0 {
+		t.Errorf("after sealing and rewriting, %d plain secrets are still in the file (free pages)", len(leaked))
+	}
+	n, err = RotateSecretKey(path, oldKey, newKey1, Options{})
+	if err != nil || n != 3 {
+		t.Fatalf("RotateSecretKey = %d, %v; want 3", n, err)
+	}
+	if _, err := Open(path, Options{SecretKey: oldKey}); !errors.Is(err, ErrSecretKeyMismatch) {
+		t.Errorf("Open with the old key = %v, want ErrSecretKeyMismatch", err)
+	}
+	if _, err := RotateSecretKey(path, newKey(t), newKey1, Options{}); !errors.Is(err, ErrSecretKeyMismatch) {
+		t.Errorf("RotateSecretKey with a wrong old key = %v, want ErrSecretKeyMismatch", err)
+	}
+	db = openKeyed(t, path, newKey1)
+	for i, id := range ids {
+		ep, err := db.Endpoint(ctx, "acme", id)
+		if err != nil || ep.Secrets[0].Key != secrets[i] {
+			t.Errorf("endpoint %d after rotation: %v; want its secret unchanged", i, err)
+		}
+	}
+	mustCheck(t, db)
+	db.Close()
+
+	t.Run("in use", func(t *testing.T) {
+		db := openKeyed(t, path, newKey1)
+		_, err := RotateSecretKey(path, newKey1, oldKey, Options{LockTimeout: 50 * time.Millisecond})
+		if !errors.Is(err, ErrInUse) {
+			t.Errorf("RotateSecretKey on an open file = %v, want ErrInUse", err)
+		}
+		db.Close()
+	})
+	if _, err := os.Stat(path + ".rotate"); !os.IsNotExist(err) {
+		t.Errorf("the rewrite left %s.rotate behind", path)
+	}
+}
