@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/webhookd/webhookd/verify"
 )
 
 // Config is webhookd's configuration, read from the TOML file named by
@@ -33,6 +36,7 @@ type Config struct {
 	Delivery  DeliveryConfig  `toml:"delivery"`
 	Log       LogConfig       `toml:"log"`
 	Retention RetentionConfig `toml:"retention"`
+	Alerts    AlertsConfig    `toml:"alerts"`
 }
 
 // RetentionConfig is the [retention] section: how long finished events are
@@ -67,6 +71,13 @@ type StorageConfig struct {
 	// LockTimeout is how long opening the database waits for the file lock
 	// held by another process before giving up. Must be positive.
 	LockTimeout Duration `toml:"lock_timeout"`
+	// SecretKeyFile names a file holding the master key that endpoint
+	// secrets are encrypted with at rest (AES-256-GCM): the base64 of 32
+	// random bytes, on one line. The environment variable
+	// WEBHOOKD_SECRET_KEY may hold the same instead (setting both is an
+	// error). "" and no variable: secrets are stored in plain, and a
+	// database whose secrets are encrypted refuses to open.
+	SecretKeyFile string `toml:"secret_key_file"`
 }
 
 // APIConfig is the [api] section: admin authentication.
@@ -80,6 +91,27 @@ type APIConfig struct {
 	// empty. "": a file named admin-token beside the database file (see
 	// Config.adminTokenFile).
 	TokenFile string `toml:"token_file"`
+	// TestTokens are bearer tokens for the test environment: they act on
+	// test tenants only (and may create them), and answer 403 on anything
+	// live. Each is "whk_test_" followed by at least 16 printable ASCII
+	// characters, or "sha256:" + the hex SHA-256 of such a token. A token in
+	// Tokens is live and must not start with "whk_test_". Either list may
+	// give a token as "sha256:<64 hex digits>", so the file need not hold it.
+	TestTokens []string `toml:"test_tokens"`
+	// DefaultEnvironment is the environment of a tenant created by a live
+	// token without naming one: "live" or "test".
+	DefaultEnvironment string `toml:"default_environment"`
+	// IngestRate limits event ingest per token, in requests per second;
+	// over it ingest answers 429 with Retry-After. Zero: unlimited.
+	IngestRate float64 `toml:"ingest_rate"`
+	// IngestBurst is how many ingests a token may make at once above
+	// IngestRate, 0 to 1000000. Zero: IngestRate rounded up.
+	IngestBurst int `toml:"ingest_burst"`
+	// TenantTokenTTL is the lifetime of a tenant access token issued
+	// without a "ttl" (POST /v1/tenants/{tenant}/access-tokens), more
+	// than 0s and at most 720h (30 days, engine.MaxAccessTokenTTL, which
+	// also bounds an explicit ttl).
+	TenantTokenTTL Duration `toml:"tenant_token_ttl"`
 }
 
 // IngestConfig is the [ingest] section: accepting events.
@@ -91,6 +123,11 @@ type IngestConfig struct {
 	// APIVersion is the api_version given to events whose ingest names
 	// none; 1 to 64 characters.
 	APIVersion string `toml:"api_version"`
+	// MaxPending bounds the backlog: while this many deliveries or more are
+	// pending (waiting for a retry, due, or being attempted), ingest answers
+	// 503 overloaded with Retry-After instead of storing the event. Each
+	// pending delivery costs a few hundred bytes of memory. Zero: no bound.
+	MaxPending int `toml:"max_pending"`
 }
 
 // DeliveryConfig is the [delivery] section: attempts and retries.
@@ -118,6 +155,34 @@ type DeliveryConfig struct {
 	// RetryAfterMax caps the wait a 429 or 503 response asks for in its
 	// Retry-After header. Must be positive.
 	RetryAfterMax Duration `toml:"retry_after_max"`
+	// AllowHTTP allows endpoints with plain http:// URLs. False: https only.
+	AllowHTTP bool `toml:"allow_http"`
+	// AllowPrivateTargets allows endpoints whose addresses are loopback,
+	// private, link-local, multicast, CGNAT or unspecified. False: such
+	// URLs are refused when an endpoint is created or changed, and such
+	// addresses when an attempt dials them (after DNS), so that webhookd
+	// cannot be used to reach the network it runs in (SSRF).
+	AllowPrivateTargets bool `toml:"allow_private_targets"`
+	// RequireEndpointVerification makes endpoints created from now on
+	// answer the Standard Webhooks challenge (webhook-challenge) before
+	// their first delivery; until they do, their deliveries are held.
+	RequireEndpointVerification bool `toml:"require_endpoint_verification"`
+	// DisableAfter disables an endpoint that has failed every attempt for
+	// this long; its deliveries are then held as paused. "0s": never for
+	// that reason. A 410 Gone disables an endpoint at once regardless.
+	DisableAfter Duration `toml:"disable_after"`
+}
+
+// AlertsConfig is the [alerts] section: an optional operator endpoint that
+// receives webhookd's own signed events endpoint.failing, endpoint.disabled
+// and delivery.dead, delivered by the same engine as any other.
+type AlertsConfig struct {
+	// URL receives the alerts; "": no alerts.
+	URL string `toml:"url"`
+	// Secret signs them: "whsec_" + base64 of at least 24 bytes (make one
+	// with: echo whsec_$(head -c 32 /dev/urandom | base64)). Required with
+	// URL. It is a secret: no error or log shows it.
+	Secret string `toml:"secret"`
 }
 
 // LogConfig is the [log] section.
@@ -142,13 +207,19 @@ func defaultConfig() Config {
 			LockTimeout: Duration{time.Second},
 		},
 		API: APIConfig{
-			Tokens:    []string{},
-			TokenFile: "",
+			Tokens:             []string{},
+			TokenFile:          "",
+			TestTokens:         []string{},
+			DefaultEnvironment: "live",
+			IngestRate:         0,
+			IngestBurst:        0,
+			TenantTokenTTL:     Duration{24 * time.Hour},
 		},
 		Ingest: IngestConfig{
 			MaxBody:           256 * KiB,
 			IdempotencyWindow: Duration{24 * time.Hour},
 			APIVersion:        "v1",
+			MaxPending:        1_000_000,
 		},
 		Delivery: DeliveryConfig{
 			Schedule: []Duration{
@@ -165,6 +236,11 @@ func defaultConfig() Config {
 			EndpointConcurrency: 8,
 			EndpointRate:        0,
 			RetryAfterMax:       Duration{10 * time.Minute},
+
+			AllowHTTP:                   false,
+			AllowPrivateTargets:         false,
+			RequireEndpointVerification: false,
+			DisableAfter:                Duration{5 * 24 * time.Hour},
 		},
 		Log: LogConfig{
 			Level:  "info",
@@ -298,6 +374,10 @@ func (c Config) validate(name string) error {
 			v.addf("config %s: api.tokens[%d]: must be at least 16 characters of printable ASCII with no whitespace", name, i)
 		}
 	}
+	c.validateSecurity(v)
+	if ttl := c.API.TenantTokenTTL.Duration; ttl <= 0 || ttl > 720*time.Hour {
+		v.add("api.tenant_token_ttl", c.API.TenantTokenTTL, "must be more than 0s and at most 720h (30 days)")
+	}
 
 	if c.Ingest.MaxBody < KiB || c.Ingest.MaxBody > 64*MiB {
 		v.add("ingest.max_body", c.Ingest.MaxBody, "must be between 1KiB and 64MiB")
@@ -305,6 +385,9 @@ func (c Config) validate(name string) error {
 	v.positive("ingest.idempotency_window", c.Ingest.IdempotencyWindow)
 	if n := utf8.RuneCountInString(c.Ingest.APIVersion); n < 1 || n > 64 {
 		v.add("ingest.api_version", c.Ingest.APIVersion, "must be 1 to 64 characters")
+	}
+	if c.Ingest.MaxPending < 0 {
+		v.add("ingest.max_pending", c.Ingest.MaxPending, "must be at least 0 (0: no bound)")
 	}
 
 	d := c.Delivery
@@ -333,6 +416,17 @@ func (c Config) validate(name string) error {
 	}
 	v.positive("delivery.retry_after_max", d.RetryAfterMax)
 
+	if c.Delivery.DisableAfter.Duration < 0 {
+		v.add("delivery.disable_after", c.Delivery.DisableAfter, `must not be negative ("0s": never)`)
+	}
+	if c.Alerts.URL != "" {
+		if u, err := url.Parse(c.Alerts.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			v.add("alerts.url", c.Alerts.URL, "must be an http or https URL")
+		}
+		if key, err := verify.StandardKey(c.Alerts.Secret); err != nil || !strings.HasPrefix(c.Alerts.Secret, "whsec_") || len(key) < 24 {
+			v.addf("config %s: alerts.secret: must be whsec_ + base64 of at least 24 random bytes when alerts.url is set", v.name)
+		}
+	}
 	for _, r := range []struct {
 		key string
 		d   Duration

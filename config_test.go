@@ -98,6 +98,8 @@ func TestLoadConfig_Partial(t *testing.T) {
 			},
 		},
 		{"integer jitter", "[delivery]\njitter = 0\n", func(c *Config) { c.Delivery.Jitter = 0 }},
+		{"no backlog bound", "[ingest]\nmax_pending = 0\n", func(c *Config) { c.Ingest.MaxPending = 0 }},
+		{"backlog bound", "[ingest]\nmax_pending = 5000\n", func(c *Config) { c.Ingest.MaxPending = 5000 }},
 		{
 			"tokens",
 			"[api]\ntokens = [\"0123456789abcdef\", \"fedcba9876543210-x\"]\ntoken_file = \"/run/webhookd/token\"\n",
@@ -166,12 +168,15 @@ func TestLoadConfig_Invalid(t *testing.T) {
 		{"token short", "[api]\ntokens = [\"0123456789abcdef\", \"short\"]", `api.tokens[1]: must be at least 16 characters of printable ASCII with no whitespace`},
 		{"token whitespace", "[api]\ntokens = [\"0123456789 abcdef\"]", `api.tokens[0]: must be at least 16 characters`},
 		{"token non-ASCII", "[api]\ntokens = [\"0123456789abcdéf\"]", `api.tokens[0]: must be at least 16 characters`},
+		{"tenant_token_ttl zero", "[api]\ntenant_token_ttl = \"0s\"", `api.tenant_token_ttl = "0s": must be more than 0s and at most 720h (30 days)`},
+		{"tenant_token_ttl over 30 days", "[api]\ntenant_token_ttl = \"721h\"", `api.tenant_token_ttl = "721h0m0s": must be more than 0s and at most 720h`},
 		{"max_body too small", "[ingest]\nmax_body = \"1023B\"", `ingest.max_body = "1023B": must be between 1KiB and 64MiB`},
 		{"max_body too large", "[ingest]\nmax_body = 67108865", `ingest.max_body = "67108865B": must be between 1KiB and 64MiB`},
 		{"max_body zero", "[ingest]\nmax_body = 0", `ingest.max_body = "0B": must be between 1KiB and 64MiB`},
 		{"idempotency_window zero", "[ingest]\nidempotency_window = \"0\"", `ingest.idempotency_window = "0s": must be positive`},
 		{"api_version empty", "[ingest]\napi_version = \"\"", `ingest.api_version = "": must be 1 to 64 characters`},
 		{"api_version long", "[ingest]\napi_version = \"" + strings.Repeat("v", 65) + "\"", `ingest.api_version = "vvvv`},
+		{"max_pending negative", "[ingest]\nmax_pending = -1", `ingest.max_pending = -1: must be at least 0 (0: no bound)`},
 		{"schedule too long", "[delivery]\nschedule = [" + strings.Repeat("\"1s\", ", 26) + "]", `delivery.schedule = [26 waits]: must have at most 25 waits`},
 		{"schedule zero wait", "[delivery]\nschedule = [\"1s\", \"0s\"]", `delivery.schedule[1] = "0s": must be positive`},
 		{"schedule negative wait", "[delivery]\nschedule = [\"-5s\"]", `delivery.schedule[0] = "-5s": must be positive`},
@@ -252,6 +257,8 @@ func TestLoadConfig_Bounds(t *testing.T) {
 		{"workers 4096", "[delivery]\nworkers = 4096\nendpoint_concurrency = 4096"},
 		{"endpoint_rate fraction", "[delivery]\nendpoint_rate = 0.5"},
 		{"token 16", "[api]\ntokens = [\"!#$%&'()*+,-./:;\"]"},
+		{"tenant_token_ttl 720h", "[api]\ntenant_token_ttl = \"720h\""},
+		{"tenant_token_ttl 1s", "[api]\ntenant_token_ttl = \"1s\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -167,6 +167,16 @@ func TestDelivery_EndToEnd(t *testing.T) {
 	t.Run("replay of a dead delivery: same id and body, fresh signature", func(t *testing.T) {
 		id := byEndpoint[eps[gone].ID]
 		first := gone.got()[0]
+		// The 410 disabled the endpoint: the owner enables it, then replays.
+		var ep struct {
+			Disabled       bool   `json:"disabled"`
+			DisabledReason string `json:"disabled_reason"`
+		}
+		in.mustCall(200, "GET", "/v1/tenants/acme/endpoints/"+eps[gone].ID, nil, &ep)
+		if !ep.Disabled || !strings.Contains(ep.DisabledReason, "410") {
+			t.Errorf("after a 410 the endpoint is %+v, want disabled", ep)
+		}
+		in.mustCall(200, "PATCH", "/v1/tenants/acme/endpoints/"+eps[gone].ID, `{"disabled": false}`, nil)
 		time.Sleep(1100 * time.Millisecond) // so the timestamp can differ
 		var d deliveryView
 		in.mustCall(202, "POST", "/v1/tenants/acme/deliveries/"+id+"/replay", nil, &d)

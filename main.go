@@ -3,7 +3,7 @@
 // delivers them to their subscribers' endpoints, retries, dead-letters and
 // replays them.
 //
-//	webhookd [serve] [-config FILE] [-listen ADDR] [-db PATH]
+//	webhookd [serve] [-config FILE] [-listen ADDR] [-db PATH] [-dev]
 //	webhookd COMMAND [flags]     (see commands)
 //
 // Without -config (or WEBHOOKD_CONFIG) it runs on the built-in defaults,
@@ -69,6 +69,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	configPath := fs.String("config", getenv("WEBHOOKD_CONFIG"), "TOML config `file` (default: built-in defaults; env WEBHOOKD_CONFIG)")
 	listen := fs.String("listen", "", "listen `address`, overriding [server] listen")
 	dbPath := fs.String("db", "", "database `path`, overriding [storage] path")
+	dev := fs.Bool("dev", false, "local development: allow plain http and loopback/private endpoint URLs (as [delivery] allow_http and allow_private_targets); never in production")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -90,19 +91,30 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		cfg.Storage.Path = *dbPath
 	}
 	logger := newLogger(cfg.Log, stderr)
+	if *dev {
+		logger.Warn("-dev: endpoints may use plain http and loopback or private addresses; never run a production webhookd with -dev")
+	}
+	key, err := secretKey(cfg.Storage, getenv)
+	if err != nil {
+		return err
+	}
 
 	m := newMetrics()
-	db, err := storage.Open(cfg.Storage.Path, storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration, OnCommit: m.observeCommit})
+	db, err := storage.Open(cfg.Storage.Path, storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration, OnCommit: m.observeCommit, SecretKey: key})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if id := db.SecretKeyID(); id != "" {
+		logger.Info("endpoint secrets are encrypted at rest", "key_id", id)
+	}
 
 	tokens, err := adminTokens(cfg, logger)
 	if err != nil {
 		return err
 	}
 
+	var alerts *engine.AlertSink // set below when [alerts] url is; before the dispatcher starts
 	disp := engine.NewDispatcher(db, engine.DispatcherOptions{
 		Policy:              retryPolicy(cfg.Delivery),
 		Workers:             cfg.Delivery.Workers,
@@ -110,18 +122,42 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		EndpointRate:        cfg.Delivery.EndpointRate,
 		Logger:              logger,
 		OnAttempt:           m.observeAttempt,
+		Targets:             cfg.Delivery.targetPolicy(*dev),
+		DisableAfter:        cfg.Delivery.DisableAfter.Duration,
+		OnAlert: func(a engine.Alert) {
+			if alerts != nil {
+				alerts.Put(a)
+			}
+		},
 	})
 	m.watch(disp, db)
 	svc := engine.NewService(db, disp, engine.ServiceOptions{
 		IdempotencyWindow: cfg.Ingest.IdempotencyWindow.Duration,
 		APIVersion:        cfg.Ingest.APIVersion,
+		MaxPending:        cfg.Ingest.MaxPending,
+
+		Targets:                     cfg.Delivery.targetPolicy(*dev),
+		DefaultEnvironment:          engine.Environment(cfg.API.DefaultEnvironment),
+		RequireEndpointVerification: cfg.Delivery.RequireEndpointVerification,
 	})
+	if cfg.Alerts.URL != "" {
+		if err := svc.EnsureOperatorEndpoint(ctx, cfg.Alerts.URL, cfg.Alerts.Secret); err != nil {
+			return fmt.Errorf("alerts: %w", err)
+		}
+		alerts = engine.NewAlertSink(svc, func(err error) { logger.Warn("operator alert", "err", err) })
+	}
 	api := httpapi.New(svc, httpapi.Options{
 		Tokens:  tokens,
 		MaxBody: int64(cfg.Ingest.MaxBody),
 		Logger:  logger,
 		Backup:  db,
 		Metrics: m.handler(),
+
+		TestTokens:  cfg.API.TestTokens,
+		IngestRate:  cfg.API.IngestRate,
+		IngestBurst: cfg.API.IngestBurst,
+
+		TenantTokenTTL: cfg.API.TenantTokenTTL.Duration,
 
 		ObserveRequest: m.observeRequest,
 		Ready: func() error {
@@ -173,6 +209,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err := disp.Stop(sctx); err != nil {
 		logger.Warn("attempts still in flight were cancelled; they are retried at next start", "err", err)
 	}
+	if alerts != nil {
+		alerts.Stop() // store the alerts the last attempts raised
+	}
 	if err := db.Close(); err != nil {
 		return fmt.Errorf("close database: %w", err)
 	}
@@ -199,7 +238,7 @@ func newLogger(c LogConfig, w io.Writer) *slog.Logger {
 }
 
 // adminTokens returns the configured admin tokens, or the one kept in the
-// token file, made on first start: "whk_" + 32 random bytes in base64url,
+// token file, made on first start: "whk_live_" + 32 random bytes in base64url,
 // written with mode 0600. The token itself is never logged.
 func adminTokens(cfg Config, logger *slog.Logger) ([]string, error) {
 	if len(cfg.API.Tokens) > 0 {
@@ -222,7 +261,7 @@ func adminTokens(cfg Config, logger *slog.Logger) ([]string, error) {
 	if _, err := rand.Read(raw[:]); err != nil {
 		return nil, err
 	}
-	tok := "whk_" + base64.RawURLEncoding.EncodeToString(raw[:])
+	tok := liveTokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("write admin token: %w", err)
@@ -257,10 +296,25 @@ func pruneLoop(ctx context.Context, db *storage.DB, r RetentionConfig, logger *s
 	}
 }
 
-// pruneOnce makes one full pass of the pruner.
+// expiredTokenKeep is how long an expired tenant access token stays
+// listed (GET .../access-tokens) before the pruner deletes it.
+const expiredTokenKeep = 7 * 24 * time.Hour
+
+// pruneOnce makes one full pass of the pruner: expired idempotency
+// records, tenant access tokens expired more than expiredTokenKeep ago,
+// then finished events past retention.
 func pruneOnce(ctx context.Context, db *storage.DB, r RetentionConfig, now time.Time) error {
 	for {
 		n, err := db.PruneIdempotency(ctx, now, 1000)
+		if err != nil {
+			return err
+		}
+		if n < 1000 {
+			break
+		}
+	}
+	for {
+		n, err := db.PruneAccessTokens(ctx, now.Add(-expiredTokenKeep), 1000)
 		if err != nil {
 			return err
 		}

@@ -27,6 +27,8 @@ shutdown_timeout = "2s"
 [api]
 tokens = ["test-admin-token-0123456789"]
 [delivery]
+allow_http = true               # the receivers are httptest servers:
+allow_private_targets = true    # plain http on 127.0.0.1
 schedule = ["20ms", "40ms", "80ms"]
 jitter = 0
 deadline = "30s"

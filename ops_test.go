@@ -193,14 +193,7 @@ func TestMetrics(t *testing.T) {
 	ev := in.ingest("invoice.paid", `{"secret_tenant_data":"acme"}`)
 	in.waitState(ev.Deliveries[0].ID, "succeeded")
 
-	resp, err := http.Get(in.base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	text := string(body)
-	for _, want := range []string{
+	wants := []string{
 		`webhookd_attempts_total{outcome="retry"} 1`,
 		`webhookd_attempts_total{outcome="success"} 1`,
 		`webhookd_deliveries_finished_total{state="succeeded"} 1`,
@@ -211,10 +204,28 @@ func TestMetrics(t *testing.T) {
 		`webhookd_commit_batch_writes_count`,
 		`webhookd_oldest_pending_overdue_seconds 0`,
 		`process_resident_memory_bytes`,
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("/metrics lacks %s", want)
+	}
+	// The delivery reads as succeeded a moment before its worker lets go of
+	// it, so poll until the gauges settle.
+	var text string
+	missing := wants
+	for deadline := time.Now().Add(5 * time.Second); len(missing) > 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		resp, err := http.Get(in.base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
 		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		text = string(body)
+		missing = nil
+		for _, want := range wants {
+			if !strings.Contains(text, want) {
+				missing = append(missing, want)
+			}
+		}
+	}
+	for _, m := range missing {
+		t.Errorf("/metrics lacks %s", m)
 	}
 	if strings.Contains(text, "acme") {
 		t.Error("/metrics carries a tenant name")

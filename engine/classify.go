@@ -16,6 +16,8 @@ import (
 // endpoint owner understands. It is the only place that decides.
 func classify(status int, err error, timeout time.Duration) (Outcome, string) {
 	switch {
+	case err != nil && errors.Is(err, ErrTargetRefused):
+		return OutcomePermanent, "refused: " + refusalReason(err) + "; check endpoint configuration"
 	case err != nil && isTimeout(err):
 		return OutcomeRetry, fmt.Sprintf("timeout: no complete response within %s", timeout)
 	case err != nil:

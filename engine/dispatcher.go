@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -25,7 +26,7 @@ type DispatcherOptions struct {
 	Workers             int          // attempts in flight at once, all endpoints; 0: 64
 	EndpointConcurrency int          // attempts in flight at once per endpoint; 0: 8
 	EndpointRate        float64      // attempts per second per endpoint; 0: unlimited
-	Client              *http.Client // nil: a client built for many hosts that follows no redirect
+	Client              *http.Client // nil: NewHTTPClient(Workers, EndpointConcurrency, Targets)
 	Logger              *slog.Logger // nil: discard
 	UserAgent           string       // "": "webhookd"
 	Now                 func() time.Time
@@ -34,6 +35,22 @@ type DispatcherOptions struct {
 	// recorded, with the state the delivery moved to (for metrics). It runs
 	// on a worker: it must be fast and must not block.
 	OnAttempt func(endpointID string, a Attempt, state State)
+	// DisableAfter disables an endpoint that has failed every attempt for
+	// this long (see healthAfter); zero: never for that reason (a 410
+	// still disables at once).
+	DisableAfter time.Duration
+	// OnAlert, when set, is told of health transitions: an endpoint's
+	// first failure, its disabling, a delivery's death. It runs on a
+	// worker after the transition is recorded: it must not block.
+	OnAlert func(Alert)
+
+	// Targets is where attempts and challenges may go, checked on every
+	// connection by the client NewHTTPClient builds. IMPORTANT: the zero
+	// value is the strict policy (https only, public addresses only), so a
+	// dispatcher is never an open SSRF proxy by omission; tests against
+	// loopback receivers set both fields. A Client given above must make
+	// its own checks.
+	Targets TargetPolicy
 }
 
 // storeRetryDelay is how long a delivery waits when the store failed to
@@ -76,6 +93,8 @@ type Dispatcher struct {
 	baseCtx   context.Context    // cancelled when Stop gives up waiting
 	cancel    context.CancelFunc //
 	workersWG sync.WaitGroup
+
+	verification verificationState // endpoint challenges; see verification.go
 }
 
 type endpointQueue struct {
@@ -125,7 +144,7 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 		stopped:   make(chan struct{}),
 	}
 	if d.client == nil {
-		d.client = NewHTTPClient(opts.Workers, opts.EndpointConcurrency)
+		d.client = NewHTTPClient(opts.Workers, opts.EndpointConcurrency, opts.Targets)
 	}
 	d.cond = sync.NewCond(&d.mu)
 	d.baseCtx, d.cancel = context.WithCancel(context.Background())
@@ -134,10 +153,24 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 
 // NewHTTPClient returns the client attempts use: connections kept for
 // reuse (idle per host sized to the per-endpoint concurrency), no
-// redirects followed, no proxy, no transparent decompression.
-func NewHTTPClient(workers, perHost int) *http.Client {
+// redirects followed, no transparent decompression, and targets checked
+// against targets: unless targets.AllowPrivate, the dialer's Control hook
+// refuses every connection to a non-public address (see TargetPolicy), on
+// the address actually dialled, after DNS; unless targets.AllowHTTP, a
+// plain-http request is refused before anything is dialled.
+//
+// IMPORTANT: the client uses no proxy, and must not (HTTP_PROXY and the
+// like are ignored): through a proxy the dialled address would be the
+// proxy's, and the target check would no longer see where a request goes.
+func NewHTTPClient(workers, perHost int, targets TargetPolicy) *http.Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if !targets.AllowPrivate {
+		dialer.Control = targets.dialControl
+	}
 	t := &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		Proxy:                 nil, // see above
+		DialContext:           dialer.DialContext,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
 		MaxIdleConns:          workers * 2,
 		MaxIdleConnsPerHost:   perHost,
 		IdleConnTimeout:       90 * time.Second,
@@ -146,8 +179,12 @@ func NewHTTPClient(workers, perHost int) *http.Client {
 		ForceAttemptHTTP2:     true,
 		DisableCompression:    true,
 	}
+	var rt http.RoundTripper = t
+	if !targets.AllowHTTP {
+		rt = httpsOnly{t}
+	}
 	return &http.Client{
-		Transport:     t,
+		Transport:     rt,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
@@ -168,25 +205,27 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	d.started = true
 	d.mu.Unlock()
 
-	var entries []RetryEntry
-	if err := d.store.RetryIndex(ctx, func(e RetryEntry) error {
-		entries = append(entries, e)
-		return nil
-	}); err != nil {
-		return err
-	}
-	d.mu.Lock()
+	// Entries go into the timer as they are read, not through a slice of
+	// them all: at a million pending that slice was a third of the peak
+	// memory of recovery. No worker runs yet, so holding mu is cheap.
+	pending := 0
 	interned := make(map[string]string)
-	for _, e := range entries {
+	d.mu.Lock()
+	err := d.store.RetryIndex(ctx, func(e RetryEntry) error {
 		ep, ok := interned[e.EndpointID]
 		if !ok {
 			interned[e.EndpointID] = e.EndpointID
 			ep = e.EndpointID
 		}
 		d.scheduleLocked(e.DeliveryID, ep, d.monotonic(e.Due))
-	}
+		pending++
+		return nil
+	})
 	d.mu.Unlock()
-	d.log.Info("dispatcher recovered", "pending", len(entries))
+	if err != nil {
+		return err
+	}
+	d.log.Info("dispatcher recovered", "pending", pending)
 
 	d.workersWG.Add(d.opts.Workers + 1)
 	go d.timerLoop()
@@ -248,6 +287,15 @@ func (d *Dispatcher) Running() bool {
 	return d.started && !d.stopping
 }
 
+// Holds reports whether the dispatcher has delivery id: waiting for its
+// time, due, or in flight.
+func (d *Dispatcher) Holds(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, scheduled := d.timers.index[id]
+	return scheduled || d.ready[id] || d.inflight[id]
+}
+
 // InFlight reports whether an attempt of delivery id is running now.
 func (d *Dispatcher) InFlight(id string) bool {
 	d.mu.Lock()
@@ -272,15 +320,34 @@ func (d *Dispatcher) Stats() DispatcherStats {
 // monotonic turns a wall-clock due time into one with a monotonic reading,
 // capped at the longest wait the policy can ask for.
 func (d *Dispatcher) monotonic(due time.Time) time.Time {
-	now := time.Now()
-	wait := due.Sub(d.opts.Now())
+	return d.after(time.Now(), due.Sub(d.opts.Now()))
+}
+
+// after returns from (a monotonic reading) plus wait, the wait cut to
+// between zero and the longest the policy can ask for.
+func (d *Dispatcher) after(from time.Time, wait time.Duration) time.Time {
 	if max := d.opts.Policy.Deadline + d.opts.Policy.RetryAfterMax; wait > max {
 		wait = max
 	}
 	if wait < 0 {
 		wait = 0
 	}
-	return now.Add(wait)
+	return from.Add(wait)
+}
+
+// retryAt returns when delivery updated, which attempt rec left pending,
+// is due again. ended is the monotonic reading when the attempt's request
+// ended (zero if none was made). The policy measured the wait on the wall
+// clock from the attempt's end (its Start plus Duration); it is measured
+// here on the monotonic clock from the same moment, so a jump of the wall
+// clock during the attempt neither fires the retry at once nor holds it
+// back by the jump. When the delivery moved on meanwhile (a replay), its
+// stored due time is used.
+func (d *Dispatcher) retryAt(updated Delivery, rec AttemptRecord, ended time.Time) time.Time {
+	if ended.IsZero() || !updated.NextAttemptAt.Equal(rec.NextAttemptAt) {
+		return d.monotonic(updated.NextAttemptAt)
+	}
+	return d.after(ended, rec.NextAttemptAt.Sub(rec.Attempt.Start.Add(rec.Attempt.Duration)))
 }
 
 // scheduleLocked puts id in the timer queue, or straight into its
@@ -409,10 +476,12 @@ func (d *Dispatcher) next() (id string, eq *endpointQueue, ok bool) {
 // finish releases a claimed delivery and schedules what comes next for it:
 // at, when the attempt left it pending (zero: nothing), or at once if it was
 // enqueued again while in flight.
-func (d *Dispatcher) finish(id string, eq *endpointQueue, at time.Time) {
+func (d *Dispatcher) finish(id string, eq *endpointQueue, at time.Time, holdsSlot bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	eq.inflight--
+	if holdsSlot {
+		eq.inflight--
+	}
 	delete(d.inflight, id)
 	if d.rerun[id] {
 		delete(d.rerun, id)
@@ -422,7 +491,9 @@ func (d *Dispatcher) finish(id string, eq *endpointQueue, at time.Time) {
 		d.scheduleLocked(id, eq.id, at)
 	}
 	d.makeRunnableLocked(eq)
-	if len(eq.ready) == 0 && eq.inflight == 0 && !eq.parked && !eq.inRunnable {
+	// eq may be gone from d.endpoints already, and a new queue in its place
+	// (releaseSlot let eq empty while this delivery was being recorded).
+	if len(eq.ready) == 0 && eq.inflight == 0 && !eq.parked && !eq.inRunnable && d.endpoints[eq.id] == eq {
 		delete(d.endpoints, eq.id)
 	}
 }
@@ -434,14 +505,27 @@ func (d *Dispatcher) worker() {
 		if !ok {
 			return
 		}
-		at := d.attempt(id)
-		d.finish(id, eq, at)
+		released := false
+		at := d.attempt(id, func() { d.releaseSlot(eq); released = true })
+		d.finish(id, eq, at, !released)
 	}
 }
 
-// attempt makes one attempt of delivery id and records its outcome. It
-// returns when the delivery should be looked at again (monotonic), or zero.
-func (d *Dispatcher) attempt(id string) time.Time {
+// releaseSlot gives back eq's concurrency slot when an attempt's request
+// is over, before its outcome is recorded: recording does not touch the
+// endpoint, so the endpoint's next delivery need not wait for the commit.
+// The delivery itself stays in flight until finish.
+func (d *Dispatcher) releaseSlot(eq *endpointQueue) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	eq.inflight--
+	d.makeRunnableLocked(eq)
+}
+
+// attempt makes one attempt of delivery id and records its outcome,
+// calling release once its request is over. It returns when the delivery
+// should be looked at again (monotonic), or zero.
+func (d *Dispatcher) attempt(id string, release func()) time.Time {
 	ctx := d.baseCtx
 	in, err := d.store.AttemptInput(ctx, id)
 	if err != nil {
@@ -457,8 +541,12 @@ func (d *Dispatcher) attempt(id string) time.Time {
 	if dl.State != StatePending {
 		return time.Time{}
 	}
+	if at, held := d.holdUnverified(ctx, &in); held {
+		return at // endpoint verification pending: see verification.go
+	}
 	rec := AttemptRecord{DeliveryID: dl.ID, Cycle: dl.Cycle}
 	rec.Attempt = Attempt{Cycle: dl.Cycle, Number: dl.CycleAttempts + 1}
+	var ended time.Time // monotonic: when the attempt's request ended
 
 	switch {
 	case !in.EndpointFound:
@@ -467,12 +555,18 @@ func (d *Dispatcher) attempt(id string) time.Time {
 		rec.Attempt.Error = "endpoint deleted; no request made"
 		rec.State, rec.Reason = StateDead, "endpoint deleted"
 	case in.Endpoint.Disabled:
-		rec.Attempt.Start = d.opts.Now().UTC()
-		rec.Attempt.Outcome = OutcomePermanent
-		rec.Attempt.Error = "endpoint disabled; no request made"
-		rec.State, rec.Reason = StateDead, "endpoint disabled; enable it and replay"
+		// No attempt: the delivery waits, paused, for the endpoint to be
+		// enabled (see StatePaused).
+		rec.State, rec.At = StatePaused, d.opts.Now().UTC()
+		if _, err := d.store.RecordAttempt(context.WithoutCancel(ctx), rec); err != nil {
+			d.log.Error("pause delivery", "delivery", dl.ID, "endpoint", dl.EndpointID, "err", err)
+			return time.Now().Add(storeRetryDelay)
+		}
+		return time.Time{}
 	default:
 		d.send(ctx, &in, &rec)
+		ended = time.Now()
+		release()
 		if ctx.Err() != nil {
 			// Stop gave up waiting: the attempt is not counted, the
 			// delivery stays pending in the retry index.
@@ -480,6 +574,14 @@ func (d *Dispatcher) attempt(id string) time.Time {
 		}
 	}
 	rec.At = d.opts.Now().UTC()
+	var alerts []string
+	if in.EndpointFound {
+		var after Endpoint
+		after, alerts = healthAfter(in.Endpoint, rec.Attempt.Outcome, rec.Attempt.Status, rec.Attempt.Error, rec.At, d.opts.DisableAfter)
+		if rec.Attempt.Outcome != OutcomeSuccess || !after.FailingSince.Equal(in.Endpoint.FailingSince) {
+			rec.Endpoint = &after
+		}
+	}
 	updated, err := d.store.RecordAttempt(context.WithoutCancel(ctx), rec)
 	if err != nil {
 		d.log.Error("record attempt", "delivery", dl.ID, "event", dl.EventID, "endpoint", dl.EndpointID, "err", err)
@@ -489,10 +591,18 @@ func (d *Dispatcher) attempt(id string) time.Time {
 	if d.opts.OnAttempt != nil {
 		d.opts.OnAttempt(dl.EndpointID, rec.Attempt, updated.State)
 	}
+	if d.opts.OnAlert != nil {
+		if updated.State == StateDead && updated.Cycle == dl.Cycle {
+			alerts = append(alerts, AlertDeliveryDead)
+		}
+		for _, kind := range alerts {
+			d.opts.OnAlert(Alert{Kind: kind, Delivery: updated, Endpoint: rec.Endpoint, At: rec.At})
+		}
+	}
 	if updated.State != StatePending {
 		return time.Time{}
 	}
-	return d.monotonic(updated.NextAttemptAt)
+	return d.retryAt(updated, rec, ended)
 }
 
 // send makes the HTTP request of one attempt and fills in rec: the attempt's
@@ -537,8 +647,10 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 			if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 				retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), start)
 			}
-			if rerr != nil && isTimeout(rerr) {
-				// The status line came in time, the body did not.
+			if rerr != nil && isTimeout(rerr) && (status < 200 || status > 299) {
+				// The status line came in time, the body did not. A 2xx
+				// stands: the receiver said it has the event (2xx =
+				// received), and retrying it would only duplicate it.
 				err, status = rerr, 0
 			}
 		}

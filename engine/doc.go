@@ -42,4 +42,17 @@
 // from it; a delivery that was in flight when the process died is still
 // pending there and is attempted again. An attempt runs outside any
 // transaction; only its outcome is written.
+//
+// # Security
+//
+// Attempts go only where TargetPolicy allows: by default https only and
+// public addresses only, checked when an endpoint URL is stored and again,
+// after DNS, on every connection (ssrf.go); redirects are never followed
+// and a response is read up to a cap. An endpoint signs with its current
+// secret and, during a rotation's grace window, its previous one too
+// (secrets.go); a revocation drops old keys at once. An endpoint may have
+// to pass the Standard Webhooks challenge before its first delivery, its
+// deliveries held meanwhile (verification.go). Tenants are test or live,
+// and a test caller acts on test tenants only (environment.go). Secrets
+// never appear in an error, a log line or a delivery's reason.
 package engine

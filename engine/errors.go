@@ -27,6 +27,8 @@ const (
 	CodeUnknownEventType    Code = "unknown_event_type"     // event type not in the catalogue
 	CodeIdempotencyConflict Code = "idempotency_conflict"   // Idempotency-Key reused with another body
 	CodeUnavailable         Code = "unavailable"            // storage cannot take writes now; retry later
+	CodeOverloaded          Code = "overloaded"             // too many deliveries pending (ServiceOptions.MaxPending); retry later
+	CodeRateLimited         Code = "rate_limited"           // the token is over its ingest rate; retry after Retry-After
 	CodeInternal            Code = "internal"               // anything uncoded; details go to the operator log only
 )
 

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/webhookd/webhookd/verify"
@@ -27,6 +28,29 @@ type ServiceOptions struct {
 	IdempotencyWindow time.Duration    // zero: 24h
 	APIVersion        string           // api_version when ingest names none; "": "v1"
 	Now               func() time.Time // zero: time.Now
+
+	// Targets is checked when an endpoint URL is created or changed. The
+	// zero value is the strict policy: https only, public addresses only
+	// (see TargetPolicy).
+	Targets TargetPolicy
+	// DefaultEnvironment is the environment of a tenant created without
+	// one by a caller that is not a test caller. "": EnvironmentLive.
+	DefaultEnvironment Environment
+	// RequireEndpointVerification makes new endpoints require the
+	// Standard Webhooks challenge before their first delivery (see
+	// verification.go). Zero: they do not.
+	RequireEndpointVerification bool
+	// LookupHost resolves endpoint hosts for the create-time target check;
+	// nil: the default resolver.
+	LookupHost func(ctx context.Context, host string) ([]netip.Addr, error)
+
+	// MaxPending bounds the deliveries the dispatcher holds (waiting for
+	// their time, ready, or in flight): while it holds MaxPending or more,
+	// Ingest refuses new events with CodeOverloaded instead of growing the
+	// backlog without limit. The bound is checked before each ingest, so
+	// ingests already past the check can take the count a little over it.
+	// Replays are not refused. Zero: no bound.
+	MaxPending int
 }
 
 // NewService returns a Service over store that hands work to disp.
@@ -40,6 +64,12 @@ func NewService(store Store, disp *Dispatcher, opts ServiceOptions) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.DefaultEnvironment == "" {
+		opts.DefaultEnvironment = EnvironmentLive
+	}
+	if opts.LookupHost == nil {
+		opts.LookupHost = lookupNetIP
+	}
 	return &Service{store: store, disp: disp, opts: opts}
 }
 
@@ -48,18 +78,15 @@ func (s *Service) now() time.Time { return s.opts.Now().UTC() }
 // TenantInput is the body of PUT /v1/tenants/{tenant}.
 type TenantInput struct {
 	Name string `json:"name"`
+	// Environment is "test" or "live" when the tenant is created ("": the
+	// default; see putTenant), and must be "" or unchanged on an update.
+	Environment Environment `json:"environment"`
 }
 
 // PutTenant creates or updates tenant id; it reports whether it was created.
+// Its environment is set at creation and never changes (environment.go).
 func (s *Service) PutTenant(ctx context.Context, id string, in TenantInput) (Tenant, bool, error) {
-	if err := ValidateTenantID(id); err != nil {
-		return Tenant{}, false, err
-	}
-	if err := validText("name", in.Name, 256); err != nil {
-		return Tenant{}, false, err
-	}
-	now := s.now()
-	return s.store.PutTenant(ctx, Tenant{ID: id, Name: in.Name, Created: now, Updated: now})
+	return s.putTenant(ctx, id, in)
 }
 
 // Tenant returns tenant id.
@@ -106,6 +133,11 @@ type EndpointPatch struct {
 	EventTypes  *[]string `json:"event_types"`
 	Description *string   `json:"description"`
 	Disabled    *bool     `json:"disabled"`
+	// DeliverHeld, with disabled false, says what becomes of the
+	// deliveries held (paused) while the endpoint was disabled: true sends
+	// them now, false (the default) dead-letters them. See
+	// SetEndpointEnabled.
+	DeliverHeld bool `json:"deliver_held"`
 }
 
 // CreateEndpoint stores a new endpoint and returns it with its signing
@@ -115,6 +147,9 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 		return Endpoint{}, "", Errorf(CodeTenantNotFound, "tenant", "no such tenant")
 	}
 	if err := ValidateEndpointURL(in.URL); err != nil {
+		return Endpoint{}, "", err
+	}
+	if err := s.opts.Targets.checkTargetURL(ctx, in.URL, s.opts.LookupHost); err != nil {
 		return Endpoint{}, "", err
 	}
 	if err := validText("description", in.Description, MaxDescriptionLen); err != nil {
@@ -129,7 +164,8 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 	ep := Endpoint{
 		ID: NewID("ep"), TenantID: tenant, URL: in.URL, EventTypes: types,
 		Description: in.Description, Created: now, Updated: now,
-		Secrets: []Secret{{Key: secret}},
+		VerificationRequired: s.opts.RequireEndpointVerification,
+		Secrets:              []Secret{{Key: secret}},
 	}
 	if err := s.store.CreateEndpoint(ctx, ep); err != nil {
 		return Endpoint{}, "", err
@@ -203,6 +239,9 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 		if err := ValidateEndpointURL(*p.URL); err != nil {
 			return Endpoint{}, err
 		}
+		if err := s.opts.Targets.checkTargetURL(ctx, *p.URL, s.opts.LookupHost); err != nil {
+			return Endpoint{}, err
+		}
 	}
 	if p.Description != nil {
 		if err := validText("description", *p.Description, MaxDescriptionLen); err != nil {
@@ -217,8 +256,11 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 		}
 	}
 	now := s.now()
-	return s.store.UpdateEndpoint(ctx, tenant, id, func(ep *Endpoint) error {
+	ep, err := s.store.UpdateEndpoint(ctx, tenant, id, func(ep *Endpoint) error {
 		if p.URL != nil {
+			if ep.URL != *p.URL {
+				ep.Verified = time.Time{} // a new URL answers the challenge afresh
+			}
 			ep.URL = *p.URL
 		}
 		if p.EventTypes != nil {
@@ -227,12 +269,14 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 		if p.Description != nil {
 			ep.Description = *p.Description
 		}
-		if p.Disabled != nil {
-			ep.Disabled = *p.Disabled
-		}
 		ep.Updated = now
 		return nil
 	})
+	if err != nil || p.Disabled == nil {
+		return ep, err
+	}
+	ep, _, err = s.SetEndpointEnabled(ctx, tenant, id, !*p.Disabled, p.DeliverHeld, "admin")
+	return ep, err
 }
 
 // DeleteEndpoint removes an endpoint of tenant. Its pending deliveries are
@@ -268,6 +312,12 @@ func (s *Service) Ingest(ctx context.Context, tenant string, in IngestInput) (In
 	if err := ValidateTenantID(tenant); err != nil {
 		return IngestResult{}, Errorf(CodeTenantNotFound, "tenant", "no such tenant")
 	}
+	return s.ingest(ctx, tenant, in)
+}
+
+// ingest is Ingest for a tenant id already accepted: a customer's, or
+// OperatorTenant, which no API request can name.
+func (s *Service) ingest(ctx context.Context, tenant string, in IngestInput) (IngestResult, error) {
 	if in.Type == "" {
 		return IngestResult{}, Errorf(CodeInvalidField, "type", "type is required")
 	}
@@ -288,7 +338,13 @@ func (s *Service) Ingest(ctx context.Context, tenant string, in IngestInput) (In
 	if err := json.Compact(&data, in.Data); err != nil {
 		return IngestResult{}, Errorf(CodeInvalidJSON, "data", "data is not valid JSON")
 	}
+	if err := checkDataDepth(data.Bytes()); err != nil {
+		return IngestResult{}, err
+	}
 	if err := validText("Idempotency-Key", in.IdempotencyKey, MaxIdempotencyKey); err != nil {
+		return IngestResult{}, err
+	}
+	if err := s.checkBacklog(); err != nil {
 		return IngestResult{}, err
 	}
 
@@ -321,12 +377,32 @@ func (s *Service) Ingest(ctx context.Context, tenant string, in IngestInput) (In
 	if err != nil {
 		return IngestResult{}, err
 	}
-	if !res.Duplicate && s.disp != nil {
+	if s.disp != nil {
 		for _, d := range res.Deliveries {
+			// A duplicate's deliveries are normally in the dispatcher
+			// already; not when the first ingest's commit reached the disk
+			// but reported a failure (its client retried), so hand over
+			// any pending one it does not hold.
+			if res.Duplicate && (d.State != StatePending || s.disp.Holds(d.ID)) {
+				continue
+			}
 			s.disp.Enqueue(d.ID, d.EndpointID, d.NextAttemptAt)
 		}
 	}
 	return res, nil
+}
+
+// checkBacklog returns CodeOverloaded when the dispatcher holds
+// MaxPending deliveries or more.
+func (s *Service) checkBacklog() error {
+	if s.opts.MaxPending <= 0 || s.disp == nil {
+		return nil
+	}
+	st := s.disp.Stats()
+	if n := st.Scheduled + st.Ready + st.InFlight; n >= s.opts.MaxPending {
+		return Errorf(CodeOverloaded, "", "%d deliveries are pending, at or over the bound of %d ([ingest] max_pending); the event was not stored: send it again after Retry-After", n, s.opts.MaxPending)
+	}
+	return nil
 }
 
 // Event returns an event of tenant with its deliveries, each showing
@@ -403,7 +479,11 @@ func (s *Service) Replay(ctx context.Context, tenant, id, by string) (Delivery, 
 }
 
 // NewSecret returns a new signing secret: "whsec_" + base64 of 32 random
-// bytes.
+// bytes. Secrets carry no environment in their prefix ("whsec_test_…"):
+// the official Standard Webhooks libraries base64-decode everything after
+// "whsec_" and would reject it. A test tenant's secrets differ from a live
+// one's only in being the tenant's; the answers that show a secret name
+// the environment.
 func NewSecret() string {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {

@@ -67,7 +67,10 @@ type Store interface {
 	// rec.Cycle is still the delivery's current cycle and the delivery is
 	// Pending, moves it to rec.State: the retry index entry moves to
 	// rec.NextAttemptAt (Pending) or is removed (Succeeded, Dead; Dead also
-	// adds the dead-letter entry). One transaction.
+	// adds the dead-letter entry). One transaction. A record with Held
+	// set is not an attempt: nothing is appended and CycleAttempts is
+	// unchanged; a current-cycle Pending delivery only gets rec.Reason and
+	// its retry index entry moved to rec.NextAttemptAt.
 	RecordAttempt(ctx context.Context, rec AttemptRecord) (Delivery, error)
 	// Replay starts a new cycle of a delivery of tenant: Cycle+1, Pending,
 	// due at r.At, CycleAttempts 0, the replay appended, the dead-letter
@@ -81,6 +84,16 @@ type Store interface {
 	// RetryIndex calls fn for every entry of the retry index in due order.
 	// It is how the timer is rebuilt at start. fn must not call the Store.
 	RetryIndex(ctx context.Context, fn func(RetryEntry) error) error
+
+	Lister
+	TokenStore // tenant access tokens and the list of tenants (tokens.go)
+
+	// ResumePaused takes, in one transaction, at most max paused
+	// deliveries of endpoint endpointID of tenant out of the paused index:
+	// with deliver, each starts a new cycle as Replay does, due at r.At;
+	// without, each is dead ("held while the endpoint was disabled") and
+	// in the dead letters. It returns them.
+	ResumePaused(ctx context.Context, tenant, endpointID string, deliver bool, r Replay, max int) ([]Delivery, error)
 }
 
 // NewEvent is what ingest appends.
@@ -127,6 +140,22 @@ type AttemptRecord struct {
 	Reason        string    // why it failed or is dead; "" on success
 	LastStatus    int
 	At            time.Time // when the outcome was decided (Updated, DeadAt)
+
+	// Held marks a delivery held back without an attempt (its endpoint is
+	// not verified): State must be StatePending, Attempt is ignored and
+	// the delivery keeps its attempt count; only NextAttemptAt, Reason
+	// and Updated change.
+	Held bool
+
+	// StatePaused (its endpoint is disabled) is, like Held, no attempt:
+	// a current-cycle Pending delivery leaves the retry index for the
+	// paused index with Reason; nothing is appended.
+
+	// Endpoint, when set, is the endpoint's health after the attempt
+	// (FailingSince, LastFailure, LastFailureAt, Disabled, DisabledReason,
+	// DisabledAt): the same transaction stores those fields on the
+	// endpoint, if it still exists. Nil: the endpoint is not touched.
+	Endpoint *Endpoint
 }
 
 // RetryEntry is one entry of the retry index.

@@ -9,10 +9,13 @@ import (
 // Tenant is a customer of the sender: the owner of endpoints that receive
 // webhooks. Its ID is chosen by the sender (see ValidateTenantID).
 type Tenant struct {
-	ID      string    `json:"id"`
-	Name    string    `json:"name"`
-	Created time.Time `json:"created"`
-	Updated time.Time `json:"updated"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Environment is test or live, chosen when the tenant is created and
+	// never changed; a test token acts on test tenants only.
+	Environment Environment `json:"environment"`
+	Created     time.Time   `json:"created"`
+	Updated     time.Time   `json:"updated"`
 }
 
 // EventType is one entry of the published catalogue, named
@@ -31,14 +34,31 @@ const AllEventTypes = "*"
 // Endpoint is a URL of a tenant's that receives the event types it
 // subscribes to, signed with its own secret.
 type Endpoint struct {
-	ID          string    `json:"id"`
-	TenantID    string    `json:"tenant"`
-	URL         string    `json:"url"`
-	EventTypes  []string  `json:"event_types"`
-	Description string    `json:"description"`
-	Disabled    bool      `json:"disabled"`
-	Created     time.Time `json:"created"`
-	Updated     time.Time `json:"updated"`
+	ID          string   `json:"id"`
+	TenantID    string   `json:"tenant"`
+	URL         string   `json:"url"`
+	EventTypes  []string `json:"event_types"`
+	Description string   `json:"description"`
+	Disabled    bool     `json:"disabled"`
+	// DisabledReason says who or what disabled the endpoint: "disabled by
+	// request", "HTTP 410 Gone: …", or "failing every attempt since …".
+	DisabledReason string    `json:"disabled_reason,omitempty"`
+	DisabledAt     time.Time `json:"disabled_at,omitzero"`
+	// FailingSince is when the endpoint's current run of failed attempts
+	// began; zero after a success. LastFailure says why the latest failed.
+	FailingSince  time.Time `json:"failing_since,omitzero"`
+	LastFailure   string    `json:"last_failure,omitempty"`
+	LastFailureAt time.Time `json:"last_failure_at,omitzero"`
+	Created       time.Time `json:"created"`
+	Updated       time.Time `json:"updated"`
+
+	// VerificationRequired is set when the endpoint was created while new
+	// endpoints needed verification (ServiceOptions); then no delivery is
+	// attempted until it answers the Standard Webhooks challenge.
+	VerificationRequired bool `json:"verification_required"`
+	// Verified is when the endpoint last answered the challenge at its
+	// current URL; zero when it has not (a URL change clears it).
+	Verified time.Time `json:"verified,omitzero"`
 
 	// Secrets are the signing keys, current first. A key with a non-zero
 	// Expires is an old key kept for a rotation grace window. Secrets are
@@ -103,6 +123,14 @@ const (
 	// permanent error. It sits in the dead letters with Reason until a
 	// replay moves it back to Pending.
 	StateDead State = "dead"
+	// Paused: its endpoint is disabled, so no attempt is made and none is
+	// counted; the delivery waits (outside the retry index, in the paused
+	// index of its endpoint) for the endpoint to be enabled again.
+	// Enabling with "deliver held" moves it back to Pending in a new cycle
+	// (recorded as a replay); enabling "from now on" moves it to Dead. A
+	// replay moves it to Pending. Nothing moves it after a crash: it stays
+	// paused on disk.
+	StatePaused State = "paused"
 )
 
 // Delivery is the sending of one event to one endpoint: its state, every

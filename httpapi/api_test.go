@@ -63,7 +63,7 @@ func newAPIEnv(t *testing.T) *apiEnv {
 			t.Error(err)
 		}
 	})
-	svc := engine.NewService(db, nil, engine.ServiceOptions{})
+	svc := engine.NewService(db, nil, engine.ServiceOptions{LookupHost: publicLookup}) // no DNS in tests
 	logs := new(syncBuffer)
 	h := httpapi.New(svc, httpapi.Options{
 		Tokens:  []string{"another-token", testToken},

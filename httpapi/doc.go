@@ -6,7 +6,11 @@
 // # Routes
 //
 // GET /healthz answers 200 {"status":"ok"} and needs no token. Every /v1
-// route needs "Authorization: Bearer <token>" with one of Options.Tokens.
+// route needs "Authorization: Bearer <token>" with one of Options.Tokens
+// (live) or Options.TestTokens (test). A test token may use the routes
+// under /v1/tenants/:tenant of test tenants only, may create test tenants,
+// and may read the event catalogue; anything else answers 403 forbidden
+// (see security.go).
 //
 //	PUT    /v1/tenants/:tenant                        {"name"} (body optional) → 201 created / 200 updated, the tenant
 //	GET    /v1/tenants/:tenant                        → 200 the tenant
@@ -15,16 +19,36 @@
 //	POST   /v1/tenants/:tenant/endpoints              {"url","event_types","description"} → 201 the endpoint plus "secret", Location
 //	GET    /v1/tenants/:tenant/endpoints              → 200 {"data": [endpoint...]}
 //	GET    /v1/tenants/:tenant/endpoints/:id          → 200 the endpoint
-//	PATCH  /v1/tenants/:tenant/endpoints/:id          {"url","event_types","description","disabled"}, each optional → 200 the endpoint
+//	PATCH  /v1/tenants/:tenant/endpoints/:id          {"url","event_types","description","disabled","deliver_held"}, each optional → 200 the endpoint
 //	DELETE /v1/tenants/:tenant/endpoints/:id          → 204
+//	POST   /v1/tenants/:tenant/endpoints/:id/secret/rotate  {"grace"} (body optional; "24h" default, "0s" to 168h) → 200 the endpoint plus the new "secret"
+//	POST   /v1/tenants/:tenant/endpoints/:id/secret/revoke  → 200 the endpoint plus a new "secret"; every old key stops at once
+//	POST   /v1/tenants/:tenant/endpoints/:id/verify   → 200 {"verified","reason","endpoint"}: sends the webhook-challenge now
 //	POST   /v1/tenants/:tenant/events                 {"type","data","api_version"} + optional Idempotency-Key → 202 {"id","created","deliveries"}
 //	GET    /v1/tenants/:tenant/events/:id             → 200 {"event": stored envelope, "deliveries": [delivery...]}
 //	GET    /v1/tenants/:tenant/deliveries/:id         → 200 the delivery
-//	POST   /v1/tenants/:tenant/deliveries/:id/replay  → 202 the delivery, replayed by "admin"
+//	POST   /v1/tenants/:tenant/deliveries/:id/replay  → 202 the delivery, replayed by "admin" or "token tok_…"
 //	GET    /v1/tenants/:tenant/dead-letters           ?cursor=&limit=1..1000 → 200 {"data": [delivery...], "next_cursor"}
+//	POST   /v1/tenants/:tenant/dead-letters/replay    {"since","until","endpoint"} → 202 {"queued"}
+//	GET    /v1/tenants/:tenant/deliveries             ?state=&type=&endpoint=&since=&until=&limit=&cursor= → 200 newest first
+//	GET    /v1/tenants/:tenant/events                 ?after=&type=&since=&limit= → 200 the reconciliation feed, log order
+//	GET    /v1/tenants/:tenant/report                 ?last=1000 → 200 the delivery report
+//	POST   /v1/tenants/:tenant/access-tokens          {"ttl"} (admin) → 201 the token, shown once
+//	GET    /v1/tenants/:tenant/access-tokens          (admin) → 200 {"data": [token without its value...]}
+//	DELETE /v1/tenants/:tenant/access-tokens/:id      (admin) → 204
+//	GET    /v1/admin/report                           ?last=1000 (admin) → 200 {"tenants": [...], "total"}
+//	GET    /v1/admin/backup                           (admin) → 200 a consistent copy of the database file
+//	GET    /readyz, /metrics                          no token
+//	GET    /console/...                               the web console (console.go)
 //
-// The endpoint create response is the only one that ever shows a signing
-// secret ("whsec_..."); it is sent with Cache-Control: no-store. An event's
+// A tenant access token (whk_t_…) may use its own tenant's routes above,
+// except ingest, PUT of the tenant and access tokens; every other route,
+// and every route of another tenant (existing or not), answers the same
+// 403 forbidden (see security.go).
+//
+// The endpoint create, secret rotate and secret revoke responses are the
+// only ones that ever show a signing secret ("whsec_..."), with the
+// tenant's "environment"; they are sent with Cache-Control: no-store. An event's
 // "event" member is the envelope exactly as stored, the bytes every attempt
 // signs. An ingest repeated with the same Idempotency-Key and the same body
 // answers 202 with the first event's id and deliveries and the header
@@ -59,7 +83,7 @@
 //	body_too_large          413  the body is over the limit
 //	unsupported_media_type  415  a body not sent as application/json
 //	unauthorized            401  missing or wrong bearer token (with WWW-Authenticate: Bearer)
-//	forbidden               403  a valid token not allowed this resource
+//	forbidden               403  a valid token not allowed this resource: a test token on live data
 //	not_found               404  no such route
 //	method_not_allowed      405  the route exists, the method does not (with an Allow header)
 //	tenant_not_found        404
@@ -68,6 +92,8 @@
 //	delivery_not_found      404
 //	idempotency_conflict    409  an Idempotency-Key reused with another body
 //	unavailable             503  storage cannot take writes now (with Retry-After: 1)
+//	overloaded              503  too many deliveries pending, over [ingest] max_pending (with Retry-After: 5)
+//	rate_limited            429  the token is over its ingest rate, Options.IngestRate (with Retry-After in seconds)
 //	internal                500  anything else
 //
 // An error that carries no code, and a recovered panic, is answered 500

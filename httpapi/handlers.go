@@ -26,10 +26,13 @@ func list[T any](data []T, next string) listResponse[T] {
 }
 
 // createdEndpoint is the body of a successful endpoint create: the endpoint
-// plus its signing secret. It is the only response that carries a secret.
+// plus its signing secret and the tenant's environment (secrets carry no
+// environment prefix). With the secret rotation and revocation answers
+// (security.go), it is the only response that carries a secret.
 type createdEndpoint struct {
 	engine.Endpoint
-	Secret string `json:"secret"`
+	Secret      string             `json:"secret"`
+	Environment engine.Environment `json:"environment,omitempty"`
 }
 
 // ingestResponse is the body of POST .../events.
@@ -146,7 +149,11 @@ func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, ps
 	h := w.Header()
 	h.Set("Location", "/v1/tenants/"+url.PathEscape(tenant)+"/endpoints/"+url.PathEscape(ep.ID))
 	h.Set("Cache-Control", "no-store") // the body carries the secret
-	s.writeJSON(w, r, http.StatusCreated, createdEndpoint{Endpoint: ep, Secret: secret})
+	var env engine.Environment
+	if t, err := s.svc.Tenant(r.Context(), tenant); err == nil {
+		env = t.Environment
+	}
+	s.writeJSON(w, r, http.StatusCreated, createdEndpoint{Endpoint: ep, Secret: secret, Environment: env})
 }
 
 func (s *server) handleListEndpoints(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
@@ -232,12 +239,8 @@ func (s *server) handleGetDelivery(w http.ResponseWriter, r *http.Request, ps ht
 	s.writeJSON(w, r, http.StatusOK, deliveryJSON(d))
 }
 
-// replayedBy is who a replay through this API is recorded as: tokens are
-// not named yet, so every caller is the admin.
-const replayedBy = "admin"
-
 func (s *server) handleReplay(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-	d, err := s.svc.Replay(r.Context(), ps.ByName("tenant"), ps.ByName("id"), replayedBy)
+	d, err := s.svc.Replay(r.Context(), ps.ByName("tenant"), ps.ByName("id"), replayedBy(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -56,6 +56,8 @@ func TestStatusTable_EveryCode(t *testing.T) {
 		engine.CodeDeliveryNotFound:    404,
 		engine.CodeIdempotencyConflict: 409,
 		engine.CodeUnavailable:         503,
+		engine.CodeOverloaded:          503,
+		engine.CodeRateLimited:         429,
 		engine.CodeInternal:            500,
 	}
 	if got, want := len(statusTable), len(want); got != want {
@@ -96,6 +98,7 @@ func TestServer_WriteError(t *testing.T) {
 		{"nil", nil, 500, engine.CodeInternal, "internal error", "", [2]string{}, true},
 		{"unauthorized", engine.Errorf(engine.CodeUnauthorized, "", "missing or invalid bearer token"), 401, engine.CodeUnauthorized, "missing or invalid bearer token", "", [2]string{"WWW-Authenticate", "Bearer"}, false},
 		{"unavailable", engine.Errorf(engine.CodeUnavailable, "", "try later"), 503, engine.CodeUnavailable, "try later", "", [2]string{"Retry-After", "1"}, false},
+		{"overloaded", engine.Errorf(engine.CodeOverloaded, "", "too many pending"), 503, engine.CodeOverloaded, "too many pending", "", [2]string{"Retry-After", "5"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,6 +16,9 @@ const problemTypePrefix = "urn:webhookd:problem:"
 // operator log, never to the client.
 const internalDetail = "internal error"
 
+// overloadedRetryAfter is the Retry-After, in seconds, of a 503 overloaded.
+const overloadedRetryAfter = "5"
+
 // statusEntry is what the API shows for one error code.
 type statusEntry struct {
 	status int
@@ -40,6 +43,8 @@ var statusTable = map[engine.Code]statusEntry{
 	engine.CodeDeliveryNotFound:    {http.StatusNotFound, "Delivery not found"},
 	engine.CodeIdempotencyConflict: {http.StatusConflict, "Idempotency key reused"},
 	engine.CodeUnavailable:         {http.StatusServiceUnavailable, "Service unavailable"},
+	engine.CodeOverloaded:          {http.StatusServiceUnavailable, "Too many deliveries pending"},
+	engine.CodeRateLimited:         {http.StatusTooManyRequests, "Rate limit exceeded"},
 	engine.CodeInternal:            {http.StatusInternalServerError, "Internal error"},
 }
 
@@ -92,6 +97,9 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, code engin
 		h.Set("WWW-Authenticate", "Bearer")
 	case engine.CodeUnavailable:
 		h.Set("Retry-After", "1")
+	case engine.CodeOverloaded:
+		// A backlog drains at the endpoints' pace, not at once.
+		h.Set("Retry-After", overloadedRetryAfter)
 	}
 	s.writeBody(w, r, "application/problem+json", p.Status, p)
 }

@@ -1,14 +1,11 @@
 package httpapi
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -21,10 +18,25 @@ const DefaultMaxBody = 256 << 10
 // Options configure the handler New returns. The zero value of each field
 // means what its comment says.
 type Options struct {
-	// Tokens are the bearer tokens that may call /v1. Only their SHA-256
-	// hashes are kept. Empty strings are ignored; with no token at all
-	// every /v1 request is answered 401.
+	// Tokens are the bearer tokens that may call /v1, for the live
+	// environment (they may act on test tenants too). Only their SHA-256
+	// hashes are kept; a token written "sha256:<64 hex digits>" is given by
+	// its hash. Empty strings are ignored; with no token at all every /v1
+	// request is answered 401.
 	Tokens []string
+	// TestTokens are bearer tokens for the test environment, kept like
+	// Tokens: they act on test tenants only (see authorize).
+	TestTokens []string
+	// IngestRate limits event ingest per token, in requests per second,
+	// with bursts of IngestBurst (0: the rate rounded up, at least 1);
+	// over it ingest answers 429 rate_limited with Retry-After. Zero:
+	// unlimited.
+	IngestRate  float64
+	IngestBurst int
+	// TenantTokenTTL is the lifetime of a tenant access token issued
+	// without a "ttl" (POST /v1/tenants/:tenant/access-tokens); at most
+	// engine.MaxAccessTokenTTL. Zero: engine.DefaultAccessTokenTTL (24h).
+	TenantTokenTTL time.Duration
 	// MaxBody is the largest request body accepted, in bytes; a larger one
 	// is answered 413. Zero or negative: DefaultMaxBody (256 KiB).
 	MaxBody int64
@@ -51,10 +63,11 @@ type Options struct {
 type server struct {
 	opts    Options
 	svc     *engine.Service
-	tokens  [][sha256.Size]byte
+	tokens  []credential // see security.go
 	maxBody int64
 	log     *slog.Logger
 	router  *httprouter.Router
+	console *console // the web console's templates and keys (console.go)
 }
 
 // New returns the HTTP handler of the webhookd API over svc. The routes,
@@ -67,11 +80,8 @@ func New(svc *engine.Service, opts Options) http.Handler {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	for _, t := range opts.Tokens {
-		if t != "" {
-			s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
-		}
-	}
+	s.tokens = credentials(opts)
+	s.console = newConsole()
 
 	r := httprouter.New()
 	// Answer unknown paths with a 404 problem instead of redirecting to a
@@ -95,26 +105,42 @@ func (s *server) routes() {
 	s.handle("GET", "/metrics", s.handleMetrics)
 
 	s.handle("PUT", "/v1/tenants/:tenant", s.auth(s.handlePutTenant))
-	s.handle("GET", "/v1/tenants/:tenant", s.auth(s.handleGetTenant))
+	s.handle("GET", "/v1/tenants/:tenant", s.tenantAuth(s.handleGetTenant))
 
 	s.handle("PUT", "/v1/event-types/:type", s.auth(s.handlePutEventType))
-	s.handle("GET", "/v1/event-types", s.auth(s.handleListEventTypes))
+	s.handle("GET", "/v1/event-types", s.anyAuth(s.handleListEventTypes))
 
-	s.handle("POST", "/v1/tenants/:tenant/endpoints", s.auth(s.handleCreateEndpoint))
-	s.handle("GET", "/v1/tenants/:tenant/endpoints", s.auth(s.handleListEndpoints))
-	s.handle("GET", "/v1/tenants/:tenant/endpoints/:id", s.auth(s.handleGetEndpoint))
-	s.handle("PATCH", "/v1/tenants/:tenant/endpoints/:id", s.auth(s.handleUpdateEndpoint))
-	s.handle("DELETE", "/v1/tenants/:tenant/endpoints/:id", s.auth(s.handleDeleteEndpoint))
+	s.handle("POST", "/v1/tenants/:tenant/endpoints", s.tenantAuth(s.handleCreateEndpoint))
+	s.handle("GET", "/v1/tenants/:tenant/endpoints", s.tenantAuth(s.handleListEndpoints))
+	s.handle("GET", "/v1/tenants/:tenant/endpoints/:id", s.tenantAuth(s.handleGetEndpoint))
+	s.handle("PATCH", "/v1/tenants/:tenant/endpoints/:id", s.tenantAuth(s.handleUpdateEndpoint))
+	s.handle("DELETE", "/v1/tenants/:tenant/endpoints/:id", s.tenantAuth(s.handleDeleteEndpoint))
+	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/secret/rotate", s.tenantAuth(s.handleRotateSecret))
+	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/secret/revoke", s.tenantAuth(s.handleRevokeSecret))
+	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/verify", s.tenantAuth(s.handleVerifyEndpoint))
 
-	s.handle("POST", "/v1/tenants/:tenant/events", s.auth(s.handleIngest))
-	s.handle("GET", "/v1/tenants/:tenant/events/:id", s.auth(s.handleGetEvent))
+	s.handle("POST", "/v1/tenants/:tenant/events", s.auth(s.limitIngest(s.handleIngest)))
+	s.handle("GET", "/v1/tenants/:tenant/events/:id", s.tenantAuth(s.handleGetEvent))
 
-	s.handle("GET", "/v1/tenants/:tenant/deliveries/:id", s.auth(s.handleGetDelivery))
-	s.handle("POST", "/v1/tenants/:tenant/deliveries/:id/replay", s.auth(s.handleReplay))
+	s.handle("GET", "/v1/tenants/:tenant/deliveries/:id", s.tenantAuth(s.handleGetDelivery))
+	s.handle("POST", "/v1/tenants/:tenant/deliveries/:id/replay", s.tenantAuth(s.handleReplay))
 
-	s.handle("GET", "/v1/tenants/:tenant/dead-letters", s.auth(s.handleListDeadLetters))
+	s.handle("GET", "/v1/tenants/:tenant/dead-letters", s.tenantAuth(s.handleListDeadLetters))
+	s.handle("POST", "/v1/tenants/:tenant/dead-letters/replay", s.tenantAuth(s.handleReplayDeadLetters))
+	s.handle("GET", "/v1/tenants/:tenant/deliveries", s.tenantAuth(s.handleListDeliveries))
+	s.handle("GET", "/v1/tenants/:tenant/events", s.tenantAuth(s.handleListEvents))
+	s.handle("GET", "/v1/tenants/:tenant/report", s.tenantAuth(s.handleReport))
+
+	// Tenant access tokens (access_tokens.go): admin tokens only.
+	s.handle("POST", "/v1/tenants/:tenant/access-tokens", s.auth(s.handleIssueAccessToken))
+	s.handle("GET", "/v1/tenants/:tenant/access-tokens", s.auth(s.handleListAccessTokens))
+	s.handle("DELETE", "/v1/tenants/:tenant/access-tokens/:id", s.auth(s.handleRevokeAccessToken))
 
 	s.handle("GET", "/v1/admin/backup", s.auth(s.handleBackup))
+	s.handle("GET", "/v1/admin/report", s.auth(s.handleReportAll))
+
+	// The web console (console.go): HTML, its own session and CSRF checks.
+	s.consoleRoutes()
 }
 
 // handle registers h for method and path, measured by ObserveRequest.
@@ -154,35 +180,21 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // auth wraps h so that it runs only for a request bearing one of the
-// configured tokens. The presented token is hashed and compared in constant
-// time against every configured hash, without stopping at a match.
+// configured tokens, and a test token only where it may act: see
+// authorize, in security.go. Tenant access tokens get 403.
 func (s *server) auth(h httprouter.Handle) httprouter.Handle {
-	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		if !s.authorized(r.Header.Get("Authorization")) {
-			s.writeError(w, r, engine.Errorf(engine.CodeUnauthorized, "", "missing or invalid bearer token"))
-			return
-		}
-		h(w, r, ps)
-	}
+	return s.authorize(scopeAdmin, h)
 }
 
-// authorized reports whether header is "Bearer <token>" with a configured
-// token. The scheme is case-insensitive (RFC 9110).
-func (s *server) authorized(header string) bool {
-	scheme, token, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	token = strings.TrimSpace(token)
-	if token == "" {
-		return false
-	}
-	sum := sha256.Sum256([]byte(token))
-	match := 0
-	for i := range s.tokens {
-		match |= subtle.ConstantTimeCompare(sum[:], s.tokens[i][:])
-	}
-	return match == 1
+// tenantAuth is auth that also admits a tenant access token on its own
+// tenant's routes.
+func (s *server) tenantAuth(h httprouter.Handle) httprouter.Handle {
+	return s.authorize(scopeTenant, h)
+}
+
+// anyAuth admits every valid token: test and tenant tokens included.
+func (s *server) anyAuth(h httprouter.Handle) httprouter.Handle {
+	return s.authorize(scopeAnyToken, h)
 }
 
 func (s *server) handleNotFound(w http.ResponseWriter, r *http.Request) {

@@ -19,7 +19,9 @@ import (
 //   - every delivery is listed under its event in event_deliveries, and
 //     every entry there names a stored event and delivery;
 //   - every event decodes and event_ids maps its ID to its sequence;
-//   - every idempotency record has exactly its idempotency_expiry entry.
+//   - every idempotency record has exactly its idempotency_expiry entry;
+//   - every access token is in tenant_access_tokens under its tenant and
+//     ID with its hash, and nothing else is.
 func checkInvariants(tx *bolt.Tx) []error {
 	var errs []error
 	report := func(format string, args ...any) bool {
@@ -45,6 +47,24 @@ func checkInvariants(tx *bolt.Tx) []error {
 				return errs
 			}
 		}
+		seq, _ := decodeSeq(k)
+		if tx.Bucket(bucketTenantEvents).Get(tenantEventKey(ev.TenantID, seq)) == nil {
+			if !report("event %s: not in tenant_events", ev.ID) {
+				return errs
+			}
+		}
+		for _, id := range deliveryIDsOf(tx, ev.ID) {
+			if tx.Bucket(bucketTenantDeliveries).Get(tenantDeliveryKey(ev.TenantID, seq, id)) == nil {
+				if !report("delivery %s: not in tenant_deliveries", id) {
+					return errs
+				}
+			}
+		}
+	}
+	if n := tx.Bucket(bucketTenantEvents).Stats().KeyN; n != nEvents {
+		if !report("%d events but %d tenant_events entries", nEvents, n) {
+			return errs
+		}
 	}
 	if n := ids.Stats().KeyN; n != nEvents {
 		if !report("%d events but %d event_ids entries", nEvents, n) {
@@ -56,7 +76,7 @@ func checkInvariants(tx *bolt.Tx) []error {
 	retry := tx.Bucket(bucketRetryIndex)
 	dead := tx.Bucket(bucketDeadLetters)
 	byEvent := tx.Bucket(bucketEventDeliveries)
-	var nPending, nDead, nDeliveries int
+	var nPending, nDead, nPaused, nDeliveries int
 	c = tx.Bucket(bucketDeliveries).Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		nDeliveries++
@@ -85,6 +105,13 @@ func checkInvariants(tx *bolt.Tx) []error {
 					return errs
 				}
 			}
+		case engine.StatePaused:
+			nPaused++
+			if tx.Bucket(bucketPaused).Get(pausedKey(d.TenantID, d.EndpointID, d.ID)) == nil {
+				if !report("delivery %s: paused but not in the paused index", d.ID) {
+					return errs
+				}
+			}
 		case engine.StateDead:
 			nDead++
 			if dead.Get(deadLetterKey(d.TenantID, d.DeadAt, d.ID)) == nil {
@@ -99,8 +126,18 @@ func checkInvariants(tx *bolt.Tx) []error {
 			return errs
 		}
 	}
+	if n := tx.Bucket(bucketPaused).Stats().KeyN; n != nPaused {
+		if !report("%d paused deliveries but %d paused index entries", nPaused, n) {
+			return errs
+		}
+	}
 	if n := dead.Stats().KeyN; n != nDead {
 		if !report("%d dead deliveries but %d dead letters", nDead, n) {
+			return errs
+		}
+	}
+	if n := tx.Bucket(bucketTenantDeliveries).Stats().KeyN; n != nDeliveries {
+		if !report("%d deliveries but %d tenant_deliveries entries", nDeliveries, n) {
 			return errs
 		}
 	}
@@ -137,7 +174,23 @@ func checkInvariants(tx *bolt.Tx) []error {
 		}
 	}
 	if n := expiry.Stats().KeyN; n != nIdem {
-		report("%d idempotency records but %d expiry entries", nIdem, n)
+		if !report("%d idempotency records but %d expiry entries", nIdem, n) {
+			return errs
+		}
 	}
+
+	// Access tokens against their tenant index (tokens.go).
+	checkAccessTokens(tx, report)
 	return errs
+}
+
+// deliveryIDsOf lists the delivery IDs of event id from event_deliveries.
+func deliveryIDsOf(tx *bolt.Tx, id string) []string {
+	var ids []string
+	prefix := eventDeliveryKey(id, "")
+	c := tx.Bucket(bucketEventDeliveries).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		ids = append(ids, string(k[len(prefix):]))
+	}
+	return ids
 }

@@ -33,6 +33,12 @@ type Options struct {
 	// the number of writes it carried and its duration, fsync included
 	// (for metrics). It runs on the commit loop: it must be fast.
 	OnCommit func(writes int, d time.Duration)
+
+	// SecretKey, when set, is the AES-256 key (SecretKeySize bytes) that
+	// endpoint secrets are encrypted with at rest (see crypt.go). Nil:
+	// secrets are stored in plain, and a file whose secrets are encrypted
+	// does not open (ErrSecretKeyRequired). Open never logs or returns it.
+	SecretKey []byte
 }
 
 const (
@@ -59,6 +65,7 @@ type DB struct {
 	bolt     *bolt.DB
 	maxBatch int
 	onCommit func(int, time.Duration)
+	secrets  *sealer // Options.SecretKey; nil: secrets stored in plain
 
 	// closeMu guards closed and the send on ops: Close closes ops only
 	// when no writer is sending.
@@ -89,6 +96,10 @@ func Open(path string, opts Options) (*DB, error) {
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = defaultMaxBatch
 	}
+	secrets, err := newSealer(opts.SecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %s: %w", path, err)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}
@@ -103,7 +114,12 @@ func Open(path string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}
-	if err := bdb.Update(initSchema); err != nil {
+	if err := bdb.Update(func(tx *bolt.Tx) error {
+		if err := initSchema(tx); err != nil {
+			return err
+		}
+		return initSecrets(tx, secrets)
+	}); err != nil {
 		_ = bdb.Close()
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}
@@ -112,6 +128,7 @@ func Open(path string, opts Options) (*DB, error) {
 		bolt:     bdb,
 		maxBatch: opts.MaxBatch,
 		onCommit: opts.OnCommit,
+		secrets:  secrets,
 		ops:      make(chan op, opts.MaxBatch),
 		done:     make(chan struct{}),
 	}

@@ -101,7 +101,7 @@ func TestOpen_newerSchema(t *testing.T) {
 		db.Close()
 		t.Fatal("Open of a newer schema succeeded")
 	}
-	if msg := err.Error(); !strings.Contains(msg, "schema version 2 is newer") || !strings.Contains(msg, path) {
+	if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("schema version %d is newer", schemaVersion+1)) || !strings.Contains(msg, path) {
 		t.Errorf("error = %q, want it to name the path and the newer schema version", msg)
 	}
 }

@@ -35,7 +35,7 @@ func putDelivery(tx *bolt.Tx, d engine.Delivery) (engine.Delivery, error) {
 	if err := tx.Bucket(bucketDeliveries).Put([]byte(d.ID), v); err != nil {
 		return engine.Delivery{}, err
 	}
-	return decodeDelivery(v)
+	return storedDelivery(d, v)
 }
 
 // putRetry adds the retry index entry of pending delivery d.
@@ -91,6 +91,9 @@ func (db *DB) AttemptInput(ctx context.Context, deliveryID string) (engine.Attem
 		in = engine.AttemptInput{Delivery: d, Body: ev.Body, Endpoint: ep, EndpointFound: found}
 		return nil
 	})
+	if err == nil {
+		err = db.openSecrets(&in.Endpoint) // outside the transaction
+	}
 	if err != nil {
 		return engine.AttemptInput{}, wrap("attempt input of delivery "+deliveryID, err)
 	}
@@ -110,13 +113,19 @@ func (db *DB) AttemptInput(ctx context.Context, deliveryID string) (engine.Attem
 // and CycleAttempts is incremented and LastStatus and Reason set. An
 // attempt of an older cycle (the delivery was replayed meanwhile) is only
 // logged. The delivery is found by ID alone (CodeDeliveryNotFound).
+//
+// A record with Held set is not an attempt (see holdDelivery).
 func (db *DB) RecordAttempt(ctx context.Context, rec engine.AttemptRecord) (engine.Delivery, error) {
 	switch rec.State {
 	case engine.StatePending:
 		if rec.NextAttemptAt.IsZero() {
 			return engine.Delivery{}, fmt.Errorf("storage: record attempt of delivery %s: pending without a next attempt time", rec.DeliveryID)
 		}
+	case engine.StatePaused:
 	case engine.StateSucceeded, engine.StateDead:
+		if rec.Held {
+			return engine.Delivery{}, fmt.Errorf("storage: record attempt of delivery %s: a held delivery stays pending", rec.DeliveryID)
+		}
 	default:
 		return engine.Delivery{}, fmt.Errorf("storage: record attempt of delivery %s: state %q cannot be recorded", rec.DeliveryID, rec.State)
 	}
@@ -125,6 +134,17 @@ func (db *DB) RecordAttempt(ctx context.Context, rec engine.AttemptRecord) (engi
 		d, err := getDelivery(tx, rec.DeliveryID)
 		if err != nil {
 			return err
+		}
+		if rec.Endpoint != nil {
+			if err := putEndpointHealth(tx, *rec.Endpoint); err != nil {
+				return err
+			}
+		}
+		if rec.Held {
+			return holdDelivery(tx, &d, rec, &out)
+		}
+		if rec.State == engine.StatePaused {
+			return pauseDelivery(tx, &d, rec, &out)
 		}
 		d.Attempts = append(d.Attempts, rec.Attempt)
 		d.Updated = rec.At
@@ -177,36 +197,45 @@ func (db *DB) Replay(ctx context.Context, tenant, id string, r engine.Replay) (e
 		if d.TenantID != tenant {
 			return errDeliveryNotFound()
 		}
-		switch d.State {
-		case engine.StatePending:
-			if err := deleteRetry(tx, d); err != nil {
-				return err
-			}
-		case engine.StateDead:
-			if err := tx.Bucket(bucketDeadLetters).Delete(deadLetterKey(d.TenantID, d.DeadAt, d.ID)); err != nil {
-				return err
-			}
-		}
-		d.Cycle++
-		d.State = engine.StatePending
-		d.CycleStart = r.At
-		d.CycleAttempts = 0
-		d.NextAttemptAt = r.At
-		d.DeadAt = time.Time{}
-		d.Updated = r.At
-		rp := r
-		rp.Cycle = d.Cycle
-		d.Replays = append(d.Replays, rp)
-		if err := putRetry(tx, d); err != nil {
-			return err
-		}
-		out, err = putDelivery(tx, d)
+		out, err = replayTx(tx, d, r)
 		return err
 	})
 	if err != nil {
 		return engine.Delivery{}, wrap("replay delivery "+id, err)
 	}
 	return out, nil
+}
+
+// replayTx starts a new cycle of d (see Replay) inside tx.
+func replayTx(tx *bolt.Tx, d engine.Delivery, r engine.Replay) (engine.Delivery, error) {
+	switch d.State {
+	case engine.StatePending:
+		if err := deleteRetry(tx, d); err != nil {
+			return engine.Delivery{}, err
+		}
+	case engine.StateDead:
+		if err := tx.Bucket(bucketDeadLetters).Delete(deadLetterKey(d.TenantID, d.DeadAt, d.ID)); err != nil {
+			return engine.Delivery{}, err
+		}
+	case engine.StatePaused:
+		if err := tx.Bucket(bucketPaused).Delete(pausedKey(d.TenantID, d.EndpointID, d.ID)); err != nil {
+			return engine.Delivery{}, err
+		}
+	}
+	d.Cycle++
+	d.State = engine.StatePending
+	d.CycleStart = r.At
+	d.CycleAttempts = 0
+	d.NextAttemptAt = r.At
+	d.DeadAt = time.Time{}
+	d.Updated = r.At
+	rp := r
+	rp.Cycle = d.Cycle
+	d.Replays = append(d.Replays, rp)
+	if err := putRetry(tx, d); err != nil {
+		return engine.Delivery{}, err
+	}
+	return putDelivery(tx, d)
 }
 
 // DeadLetters lists tenant's dead deliveries, oldest death first, starting

@@ -10,10 +10,11 @@
 // contain it). Records begin with a format version byte (1).
 //
 //	bucket              key                                          value
-//	meta                "schema"                                     schema version, uint64 (1)
+//	meta                "schema"                                     schema version, uint64 (2)
+//	meta                "secret_key_id"                              ID(8) of the key secrets are sealed with; absent: plain
 //	tenants             tenant ID                                    tenant record (v1 ‖ JSON)
 //	event_types         type name                                    event type record (v1 ‖ JSON)
-//	endpoints           tenant ‖ 0x00 ‖ endpoint ID                  endpoint record with secrets (v1 ‖ JSON)
+//	endpoints           tenant ‖ 0x00 ‖ endpoint ID                  endpoint record with secrets, sealed or plain (v1 ‖ JSON)
 //	events              seq(8)                                       event record (see below); never rewritten
 //	event_ids           event ID                                     seq(8)
 //	deliveries          delivery ID                                  delivery record (v1 ‖ JSON)
@@ -22,6 +23,17 @@
 //	dead_letters        tenant ‖ 0x00 ‖ deadAt(8) ‖ delivery ID      empty
 //	idempotency         tenant ‖ 0x00 ‖ Idempotency-Key              v1 ‖ expires(8) ‖ request hash(32) ‖ event ID
 //	idempotency_expiry  expires(8) ‖ tenant ‖ 0x00 ‖ Idempotency-Key  empty
+//	tenant_events       tenant ‖ 0x00 ‖ seq(8)                       empty (a tenant's events, log order)
+//	tenant_deliveries   tenant ‖ 0x00 ‖ seq(8) ‖ delivery ID         empty (a tenant's deliveries, by their event)
+//	paused              tenant ‖ 0x00 ‖ endpoint ID ‖ 0x00 ‖ dlv ID  empty (deliveries held for a disabled endpoint)
+//	access_tokens       sha256(token)(32)                            access token record (v1 ‖ JSON)
+//	tenant_access_tokens tenant ‖ 0x00 ‖ token ID                    sha256(token)(32)
+//
+// Schema 2 added tenant_events and tenant_deliveries (the delivery log and
+// the reconciliation feed page by them); Open fills them from the log when
+// it migrates a schema 1 file. A delivery is in paused if and only if it is
+// paused. Retention (PruneEvents) deletes whole finished events with every
+// entry of theirs; otherwise the log is never rewritten.
 //
 // The events bucket is the append-only event log: the key is the bucket's
 // NextSequence, so cursor order is ingest order. An event record is
@@ -42,6 +54,11 @@
 //
 // The encoding types (tenantRecord, deliveryRecord, ...) are not the
 // domain types: the API's JSON may change without changing the file.
+//
+// With Options.SecretKey set, endpoint secrets are sealed with AES-256-GCM
+// before they are written and opened after they are read, outside the
+// encoding functions; crypt.go has the format, the key ID in meta and what
+// Open does with a file and a key that do not agree.
 //
 // # Group commit
 //

@@ -21,10 +21,11 @@ const formatV1 = 1
 // Times are stored in UTC.
 
 type tenantRecord struct {
-	ID      string    `json:"id"`
-	Name    string    `json:"name"`
-	Created time.Time `json:"created"`
-	Updated time.Time `json:"updated"`
+	ID          string    `json:"id"`
+	Name        string    `json:"name"`
+	Environment string    `json:"environment,omitempty"` // "": live (written before environments)
+	Created     time.Time `json:"created"`
+	Updated     time.Time `json:"updated"`
 }
 
 type eventTypeRecord struct {
@@ -44,10 +45,19 @@ type endpointRecord struct {
 	Created     time.Time      `json:"created"`
 	Updated     time.Time      `json:"updated"`
 	Secrets     []secretRecord `json:"secrets"`
+
+	VerificationRequired bool      `json:"verification_required,omitempty"`
+	Verified             time.Time `json:"verified,omitzero"`
+
+	DisabledReason string    `json:"disabled_reason,omitempty"`
+	DisabledAt     time.Time `json:"disabled_at,omitzero"`
+	FailingSince   time.Time `json:"failing_since,omitzero"`
+	LastFailure    string    `json:"last_failure,omitempty"`
+	LastFailureAt  time.Time `json:"last_failure_at,omitzero"`
 }
 
 type secretRecord struct {
-	Key     string    `json:"key"`
+	Key     string    `json:"key"` // "whsec_…", or sealed (crypt.go)
 	Expires time.Time `json:"expires,omitzero"`
 }
 
@@ -141,7 +151,7 @@ func decodeJSON(kind string, data []byte, v any) error {
 }
 
 func encodeTenant(t engine.Tenant) ([]byte, error) {
-	return encodeJSON(tenantRecord{ID: t.ID, Name: t.Name, Created: utc(t.Created), Updated: utc(t.Updated)})
+	return encodeJSON(tenantRecord{ID: t.ID, Name: t.Name, Environment: string(t.Environment), Created: utc(t.Created), Updated: utc(t.Updated)})
 }
 
 func decodeTenant(data []byte) (engine.Tenant, error) {
@@ -152,7 +162,11 @@ func decodeTenant(data []byte) (engine.Tenant, error) {
 	if r.ID == "" {
 		return engine.Tenant{}, errors.New("decode tenant: no id")
 	}
-	return engine.Tenant{ID: r.ID, Name: r.Name, Created: r.Created, Updated: r.Updated}, nil
+	env := engine.Environment(r.Environment)
+	if env == "" {
+		env = engine.EnvironmentLive
+	}
+	return engine.Tenant{ID: r.ID, Name: r.Name, Environment: env, Created: r.Created, Updated: r.Updated}, nil
 }
 
 func encodeEventType(et engine.EventType) ([]byte, error) {
@@ -176,6 +190,9 @@ func encodeEndpoint(ep engine.Endpoint) ([]byte, error) {
 		ID: ep.ID, TenantID: ep.TenantID, URL: ep.URL, EventTypes: ep.EventTypes,
 		Description: ep.Description, Disabled: ep.Disabled,
 		Created: utc(ep.Created), Updated: utc(ep.Updated),
+		VerificationRequired: ep.VerificationRequired, Verified: utc(ep.Verified),
+		DisabledReason: ep.DisabledReason, DisabledAt: utc(ep.DisabledAt),
+		FailingSince: utc(ep.FailingSince), LastFailure: ep.LastFailure, LastFailureAt: utc(ep.LastFailureAt),
 	}
 	if ep.Secrets != nil {
 		r.Secrets = make([]secretRecord, len(ep.Secrets))
@@ -197,6 +214,9 @@ func decodeEndpoint(data []byte) (engine.Endpoint, error) {
 	ep := engine.Endpoint{
 		ID: r.ID, TenantID: r.TenantID, URL: r.URL, EventTypes: r.EventTypes,
 		Description: r.Description, Disabled: r.Disabled, Created: r.Created, Updated: r.Updated,
+		VerificationRequired: r.VerificationRequired, Verified: r.Verified,
+		DisabledReason: r.DisabledReason, DisabledAt: r.DisabledAt,
+		FailingSince: r.FailingSince, LastFailure: r.LastFailure, LastFailureAt: r.LastFailureAt,
 	}
 	if r.Secrets != nil {
 		ep.Secrets = make([]engine.Secret, len(r.Secrets))
@@ -290,6 +310,16 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 	return encodeJSON(r)
 }
 
+// storedState reports whether s is a state a delivery record may hold
+// (StateDelivering never is).
+func storedState(s engine.State) bool {
+	switch s {
+	case engine.StatePending, engine.StateSucceeded, engine.StateDead, engine.StatePaused:
+		return true
+	}
+	return false
+}
+
 func decodeDelivery(data []byte) (engine.Delivery, error) {
 	var r deliveryRecord
 	if err := decodeJSON("delivery", data, &r); err != nil {
@@ -298,9 +328,7 @@ func decodeDelivery(data []byte) (engine.Delivery, error) {
 	if r.ID == "" || r.TenantID == "" {
 		return engine.Delivery{}, errors.New("decode delivery: no id or tenant")
 	}
-	switch s := engine.State(r.State); s {
-	case engine.StatePending, engine.StateSucceeded, engine.StateDead:
-	default:
+	if !storedState(engine.State(r.State)) {
 		return engine.Delivery{}, fmt.Errorf("decode delivery %s: unknown state %q", r.ID, r.State)
 	}
 	d := engine.Delivery{

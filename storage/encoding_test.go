@@ -11,12 +11,13 @@ import (
 
 // Samples of every record kind, with every field set.
 var (
-	sampleTenant    = engine.Tenant{ID: "acme", Name: "Acme — Ünïcode", Created: t0, Updated: t0.Add(time.Hour)}
+	sampleTenant    = engine.Tenant{ID: "acme", Name: "Acme — Ünïcode", Environment: engine.EnvironmentTest, Created: t0, Updated: t0.Add(time.Hour)}
 	sampleEventType = engine.EventType{Name: "order.created", Description: "An order was created.", Created: t0, Updated: t0}
 	sampleEndpoint  = engine.Endpoint{
 		ID: "ep_01hzzzzzzzzzzzzzzzzzzzzzzz", TenantID: "acme", URL: "https://example.com/hook?x=1",
 		EventTypes: []string{"order.created", "order.shipped"}, Description: "main", Disabled: true,
 		Created: t0, Updated: t0.Add(time.Second),
+		VerificationRequired: true, Verified: t0.Add(2 * time.Second),
 		Secrets: []engine.Secret{{Key: "whsec_new"}, {Key: "whsec_old", Expires: t0.Add(24 * time.Hour)}},
 	}
 	sampleEvent = engine.Event{

@@ -27,7 +27,10 @@ func validTenantID(id string) bool {
 }
 
 // PutTenant creates tenant t.ID or updates its Name (and Updated). It
-// returns the stored tenant and whether it was created.
+// returns the stored tenant and whether it was created. A tenant is created
+// with t.Environment ("": live); an update never changes the environment,
+// and one whose t.Environment is set and differs fails with
+// CodeInvalidField "environment" and changes nothing.
 func (db *DB) PutTenant(ctx context.Context, t engine.Tenant) (engine.Tenant, bool, error) {
 	if !validTenantID(t.ID) {
 		return engine.Tenant{}, false, engine.Errorf(engine.CodeInvalidField, "tenant", "tenant id must not be empty or contain a NUL byte")
@@ -42,6 +45,9 @@ func (db *DB) PutTenant(ctx context.Context, t engine.Tenant) (engine.Tenant, bo
 			old, err := decodeTenant(v)
 			if err != nil {
 				return err
+			}
+			if t.Environment != "" && t.Environment != old.Environment {
+				return engine.Errorf(engine.CodeInvalidField, "environment", "tenant %s is %s; a tenant's environment never changes", t.ID, old.Environment)
 			}
 			next = old
 			next.Name, next.Updated = t.Name, t.Updated
@@ -143,7 +149,7 @@ func (db *DB) CreateEndpoint(ctx context.Context, ep engine.Endpoint) error {
 	if ep.ID == "" {
 		return engine.Errorf(engine.CodeInvalidField, "id", "endpoint id must not be empty")
 	}
-	v, err := encodeEndpoint(ep)
+	v, err := encodeEndpoint(db.sealSecrets(ep))
 	if err != nil {
 		return fmt.Errorf("storage: create endpoint %s: %w", ep.ID, err)
 	}
@@ -165,7 +171,7 @@ func (db *DB) CreateEndpoint(ctx context.Context, ep engine.Endpoint) error {
 }
 
 // getEndpoint reads endpoint id of tenant; found is false when there is
-// none.
+// none. Its secrets are as stored, maybe sealed: see DB.openSecrets.
 func getEndpoint(tx *bolt.Tx, tenant, id string) (ep engine.Endpoint, found bool, err error) {
 	if !validTenantID(tenant) {
 		return engine.Endpoint{}, false, nil
@@ -193,13 +199,17 @@ func (db *DB) Endpoint(ctx context.Context, tenant, id string) (engine.Endpoint,
 		out = ep
 		return nil
 	})
+	if err == nil {
+		err = db.openSecrets(&out)
+	}
 	if err != nil {
 		return engine.Endpoint{}, wrap("endpoint "+id, err)
 	}
 	return out, nil
 }
 
-// forEachEndpoint calls fn for each endpoint of tenant in creation order.
+// forEachEndpoint calls fn for each endpoint of tenant in creation order,
+// with its secrets as stored, maybe sealed.
 func forEachEndpoint(tx *bolt.Tx, tenant string, fn func(engine.Endpoint) error) error {
 	prefix := tenantPrefix(tenant)
 	c := tx.Bucket(bucketEndpoints).Cursor()
@@ -228,6 +238,9 @@ func (db *DB) Endpoints(ctx context.Context, tenant string) ([]engine.Endpoint, 
 			return nil
 		})
 	})
+	for i := 0; err == nil && i < len(out); i++ {
+		err = db.openSecrets(&out[i])
+	}
 	if err != nil {
 		return nil, wrap("endpoints of "+tenant, err)
 	}
@@ -260,21 +273,26 @@ func (db *DB) UpdateEndpoint(ctx context.Context, tenant, id string, fn func(*en
 			return errEndpointNotFound()
 		}
 		created := ep.Created
+		if err := db.openSecrets(&ep); err != nil {
+			return err
+		}
 		if err := fn(&ep); err != nil {
 			return &callerError{err}
 		}
 		if ep.ID != id || ep.TenantID != tenant || !ep.Created.Equal(created) {
 			return errors.New("the update changed the endpoint's id, tenant or creation time")
 		}
-		v, err := encodeEndpoint(ep)
+		v, err := encodeEndpoint(db.sealSecrets(ep))
 		if err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketEndpoints).Put(endpointKey(tenant, id), v); err != nil {
 			return err
 		}
-		out, err = decodeEndpoint(v)
-		return err
+		if out, err = decodeEndpoint(v); err != nil {
+			return err
+		}
+		return db.openSecrets(&out)
 	})
 	if ce := (*callerError)(nil); errors.As(err, &ce) {
 		return engine.Endpoint{}, ce.err

@@ -20,7 +20,7 @@ func TestDB_PutTenant(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := engine.Tenant{ID: "acme", Name: "Acme", Created: t0, Updated: t0}
+		want := engine.Tenant{ID: "acme", Name: "Acme", Environment: engine.EnvironmentLive, Created: t0, Updated: t0}
 		if !created || !reflect.DeepEqual(got, want) {
 			t.Errorf("PutTenant = %+v, %v; want %+v, true", got, created, want)
 		}
@@ -31,7 +31,7 @@ func TestDB_PutTenant(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := engine.Tenant{ID: "acme", Name: "Acme Inc", Created: t0, Updated: later}
+		want := engine.Tenant{ID: "acme", Name: "Acme Inc", Environment: engine.EnvironmentLive, Created: t0, Updated: later}
 		if created || !reflect.DeepEqual(got, want) {
 			t.Errorf("PutTenant = %+v, %v; want %+v, false", got, created, want)
 		}
@@ -41,6 +41,20 @@ func TestDB_PutTenant(t *testing.T) {
 		}
 		if !reflect.DeepEqual(read, want) {
 			t.Errorf("Tenant = %+v, want %+v", read, want)
+		}
+	})
+	t.Run("environment is kept and never changes", func(t *testing.T) {
+		got, _, err := db.PutTenant(ctx, engine.Tenant{ID: "sandbox", Environment: engine.EnvironmentTest, Created: t0, Updated: t0})
+		if err != nil || got.Environment != engine.EnvironmentTest {
+			t.Fatalf("PutTenant = %+v, %v; want a test tenant", got, err)
+		}
+		_, _, err = db.PutTenant(ctx, engine.Tenant{ID: "sandbox", Name: "x", Environment: engine.EnvironmentLive, Created: t0, Updated: t0})
+		wantCode(t, err, engine.CodeInvalidField, "environment")
+		if read, _ := db.Tenant(ctx, "sandbox"); read.Name != "" || read.Environment != engine.EnvironmentTest {
+			t.Errorf("a refused update changed the tenant: %+v", read)
+		}
+		if got, _, err = db.PutTenant(ctx, engine.Tenant{ID: "sandbox", Name: "renamed", Updated: t0}); err != nil || got.Environment != engine.EnvironmentTest {
+			t.Errorf("an update without environment: %+v, %v; want it kept", got, err)
 		}
 	})
 	t.Run("times are stored in UTC", func(t *testing.T) {

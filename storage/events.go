@@ -135,6 +135,7 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, value []byte, newID func(strin
 	}
 
 	events := tx.Bucket(bucketEvents)
+	events.FillPercent = 1 // append-only: keys only grow, so fill pages
 	seq, err := events.NextSequence()
 	if err != nil {
 		return engine.IngestResult{}, err
@@ -149,7 +150,10 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, value []byte, newID func(strin
 	if err := ids.Put([]byte(ev.ID), u64(seq)); err != nil {
 		return engine.IngestResult{}, err
 	}
-	stored, err := decodeEvent(value)
+	if err := tx.Bucket(bucketTenantEvents).Put(tenantEventKey(tenant, seq), nil); err != nil {
+		return engine.IngestResult{}, err
+	}
+	stored, err := storedEvent(ev, value)
 	if err != nil {
 		return engine.IngestResult{}, err
 	}
@@ -157,7 +161,7 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, value []byte, newID func(strin
 
 	ds := []engine.Delivery{}
 	err = forEachEndpoint(tx, tenant, func(ep engine.Endpoint) error {
-		if ep.Disabled || !ep.Subscribes(ev.Type) {
+		if !ep.Subscribes(ev.Type) {
 			return nil
 		}
 		d := engine.Delivery{
@@ -166,6 +170,11 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, value []byte, newID func(strin
 			Cycle: 1, CycleStart: stored.Created, NextAttemptAt: stored.Created,
 			Created: stored.Created, Updated: stored.Created,
 			Attempts: []engine.Attempt{}, Replays: []engine.Replay{},
+		}
+		if ep.Disabled {
+			// Held, not dropped: delivered if the endpoint is enabled
+			// with "deliver held".
+			d.State, d.NextAttemptAt, d.Reason = engine.StatePaused, time.Time{}, pausedReason
 		}
 		if tx.Bucket(bucketDeliveries).Get([]byte(d.ID)) != nil {
 			return fmt.Errorf("delivery id %s exists", d.ID)
@@ -177,7 +186,14 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, value []byte, newID func(strin
 		if err := tx.Bucket(bucketEventDeliveries).Put(eventDeliveryKey(ev.ID, d.ID), nil); err != nil {
 			return err
 		}
-		if err := putRetry(tx, d); err != nil {
+		if err := tx.Bucket(bucketTenantDeliveries).Put(tenantDeliveryKey(tenant, seq, d.ID), nil); err != nil {
+			return err
+		}
+		if d.State == engine.StatePaused {
+			if err := tx.Bucket(bucketPaused).Put(pausedKey(tenant, ep.ID, d.ID), nil); err != nil {
+				return err
+			}
+		} else if err := putRetry(tx, d); err != nil {
 			return err
 		}
 		ds = append(ds, d)

@@ -37,8 +37,8 @@ func TestDB_AppendEvent(t *testing.T) {
 		typ  string
 		want []string // endpoint IDs that get a delivery
 	}{
-		{"order.created", []string{all.ID, created.ID}},
-		{"order.shipped", []string{all.ID, shipped.ID}},
+		{"order.created", []string{all.ID, created.ID, disabled.ID}},
+		{"order.shipped", []string{all.ID, shipped.ID, disabled.ID}},
 	}
 	var lastSeq uint64
 	for _, tt := range tests {
@@ -61,6 +61,10 @@ func TestDB_AppendEvent(t *testing.T) {
 					EndpointID: d.EndpointID, State: engine.StatePending,
 					Cycle: 1, CycleStart: t0, NextAttemptAt: t0, Created: t0, Updated: t0,
 					Attempts: []engine.Attempt{}, Replays: []engine.Replay{},
+				}
+				if d.EndpointID == disabled.ID {
+					// Held for the disabled endpoint, not dropped.
+					want.State, want.NextAttemptAt, want.Reason = engine.StatePaused, time.Time{}, pausedReason
 				}
 				if !reflect.DeepEqual(d, want) {
 					t.Errorf("delivery = %+v\nwant %+v", d, want)

@@ -24,11 +24,21 @@ var (
 	bucketDeadLetters      = []byte("dead_letters")
 	bucketIdempotency      = []byte("idempotency")
 	bucketIdempotencyIndex = []byte("idempotency_expiry")
+	bucketTenantEvents     = []byte("tenant_events")     // schema 2
+	bucketTenantDeliveries = []byte("tenant_deliveries") // schema 2
+	bucketPaused           = []byte("paused")            // schema 2
+
+	// Tenant access tokens (tokens.go). New buckets need no migration:
+	// Open creates any that are missing.
+	bucketAccessTokens       = []byte("access_tokens")
+	bucketTenantAccessTokens = []byte("tenant_access_tokens")
 
 	allBuckets = [][]byte{
 		bucketMeta, bucketTenants, bucketEventTypes, bucketEndpoints,
 		bucketEvents, bucketEventIDs, bucketDeliveries, bucketEventDeliveries,
 		bucketRetryIndex, bucketDeadLetters, bucketIdempotency, bucketIdempotencyIndex,
+		bucketTenantEvents, bucketTenantDeliveries, bucketPaused,
+		bucketAccessTokens, bucketTenantAccessTokens,
 	}
 )
 
@@ -37,7 +47,7 @@ var keySchema = []byte("schema")
 
 // schemaVersion is the layout of buckets and keys this code reads and
 // writes. A file with a higher version is refused at Open.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // sep ends a variable-length key part (a tenant ID, an event ID) that is
 // followed by more key. Tenant and event IDs never contain it.
@@ -176,4 +186,23 @@ func decodeCursor(cursor string) ([]byte, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// tenantEventKey is tenant ‖ 0x00 ‖ seq(8): a tenant's events in log order.
+func tenantEventKey(tenant string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(tenantPrefix(tenant), seq)
+}
+
+// tenantDeliveryKey is tenant ‖ 0x00 ‖ event seq(8) ‖ delivery ID: a
+// tenant's deliveries in the log order of their events.
+func tenantDeliveryKey(tenant string, seq uint64, deliveryID string) []byte {
+	return append(tenantEventKey(tenant, seq), deliveryID...)
+}
+
+// pausedKey is tenant ‖ 0x00 ‖ endpoint ID ‖ 0x00 ‖ delivery ID: an
+// endpoint's paused deliveries.
+func pausedKey(tenant, endpointID, deliveryID string) []byte {
+	b := append(tenantPrefix(tenant), endpointID...)
+	b = append(b, sep)
+	return append(b, deliveryID...)
 }

@@ -67,9 +67,10 @@ func (db *DB) PruneEvents(ctx context.Context, cursor uint64, r Retention, max i
 				break
 			}
 			res.Scanned++
+			seq := binary.BigEndian.Uint64(k)
 			ev, err := decodeEvent(v)
 			if err != nil {
-				return fmt.Errorf("event %x: %w", k, err)
+				return fmt.Errorf("event %d: %w", seq, err)
 			}
 			if !ev.Created.Before(newest) {
 				break // every later event is newer still
@@ -88,6 +89,9 @@ func (db *DB) PruneEvents(ctx context.Context, cursor uint64, r Retention, max i
 				if err := tx.Bucket(bucketEventDeliveries).Delete(eventDeliveryKey(ev.ID, d.ID)); err != nil {
 					return err
 				}
+				if err := tx.Bucket(bucketTenantDeliveries).Delete(tenantDeliveryKey(ev.TenantID, seq, d.ID)); err != nil {
+					return err
+				}
 				if d.State == engine.StateDead {
 					if err := tx.Bucket(bucketDeadLetters).Delete(deadLetterKey(d.TenantID, d.DeadAt, d.ID)); err != nil {
 						return err
@@ -96,6 +100,9 @@ func (db *DB) PruneEvents(ctx context.Context, cursor uint64, r Retention, max i
 				res.Deliveries++
 			}
 			if err := tx.Bucket(bucketEventIDs).Delete([]byte(ev.ID)); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketTenantEvents).Delete(tenantEventKey(ev.TenantID, seq)); err != nil {
 				return err
 			}
 			doomed = append(doomed, bytes.Clone(k))

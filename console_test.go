@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath returns the Chromium the browser test drives:
+// $WEBHOOKD_CHROMIUM, else the first of chromium, chromium-browser and
+// google-chrome on PATH. Without one the test fails when CI is set (and
+// not "false" or "0"; .ci/run installs Debian's chromium) and is skipped
+// otherwise.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("WEBHOOKD_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := "no Chromium found (chromium, chromium-browser or google-chrome on PATH, or WEBHOOKD_CHROMIUM): " +
+		"install it (Debian: apt-get install chromium) to run the console's browser test"
+	if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// TestConsole_Browser drives the web console in headless Chromium, as the
+// README's walk-through does: log in with a tenant token, find the dead
+// delivery, see why it failed, fix the endpoint, press Resend and see it
+// succeed, then replay the other dead letter by range from the dead-letters
+// page. Screenshots of each step go to the test's temp dir (and to
+// $WEBHOOKD_SCREENSHOTS when set, to keep them).
+func TestConsole_Browser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the browser test runs in the full suite (go test ./...), not with -short")
+	}
+	chromium := chromiumPath(t)
+	start := time.Now()
+
+	in := startInstance(t, t.TempDir(), testConfig)
+	in.setup()
+	var fixed atomic.Bool
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		if fixed.Load() {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, `<b>database is down</b>`) // shown as text, never as HTML
+	})
+	ep := in.createEndpoint(rc.srv.URL, "payment.succeeded")
+	rc.setSecret(ep.Secret)
+	first := in.ingest("payment.succeeded", `{"order":"ord_1"}`).Deliveries[0].ID
+	second := in.ingest("payment.succeeded", `{"order":"ord_2"}`).Deliveries[0].ID
+	in.waitState(first, "dead")
+	in.waitState(second, "dead")
+
+	var tok struct {
+		ID    string `json:"id"`
+		Token string `json:"token"`
+	}
+	in.mustCall(201, "POST", "/v1/tenants/acme/access-tokens", `{"ttl":"1h"}`, &tok)
+
+	shots := t.TempDir()
+	keep := os.Getenv("WEBHOOKD_SCREENSHOTS")
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg) // quality 100: PNG
+			if err != nil {
+				return err
+			}
+			for _, dir := range []string{shots, keep} {
+				if dir == "" {
+					continue
+				}
+				path := filepath.Join(dir, name+".png")
+				if err := os.WriteFile(path, png, 0o644); err != nil {
+					return err
+				}
+				t.Logf("screenshot %s", path)
+			}
+			return nil
+		})
+	}
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(filepath.Join(t.TempDir(), "profile")),
+		chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer cancelBrowser()
+	if err := chromedp.Do(bctx); err != nil { // start the browser, with no timeout on it
+		t.Fatalf("start %s: %v", chromium, err)
+	}
+	ctx, cancel := context.WithTimeout(bctx, 45*time.Second) // the whole walk-through
+	defer cancel()
+	// Accept the confirmation console.js asks before a range replay.
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel), chromedp.NodeVisible))
+		if err != nil {
+			t.Fatalf("read %s: %v", sel, err)
+		}
+		return s
+	}
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	deliveryURL := in.base + "/console/t/acme/deliveries/" + first
+
+	// Log in with the tenant token.
+	do("log in",
+		chromedp.Navigate(in.base+"/console/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		shot("1-login"),
+		chromedp.SendKeys(chromedp.ID("token"), tok.Token),
+		chromedp.Click(chromedp.ID("login")),
+		chromedp.WaitVisible(chromedp.ID("endpoints")),
+		shot("2-endpoints"),
+	)
+	if who := text(".who span"); !strings.Contains(who, tok.ID) {
+		t.Errorf("logged in as %q, want token %s", who, tok.ID)
+	}
+
+	// The dead deliveries, then the first one: every attempt, the 500,
+	// the reason, the response excerpt as text.
+	do("list the dead deliveries",
+		chromedp.Navigate(in.base+"/console/t/acme/deliveries?state=dead"),
+		chromedp.WaitVisible(chromedp.ID("deliveries")),
+		shot("3-dead-deliveries"),
+	)
+	if list := text("#deliveries tbody"); strings.Count(list, "dead") != 2 {
+		t.Errorf("the dead filter should list 2 dead deliveries:\n%s", list)
+	}
+	do("open the dead delivery",
+		chromedp.Click(chromedp.CSS(`a[href="/console/t/acme/deliveries/`+first+`"]`)),
+		chromedp.WaitVisible(chromedp.ID("attempts")),
+		shot("4-dead-delivery"),
+	)
+	if state, reason := text("#state"), text("#reason"); state != "dead" || !strings.Contains(reason, "all 4 attempts failed") {
+		t.Errorf("state %q, reason %q; want dead, all 4 attempts failed", state, reason)
+	}
+	if attempts := text("#attempts"); strings.Count(attempts, "HTTP 500") != 4 || !strings.Contains(attempts, "<b>database is down</b>") {
+		t.Errorf("the attempts table should show four HTTP 500s and the excerpt as text:\n%s", attempts)
+	}
+
+	// Fix the endpoint, press Resend, see it succeed.
+	fixed.Store(true)
+	do("resend", chromedp.Click(chromedp.ID("resend")), chromedp.WaitVisible(chromedp.ID("notice")))
+	if notice := text("#notice"); !strings.Contains(notice, "Resent") {
+		t.Errorf("notice after Resend: %q", notice)
+	}
+	state := ""
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		do("reload the delivery", chromedp.Navigate(deliveryURL), chromedp.WaitVisible(chromedp.ID("state")))
+		if state = text("#state"); state == "succeeded" || time.Now().After(deadline) {
+			break
+		}
+	}
+	do("screenshot", shot("5-resent"))
+	if state != "succeeded" {
+		t.Fatalf("after Resend the delivery is %q, want succeeded", state)
+	}
+	if replays := text("#replays"); !strings.Contains(replays, "token "+tok.ID) {
+		t.Errorf("the replay history should name the token:\n%s", replays)
+	}
+	if attempts := text("#attempts"); !strings.Contains(attempts, "HTTP 200") {
+		t.Errorf("no HTTP 200 attempt:\n%s", attempts)
+	}
+
+	// Replay the other dead letter by range, from the dead-letters page.
+	do("open the dead letters",
+		chromedp.Navigate(in.base+"/console/t/acme/dead-letters"),
+		chromedp.WaitVisible(chromedp.ID("replay-form")),
+		shot("6-dead-letters"),
+	)
+	if dead := text("#dead-letters tbody"); strings.Count(dead, "all 4 attempts failed") != 1 {
+		t.Errorf("the dead letters should list the second delivery only:\n%s", dead)
+	}
+	do("range replay",
+		chromedp.Click(chromedp.ID("replay-range")),
+		chromedp.WaitVisible(chromedp.ID("notice")),
+		shot("7-range-replayed"),
+	)
+	if notice := text("#notice"); !strings.Contains(notice, "queued for a new delivery cycle: 1.") {
+		t.Errorf("notice after the range replay: %q", notice)
+	}
+	in.waitState(second, "succeeded")
+	rc.checkSignatures()
+	t.Logf("browser test took %s", time.Since(start).Round(time.Millisecond))
+}

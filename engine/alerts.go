@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// OperatorTenant is the tenant that holds the operator's alert endpoint
+// ([alerts] in the config). Its id cannot be named through the API (tenant
+// ids start with a letter or digit), so no customer can read, change or
+// receive it.
+const OperatorTenant = "_operator"
+
+// AlertTypes are the event types of webhookd's own alerts, added to the
+// catalogue when alerts are on.
+var AlertTypes = map[string]string{
+	AlertEndpointFailing:  "an endpoint failed an attempt after a success (or for the first time)",
+	AlertEndpointDisabled: "an endpoint was disabled: it answered 410 Gone, or failed every attempt for too long",
+	AlertDeliveryDead:     "a delivery moved to the dead letters",
+}
+
+// EnsureOperatorEndpoint makes, idempotently, the operator tenant, the
+// alert event types and the one operator endpoint at url signed with
+// secret (updating its URL and secret when they changed). The URL obeys
+// the same target policy as every endpoint.
+func (s *Service) EnsureOperatorEndpoint(ctx context.Context, url, secret string) error {
+	now := s.now()
+	if _, _, err := s.store.PutTenant(ctx, Tenant{ID: OperatorTenant, Name: "webhookd operator alerts", Environment: EnvironmentLive, Created: now, Updated: now}); err != nil {
+		return fmt.Errorf("engine: operator tenant: %w", err)
+	}
+	types := make([]string, 0, len(AlertTypes))
+	for name, desc := range AlertTypes {
+		if _, _, err := s.store.PutEventType(ctx, EventType{Name: name, Description: desc, Created: now, Updated: now}); err != nil {
+			return fmt.Errorf("engine: alert event type %s: %w", name, err)
+		}
+		types = append(types, name)
+	}
+	eps, err := s.store.Endpoints(ctx, OperatorTenant)
+	if err != nil {
+		return err
+	}
+	if len(eps) == 0 {
+		return s.store.CreateEndpoint(ctx, Endpoint{
+			ID: NewID("ep"), TenantID: OperatorTenant, URL: url, EventTypes: []string{AllEventTypes},
+			Description: "operator alerts ([alerts] url)", Created: now, Updated: now,
+			Secrets: []Secret{{Key: secret}},
+		})
+	}
+	_, err = s.store.UpdateEndpoint(ctx, OperatorTenant, eps[0].ID, func(ep *Endpoint) error {
+		ep.URL, ep.Secrets, ep.Disabled, ep.Updated = url, []Secret{{Key: secret}}, false, now
+		return nil
+	})
+	return err
+}
+
+// RaiseAlert sends alert a to the operator endpoint as an event of type
+// a.Kind, unless it concerns the operator tenant itself (an alert about an
+// alert would loop).
+func (s *Service) RaiseAlert(ctx context.Context, a Alert) error {
+	d := a.Delivery
+	if d.TenantID == OperatorTenant {
+		return nil
+	}
+	data := map[string]any{"tenant": d.TenantID, "endpoint_id": d.EndpointID, "at": a.At}
+	switch a.Kind {
+	case AlertDeliveryDead:
+		data["delivery_id"], data["event_id"], data["event_type"] = d.ID, d.EventID, d.EventType
+		data["reason"], data["attempts"], data["last_status"] = d.Reason, d.CycleAttempts, d.LastStatus
+	case AlertEndpointFailing:
+		if a.Endpoint != nil {
+			data["reason"], data["failing_since"] = a.Endpoint.LastFailure, a.Endpoint.FailingSince
+		}
+	case AlertEndpointDisabled:
+		if a.Endpoint != nil {
+			data["reason"] = a.Endpoint.DisabledReason
+		}
+	}
+	body, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	_, err = s.ingest(ctx, OperatorTenant, IngestInput{Type: a.Kind, Data: body})
+	return err
+}
+
+// AlertSink takes alerts from the dispatcher's workers without blocking
+// them and raises them on a goroutine of its own. Repeated endpoint.failing
+// alerts of one endpoint within a minute are sent once (concurrent attempts
+// each see the first failure).
+type AlertSink struct {
+	svc   *Service
+	ch    chan Alert
+	done  chan struct{}
+	onErr func(error)
+}
+
+// NewAlertSink returns a sink that raises alerts through svc; onErr is
+// told of alerts that could not be stored or were dropped.
+func NewAlertSink(svc *Service, onErr func(error)) *AlertSink {
+	k := &AlertSink{svc: svc, ch: make(chan Alert, 1024), done: make(chan struct{}), onErr: onErr}
+	go k.run()
+	return k
+}
+
+// Put queues a; when 1024 alerts are already waiting it drops a.
+func (k *AlertSink) Put(a Alert) {
+	select {
+	case k.ch <- a:
+	default:
+		k.onErr(fmt.Errorf("alert %s of delivery %s dropped: 1024 alerts waiting", a.Kind, a.Delivery.ID))
+	}
+}
+
+// Stop raises what is queued and stops. Call it once, after the dispatcher
+// has stopped.
+func (k *AlertSink) Stop() {
+	close(k.ch)
+	<-k.done
+}
+
+func (k *AlertSink) run() {
+	defer close(k.done)
+	lastFailing := map[string]time.Time{}
+	for a := range k.ch {
+		if a.Kind == AlertEndpointFailing {
+			if t, ok := lastFailing[a.Delivery.EndpointID]; ok && a.At.Sub(t) < time.Minute {
+				continue
+			}
+			lastFailing[a.Delivery.EndpointID] = a.At
+		}
+		if err := k.svc.RaiseAlert(context.Background(), a); err != nil {
+			k.onErr(fmt.Errorf("alert %s: %w", a.Kind, err))
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Endpoint health: webhookd disables an endpoint that answers 410 Gone at
+// once (as Standard Webhooks recommends), and one that has failed every
+// attempt for DisableAfter; its deliveries are then held as paused, not
+// dropped, until it is enabled again.
+
+// DefaultDisableAfter is how long an endpoint may fail every attempt
+// before it is disabled.
+const DefaultDisableAfter = 5 * 24 * time.Hour
+
+// Health transitions reported to the operator (see AlertFunc).
+const (
+	AlertEndpointFailing  = "endpoint.failing"  // first failure after a success (or ever)
+	AlertEndpointDisabled = "endpoint.disabled" // disabled by a 410 or by failing too long
+	AlertDeliveryDead     = "delivery.dead"     // a delivery moved to the dead letters
+)
+
+// healthAfter returns ep's health after an attempt that ended at at with
+// outcome and status (reason: why it failed), and the transitions it made
+// (AlertEndpointFailing, AlertEndpointDisabled). It is pure: the dispatcher
+// decides alerts with it and storage applies the same change inside the
+// transaction that records the attempt. disableAfter 0 never disables for
+// failing too long.
+func healthAfter(ep Endpoint, outcome Outcome, status int, reason string, at time.Time, disableAfter time.Duration) (Endpoint, []string) {
+	var alerts []string
+	if outcome == OutcomeSuccess {
+		ep.FailingSince = time.Time{}
+		return ep, nil
+	}
+	if ep.FailingSince.IsZero() {
+		ep.FailingSince = at
+		alerts = append(alerts, AlertEndpointFailing)
+	}
+	ep.LastFailure, ep.LastFailureAt = reason, at
+	if ep.Disabled {
+		return ep, alerts
+	}
+	switch {
+	case status == 410:
+		ep.Disabled, ep.DisabledAt = true, at
+		ep.DisabledReason = "HTTP 410 Gone: the endpoint asked for no more deliveries"
+	case disableAfter > 0 && at.Sub(ep.FailingSince) >= disableAfter:
+		ep.Disabled, ep.DisabledAt = true, at
+		ep.DisabledReason = fmt.Sprintf("failing every attempt since %s (more than %s)", ep.FailingSince.UTC().Format(time.RFC3339), disableAfter)
+	}
+	if ep.Disabled {
+		alerts = append(alerts, AlertEndpointDisabled)
+	}
+	return ep, alerts
+}
+
+// Alert is a health transition for the operator.
+type Alert struct {
+	Kind     string    // AlertEndpointFailing, AlertEndpointDisabled, AlertDeliveryDead
+	Delivery Delivery  // the delivery whose attempt made the transition
+	Endpoint *Endpoint // the endpoint's health after it; nil when not recorded
+	At       time.Time
+}
+
+// SetEndpointEnabled enables or disables endpoint id of tenant. Disabling
+// holds its deliveries as paused from their next attempt on. Enabling with
+// deliverHeld resumes every paused delivery at once (each recorded as a
+// replay by by); enabling without it dead-letters them ("held while the
+// endpoint was disabled"), where each can still be replayed. It returns the
+// endpoint and how many held deliveries it resumed or dead-lettered.
+func (s *Service) SetEndpointEnabled(ctx context.Context, tenant, id string, enabled, deliverHeld bool, by string) (Endpoint, int, error) {
+	if !validID(id) {
+		return Endpoint{}, 0, Errorf(CodeEndpointNotFound, "id", "no such endpoint")
+	}
+	now := s.now()
+	ep, err := s.store.UpdateEndpoint(ctx, tenant, id, func(ep *Endpoint) error {
+		if ep.Disabled == !enabled {
+			return nil
+		}
+		ep.Disabled = !enabled
+		ep.Updated = now
+		if enabled {
+			ep.DisabledReason, ep.DisabledAt, ep.FailingSince = "", time.Time{}, time.Time{}
+		} else {
+			ep.DisabledReason, ep.DisabledAt = "disabled by request ("+by+")", now
+		}
+		return nil
+	})
+	if err != nil || !enabled {
+		return ep, 0, err
+	}
+	total := 0
+	for {
+		ds, err := s.store.ResumePaused(ctx, tenant, id, deliverHeld, Replay{At: s.now(), By: by}, replayBatch)
+		if err != nil {
+			return ep, total, err
+		}
+		for _, d := range ds {
+			if deliverHeld && s.disp != nil {
+				s.disp.Enqueue(d.ID, d.EndpointID, d.NextAttemptAt)
+			}
+		}
+		total += len(ds)
+		if len(ds) < replayBatch {
+			return ep, total, nil
+		}
+	}
+}

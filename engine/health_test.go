@@ -1,0 +1,48 @@
+package engine
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHealthAfter(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	failing := Endpoint{FailingSince: t0}
+	tests := []struct {
+		name       string
+		ep         Endpoint
+		outcome    Outcome
+		status     int
+		at         time.Time
+		wantAlerts []string
+		disabled   string // substring of DisabledReason; "" not disabled
+		since      time.Time
+	}{
+		{"first failure", Endpoint{}, OutcomeRetry, 502, t0, []string{AlertEndpointFailing}, "", t0},
+		{"another failure", failing, OutcomeRetry, 502, t0.Add(time.Hour), nil, "", t0},
+		{"success clears", failing, OutcomeSuccess, 200, t0.Add(time.Hour), nil, "", time.Time{}},
+		{"410 disables at once", Endpoint{}, OutcomePermanent, 410, t0, []string{AlertEndpointFailing, AlertEndpointDisabled}, "410 Gone", t0},
+		{"failing five days disables", failing, OutcomeRetry, 500, t0.Add(DefaultDisableAfter), []string{AlertEndpointDisabled}, "failing every attempt since", t0},
+		{"just under five days", failing, OutcomeRetry, 500, t0.Add(DefaultDisableAfter - time.Second), nil, "", t0},
+		{"already disabled: no second alert", Endpoint{Disabled: true, FailingSince: t0}, OutcomePermanent, 410, t0.Add(time.Minute), nil, "", t0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, alerts := healthAfter(tt.ep, tt.outcome, tt.status, "why", tt.at, DefaultDisableAfter)
+			if !slices.Equal(alerts, tt.wantAlerts) {
+				t.Errorf("alerts %v, want %v", alerts, tt.wantAlerts)
+			}
+			if !got.FailingSince.Equal(tt.since) {
+				t.Errorf("failing since %v, want %v", got.FailingSince, tt.since)
+			}
+			if tt.disabled != "" && (!got.Disabled || !strings.Contains(got.DisabledReason, tt.disabled)) {
+				t.Errorf("got %v %q, want disabled with %q", got.Disabled, got.DisabledReason, tt.disabled)
+			}
+			if tt.disabled == "" && got.Disabled != tt.ep.Disabled {
+				t.Errorf("disabled changed to %v", got.Disabled)
+			}
+		})
+	}
+}

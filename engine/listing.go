@@ -1,0 +1,308 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// DeliveryFilter selects deliveries of a tenant for a listing.
+type DeliveryFilter struct {
+	State      State     // "": any; StateDelivering matches pending
+	Type       string    // event type; "": any
+	EndpointID string    // "": any
+	Since      time.Time // created at or after; zero: no bound
+	Until      time.Time // created before; zero: no bound
+	Limit      int       // page size
+	Cursor     string    // from a previous page; "": the newest
+}
+
+// Matches reports whether d passes f's state, type, endpoint and time
+// bounds.
+func (f DeliveryFilter) Matches(d Delivery) bool {
+	state := f.State
+	if state == StateDelivering {
+		state = StatePending
+	}
+	return (state == "" || d.State == state) &&
+		(f.Type == "" || d.EventType == f.Type) &&
+		(f.EndpointID == "" || d.EndpointID == f.EndpointID) &&
+		(f.Since.IsZero() || !d.Created.Before(f.Since)) &&
+		(f.Until.IsZero() || d.Created.Before(f.Until))
+}
+
+// EventFilter selects a tenant's events for the reconciliation feed.
+type EventFilter struct {
+	After string    // cursor from a previous page; "": from the start of the log
+	Type  string    // "": any
+	Since time.Time // created at or after; zero: no bound
+	Limit int
+}
+
+// EventDeliveries is an event with its deliveries.
+type EventDeliveries struct {
+	Event      Event
+	Deliveries []Delivery
+}
+
+// Lister is the part of the Store behind the subscriber's views: the
+// delivery log, the reconciliation feed, range replay and the report.
+type Lister interface {
+	// ListDeliveries pages through tenant's deliveries newest first.
+	ListDeliveries(ctx context.Context, tenant string, f DeliveryFilter) ([]Delivery, string, error)
+	// ListEvents pages through tenant's events in log order.
+	ListEvents(ctx context.Context, tenant string, f EventFilter) ([]Event, string, error)
+	// RecentEvents returns tenant's last n events with their deliveries,
+	// newest first (bodies left out).
+	RecentEvents(ctx context.Context, tenant string, n int) ([]EventDeliveries, error)
+	// ReplayDeadLetters replays, in one transaction, at most max dead
+	// deliveries of tenant that died in [since, until), of endpointID
+	// when set; a replayed delivery is no longer dead, so a repeated call
+	// never sends one twice.
+	ReplayDeadLetters(ctx context.Context, tenant string, since, until time.Time, endpointID string, r Replay, max int) ([]Delivery, error)
+}
+
+// ListDeliveries pages through tenant's deliveries, newest first.
+func (s *Service) ListDeliveries(ctx context.Context, tenant string, f DeliveryFilter) ([]Delivery, string, error) {
+	if _, err := s.Tenant(ctx, tenant); err != nil {
+		return nil, "", err
+	}
+	switch f.State {
+	case "", StatePending, StateDelivering, StateSucceeded, StateDead, StatePaused:
+	default:
+		return nil, "", Errorf(CodeInvalidField, "state", "state must be pending, delivering, succeeded, dead or paused")
+	}
+	if f.EndpointID != "" && !validID(f.EndpointID) {
+		return nil, "", Errorf(CodeInvalidField, "endpoint", "endpoint is not an endpoint id")
+	}
+	if f.Limit, _ = pageLimit(f.Limit); f.Limit == 0 {
+		return nil, "", Errorf(CodeInvalidField, "limit", "limit must be from 1 to %d", MaxPageLimit)
+	}
+	ds, next, err := s.store.ListDeliveries(ctx, tenant, f)
+	if err != nil {
+		return nil, "", err
+	}
+	for i := range ds {
+		s.overlay(&ds[i])
+	}
+	if f.State == StateDelivering {
+		ds = slices.DeleteFunc(ds, func(d Delivery) bool { return d.State != StateDelivering })
+	}
+	return ds, next, nil
+}
+
+// pageLimit returns limit, DefaultPageLimit for 0, or 0 when out of range.
+func pageLimit(limit int) (int, bool) {
+	switch {
+	case limit == 0:
+		return DefaultPageLimit, true
+	case limit < 0 || limit > MaxPageLimit:
+		return 0, false
+	}
+	return limit, true
+}
+
+// ListEvents is the reconciliation feed: tenant's events in log order.
+func (s *Service) ListEvents(ctx context.Context, tenant string, f EventFilter) ([]Event, string, error) {
+	if _, err := s.Tenant(ctx, tenant); err != nil {
+		return nil, "", err
+	}
+	if f.Type != "" {
+		if err := ValidateEventType("type", f.Type); err != nil {
+			return nil, "", err
+		}
+	}
+	if f.Limit, _ = pageLimit(f.Limit); f.Limit == 0 {
+		return nil, "", Errorf(CodeInvalidField, "limit", "limit must be from 1 to %d", MaxPageLimit)
+	}
+	return s.store.ListEvents(ctx, tenant, f)
+}
+
+// replayBatch is how many dead letters one range-replay transaction moves.
+const replayBatch = 500
+
+// ReplayDeadLetters replays tenant's dead letters that died in [since,
+// until), of endpointID when set, and returns how many it queued. Each
+// replay is recorded on its delivery with by.
+func (s *Service) ReplayDeadLetters(ctx context.Context, tenant string, since, until time.Time, endpointID, by string) (int, error) {
+	if _, err := s.Tenant(ctx, tenant); err != nil {
+		return 0, err
+	}
+	if since.IsZero() {
+		return 0, Errorf(CodeInvalidField, "since", "since is required (RFC 3339)")
+	}
+	if until.IsZero() {
+		until = s.now()
+	}
+	if !since.Before(until) {
+		return 0, Errorf(CodeInvalidField, "until", "until must be after since")
+	}
+	if endpointID != "" {
+		if _, err := s.Endpoint(ctx, tenant, endpointID); err != nil {
+			return 0, Errorf(CodeEndpointNotFound, "endpoint", "no such endpoint")
+		}
+	}
+	total := 0
+	for {
+		ds, err := s.store.ReplayDeadLetters(ctx, tenant, since, until, endpointID, Replay{At: s.now(), By: by}, replayBatch)
+		if err != nil {
+			return total, err
+		}
+		for _, d := range ds {
+			if s.disp != nil {
+				s.disp.Enqueue(d.ID, d.EndpointID, d.NextAttemptAt)
+			}
+		}
+		total += len(ds)
+		if len(ds) < replayBatch {
+			return total, nil
+		}
+	}
+}
+
+// Report is the delivery report over a tenant's last N events.
+type Report struct {
+	Tenant                string         `json:"tenant,omitempty"`
+	Events                int            `json:"events"`
+	Deliveries            int            `json:"deliveries"`
+	FirstAttemptSuccesses int            `json:"first_attempt_successes"`
+	RetrySuccesses        int            `json:"retry_successes"`
+	EffectiveDeliveryRate float64        `json:"effective_delivery_rate"` // (first + retry successes) / deliveries
+	Pending               int            `json:"pending"`
+	Dead                  int            `json:"dead"`
+	DeadByReason          map[string]int `json:"dead_by_reason"`
+	Replayed              int            `json:"replayed"`
+	DuplicateDeliveries   int            `json:"duplicate_deliveries"`
+	Target                float64        `json:"target"`
+	MeetsTarget           bool           `json:"meets_target"`
+	Checks                []ReportCheck  `json:"checks"`
+}
+
+// ReportCheck is one consistency check of the report.
+type ReportCheck struct {
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	Note string `json:"note,omitempty"`
+}
+
+// ReportTarget is the published goal: an effective delivery rate of 99%
+// over the last 1000 events.
+const ReportTarget = 0.99
+
+// NewReport computes the report over events (with their deliveries).
+//
+// Counting is per delivery (one event to one endpoint): a delivery whose
+// first cycle's first attempt succeeded is a first-attempt success; one
+// that succeeded later in its first cycle is a retry success; succeeded
+// only after a replay counts as replayed, not as either. A duplicate
+// delivery is any successful attempt after the delivery's first success
+// (a replay of a delivered event, or a lost acknowledgement). The effective
+// delivery rate is (first-attempt + retry successes) / deliveries; an event
+// with no subscriber has no delivery and does not count.
+func NewReport(events []EventDeliveries) Report {
+	r := Report{Events: len(events), DeadByReason: map[string]int{}, Target: ReportTarget}
+	deadWithoutReason, replaysWithoutRecord := 0, 0
+	for _, e := range events {
+		for _, d := range e.Deliveries {
+			r.Deliveries++
+			if len(d.Replays) > 0 {
+				r.Replayed++
+			}
+			successes := 0
+			firstCycle := Outcome("")
+			firstCycleAttempts := 0
+			for _, a := range d.Attempts {
+				if a.Outcome == OutcomeSuccess {
+					successes++
+				}
+				if a.Cycle == 1 {
+					firstCycleAttempts++
+					if a.Outcome == OutcomeSuccess && firstCycle == "" {
+						firstCycle = OutcomeSuccess
+						if firstCycleAttempts == 1 {
+							r.FirstAttemptSuccesses++
+						} else {
+							r.RetrySuccesses++
+						}
+					}
+				}
+			}
+			if successes > 1 {
+				r.DuplicateDeliveries += successes - 1
+			}
+			switch d.State {
+			case StatePending, StateDelivering:
+				r.Pending++
+			case StateDead:
+				r.Dead++
+				reason := d.Reason
+				if reason == "" {
+					deadWithoutReason++
+					reason = "(none)"
+				}
+				r.DeadByReason[shortReason(reason)]++
+			}
+			if d.Cycle != 1+len(d.Replays) {
+				replaysWithoutRecord++
+			}
+		}
+	}
+	if r.Deliveries > 0 {
+		r.EffectiveDeliveryRate = float64(r.FirstAttemptSuccesses+r.RetrySuccesses) / float64(r.Deliveries)
+	} else {
+		r.EffectiveDeliveryRate = 1
+	}
+	r.MeetsTarget = r.EffectiveDeliveryRate >= r.Target
+	r.Checks = []ReportCheck{
+		{Name: "every dead letter has a reason", OK: deadWithoutReason == 0, Note: countNote(deadWithoutReason, "dead letters without a reason")},
+		{Name: "every replay is recorded", OK: replaysWithoutRecord == 0, Note: countNote(replaysWithoutRecord, "deliveries whose cycles outnumber their replay records")},
+	}
+	return r
+}
+
+// shortReason groups dead reasons: the part before the first ':' ("HTTP
+// 410 Gone", "all 6 attempts failed", "endpoint deleted").
+func shortReason(reason string) string {
+	for i, c := range reason {
+		if c == ':' || c == ';' {
+			return reason[:i]
+		}
+	}
+	return reason
+}
+
+func countNote(n int, what string) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d %s", n, what)
+}
+
+// DefaultReportWindow is how many recent events a report covers by default.
+const DefaultReportWindow = 1000
+
+// Report computes the delivery report over tenant's last n events.
+func (s *Service) Report(ctx context.Context, tenant string, n int) (Report, error) {
+	if _, err := s.Tenant(ctx, tenant); err != nil {
+		return Report{}, err
+	}
+	if n == 0 {
+		n = DefaultReportWindow
+	}
+	if n < 1 || n > 100000 {
+		return Report{}, Errorf(CodeInvalidField, "last", "last must be from 1 to 100000")
+	}
+	events, err := s.store.RecentEvents(ctx, tenant, n)
+	if err != nil {
+		return Report{}, err
+	}
+	for i := range events {
+		for j := range events[i].Deliveries {
+			s.overlay(&events[i].Deliveries[j])
+		}
+	}
+	r := NewReport(events)
+	r.Tenant = tenant
+	return r, nil
+}

@@ -1,0 +1,563 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+	"github.com/webhookd/webhookd/engine"
+)
+
+// The web console: server-rendered HTML under /console/, for a tenant's
+// people (logged in with a tenant access token) and for the operator
+// (logged in with an admin token, who picks a tenant). It calls the
+// engine.Service directly, as the API does, and is usable without
+// JavaScript; console.js only adds niceties (a confirmation before a
+// range replay, a reload while a delivery is in flight, copying a secret).
+//
+// Session: logging in POSTs a token, which is checked as the API checks a
+// bearer token (identify, security.go) and then kept in the cookie
+// webhookd_session — HttpOnly, SameSite=Strict, Path=/console, Secure when
+// the request came over TLS (or X-Forwarded-Proto says https), no
+// Max-Age (it ends with the browser session). Every request checks the
+// token again, so an expired or revoked token logs the browser out at
+// once; there is no server-side session state.
+//
+// CSRF: every form that changes something carries a token,
+// HMAC-SHA256(key, session token), where key is random per process; every
+// POST checks it (in constant time) and, when the browser sends Origin
+// (or else Referer), that it names this host. The login form carries
+// HMAC(key, nonce) with the nonce in its own SameSite=Strict cookie, so
+// another site cannot log a browser in either. A restart makes the
+// forms of open pages stale (403, "reload the page").
+//
+// Every page is sent with Content-Security-Policy default-src 'self' (no
+// inline script or style), frame-ancestors 'none' and X-Frame-Options
+// DENY, nosniff, Referrer-Policy same-origin and Cache-Control no-store
+// (pages show tenant data, and a rotation shows a secret). Everything
+// user-controlled — URLs, reasons, response excerpts, payloads — is
+// escaped by html/template; response excerpts and payloads are shown as
+// text in <pre>.
+
+//go:embed console/templates/*.html console/static/*
+var consoleFiles embed.FS
+
+// Cookie names of the console; both are Path=/console.
+const (
+	sessionCookie = "webhookd_session" // base64url of the token
+	loginCookie   = "webhookd_login"   // the login form's CSRF nonce
+)
+
+// consolePageSize is how many rows a console listing shows per page.
+const consolePageSize = 50
+
+// consoleStatsWindow and consoleStatsLimit bound the endpoints page's
+// success rate: attempts made in the last 24 hours, of the newest
+// deliveries created in that window, at most this many.
+const (
+	consoleStatsWindow = 24 * time.Hour
+	consoleStatsLimit  = 1000
+)
+
+// console holds the console's parsed pages and its CSRF key.
+type console struct {
+	pages  map[string]*template.Template
+	static http.Handler
+	key    [32]byte // random per process: HMAC key of CSRF tokens
+}
+
+// newConsole parses the embedded templates (a broken template is a bug
+// caught by any test: it panics) and makes a fresh CSRF key.
+func newConsole() *console {
+	c := &console{pages: map[string]*template.Template{}}
+	if _, err := rand.Read(c.key[:]); err != nil {
+		panic("httpapi: crypto/rand failed: " + err.Error())
+	}
+	names, err := fs.Glob(consoleFiles, "console/templates/*.html")
+	if err != nil {
+		panic(err)
+	}
+	for _, name := range names {
+		base := strings.TrimSuffix(strings.TrimPrefix(name, "console/templates/"), ".html")
+		if base == "layout" {
+			continue
+		}
+		t := template.New(base).Funcs(consoleFuncs)
+		c.pages[base] = template.Must(t.ParseFS(consoleFiles, "console/templates/layout.html", name))
+	}
+	static, err := fs.Sub(consoleFiles, "console/static")
+	if err != nil {
+		panic(err)
+	}
+	c.static = http.FileServerFS(static)
+	return c
+}
+
+// mac returns base64url(HMAC-SHA256(key, purpose ‖ 0 ‖ value)).
+func (c *console) mac(purpose, value string) string {
+	m := hmac.New(sha256.New, c.key[:])
+	m.Write([]byte(purpose))
+	m.Write([]byte{0})
+	m.Write([]byte(value))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// checkMAC reports whether got is mac(purpose, value), in constant time.
+func (c *console) checkMAC(purpose, value, got string) bool {
+	return hmac.Equal([]byte(c.mac(purpose, value)), []byte(got))
+}
+
+// consoleRoutes lists the console's routes. Paths under /console/t/:tenant
+// are a tenant's pages; every other segment at that level is static, and
+// no :param sits beside a static segment.
+func (s *server) consoleRoutes() {
+	s.handle("GET", "/console", s.handleConsoleRoot)
+	s.handle("GET", "/console/", s.handleConsoleRoot)
+	s.handle("GET", "/console/static/*file", s.handleConsoleStatic)
+	s.handle("GET", "/console/login", s.handleLoginPage)
+	s.handle("POST", "/console/login", s.handleLogin)
+	s.handle("POST", "/console/logout", s.handleLogout)
+	s.handle("GET", "/console/tenants", s.consoleSession(s.handleTenantsPage))
+
+	s.handle("GET", "/console/t/:tenant/endpoints", s.consoleTenant(s.handleEndpointsPage))
+	s.handle("POST", "/console/t/:tenant/endpoints/:id/rotate", s.consoleTenant(s.handleConsoleRotate))
+	s.handle("POST", "/console/t/:tenant/endpoints/:id/disable", s.consoleTenant(s.handleConsoleDisable))
+	s.handle("POST", "/console/t/:tenant/endpoints/:id/enable", s.consoleTenant(s.handleConsoleEnable))
+	s.handle("GET", "/console/t/:tenant/deliveries", s.consoleTenant(s.handleDeliveriesPage))
+	s.handle("GET", "/console/t/:tenant/deliveries/:id", s.consoleTenant(s.handleDeliveryPage))
+	s.handle("POST", "/console/t/:tenant/deliveries/:id/resend", s.consoleTenant(s.handleConsoleResend))
+	s.handle("GET", "/console/t/:tenant/dead-letters", s.consoleTenant(s.handleDeadLettersPage))
+	s.handle("POST", "/console/t/:tenant/dead-letters/replay", s.consoleTenant(s.handleConsoleReplayRange))
+	s.handle("GET", "/console/t/:tenant/report", s.consoleTenant(s.handleReportPage))
+}
+
+// visit is one console request of a logged-in principal.
+type visit struct {
+	p       principal
+	session string        // the token, to make the CSRF token from
+	tenant  engine.Tenant // the tenant of a /console/t/:tenant page; zero elsewhere
+}
+
+// consoleHandler is a console page or action of a logged-in principal.
+type consoleHandler func(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit)
+
+// setConsoleHeaders sets the headers every console page carries.
+func setConsoleHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+}
+
+// consoleSession wraps h: it runs only for a request with a valid session
+// (else a GET is sent to the login page and a POST refused), and a POST
+// only with a valid CSRF token from this site.
+func (s *server) consoleSession(h consoleHandler) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		setConsoleHeaders(w)
+		token := sessionToken(r)
+		p, err := s.identify(r.Context(), token)
+		if err != nil {
+			if engine.ErrorCode(err) != engine.CodeUnauthorized {
+				s.consoleError(w, r, nil, err)
+				return
+			}
+			clearCookie(w, r, sessionCookie)
+			if r.Method == http.MethodGet {
+				target := "/console/login"
+				if token != "" {
+					target += "?m=ended"
+				}
+				http.Redirect(w, r, target, http.StatusSeeOther)
+				return
+			}
+			s.consoleError(w, r, nil, errUnauthorized())
+			return
+		}
+		r = r.WithContext(withPrincipal(r.Context(), p))
+		v := &visit{p: p, session: token}
+		if r.Method == http.MethodPost {
+			if err := s.checkForm(w, r, "csrf", token); err != nil {
+				s.consoleError(w, r, v, err)
+				return
+			}
+		}
+		h(w, r, ps, v)
+	}
+}
+
+// consoleTenant is consoleSession for a page of the tenant in the path:
+// the principal must be allowed that tenant's routes, exactly as on the
+// API (allow, security.go). A tenant token on another tenant's page gets
+// the same 403 whether that tenant exists or not.
+func (s *server) consoleTenant(h consoleHandler) httprouter.Handle {
+	return s.consoleSession(func(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
+		id := ps.ByName("tenant")
+		if err := s.allow(r.Context(), v.p, scopeTenant, id); err != nil {
+			s.consoleError(w, r, v, err)
+			return
+		}
+		t, err := s.svc.Tenant(r.Context(), id)
+		if err != nil {
+			s.consoleError(w, r, v, err)
+			return
+		}
+		v.tenant = t
+		h(w, r, ps, v)
+	})
+}
+
+// checkForm parses a POST's form (at most 64 KiB) and reports CodeForbidden
+// unless it comes from this site (Origin, else Referer, when sent) and its
+// field carries mac(purpose, value).
+func (s *server) checkForm(w http.ResponseWriter, r *http.Request, purpose, value string) error {
+	stale := engine.Errorf(engine.CodeForbidden, "", "this form is stale or did not come from this console: reload the page and try again")
+	if !sameOrigin(r) {
+		return stale
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		return engine.Errorf(engine.CodeInvalidField, "", "the form could not be read")
+	}
+	if value == "" || !s.console.checkMAC(purpose, value, r.PostForm.Get(purpose)) {
+		return stale
+	}
+	return nil
+}
+
+// sameOrigin reports whether a request's Origin header (or, without one,
+// its Referer) names this host; a request with neither passes, and is
+// then judged by its CSRF token alone.
+func sameOrigin(r *http.Request) bool {
+	from := r.Header.Get("Origin")
+	if from == "" {
+		from = r.Header.Get("Referer")
+	}
+	if from == "" {
+		return true
+	}
+	u, err := url.Parse(from)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+}
+
+// sessionToken returns the token in the session cookie, "" when none.
+func sessionToken(r *http.Request) string {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return ""
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c.Value)
+	if err != nil || len(b) > 512 {
+		return ""
+	}
+	return string(b)
+}
+
+// secureRequest reports whether the browser reached us over TLS, directly
+// or through a proxy that says so. A spoofed header only makes the
+// cookie stricter.
+func secureRequest(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
+
+// setCookie sets a console cookie: HttpOnly, SameSite=Strict, Path=/console,
+// Secure over TLS, for the browser session.
+func setCookie(w http.ResponseWriter, r *http.Request, name, value string) {
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: value, Path: "/console",
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secureRequest(r),
+	})
+}
+
+func clearCookie(w http.ResponseWriter, r *http.Request, name string) {
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: "", Path: "/console", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secureRequest(r),
+	})
+}
+
+// page is what every console template gets.
+type page struct {
+	Title  string
+	Nav    string        // the active tab: endpoints, deliveries, dead-letters, report, tenants
+	Tenant engine.Tenant // zero outside a tenant's pages
+	Who    string        // who is logged in, for the header; "" when nobody
+	Admin  bool          // the principal may pick any tenant
+	CSRF   string        // the CSRF token every form carries
+	Notice string        // a success message
+	Error  string        // an error message
+	Data   any           // the page's own data
+}
+
+// newPage returns the page frame for v.
+func (s *server) newPage(v *visit, title, nav string) page {
+	p := page{Title: title, Nav: nav}
+	if v == nil {
+		return p
+	}
+	p.Tenant = v.tenant
+	p.CSRF = s.console.mac("csrf", v.session)
+	if v.p.tenant != "" {
+		p.Who = fmt.Sprintf("%s (tenant %s, expires %s)", v.p.name, v.p.tenant, fmtTime(v.p.expires))
+	} else {
+		p.Who = fmt.Sprintf("%s (%s)", v.p.name, v.p.env)
+		p.Admin = true
+	}
+	return p
+}
+
+// render executes the named page into a buffer and sends it with status.
+func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+	t, ok := s.console.pages[name]
+	if !ok {
+		s.log.ErrorContext(r.Context(), "httpapi: no console template", slog.String("name", name))
+		http.Error(w, internalDetail, http.StatusInternalServerError)
+		return
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
+		s.log.ErrorContext(r.Context(), "httpapi: render console page",
+			slog.String("page", name), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		http.Error(w, internalDetail, http.StatusInternalServerError)
+		return
+	}
+	setConsoleHeaders(w)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes()) // the status is sent; a write error means the client went away
+}
+
+// consoleError renders err as an error page with the status the API
+// would give it. Uncoded errors are logged and shown as "internal error".
+func (s *server) consoleError(w http.ResponseWriter, r *http.Request, v *visit, err error) {
+	code := engine.ErrorCode(err)
+	entry, known := statusTable[code]
+	detail := internalDetail
+	if !known || code == engine.CodeInternal {
+		s.log.ErrorContext(r.Context(), "httpapi: console internal error",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		entry = statusTable[engine.CodeInternal]
+	} else if e, ok := errors.AsType[*engine.Error](err); ok {
+		detail = e.Message
+	}
+	p := s.newPage(v, entry.title, "")
+	p.Error = detail
+	p.Data = struct{ Status int }{entry.status}
+	s.render(w, r, entry.status, "error", p)
+}
+
+// handleConsoleRoot sends a browser to its start page: the login page, a
+// tenant token's endpoints, or an admin's tenant picker.
+func (s *server) handleConsoleRoot(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	setConsoleHeaders(w)
+	p, err := s.identify(r.Context(), sessionToken(r))
+	if err != nil {
+		http.Redirect(w, r, "/console/login", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, homeOf(p), http.StatusSeeOther)
+}
+
+// homeOf is where a principal lands after logging in.
+func homeOf(p principal) string {
+	if p.tenant != "" {
+		return tenantPath(p.tenant, "endpoints")
+	}
+	return "/console/tenants"
+}
+
+// handleConsoleStatic serves the embedded CSS and JavaScript.
+func (s *server) handleConsoleStatic(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	r2 := r.Clone(r.Context())
+	r2.URL.Path = ps.ByName("file")
+	s.console.static.ServeHTTP(w, r2)
+}
+
+// loginData is the login page's own data.
+type loginData struct {
+	LoginCSRF string
+}
+
+// loginMessages are the notices the login page shows for ?m=.
+var loginMessages = map[string]string{
+	"ended": "Your session ended: the token expired or was revoked. Log in again.",
+	"out":   "You are logged out.",
+}
+
+// handleLoginPage shows the login form, with a fresh nonce cookie for its
+// CSRF token.
+func (s *server) handleLoginPage(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	s.renderLogin(w, r, http.StatusOK, loginMessages[r.URL.Query().Get("m")], "")
+}
+
+func (s *server) renderLogin(w http.ResponseWriter, r *http.Request, status int, notice, errMsg string) {
+	var raw [16]byte
+	rand.Read(raw[:])
+	nonce := base64.RawURLEncoding.EncodeToString(raw[:])
+	setCookie(w, r, loginCookie, nonce)
+	p := s.newPage(nil, "Log in", "")
+	p.Notice, p.Error = notice, errMsg
+	p.Data = loginData{LoginCSRF: s.console.mac("login", nonce)}
+	s.render(w, r, status, "login", p)
+}
+
+// handleLogin checks the pasted token as the API would and, if it is
+// good, keeps it in the session cookie.
+func (s *server) handleLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	setConsoleHeaders(w)
+	nonce := ""
+	if c, err := r.Cookie(loginCookie); err == nil {
+		nonce = c.Value
+	}
+	if err := s.checkForm(w, r, "login", nonce); err != nil {
+		s.renderLogin(w, r, http.StatusForbidden, "", "The login form was stale or did not come from this console. Try again.")
+		return
+	}
+	token := strings.TrimSpace(r.PostForm.Get("token"))
+	if len(token) > 512 {
+		token = ""
+	}
+	p, err := s.identify(r.Context(), token)
+	if err != nil {
+		if engine.ErrorCode(err) != engine.CodeUnauthorized {
+			s.consoleError(w, r, nil, err)
+			return
+		}
+		s.renderLogin(w, r, http.StatusUnauthorized, "", "That token is not valid: it may be mistyped, expired or revoked.")
+		return
+	}
+	clearCookie(w, r, loginCookie)
+	setCookie(w, r, sessionCookie, base64.RawURLEncoding.EncodeToString([]byte(token)))
+	http.Redirect(w, r, homeOf(p), http.StatusSeeOther)
+}
+
+// handleLogout forgets the session cookie. It needs the CSRF token of the
+// session it ends, so another site cannot log a browser out; without a
+// valid session there is nothing to end.
+func (s *server) handleLogout(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	setConsoleHeaders(w)
+	token := sessionToken(r)
+	if token != "" {
+		if err := s.checkForm(w, r, "csrf", token); err != nil {
+			s.consoleError(w, r, nil, err)
+			return
+		}
+	}
+	clearCookie(w, r, sessionCookie)
+	http.Redirect(w, r, "/console/login?m=out", http.StatusSeeOther)
+}
+
+// tenantsData is the tenant picker's data.
+type tenantsData struct {
+	Tenants []engine.Tenant
+}
+
+// handleTenantsPage is the admin's tenant picker: every tenant its
+// environment may see. A tenant token is sent to its own tenant.
+func (s *server) handleTenantsPage(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
+	if v.p.tenant != "" {
+		http.Redirect(w, r, homeOf(v.p), http.StatusSeeOther)
+		return
+	}
+	all, err := s.svc.Tenants(r.Context())
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	var shown []engine.Tenant
+	for _, t := range all {
+		if v.p.env == engine.EnvironmentTest && t.Environment != engine.EnvironmentTest {
+			continue // a test token acts on test tenants only
+		}
+		shown = append(shown, t)
+	}
+	p := s.newPage(v, "Tenants", "tenants")
+	p.Data = tenantsData{Tenants: shown}
+	s.render(w, r, http.StatusOK, "tenants", p)
+}
+
+// tenantPath returns /console/t/{tenant}/{parts...}, each part escaped.
+func tenantPath(tenant string, parts ...string) string {
+	var b strings.Builder
+	b.WriteString("/console/t/")
+	b.WriteString(url.PathEscape(tenant))
+	for _, p := range parts {
+		b.WriteByte('/')
+		b.WriteString(url.PathEscape(p))
+	}
+	return b.String()
+}
+
+// consoleFuncs are the template functions of the console.
+var consoleFuncs = template.FuncMap{
+	"ts":     fmtTime,
+	"dur":    fmtDuration,
+	"pct":    fmtPercent,
+	"tpath":  tenantPath,
+	"short":  shorten,
+	"result": attemptResult,
+	"add":    func(a, b int) int { return a + b },
+}
+
+// fmtTime shows t in UTC to the second; "—" for the zero time.
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+// fmtDuration shows d to the millisecond (to the microsecond below 1ms).
+func fmtDuration(d time.Duration) string {
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// fmtPercent shows a fraction as a percentage with one decimal.
+func fmtPercent(f float64) string {
+	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+// attemptResult says how an attempt ended: its HTTP status and error,
+// without saying the status twice ("HTTP 500 Internal Server Error").
+func attemptResult(a engine.Attempt) string {
+	status := ""
+	if a.Status != 0 {
+		status = fmt.Sprintf("HTTP %d", a.Status)
+	}
+	switch {
+	case a.Error == "":
+		return status
+	case status == "" || strings.HasPrefix(a.Error, status):
+		return a.Error
+	}
+	return status + ": " + a.Error
+}
+
+// shorten cuts s to n runes, marking the cut with "…".
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}

@@ -1,0 +1,44 @@
+// webhookd console: progressive niceties only. Every page works without
+// this file; it is served from 'self' because the Content-Security-Policy
+// allows no inline script.
+(function () {
+	"use strict";
+
+	// Ask before sending a form marked data-confirm (a range replay,
+	// enabling an endpoint from now on).
+	document.addEventListener("submit", function (e) {
+		var msg = e.target.getAttribute("data-confirm");
+		if (msg && !window.confirm(msg)) {
+			e.preventDefault();
+		}
+	});
+
+	// Reload a delivery whose next attempt is due soon or in flight, so
+	// its attempts appear as they are made; stop after two minutes.
+	var live = document.querySelector("[data-refresh]");
+	if (live) {
+		var secs = parseInt(live.getAttribute("data-refresh"), 10) || 2;
+		var key = "webhookd-reloads:" + location.pathname;
+		var n = parseInt(sessionStorage.getItem(key) || "0", 10);
+		if (n * secs < 120) {
+			sessionStorage.setItem(key, String(n + 1));
+			setTimeout(function () { location.reload(); }, secs * 1000);
+		}
+	} else if (window.sessionStorage) {
+		sessionStorage.removeItem("webhookd-reloads:" + location.pathname);
+	}
+
+	// Copy buttons (hidden without JavaScript).
+	document.querySelectorAll("[data-copy]").forEach(function (b) {
+		var target = document.getElementById(b.getAttribute("data-copy"));
+		if (!target || !navigator.clipboard) {
+			return;
+		}
+		b.hidden = false;
+		b.addEventListener("click", function () {
+			navigator.clipboard.writeText(target.textContent).then(function () {
+				b.textContent = "Copied";
+			});
+		});
+	});
+})();

@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+	"github.com/webhookd/webhookd/engine"
+)
+
+// The console's forms that change something: each is a POST that
+// consoleSession has checked (session, CSRF token, origin). Each acts as
+// the logged-in principal (a replay is recorded "by" its name) and then
+// redirects to a page (POST/redirect/GET), except a rotation, which shows
+// the new secret once.
+
+// redirectNotice sends the browser to path with notice m (and count n).
+func redirectNotice(w http.ResponseWriter, r *http.Request, path, m string, n int) {
+	q := url.Values{"m": {m}}
+	if n >= 0 {
+		q.Set("n", strconv.Itoa(n))
+	}
+	http.Redirect(w, r, path+"?"+q.Encode(), http.StatusSeeOther)
+}
+
+// handleConsoleResend replays one delivery: a new cycle, now.
+func (s *server) handleConsoleResend(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
+	d, err := s.svc.Replay(r.Context(), v.tenant.ID, ps.ByName("id"), v.p.name)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	redirectNotice(w, r, tenantPath(v.tenant.ID, "deliveries", d.ID), "resent", -1)
+}
+
+// handleConsoleReplayRange replays the dead letters that died in
+// [since, until) (until empty: now), of one endpoint when chosen.
+func (s *server) handleConsoleReplayRange(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
+	since, err := parseFormTime("since", r.PostForm.Get("since"))
+	if err == nil && since.IsZero() {
+		err = engine.Errorf(engine.CodeInvalidField, "since", "since is required")
+	}
+	var until time.Time
+	if err == nil {
+		until, err = parseFormTime("until", r.PostForm.Get("until"))
+	}
+	var n int
+	if err == nil {
+		n, err = s.svc.ReplayDeadLetters(r.Context(), v.tenant.ID, since, until, r.PostForm.Get("endpoint"), v.p.name)
+	}
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	redirectNotice(w, r, tenantPath(v.tenant.ID, "dead-letters"), "replayed", n)
+}
+
+// rotatedData is the page that shows a rotated secret, once.
+type rotatedData struct {
+	Endpoint        engine.Endpoint
+	Secret          string
+	Environment     engine.Environment
+	PreviousExpires time.Time
+}
+
+// handleConsoleRotate gives an endpoint a new secret and shows it, this
+// once (the page is no-store, like every console page); the previous
+// secret keeps signing for the chosen grace ("0s": stops at once).
+func (s *server) handleConsoleRotate(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
+	res, err := s.svc.RotateSecret(r.Context(), v.tenant.ID, ps.ByName("id"), engine.RotateInput{Grace: r.PostForm.Get("grace")})
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	p := s.newPage(v, "New secret", "endpoints")
+	p.Data = rotatedData{Endpoint: res.Endpoint, Secret: res.Secret, Environment: res.Environment, PreviousExpires: res.PreviousExpires}
+	s.render(w, r, http.StatusOK, "rotated", p)
+}
+
+// handleConsoleDisable disables an endpoint: its deliveries are held.
+func (s *server) handleConsoleDisable(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
+	if _, _, err := s.svc.SetEndpointEnabled(r.Context(), v.tenant.ID, ps.ByName("id"), false, false, v.p.name); err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	redirectNotice(w, r, tenantPath(v.tenant.ID, "endpoints"), "disabled", -1)
+}
+
+// handleConsoleEnable enables an endpoint. With deliver_held=1 its held
+// deliveries are sent now ("Enable and deliver held"); otherwise they are
+// dead-lettered ("Enable from now on").
+func (s *server) handleConsoleEnable(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
+	var deliverHeld bool
+	switch r.PostForm.Get("deliver_held") {
+	case "1":
+		deliverHeld = true
+	case "0":
+	default:
+		s.consoleError(w, r, v, engine.Errorf(engine.CodeInvalidField, "deliver_held", "choose whether to deliver the held deliveries"))
+		return
+	}
+	_, n, err := s.svc.SetEndpointEnabled(r.Context(), v.tenant.ID, ps.ByName("id"), true, deliverHeld, v.p.name)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	m := "enabled-new"
+	if deliverHeld {
+		m = "enabled-held"
+	}
+	redirectNotice(w, r, tenantPath(v.tenant.ID, "endpoints"), m, n)
+}

@@ -1,0 +1,335 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+	"github.com/webhookd/webhookd/engine"
+)
+
+// The console's pages (GET). Each reads through the engine.Service, as
+// the API does; console_actions.go has the forms that change something.
+
+// noticeMessages are the notices a page shows for ?m= after an action
+// redirected to it: fixed texts, with at most the number in ?n=, so a
+// link can never put words in the console's mouth.
+var noticeMessages = map[string]string{
+	"resent":       "Resent: a new delivery cycle has started. This page shows its attempts as they are made.",
+	"replayed":     "Range replay: dead letters queued for a new delivery cycle: %d.",
+	"disabled":     "Endpoint disabled: its deliveries are held (paused) until it is enabled again.",
+	"enabled-held": "Endpoint enabled: held deliveries queued for delivery: %d.",
+	"enabled-new":  "Endpoint enabled from now on: held deliveries moved to the dead letters, where each can still be replayed: %d.",
+}
+
+// notice returns the notice for r's ?m= and ?n=, "" when there is none.
+func notice(r *http.Request) string {
+	q := r.URL.Query()
+	msg, ok := noticeMessages[q.Get("m")]
+	if !ok {
+		return ""
+	}
+	n, _ := strconv.Atoi(q.Get("n"))
+	if n < 0 {
+		n = 0
+	}
+	if strings.Contains(msg, "%d") {
+		return fmt.Sprintf(msg, n)
+	}
+	return msg
+}
+
+// endpointRow is one endpoint on the endpoints page.
+type endpointRow struct {
+	engine.Endpoint
+	Attempts  int // attempts in the stats window
+	Successes int
+	Rate      float64
+}
+
+// endpointsData is the endpoints page's data.
+type endpointsData struct {
+	Endpoints []endpointRow
+	// StatsTruncated: the window held more deliveries than the stats read.
+	StatsTruncated bool
+	StatsLimit     int
+}
+
+// handleEndpointsPage lists the tenant's endpoints with their success rate
+// over the last 24 hours: the attempts made in that window, of the newest
+// consoleStatsLimit deliveries created in it (one listing read).
+func (s *server) handleEndpointsPage(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
+	ctx := r.Context()
+	eps, err := s.svc.Endpoints(ctx, v.tenant.ID)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	since := time.Now().Add(-consoleStatsWindow)
+	ds, next, err := s.svc.ListDeliveries(ctx, v.tenant.ID, engine.DeliveryFilter{Since: since, Limit: consoleStatsLimit})
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	type tally struct{ attempts, successes int }
+	stats := map[string]*tally{}
+	for _, d := range ds {
+		t := stats[d.EndpointID]
+		if t == nil {
+			t = &tally{}
+			stats[d.EndpointID] = t
+		}
+		for _, a := range d.Attempts {
+			if a.Start.Before(since) {
+				continue
+			}
+			t.attempts++
+			if a.Outcome == engine.OutcomeSuccess {
+				t.successes++
+			}
+		}
+	}
+	data := endpointsData{StatsTruncated: next != "", StatsLimit: consoleStatsLimit}
+	for _, ep := range eps {
+		row := endpointRow{Endpoint: ep}
+		if t := stats[ep.ID]; t != nil && t.attempts > 0 {
+			row.Attempts, row.Successes = t.attempts, t.successes
+			row.Rate = float64(t.successes) / float64(t.attempts)
+		}
+		data.Endpoints = append(data.Endpoints, row)
+	}
+	p := s.newPage(v, "Endpoints", "endpoints")
+	p.Notice = notice(r)
+	p.Data = data
+	s.render(w, r, http.StatusOK, "endpoints", p)
+}
+
+// deliveriesData is the deliveries page's data.
+type deliveriesData struct {
+	Deliveries  []engine.Delivery
+	Endpoints   map[string]string // endpoint ID → URL, for the table and the filter
+	EndpointIDs []string
+	EventTypes  []string
+	States      []engine.State
+	// The filter as given, to fill the form again.
+	State, Type, Endpoint, Since, Until string
+	// Older is the link to the next (older) page, "" on the last;
+	// Newest is the link back to the first page when this is not it.
+	Older, Newest string
+}
+
+// formTimeLayouts are the times a console form accepts: RFC 3339, or an
+// <input type="datetime-local"> value, read as UTC.
+var formTimeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"}
+
+// parseFormTime reads a console time field; "" is the zero time.
+func parseFormTime(field, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range formTimeLayouts {
+		if t, err := time.ParseInLocation(layout, v, time.UTC); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, engine.Errorf(engine.CodeInvalidField, field, "%s must be a time like 2026-12-02T14:00 (UTC)", field)
+}
+
+// formTime shows t as a datetime-local value, in UTC.
+func formTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05")
+}
+
+// handleDeliveriesPage is the delivery log, filtered by state, event
+// type, endpoint and creation time, newest first, a page at a time.
+func (s *server) handleDeliveriesPage(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	data := deliveriesData{
+		State: q.Get("state"), Type: q.Get("type"), Endpoint: q.Get("endpoint"),
+		Since: q.Get("since"), Until: q.Get("until"),
+		States:    []engine.State{engine.StatePending, engine.StateDelivering, engine.StateSucceeded, engine.StateDead, engine.StatePaused},
+		Endpoints: map[string]string{},
+	}
+	p := s.newPage(v, "Deliveries", "deliveries")
+	eps, err := s.svc.Endpoints(ctx, v.tenant.ID)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	for _, ep := range eps {
+		data.Endpoints[ep.ID] = ep.URL
+		data.EndpointIDs = append(data.EndpointIDs, ep.ID)
+	}
+	types, err := s.svc.EventTypes(ctx)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	for _, et := range types {
+		data.EventTypes = append(data.EventTypes, et.Name)
+	}
+
+	f := engine.DeliveryFilter{
+		State: engine.State(data.State), Type: data.Type, EndpointID: data.Endpoint,
+		Limit: consolePageSize, Cursor: q.Get("cursor"),
+	}
+	status := http.StatusOK
+	var ferr error
+	if f.Since, ferr = parseFormTime("since", data.Since); ferr == nil {
+		f.Until, ferr = parseFormTime("until", data.Until)
+	}
+	if ferr == nil {
+		var next string
+		data.Deliveries, next, ferr = s.svc.ListDeliveries(ctx, v.tenant.ID, f)
+		if ferr == nil {
+			if next != "" {
+				data.Older = deliveriesLink(v.tenant.ID, q, next)
+			}
+			if f.Cursor != "" {
+				data.Newest = deliveriesLink(v.tenant.ID, q, "")
+			}
+		}
+	}
+	if ferr != nil {
+		e, ok := errors.AsType[*engine.Error](ferr)
+		if !ok || e.Code != engine.CodeInvalidField {
+			s.consoleError(w, r, v, ferr)
+			return
+		}
+		status = http.StatusUnprocessableEntity
+		p.Error = e.Message
+	}
+	p.Data = data
+	s.render(w, r, status, "deliveries", p)
+}
+
+// deliveriesLink is the deliveries page with q's filter and cursor.
+func deliveriesLink(tenant string, q url.Values, cursor string) string {
+	keep := url.Values{}
+	for _, k := range []string{"state", "type", "endpoint", "since", "until"} {
+		if v := q.Get(k); v != "" {
+			keep.Set(k, v)
+		}
+	}
+	if cursor != "" {
+		keep.Set("cursor", cursor)
+	}
+	link := tenantPath(tenant, "deliveries")
+	if len(keep) > 0 {
+		link += "?" + keep.Encode()
+	}
+	return link
+}
+
+// deliveryData is the delivery page's data.
+type deliveryData struct {
+	D           engine.Delivery
+	EndpointURL string // "" when the endpoint was deleted
+	Envelope    string // the stored envelope, as sent
+	InFlight    bool   // delivering, or an attempt due within 30s: the page reloads itself (console.js)
+}
+
+// handleDeliveryPage shows one delivery: every attempt (time, duration,
+// status or error, the response excerpt as text), the next attempt time,
+// the replay history, the envelope, and the Resend button.
+func (s *server) handleDeliveryPage(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
+	ctx := r.Context()
+	d, err := s.svc.Delivery(ctx, v.tenant.ID, ps.ByName("id"))
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	data := deliveryData{D: d, InFlight: d.State == engine.StateDelivering ||
+		d.State == engine.StatePending && time.Until(d.NextAttemptAt) < 30*time.Second}
+	if ep, err := s.svc.Endpoint(ctx, v.tenant.ID, d.EndpointID); err == nil {
+		data.EndpointURL = ep.URL
+	}
+	if ev, _, err := s.svc.Event(ctx, v.tenant.ID, d.EventID); err == nil {
+		data.Envelope = string(ev.Body)
+	}
+	p := s.newPage(v, "Delivery "+d.ID, "deliveries")
+	p.Notice = notice(r)
+	p.Data = data
+	s.render(w, r, http.StatusOK, "delivery", p)
+}
+
+// deadLettersData is the dead-letters page's data.
+type deadLettersData struct {
+	Deliveries  []engine.Delivery
+	Endpoints   map[string]string
+	EndpointIDs []string
+	Next        string // link to the next page, "" on the last
+	First       string // link to the first page when this is not it
+	// The replay form's defaults: the last 24 hours, up to now.
+	Since, Until string
+}
+
+// handleDeadLettersPage lists the tenant's dead letters, oldest death
+// first, with the range replay form.
+func (s *server) handleDeadLettersPage(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
+	ctx := r.Context()
+	cursor := r.URL.Query().Get("cursor")
+	ds, next, err := s.svc.DeadLetters(ctx, v.tenant.ID, cursor, consolePageSize)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	eps, err := s.svc.Endpoints(ctx, v.tenant.ID)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	now := time.Now()
+	data := deadLettersData{Deliveries: ds, Endpoints: map[string]string{}, Since: formTime(now.Add(-24 * time.Hour).Truncate(time.Minute))}
+	for _, ep := range eps {
+		data.Endpoints[ep.ID] = ep.URL
+		data.EndpointIDs = append(data.EndpointIDs, ep.ID)
+	}
+	base := tenantPath(v.tenant.ID, "dead-letters")
+	if next != "" {
+		data.Next = base + "?" + url.Values{"cursor": {next}}.Encode()
+	}
+	if cursor != "" {
+		data.First = base
+	}
+	p := s.newPage(v, "Dead letters", "dead-letters")
+	p.Notice = notice(r)
+	p.Data = data
+	s.render(w, r, http.StatusOK, "dead-letters", p)
+}
+
+// reportData is the report page's data.
+type reportData struct {
+	R    engine.Report
+	Last int
+}
+
+// handleReportPage shows the delivery report over the tenant's last N
+// events (?last=, default 1000).
+func (s *server) handleReportPage(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
+	last := engine.DefaultReportWindow
+	if s := r.URL.Query().Get("last"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			n = -1 // the engine names the field
+		}
+		last = n
+	}
+	rep, err := s.svc.Report(r.Context(), v.tenant.ID, last)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	p := s.newPage(v, "Report", "report")
+	p.Data = reportData{R: rep, Last: last}
+	s.render(w, r, http.StatusOK, "report", p)
+}

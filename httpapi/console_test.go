@@ -1,0 +1,448 @@
+package httpapi_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/httpapi"
+)
+
+// browser is a console client: a cookie jar, no redirects followed.
+type browser struct {
+	t      *testing.T
+	base   string
+	client *http.Client
+}
+
+func (e *apiEnv) browser() *browser {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return &browser{t: e.t, base: e.srv.URL, client: &http.Client{
+		Jar:           jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// page is one console answer.
+type page struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (b *browser) do(method, path string, form url.Values, header ...string) page {
+	b.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	r, err := http.NewRequest(method, b.base+path, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	resp, err := b.client.Do(r)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return page{status: resp.StatusCode, header: resp.Header, body: string(raw)}
+}
+
+func (b *browser) get(path string) page { b.t.Helper(); return b.do("GET", path, nil) }
+
+var (
+	csrfField  = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	loginField = regexp.MustCompile(`name="login" value="([^"]+)"`)
+)
+
+// field returns the value of the hidden input re matches in p.
+func (p page) field(t *testing.T, re *regexp.Regexp) string {
+	t.Helper()
+	m := re.FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatalf("no %s in the page (%d):\n%s", re, p.status, p.body)
+	}
+	return m[1]
+}
+
+// login logs in with token and returns the login POST's answer.
+func (b *browser) login(token string) page {
+	b.t.Helper()
+	form := b.get("/console/login")
+	return b.do("POST", "/console/login", url.Values{"token": {token}, "login": {form.field(b.t, loginField)}})
+}
+
+// mustLogin logs in and fails unless it lands on want.
+func (b *browser) mustLogin(token, want string) {
+	b.t.Helper()
+	if p := b.login(token); p.status != http.StatusSeeOther || p.header.Get("Location") != want {
+		b.t.Fatalf("login: %d to %q, want 303 to %q\n%s", p.status, p.header.Get("Location"), want, p.body)
+	}
+}
+
+// consoleEnv is a security env with tenants acme (one endpoint, one
+// dead delivery whose response is hostile HTML) and globex.
+type consoleEnv struct {
+	*apiEnv
+	endpoint endpointJSON
+	delivery string
+	token    issuedJSON // acme's tenant token
+}
+
+const hostileExcerpt = `<script>alert("pwned")</script><img src=x onerror=alert(1)>`
+
+func newConsoleEnv(t *testing.T) *consoleEnv {
+	t.Helper()
+	e := newSecurityEnv(t, engine.ServiceOptions{}, httpapi.Options{})
+	ep := e.fixture()
+	e.must(req{method: "PUT", path: "/v1/tenants/globex", body: `{"name":"Globex"}`}, 201, nil)
+	var ing ingestJSON
+	e.must(req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{"note":"</pre><script>alert(2)</script>"}}`}, 202, &ing)
+	now := time.Now().UTC()
+	_, err := e.db.RecordAttempt(context.Background(), engine.AttemptRecord{
+		DeliveryID: ing.Deliveries[0].ID, Cycle: 1,
+		Attempt: engine.Attempt{
+			Cycle: 1, Number: 1, Start: now, Duration: 12 * time.Millisecond, Status: 500,
+			Error: "HTTP 500 <b>bold</b>", Response: hostileExcerpt, Outcome: engine.OutcomePermanent,
+		},
+		State: engine.StateDead, Reason: "HTTP 500: <i>permanent</i>", LastStatus: 500, At: now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &consoleEnv{apiEnv: e, endpoint: ep, delivery: ing.Deliveries[0].ID, token: e.issue("acme", "")}
+}
+
+func TestConsole_Login(t *testing.T) {
+	e := newConsoleEnv(t)
+
+	t.Run("tenant token: cookie and landing page", func(t *testing.T) {
+		b := e.browser()
+		p := b.login(e.token.Token)
+		if p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/t/acme/endpoints" {
+			t.Fatalf("login: %d to %q", p.status, p.header.Get("Location"))
+		}
+		var session *http.Cookie
+		for _, c := range (&http.Response{Header: p.header}).Cookies() {
+			if c.Name == "webhookd_session" {
+				session = c
+			}
+		}
+		if session == nil || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode || session.Path != "/console" || session.MaxAge != 0 || session.Expires != (time.Time{}) {
+			t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Strict, Path=/console, for the browser session", session)
+		}
+		if strings.Contains(p.header.Get("Set-Cookie"), e.token.Token) {
+			t.Error("the cookie carries the token as is (it is base64url-encoded)")
+		}
+		home := b.get("/console/t/acme/endpoints")
+		if home.status != 200 || !strings.Contains(home.body, e.endpoint.URL) || !strings.Contains(home.body, "token "+e.token.ID) {
+			t.Fatalf("endpoints page: %d\n%s", home.status, home.body)
+		}
+		for k, want := range map[string]string{
+			"X-Frame-Options":        "DENY",
+			"Cache-Control":          "no-store",
+			"X-Content-Type-Options": "nosniff",
+			"Content-Type":           "text/html; charset=utf-8",
+		} {
+			if got := home.header.Get(k); got != want {
+				t.Errorf("%s = %q, want %q", k, got, want)
+			}
+		}
+		if csp := home.header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Errorf("CSP %q", csp)
+		}
+		if r := b.get("/console/"); r.header.Get("Location") != "/console/t/acme/endpoints" {
+			t.Errorf("/console/ sends a tenant to %q", r.header.Get("Location"))
+		}
+		if r := b.get("/console/tenants"); r.header.Get("Location") != "/console/t/acme/endpoints" {
+			t.Errorf("the tenant picker sends a tenant to %q", r.header.Get("Location"))
+		}
+	})
+
+	t.Run("admin token picks any tenant", func(t *testing.T) {
+		b := e.browser()
+		b.mustLogin(testToken, "/console/tenants")
+		p := b.get("/console/tenants")
+		if p.status != 200 || !strings.Contains(p.body, "/console/t/acme/endpoints") || !strings.Contains(p.body, "/console/t/globex/endpoints") {
+			t.Fatalf("picker: %d\n%s", p.status, p.body)
+		}
+		if p := b.get("/console/t/globex/deliveries"); p.status != 200 {
+			t.Errorf("admin on globex: %d", p.status)
+		}
+		if p := b.get("/console/t/nobody/deliveries"); p.status != 404 {
+			t.Errorf("admin on an unknown tenant: %d, want 404", p.status)
+		}
+	})
+
+	t.Run("test token sees test tenants only", func(t *testing.T) {
+		e.must(req{method: "PUT", path: "/v1/tenants/sandbox", body: `{"environment":"test"}`}, 201, nil)
+		b := e.browser()
+		b.mustLogin(testEnvTk, "/console/tenants")
+		p := b.get("/console/tenants")
+		if !strings.Contains(p.body, "/console/t/sandbox/") || strings.Contains(p.body, "/console/t/acme/") {
+			t.Errorf("a test token's picker:\n%s", p.body)
+		}
+		if p := b.get("/console/t/acme/endpoints"); p.status != 403 {
+			t.Errorf("a test token on a live tenant: %d, want 403", p.status)
+		}
+	})
+
+	t.Run("bad token", func(t *testing.T) {
+		b := e.browser()
+		for _, tok := range []string{"", "wrong-token-0123456789", engine.AccessTokenPrefix + "nope"} {
+			if p := b.login(tok); p.status != 401 || !strings.Contains(p.body, "not valid") || strings.Contains(p.header.Get("Set-Cookie"), "webhookd_session=") && !strings.Contains(p.header.Get("Set-Cookie"), "Max-Age=0") {
+				t.Errorf("login with %q: %d", tok, p.status)
+			}
+		}
+		if p := b.get("/console/t/acme/endpoints"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/login" {
+			t.Errorf("no session: %d to %q, want the login page", p.status, p.header.Get("Location"))
+		}
+	})
+
+	t.Run("login form from elsewhere", func(t *testing.T) {
+		b := e.browser()
+		nonce := b.get("/console/login").field(t, loginField)
+		if p := b.do("POST", "/console/login", url.Values{"token": {e.token.Token}}); p.status != 403 {
+			t.Errorf("no login CSRF token: %d", p.status)
+		}
+		if p := b.do("POST", "/console/login", url.Values{"token": {e.token.Token}, "login": {nonce}}, "Origin", "https://evil.example"); p.status != 403 {
+			t.Errorf("cross-site login: %d", p.status)
+		}
+		fresh := e.browser() // another browser: no nonce cookie
+		if p := fresh.do("POST", "/console/login", url.Values{"token": {e.token.Token}, "login": {nonce}}); p.status != 403 {
+			t.Errorf("a login CSRF token without its cookie: %d", p.status)
+		}
+	})
+
+	t.Run("revoked token ends the session at once", func(t *testing.T) {
+		tok := e.issue("acme", "")
+		b := e.browser()
+		b.mustLogin(tok.Token, "/console/t/acme/endpoints")
+		e.must(req{method: "DELETE", path: "/v1/tenants/acme/access-tokens/" + tok.ID}, 204, nil)
+		if p := b.get("/console/t/acme/endpoints"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/login?m=ended" {
+			t.Errorf("after revocation: %d to %q", p.status, p.header.Get("Location"))
+		}
+	})
+
+	t.Run("logout", func(t *testing.T) {
+		b := e.browser()
+		b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+		csrf := b.get("/console/t/acme/endpoints").field(t, csrfField)
+		if p := b.do("POST", "/console/logout", url.Values{}); p.status != 403 {
+			t.Errorf("logout without CSRF: %d", p.status)
+		}
+		if p := b.do("POST", "/console/logout", url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther {
+			t.Errorf("logout: %d", p.status)
+		}
+		if p := b.get("/console/t/acme/endpoints"); p.status != http.StatusSeeOther {
+			t.Errorf("after logout: %d", p.status)
+		}
+	})
+}
+
+func TestConsole_TenantTokenOnAnotherTenant(t *testing.T) {
+	e := newConsoleEnv(t)
+	b := e.browser()
+	b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+	var first string
+	for _, path := range []string{
+		"/console/t/globex/endpoints", "/console/t/nobody/endpoints",
+		"/console/t/globex/deliveries", "/console/t/nobody/deliveries/" + e.delivery,
+		"/console/t/globex/dead-letters", "/console/t/globex/report",
+	} {
+		p := b.get(path)
+		if p.status != 403 {
+			t.Errorf("%s: %d, want 403", path, p.status)
+		}
+		if strings.Contains(p.body, "globex") || strings.Contains(p.body, "nobody") {
+			t.Errorf("%s names the tenant:\n%s", path, p.body)
+		}
+		if first == "" {
+			first = p.body
+		} else if p.body != first {
+			t.Errorf("%s answers differently from the first: it may tell something", path)
+		}
+	}
+	csrf := b.get("/console/t/acme/endpoints").field(t, csrfField)
+	if p := b.do("POST", "/console/t/globex/dead-letters/replay", url.Values{"csrf": {csrf}, "since": {"2020-01-01T00:00"}}); p.status != 403 {
+		t.Errorf("range replay on globex: %d", p.status)
+	}
+}
+
+func TestConsole_CSRF(t *testing.T) {
+	e := newConsoleEnv(t)
+	b := e.browser()
+	b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+	resend := "/console/t/acme/deliveries/" + e.delivery + "/resend"
+	csrf := b.get("/console/t/acme/deliveries/"+e.delivery).field(t, csrfField)
+
+	other := e.browser()
+	other.mustLogin(testToken, "/console/tenants")
+	otherCSRF := other.get("/console/t/acme/endpoints").field(t, csrfField)
+
+	for name, tc := range map[string]struct {
+		form   url.Values
+		header []string
+	}{
+		"no token":                    {url.Values{}, nil},
+		"wrong token":                 {url.Values{"csrf": {"AAAA"}}, nil},
+		"another session's token":     {url.Values{"csrf": {otherCSRF}}, nil},
+		"good token, foreign Origin":  {url.Values{"csrf": {csrf}}, []string{"Origin", "https://evil.example"}},
+		"good token, foreign Referer": {url.Values{"csrf": {csrf}}, []string{"Referer", "https://evil.example/page"}},
+		"good token, Origin null":     {url.Values{"csrf": {csrf}}, []string{"Origin", "null"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if p := b.do("POST", resend, tc.form, tc.header...); p.status != 403 || !strings.Contains(p.body, "reload the page") {
+				t.Errorf("%d\n%s", p.status, p.body)
+			}
+		})
+	}
+	var d struct{ Replays []struct{ By string } }
+	e.must(req{method: "GET", path: "/v1/tenants/acme/deliveries/" + e.delivery}, 200, &d)
+	if len(d.Replays) != 0 {
+		t.Fatalf("a refused form replayed the delivery: %+v", d.Replays)
+	}
+
+	p := b.do("POST", resend, url.Values{"csrf": {csrf}}, "Origin", e.srv.URL)
+	if p.status != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/console/t/acme/deliveries/"+e.delivery) {
+		t.Fatalf("resend: %d to %q\n%s", p.status, p.header.Get("Location"), p.body)
+	}
+	e.must(req{method: "GET", path: "/v1/tenants/acme/deliveries/" + e.delivery}, 200, &d)
+	if len(d.Replays) != 1 || d.Replays[0].By != "token "+e.token.ID {
+		t.Errorf("replays %+v, want one by the token", d.Replays)
+	}
+	if p := b.get(p.header.Get("Location")); !strings.Contains(p.body, "Resent") {
+		t.Errorf("no notice after resend:\n%s", p.body)
+	}
+}
+
+func TestConsole_EscapesHostileText(t *testing.T) {
+	e := newConsoleEnv(t)
+	b := e.browser()
+	b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+	for _, path := range []string{"/console/t/acme/deliveries/" + e.delivery, "/console/t/acme/deliveries", "/console/t/acme/dead-letters"} {
+		p := b.get(path)
+		if p.status != 200 {
+			t.Fatalf("%s: %d", path, p.status)
+		}
+		for _, bad := range []string{"<script>alert", "<img src=x", "<b>bold", "<i>permanent", "</pre><script>"} {
+			if strings.Contains(p.body, bad) {
+				t.Errorf("%s contains %q unescaped", path, bad)
+			}
+		}
+	}
+	p := b.get("/console/t/acme/deliveries/" + e.delivery)
+	for _, want := range []string{
+		`<pre class="excerpt">&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;</pre>`,
+		"HTTP 500", "HTTP 500 &lt;b&gt;bold&lt;/b&gt;", "HTTP 500: &lt;i&gt;permanent&lt;/i&gt;",
+	} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the delivery page lacks %s", want)
+		}
+	}
+}
+
+func TestConsole_Pages(t *testing.T) {
+	e := newConsoleEnv(t)
+	b := e.browser()
+	b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+
+	t.Run("deliveries: filters", func(t *testing.T) {
+		p := b.get("/console/t/acme/deliveries?state=dead&type=payment.succeeded&endpoint=" + e.endpoint.ID + "&since=2020-01-01T00:00")
+		if p.status != 200 || !strings.Contains(p.body, "/console/t/acme/deliveries/"+e.delivery) {
+			t.Errorf("filtered to the dead one: %d\n%s", p.status, p.body)
+		}
+		if p := b.get("/console/t/acme/deliveries?state=succeeded"); strings.Contains(p.body, e.delivery) {
+			t.Error("state=succeeded lists the dead delivery")
+		}
+		if p := b.get("/console/t/acme/deliveries?since=yesterday"); p.status != 422 || !strings.Contains(p.body, "since must be a time") {
+			t.Errorf("bad since: %d", p.status)
+		}
+	})
+	t.Run("report", func(t *testing.T) {
+		p := b.get("/console/t/acme/report?last=10")
+		if p.status != 200 || !strings.Contains(p.body, `id="rate">0.0%`) {
+			t.Errorf("report: %d\n%s", p.status, p.body)
+		}
+	})
+	t.Run("endpoints: success rate", func(t *testing.T) {
+		p := b.get("/console/t/acme/endpoints")
+		if !strings.Contains(p.body, "0.0%</span> <small>of 1 attempts") {
+			t.Errorf("no success rate:\n%s", p.body)
+		}
+	})
+	t.Run("rotate shows the secret once", func(t *testing.T) {
+		csrf := b.get("/console/t/acme/endpoints").field(t, csrfField)
+		p := b.do("POST", "/console/t/acme/endpoints/"+e.endpoint.ID+"/rotate", url.Values{"csrf": {csrf}, "grace": {"1h"}})
+		m := regexp.MustCompile(`id="secret">(whsec_[^<]+)<`).FindStringSubmatch(p.body)
+		if p.status != 200 || m == nil || p.header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("rotate: %d\n%s", p.status, p.body)
+		}
+		if again := b.get("/console/t/acme/endpoints"); strings.Contains(again.body, m[1]) {
+			t.Error("the endpoints page shows the secret")
+		}
+	})
+	t.Run("disable, enable", func(t *testing.T) {
+		csrf := b.get("/console/t/acme/endpoints").field(t, csrfField)
+		base := "/console/t/acme/endpoints/" + e.endpoint.ID
+		if p := b.do("POST", base+"/disable", url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther {
+			t.Fatalf("disable: %d\n%s", p.status, p.body)
+		}
+		var ep endpointJSON
+		e.must(req{method: "GET", path: "/v1/tenants/acme/endpoints/" + e.endpoint.ID}, 200, &ep)
+		if !ep.Disabled {
+			t.Fatal("not disabled")
+		}
+		if p := b.get("/console/t/acme/endpoints?m=disabled"); !strings.Contains(p.body, "Enable and deliver held") || !strings.Contains(p.body, "Endpoint disabled") {
+			t.Errorf("no enable buttons:\n%s", p.body)
+		}
+		if p := b.do("POST", base+"/enable", url.Values{"csrf": {csrf}}); p.status != 422 {
+			t.Errorf("enable without a choice: %d", p.status)
+		}
+		p := b.do("POST", base+"/enable", url.Values{"csrf": {csrf}, "deliver_held": {"1"}})
+		if p.status != http.StatusSeeOther || !strings.Contains(p.header.Get("Location"), "m=enabled-held") {
+			t.Fatalf("enable: %d %q\n%s", p.status, p.header.Get("Location"), p.body)
+		}
+		e.must(req{method: "GET", path: "/v1/tenants/acme/endpoints/" + e.endpoint.ID}, 200, &ep)
+		if ep.Disabled {
+			t.Fatal("still disabled")
+		}
+	})
+	t.Run("range replay", func(t *testing.T) {
+		csrf := b.get("/console/t/acme/dead-letters").field(t, csrfField)
+		p := b.do("POST", "/console/t/acme/dead-letters/replay", url.Values{"csrf": {csrf}, "since": {"2020-01-01T00:00"}, "endpoint": {e.endpoint.ID}})
+		if p.status != http.StatusSeeOther || !strings.Contains(p.header.Get("Location"), "n=1") {
+			t.Fatalf("range replay: %d %q\n%s", p.status, p.header.Get("Location"), p.body)
+		}
+		if p := b.get(p.header.Get("Location")); !strings.Contains(p.body, "queued for a new delivery cycle: 1.") {
+			t.Errorf("no count:\n%s", p.body)
+		}
+		if p := b.do("POST", "/console/t/acme/dead-letters/replay", url.Values{"csrf": {csrf}}); p.status != 422 {
+			t.Errorf("without since: %d", p.status)
+		}
+	})
+	t.Run("static assets", func(t *testing.T) {
+		for _, path := range []string{"/console/static/console.css", "/console/static/console.js"} {
+			if p := b.get(path); p.status != 200 || p.header.Get("X-Content-Type-Options") != "nosniff" {
+				t.Errorf("%s: %d", path, p.status)
+			}
+		}
+	})
+}

@@ -1,0 +1,142 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+	"github.com/webhookd/webhookd/engine"
+)
+
+// The subscriber's views: the delivery log with filters, the
+// reconciliation feed of events, range replay of dead letters and the
+// delivery report.
+
+// query reads typed query parameters, remembering the first bad one.
+type query struct {
+	v   url.Values
+	err error
+}
+
+func (q *query) str(name string) string { return q.v.Get(name) }
+
+func (q *query) int(name string) int {
+	v := q.v.Get(name)
+	if v == "" || q.err != nil {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		q.err = engine.Errorf(engine.CodeInvalidField, name, "%s must be a positive integer", name)
+	}
+	return n
+}
+
+func (q *query) time(name string) time.Time {
+	v := q.v.Get(name)
+	if v == "" || q.err != nil {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		q.err = engine.Errorf(engine.CodeInvalidField, name, "%s must be an RFC 3339 time, like 2026-12-02T14:00:00Z", name)
+	}
+	return t
+}
+
+// handleListDeliveries: GET /v1/tenants/:tenant/deliveries?state=&type=&endpoint=&since=&until=&limit=&cursor=
+func (s *server) handleListDeliveries(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	q := &query{v: r.URL.Query()}
+	f := engine.DeliveryFilter{
+		State: engine.State(q.str("state")), Type: q.str("type"), EndpointID: q.str("endpoint"),
+		Since: q.time("since"), Until: q.time("until"), Limit: q.int("limit"), Cursor: q.str("cursor"),
+	}
+	if q.err != nil {
+		s.writeError(w, r, q.err)
+		return
+	}
+	ds, next, err := s.svc.ListDeliveries(r.Context(), ps.ByName("tenant"), f)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, list(deliveriesJSON(ds), next))
+}
+
+// feedEvent is one entry of the reconciliation feed: the envelope exactly
+// as delivered, and the cursor to resume after it.
+type feedEvent struct {
+	Cursor string          `json:"cursor"`
+	Event  json.RawMessage `json:"event"`
+}
+
+// handleListEvents: GET /v1/tenants/:tenant/events?after=&type=&since=&limit=
+func (s *server) handleListEvents(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	q := &query{v: r.URL.Query()}
+	f := engine.EventFilter{After: q.str("after"), Type: q.str("type"), Since: q.time("since"), Limit: q.int("limit")}
+	if q.err != nil {
+		s.writeError(w, r, q.err)
+		return
+	}
+	evs, next, err := s.svc.ListEvents(r.Context(), ps.ByName("tenant"), f)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := make([]feedEvent, len(evs))
+	for i, ev := range evs {
+		out[i] = feedEvent{Cursor: strconv.FormatUint(ev.Seq, 10), Event: ev.Body}
+	}
+	if next == "" && len(out) > 0 {
+		// The end of the log for now: resume after the last one.
+		next = out[len(out)-1].Cursor
+	}
+	if next == "" {
+		next = f.After
+	}
+	s.writeJSON(w, r, http.StatusOK, struct {
+		Data []feedEvent `json:"data"`
+		Next string      `json:"next_cursor"`
+	}{out, next})
+}
+
+// replayRangeInput is the body of POST .../dead-letters/replay.
+type replayRangeInput struct {
+	Since    time.Time `json:"since"`
+	Until    time.Time `json:"until"`
+	Endpoint string    `json:"endpoint"`
+}
+
+// handleReplayDeadLetters: POST /v1/tenants/:tenant/dead-letters/replay
+func (s *server) handleReplayDeadLetters(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var in replayRangeInput
+	if err := decodeJSON(w, r, s.maxBody, &in, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	n, err := s.svc.ReplayDeadLetters(r.Context(), ps.ByName("tenant"), in.Since, in.Until, in.Endpoint, replayedBy(r))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusAccepted, map[string]int{"queued": n})
+}
+
+// handleReport: GET /v1/tenants/:tenant/report?last=1000
+func (s *server) handleReport(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	q := &query{v: r.URL.Query()}
+	last := q.int("last")
+	if q.err != nil {
+		s.writeError(w, r, q.err)
+		return
+	}
+	rep, err := s.svc.Report(r.Context(), ps.ByName("tenant"), last)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, rep)
+}

@@ -1,0 +1,241 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+func init() {
+	migrations[1] = backfillTenantIndexes
+}
+
+// backfillTenantIndexes is the migration from schema 1 to 2: it fills
+// tenant_events and tenant_deliveries from the event log and
+// event_deliveries.
+func backfillTenantIndexes(tx *bolt.Tx) error {
+	te := tx.Bucket(bucketTenantEvents)
+	td := tx.Bucket(bucketTenantDeliveries)
+	byEvent := tx.Bucket(bucketEventDeliveries).Cursor()
+	c := tx.Bucket(bucketEvents).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		seq := binary.BigEndian.Uint64(k)
+		ev, err := decodeEvent(v)
+		if err != nil {
+			return fmt.Errorf("event %d: %w", seq, err)
+		}
+		if err := te.Put(tenantEventKey(ev.TenantID, seq), nil); err != nil {
+			return err
+		}
+		prefix := eventDeliveryKey(ev.ID, "")
+		for dk, _ := byEvent.Seek(prefix); dk != nil && bytes.HasPrefix(dk, prefix); dk, _ = byEvent.Next() {
+			if err := td.Put(tenantDeliveryKey(ev.TenantID, seq, string(dk[len(prefix):])), nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// maxListScan bounds the index entries one listing reads: a filter that
+// matches little returns a short page with a cursor to go on from, rather
+// than reading a tenant's whole history in one request.
+const maxListScan = 20000
+
+// ListDeliveries lists tenant's deliveries newest first (by their event's
+// place in the log), filtered by f, at most f.Limit, from f.Cursor on. It
+// returns the cursor of the next page, empty at the end. A page is read
+// by key, never by offset, so deliveries made meanwhile never shift it.
+// CodeInvalidField ("cursor") for a cursor this listing did not return.
+func (db *DB) ListDeliveries(ctx context.Context, tenant string, f engine.DeliveryFilter) ([]engine.Delivery, string, error) {
+	if f.Limit < 1 {
+		return nil, "", engine.Errorf(engine.CodeInvalidField, "limit", "limit must be at least 1")
+	}
+	prefix := tenantPrefix(tenant)
+	start := append(bytes.Clone(prefix[:len(prefix)-1]), sep+1) // just past the tenant's keys
+	if f.Cursor != "" {
+		from, err := decodeCursor(f.Cursor)
+		if err != nil || len(from) < 8 {
+			return nil, "", engine.Errorf(engine.CodeInvalidField, "cursor", "cursor is not one this listing returned")
+		}
+		start = append(bytes.Clone(prefix), from...)
+	}
+	out := []engine.Delivery{}
+	next := ""
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketTenantDeliveries).Cursor()
+		scanned := 0
+		for k := seekAtOrBefore(c, start); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+			if len(out) == f.Limit || scanned == maxListScan {
+				next = encodeCursor(k[len(prefix):]) // the next page starts here
+				return nil
+			}
+			scanned++
+			d, err := getDelivery(tx, string(k[len(prefix)+8:]))
+			if err != nil {
+				return err
+			}
+			if !f.Since.IsZero() && d.Created.Before(f.Since) {
+				return nil // the rest are older still
+			}
+			if f.Matches(d) {
+				out = append(out, d)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", wrap("list deliveries", err)
+	}
+	return out, next, nil
+}
+
+// seekAtOrBefore moves c to key, or to the last key before it when key is
+// not there, and returns that key (nil when there is none).
+func seekAtOrBefore(c *bolt.Cursor, key []byte) []byte {
+	k, _ := c.Seek(key)
+	switch {
+	case k == nil:
+		k, _ = c.Last()
+	case !bytes.Equal(k, key):
+		k, _ = c.Prev()
+	}
+	return k
+}
+
+// ListEvents lists tenant's events in log order after f.After (a cursor
+// from a previous page; "" from the start), of f.Type when set, created at
+// or after f.Since when set, at most f.Limit. It returns the cursor of the
+// last event read (to pass as After), empty when the log was read to its
+// end. The cursor is the event's place in the log, as a decimal number.
+func (db *DB) ListEvents(ctx context.Context, tenant string, f engine.EventFilter) ([]engine.Event, string, error) {
+	if f.Limit < 1 {
+		return nil, "", engine.Errorf(engine.CodeInvalidField, "limit", "limit must be at least 1")
+	}
+	var after uint64
+	if f.After != "" {
+		var err error
+		if after, err = strconv.ParseUint(f.After, 10, 64); err != nil {
+			return nil, "", engine.Errorf(engine.CodeInvalidField, "after", "after is not a cursor this feed returned")
+		}
+	}
+	out := []engine.Event{}
+	next := ""
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		prefix := tenantPrefix(tenant)
+		events := tx.Bucket(bucketEvents)
+		c := tx.Bucket(bucketTenantEvents).Cursor()
+		scanned := 0
+		for k, _ := c.Seek(tenantEventKey(tenant, after+1)); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			seq := binary.BigEndian.Uint64(k[len(prefix):])
+			if len(out) == f.Limit || scanned == maxListScan {
+				next = strconv.FormatUint(seq-1, 10)
+				return nil
+			}
+			scanned++
+			v := events.Get(k[len(prefix):])
+			if v == nil {
+				return fmt.Errorf("tenant_events names event %d, not in the log", seq)
+			}
+			ev, err := decodeEvent(v)
+			if err != nil {
+				return fmt.Errorf("event %d: %w", seq, err)
+			}
+			ev.Seq = seq
+			if f.Type != "" && ev.Type != f.Type || !f.Since.IsZero() && ev.Created.Before(f.Since) {
+				continue
+			}
+			out = append(out, ev)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", wrap("list events", err)
+	}
+	return out, next, nil
+}
+
+// RecentEvents returns tenant's last n events, newest first, each with its
+// deliveries: the window the delivery report is computed over.
+func (db *DB) RecentEvents(ctx context.Context, tenant string, n int) ([]engine.EventDeliveries, error) {
+	out := []engine.EventDeliveries{}
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		prefix := tenantPrefix(tenant)
+		events := tx.Bucket(bucketEvents)
+		c := tx.Bucket(bucketTenantEvents).Cursor()
+		end := append(bytes.Clone(prefix[:len(prefix)-1]), sep+1)
+		for k := seekAtOrBefore(c, end); k != nil && bytes.HasPrefix(k, prefix) && len(out) < n; k, _ = c.Prev() {
+			seq := binary.BigEndian.Uint64(k[len(prefix):])
+			ev, err := decodeEvent(events.Get(k[len(prefix):]))
+			if err != nil {
+				return fmt.Errorf("event %d: %w", seq, err)
+			}
+			_, ds, err := getEvent(tx, ev.ID)
+			if err != nil {
+				return err
+			}
+			ev.Seq = seq
+			ev.Body = nil // the report needs no bodies
+			out = append(out, engine.EventDeliveries{Event: ev, Deliveries: ds})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("recent events", err)
+	}
+	return out, nil
+}
+
+// ReplayDeadLetters starts a new cycle, as Replay does, for each of tenant's
+// dead deliveries that died in [since, until) (of endpointID when not
+// empty), at most max in this one transaction, and returns them. A dead
+// letter replayed is no longer dead, so a second call for the same range —
+// even while the first one's attempts run — finds nothing to send twice.
+// Call again until fewer than max come back.
+func (db *DB) ReplayDeadLetters(ctx context.Context, tenant string, since, until time.Time, endpointID string, r engine.Replay, max int) ([]engine.Delivery, error) {
+	var out []engine.Delivery
+	err := db.update(ctx, func(tx *bolt.Tx) error {
+		out = []engine.Delivery{}
+		prefix := tenantPrefix(tenant)
+		c := tx.Bucket(bucketDeadLetters).Cursor()
+		var doomed []engine.Delivery
+		scanned := 0
+		for k, _ := c.Seek(append(bytes.Clone(prefix), u64(unixNano(since))...)); k != nil && bytes.HasPrefix(k, prefix) && len(doomed) < max && scanned < maxListScan; k, _ = c.Next() {
+			scanned++
+			deadAt, id, err := decodeDeadLetterSuffix(k[len(prefix):])
+			if err != nil {
+				return err
+			}
+			if !deadAt.Before(until) {
+				break
+			}
+			d, err := getDelivery(tx, id)
+			if err != nil {
+				return err
+			}
+			if endpointID == "" || d.EndpointID == endpointID {
+				doomed = append(doomed, d)
+			}
+		}
+		// Replaying deletes dead-letter keys: not under the live cursor.
+		for _, d := range doomed {
+			d, err := replayTx(tx, d, r)
+			if err != nil {
+				return err
+			}
+			out = append(out, d)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("replay dead letters", err)
+	}
+	return out, nil
+}
