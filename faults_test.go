@@ -708,11 +708,15 @@ func TestIngest_Backpressure(t *testing.T) {
 	if !strings.Contains(detail, "max_pending") {
 		t.Errorf("detail %q does not name the setting", detail)
 	}
+	if code := in.call("GET", "/readyz", nil, nil); code != 503 {
+		t.Errorf("/readyz answered %d while ingest is pushed back, want 503", code)
+	}
 
 	once.Do(func() { close(release) })
 	for _, ev := range acked {
 		in.waitState(ev.Deliveries[0].ID, "succeeded")
 	}
+	waitFor(t, "/readyz 200 after the backlog drained", func() bool { return in.call("GET", "/readyz", nil, nil) == 200 })
 	// The same request again, now that the backlog drained: stored as new.
 	var res ingestResponse
 	in.mustCall(202, "POST", "/v1/tenants/acme/events", `{"type":"invoice.paid","data":{"refused":true}}`, &res, "Idempotency-Key", "over-the-bound")

@@ -160,12 +160,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		TenantTokenTTL: cfg.API.TenantTokenTTL.Duration,
 
 		ObserveRequest: m.observeRequest,
-		Ready: func() error {
-			if !disp.Running() {
-				return errors.New("dispatcher not running")
-			}
-			return nil
-		},
+		Ready:          svc.Ready,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Server.Listen)

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -390,6 +391,15 @@ func (s *Service) ingest(ctx context.Context, tenant string, in IngestInput) (In
 		}
 	}
 	return res, nil
+}
+
+// Ready reports whether the service takes work: nil, or why not (the
+// dispatcher is not running, or ingest is pushed back by max_pending).
+func (s *Service) Ready() error {
+	if s.disp != nil && !s.disp.Running() {
+		return errors.New("dispatcher not running")
+	}
+	return s.checkBacklog()
 }
 
 // checkBacklog returns CodeOverloaded when the dispatcher holds
