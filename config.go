@@ -171,6 +171,10 @@ type DeliveryConfig struct {
 	// this long; its deliveries are then held as paused. "0s": never for
 	// that reason. A 410 Gone disables an endpoint at once regardless.
 	DisableAfter Duration `toml:"disable_after"`
+	// DisableOnGone disables an endpoint at once when it answers 410 Gone
+	// (the Standard Webhooks recommendation). false: a 410 kills only that
+	// delivery, like any other 4xx.
+	DisableOnGone bool `toml:"disable_on_gone"`
 }
 
 // AlertsConfig is the [alerts] section: an optional operator endpoint that
@@ -241,6 +245,7 @@ func defaultConfig() Config {
 			AllowPrivateTargets:         false,
 			RequireEndpointVerification: false,
 			DisableAfter:                Duration{5 * 24 * time.Hour},
+			DisableOnGone:               true,
 		},
 		Log: LogConfig{
 			Level:  "info",

@@ -124,6 +124,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		OnAttempt:           m.observeAttempt,
 		Targets:             cfg.Delivery.targetPolicy(*dev),
 		DisableAfter:        cfg.Delivery.DisableAfter.Duration,
+		KeepGoneEndpoints:   !cfg.Delivery.DisableOnGone,
 		OnAlert: func(a engine.Alert) {
 			if alerts != nil {
 				alerts.Put(a)

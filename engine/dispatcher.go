@@ -39,6 +39,10 @@ type DispatcherOptions struct {
 	// this long (see healthAfter); zero: never for that reason (a 410
 	// still disables at once).
 	DisableAfter time.Duration
+	// KeepGoneEndpoints leaves an endpoint that answered 410 Gone enabled;
+	// the delivery is dead all the same. Zero (false): a 410 disables the
+	// endpoint at once, as Standard Webhooks recommends.
+	KeepGoneEndpoints bool
 	// OnAlert, when set, is told of health transitions: an endpoint's
 	// first failure, its disabling, a delivery's death. It runs on a
 	// worker after the transition is recorded: it must not block.
@@ -475,7 +479,8 @@ func (d *Dispatcher) next() (id string, eq *endpointQueue, ok bool) {
 
 // finish releases a claimed delivery and schedules what comes next for it:
 // at, when the attempt left it pending (zero: nothing), or at once if it was
-// enqueued again while in flight.
+// enqueued again while in flight. holdsSlot says the delivery still holds
+// its endpoint's concurrency slot (no request was made: see releaseSlot).
 func (d *Dispatcher) finish(id string, eq *endpointQueue, at time.Time, holdsSlot bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -577,7 +582,7 @@ func (d *Dispatcher) attempt(id string, release func()) time.Time {
 	var alerts []string
 	if in.EndpointFound {
 		var after Endpoint
-		after, alerts = healthAfter(in.Endpoint, rec.Attempt.Outcome, rec.Attempt.Status, rec.Attempt.Error, rec.At, d.opts.DisableAfter)
+		after, alerts = healthAfter(in.Endpoint, rec.Attempt.Outcome, rec.Attempt.Status, rec.Attempt.Error, rec.At, d.opts.DisableAfter, d.opts.KeepGoneEndpoints)
 		if rec.Attempt.Outcome != OutcomeSuccess || !after.FailingSince.Equal(in.Endpoint.FailingSince) {
 			rec.Endpoint = &after
 		}

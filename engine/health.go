@@ -27,8 +27,9 @@ const (
 // (AlertEndpointFailing, AlertEndpointDisabled). It is pure: the dispatcher
 // decides alerts with it and storage applies the same change inside the
 // transaction that records the attempt. disableAfter 0 never disables for
-// failing too long.
-func healthAfter(ep Endpoint, outcome Outcome, status int, reason string, at time.Time, disableAfter time.Duration) (Endpoint, []string) {
+// failing too long; keepGone leaves an endpoint that answered 410 enabled
+// (the delivery is still dead).
+func healthAfter(ep Endpoint, outcome Outcome, status int, reason string, at time.Time, disableAfter time.Duration, keepGone bool) (Endpoint, []string) {
 	var alerts []string
 	if outcome == OutcomeSuccess {
 		ep.FailingSince = time.Time{}
@@ -43,7 +44,7 @@ func healthAfter(ep Endpoint, outcome Outcome, status int, reason string, at tim
 		return ep, alerts
 	}
 	switch {
-	case status == 410:
+	case status == 410 && !keepGone:
 		ep.Disabled, ep.DisabledAt = true, at
 		ep.DisabledReason = "HTTP 410 Gone: the endpoint asked for no more deliveries"
 	case disableAfter > 0 && at.Sub(ep.FailingSince) >= disableAfter:

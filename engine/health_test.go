@@ -30,7 +30,7 @@ func TestHealthAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, alerts := healthAfter(tt.ep, tt.outcome, tt.status, "why", tt.at, DefaultDisableAfter)
+			got, alerts := healthAfter(tt.ep, tt.outcome, tt.status, "why", tt.at, DefaultDisableAfter, false)
 			if !slices.Equal(alerts, tt.wantAlerts) {
 				t.Errorf("alerts %v, want %v", alerts, tt.wantAlerts)
 			}
@@ -44,5 +44,12 @@ func TestHealthAfter(t *testing.T) {
 				t.Errorf("disabled changed to %v", got.Disabled)
 			}
 		})
+	}
+}
+
+func TestHealthAfter_KeepGone(t *testing.T) {
+	got, alerts := healthAfter(Endpoint{}, OutcomePermanent, 410, "gone", time.Now(), DefaultDisableAfter, true)
+	if got.Disabled || slices.Contains(alerts, AlertEndpointDisabled) {
+		t.Errorf("with keepGone a 410 disabled the endpoint: %+v %v", got, alerts)
 	}
 }

@@ -1,0 +1,167 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRun_tiny runs small versions of the scenarios end to end, so that
+// the harness does not rot: a few hundred events each, ceilings measured
+// for a tenth of a second. The real runs are `webhookd bench`.
+func TestRun_tiny(t *testing.T) {
+	cases := []struct {
+		o     Options
+		check func(t *testing.T, r *Result)
+	}{
+		{Options{Scenario: "ingest-only", Events: 300, Clients: 4}, func(t *testing.T, r *Result) {
+			if r.Ingest == nil || r.Ingest.Events != 300 || r.Ingest.Errors != 0 {
+				t.Errorf("ingest = %+v, want 300 events and no error", r.Ingest)
+			}
+			if r.IngestSingle == nil || r.IngestSingle.Events != 200 {
+				t.Errorf("single-client ingest = %+v, want 200 events", r.IngestSingle)
+			}
+			if r.Storage == nil || r.Storage.Commits == 0 || r.Storage.Writes < 300 {
+				t.Errorf("storage = %+v, want commits counted", r.Storage)
+			}
+		}},
+		{Options{Scenario: "mixed-faults", Events: 200, Clients: 8, Endpoints: 2, Faults: "502:10%,429:5%,400:2%"}, func(t *testing.T, r *Result) {
+			d := r.Delivery
+			if d == nil || d.Expected != 400 {
+				t.Fatalf("delivery = %+v, want 400 expected", d)
+			}
+			if d.Succeeded != d.Delivered || d.Succeeded+d.Dead+d.Paused != d.Expected || d.Pending != 0 {
+				t.Errorf("webhookd recorded %d succeeded, %d dead, %d paused, %d pending; receivers counted %d of %d",
+					d.Succeeded, d.Dead, d.Paused, d.Pending, d.Delivered, d.Expected)
+			}
+			if d.Retried == 0 || d.Duplicates != 0 || d.BadSignature != 0 {
+				t.Errorf("%d retry successes, %d duplicates, %d bad signatures; want some, none, none", d.Retried, d.Duplicates, d.BadSignature)
+			}
+		}},
+		{Options{Scenario: "light", Events: 20, Rate: 100}, func(t *testing.T, r *Result) {
+			if d := r.Delivery; d == nil || d.Delivered != 20 || d.EndToEnd.N != 20 {
+				t.Errorf("delivery = %+v, want 20 delivered with latencies", d)
+			}
+		}},
+		{Options{Scenario: "dispatch", Events: 100, Clients: 8, Endpoints: 3}, func(t *testing.T, r *Result) {
+			if d := r.Delivery; d == nil || d.Delivered != 300 || d.Succeeded != 300 || d.Rate <= 0 {
+				t.Errorf("delivery = %+v, want 300 delivered", d)
+			}
+		}},
+		{Options{Scenario: "backlog", Events: 300, Clients: 8}, func(t *testing.T, r *Result) {
+			bl, d := r.Backlog, r.Delivery
+			if bl == nil || bl.Pending != 300 || bl.Scheduled != 300 || bl.FiredEarly != 0 {
+				t.Fatalf("backlog = %+v, want 300 pending, all in the timer, none fired early", bl)
+			}
+			if d == nil || d.Delivered != 300 || d.Duplicates != 0 {
+				t.Errorf("delivery = %+v, want 300 fired once each", d)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.o.Scenario, func(t *testing.T) {
+			dir := t.TempDir()
+			o := tc.o
+			o.Baseline = 100 * time.Millisecond
+			o.Drain = 20 * time.Second
+			o.Dir = dir
+			o.JSON = filepath.Join(dir, "bench.json")
+			o.SVG = filepath.Join(dir, "bench.svg")
+			var out bytes.Buffer
+			rep, err := Run(context.Background(), o, &out)
+			if err != nil {
+				t.Fatalf("Run: %v\n%s", err, out.String())
+			}
+			if len(rep.Runs) != 1 {
+				t.Fatalf("%d runs, want 1", len(rep.Runs))
+			}
+			r := rep.Runs[0]
+			tc.check(t, r)
+			if len(r.Targets) == 0 && o.Scenario != "ingest-only" {
+				t.Logf("no targets checked")
+			}
+			if !strings.Contains(out.String(), "== "+o.Scenario) {
+				t.Errorf("output has no table for %s:\n%s", o.Scenario, out.String())
+			}
+			var back Report
+			if b, err := os.ReadFile(o.JSON); err != nil {
+				t.Error(err)
+			} else if err := json.Unmarshal(b, &back); err != nil || len(back.Runs) != 1 {
+				t.Errorf("JSON report: %v, %d runs", err, len(back.Runs))
+			}
+			if b, err := os.ReadFile(o.SVG); err != nil || !bytes.HasPrefix(b, []byte("<svg")) {
+				t.Errorf("SVG: %v", err)
+			}
+		})
+	}
+}
+
+func TestParseFaults(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    string
+		wantErr bool
+	}{
+		{"", "", false},
+		{"502:5%,timeout:1%,429:1%,410:0.5%", "502:5%,timeout:1%,429:1%,410:0.5%", false},
+		{" 503:10 ", "503:10%", false},
+		{"502", "", true},
+		{"200:5%", "", true},
+		{"slow:5%", "", true},
+		{"502:x%", "", true},
+		{"502:60%,503:50%", "", true},
+	}
+	for _, tt := range tests {
+		got, err := ParseFaults(tt.in)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("ParseFaults(%q) error = %v, want error %v", tt.in, err, tt.wantErr)
+			continue
+		}
+		if err == nil && got.String() != tt.want {
+			t.Errorf("ParseFaults(%q) = %q, want %q", tt.in, got.String(), tt.want)
+		}
+	}
+}
+
+func TestFaults_pick(t *testing.T) {
+	fs, err := ParseFaults("502:10%,timeout:5%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		r      float64
+		status int
+		tmo    bool
+		ok     bool
+	}{
+		{0, 502, false, true}, {0.099, 502, false, true}, {0.1, 0, true, true}, {0.149, 0, true, true}, {0.151, 0, false, false}, {0.99, 0, false, false},
+	} {
+		f, ok := fs.pick(tt.r)
+		if ok != tt.ok || f.Status != tt.status || f.Timeout != tt.tmo {
+			t.Errorf("pick(%g) = %+v, %v; want status %d timeout %v, %v", tt.r, f, ok, tt.status, tt.tmo, tt.ok)
+		}
+	}
+}
+
+func TestLatencies_quantile(t *testing.T) {
+	var l latencies
+	for i := 100; i >= 1; i-- {
+		l = append(l, time.Duration(i)*time.Millisecond)
+	}
+	for _, tt := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 50 * time.Millisecond}, {0.99, 99 * time.Millisecond}, {1, 100 * time.Millisecond}, {0, time.Millisecond}} {
+		if got := l.quantile(tt.q); got != tt.want {
+			t.Errorf("quantile(%g) = %s, want %s", tt.q, got, tt.want)
+		}
+	}
+	if got := latencies(nil).quantile(0.5); got != 0 {
+		t.Errorf("quantile of nothing = %s, want 0", got)
+	}
+}

@@ -1,0 +1,290 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/httpapi"
+	"github.com/webhookd/webhookd/storage"
+)
+
+// benchToken is the admin token of an in-process webhookd.
+const benchToken = "bench-admin-token-0123456789abcdef"
+
+// loopbackTargets lets the in-process webhookd deliver to the harness's
+// receivers, which listen on plain http on 127.0.0.1.
+var loopbackTargets = engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}
+
+// maxPending is webhookd's default [ingest] max_pending: ingest answers 503
+// overloaded beyond it, and the load waits and retries.
+const maxPending = 1_000_000
+
+// instanceOptions configure an in-process webhookd.
+type instanceOptions struct {
+	path     string             // database file
+	dispatch bool               // run a dispatcher; false: ingest only stores
+	policy   engine.RetryPolicy // zero Deadline: the default policy
+	workers  int                // 0: the default (64)
+	perHost  int                // endpoint concurrency; 0: the default (8)
+	// clockShift moves the dispatcher's wall clock forward, so that retries
+	// scheduled that far ahead fall due at once (backlog).
+	clockShift time.Duration
+	// keepGone leaves endpoints enabled after a 410 (mixed-faults).
+	keepGone bool
+}
+
+// instance is the webhookd under test: in-process (db set), wired as main's
+// serve wires it, or a running one at a URL.
+type instance struct {
+	api  *apiClient
+	db   *storage.DB
+	disp *engine.Dispatcher
+	svc  *engine.Service
+	srv  *http.Server
+
+	opened    time.Duration // storage.Open
+	recovered time.Duration // Dispatcher.Start: the retry index into the timer
+}
+
+// openInstance opens the database, starts the dispatcher (recovery
+// included) and serves the API on a loopback port.
+func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance, error) {
+	in := &instance{}
+	start := time.Now()
+	db, err := storage.Open(o.path, storage.Options{})
+	if err != nil {
+		return nil, err
+	}
+	in.db, in.opened = db, time.Since(start)
+	if o.dispatch {
+		now := time.Now
+		if shift := o.clockShift; shift != 0 {
+			now = func() time.Time { return time.Now().Add(shift) }
+		}
+		in.disp = engine.NewDispatcher(db, engine.DispatcherOptions{
+			Policy: o.policy, Workers: o.workers, EndpointConcurrency: o.perHost, Now: now,
+			KeepGoneEndpoints: o.keepGone,
+			Targets:           loopbackTargets, // the receivers are on 127.0.0.1, over http
+		})
+	}
+	in.svc = engine.NewService(db, in.disp, engine.ServiceOptions{Targets: loopbackTargets})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	if in.disp != nil {
+		start := time.Now()
+		if err := in.disp.Start(ctx); err != nil {
+			ln.Close()
+			db.Close()
+			return nil, fmt.Errorf("start dispatcher: %w", err)
+		}
+		in.recovered = time.Since(start)
+	}
+	in.srv = &http.Server{
+		Handler:           httpapi.New(in.svc, httpapi.Options{Tokens: []string{benchToken}}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          discardLog,
+	}
+	go in.srv.Serve(ln)
+	in.api = newAPIClient("http://"+ln.Addr().String(), benchToken, conns)
+	return in, nil
+}
+
+// remoteInstance is a webhookd running at base.
+func remoteInstance(base, token string, conns int) (*instance, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("-target %q: want an http URL like http://127.0.0.1:8080", base)
+	}
+	switch u.Hostname() {
+	case "127.0.0.1", "localhost", "::1":
+	default:
+		return nil, fmt.Errorf("-target %q: the receivers listen on 127.0.0.1, so the target must run on this machine (127.0.0.1, localhost or ::1)", base)
+	}
+	if token == "" {
+		return nil, errors.New("-target needs the admin token: -token or WEBHOOKD_TOKEN")
+	}
+	return &instance{api: newAPIClient(u.Scheme+"://"+u.Host, token, conns)}, nil
+}
+
+// inProcess reports whether the instance runs in this process.
+func (in *instance) inProcess() bool { return in.db != nil }
+
+// pending returns the deliveries the dispatcher holds (scheduled, ready or
+// in flight), or -1 when unknown (a remote target, no dispatcher).
+func (in *instance) pending() int {
+	if in.disp == nil {
+		return -1
+	}
+	s := in.disp.Stats()
+	return s.Scheduled + s.Ready + s.InFlight
+}
+
+// close shuts the instance down in serve's order: HTTP, dispatcher (soft
+// stop, at most grace), database.
+func (in *instance) close(grace time.Duration) error {
+	if !in.inProcess() {
+		in.api.hc.CloseIdleConnections()
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := in.srv.Shutdown(ctx); err != nil {
+		in.srv.Close()
+	}
+	if in.disp != nil {
+		in.disp.Stop(ctx) // a cut-off attempt stays pending: fine here
+	}
+	in.api.hc.CloseIdleConnections()
+	return in.db.Close()
+}
+
+// fileSize returns the database file's size, or 0 for a remote target.
+func (in *instance) fileSize() int64 {
+	if !in.inProcess() {
+		return 0
+	}
+	st, err := os.Stat(in.db.Path())
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// apiClient speaks webhookd's HTTP API.
+type apiClient struct {
+	base  string
+	auth  string
+	hc    *http.Client
+	tport *http.Transport
+}
+
+// newAPIClient returns a client that keeps up to conns connections alive,
+// so that conns concurrent clients never open a new one after warm-up.
+func newAPIClient(base, token string, conns int) *apiClient {
+	t := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        conns,
+		MaxIdleConnsPerHost: conns,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+	}
+	return &apiClient{base: base, auth: "Bearer " + token, hc: &http.Client{Transport: t, Timeout: time.Minute}, tport: t}
+}
+
+// apiError is a non-2xx answer.
+type apiError struct {
+	Status     int
+	Code       string
+	Detail     string
+	RetryAfter time.Duration
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Code, e.Detail)
+}
+
+// do sends a request with a JSON body (nil: none) and decodes a 2xx JSON
+// answer into out (nil: discard).
+func (a *apiClient) do(ctx context.Context, method, path string, body []byte, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header["Authorization"] = []string{a.auth}
+	if body != nil {
+		req.Header["Content-Type"] = []string{"application/json"}
+	}
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		e := &apiError{Status: resp.StatusCode}
+		var p struct{ Code, Detail string }
+		if json.Unmarshal(b, &p) == nil {
+			e.Code, e.Detail = p.Code, p.Detail
+		}
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+			e.RetryAfter = time.Duration(s) * time.Second
+		}
+		return e
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(b, out)
+}
+
+// endpointInfo is an endpoint the harness created.
+type endpointInfo struct {
+	ID     string `json:"id"`
+	Secret string `json:"secret"`
+}
+
+// setup creates tenant, the event type and one endpoint per URL.
+func (a *apiClient) setup(ctx context.Context, tenant, eventType string, urls []string) ([]endpointInfo, error) {
+	if err := a.do(ctx, http.MethodPut, "/v1/tenants/"+tenant, []byte(`{"name":"webhookd bench"}`), nil); err != nil {
+		return nil, fmt.Errorf("create tenant: %w", err)
+	}
+	if err := a.do(ctx, http.MethodPut, "/v1/event-types/"+eventType, []byte(`{"description":"webhookd bench"}`), nil); err != nil {
+		return nil, fmt.Errorf("create event type: %w", err)
+	}
+	eps := make([]endpointInfo, len(urls))
+	for i, u := range urls {
+		body, _ := json.Marshal(map[string]any{"url": u, "event_types": []string{eventType}})
+		if err := a.do(ctx, http.MethodPost, "/v1/tenants/"+tenant+"/endpoints", body, &eps[i]); err != nil {
+			return nil, fmt.Errorf("create endpoint %s: %w", u, err)
+		}
+	}
+	return eps, nil
+}
+
+// ingestAnswer is the part of ingest's 202 the harness keeps.
+type ingestAnswer struct {
+	ID         string `json:"id"`
+	Deliveries []struct {
+		ID string `json:"id"`
+	} `json:"deliveries"`
+}
+
+// ingest posts one event.
+func (a *apiClient) ingest(ctx context.Context, tenant string, body []byte) (ingestAnswer, error) {
+	var ans ingestAnswer
+	err := a.do(ctx, http.MethodPost, "/v1/tenants/"+tenant+"/events", body, &ans)
+	return ans, err
+}
+
+// deliveryState returns a delivery's state and how many attempts it had.
+func (a *apiClient) deliveryState(ctx context.Context, tenant, id string) (string, int, error) {
+	var d struct {
+		State    string            `json:"state"`
+		Attempts []json.RawMessage `json:"attempts"`
+	}
+	err := a.do(ctx, http.MethodGet, "/v1/tenants/"+tenant+"/deliveries/"+id, nil, &d)
+	return d.State, len(d.Attempts), err
+}

@@ -1,0 +1,16 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/webhookd/webhookd/bench"
+)
+
+// webhookd bench: the throughput harness (see package bench and the
+// README's Performance section).
+func init() {
+	commands["bench"] = func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+		return bench.Main(ctx, args, getenv, stdout, stderr)
+	}
+}
