@@ -104,6 +104,7 @@ type StorageStats struct {
 	WritesPerCommit float64 `json:"writes_per_commit"`
 	MeanCommitMs    float64 `json:"mean_commit_ms"`
 	FileBytes       int64   `json:"file_bytes"`
+	CompactedBytes  int64   `json:"compacted_bytes"` // the file after `webhookd compact`
 }
 
 // BacklogStats is the backlog scenario: pending retries in the timer and a
@@ -226,8 +227,8 @@ func printResult(w io.Writer, m Machine, r *Result) {
 		row("  pending at the end", "%d", d.PendingAtEnd)
 	}
 	if st := r.Storage; st != nil {
-		row("commits", "%d for %d writes = %.1f writes/commit, %.2f ms mean commit; file %s",
-			st.Commits, st.Writes, st.WritesPerCommit, st.MeanCommitMs, mib(uint64(st.FileBytes)))
+		row("commits", "%d for %d writes = %.1f writes/commit, %.2f ms mean commit; file %s (compacted %s)",
+			st.Commits, st.Writes, st.WritesPerCommit, st.MeanCommitMs, mib(uint64(st.FileBytes)), mib(uint64(st.CompactedBytes)))
 	}
 	if bl := r.Backlog; bl != nil {
 		row("backlog", "%d pending retries seeded in %.1fs; file %s", bl.Pending, bl.SeedSeconds, mib(uint64(bl.FileBytes)))

@@ -116,7 +116,8 @@ type runner struct {
 	sent   atomic.Int64 // events acknowledged (backlog: seeded), for progress
 	prof   *os.File
 	trace  *os.File
-	many   bool // one of several scenarios: profile names get a suffix
+	many   bool   // one of several scenarios: profile names get a suffix
+	dbPath string // the last in-process database opened, compacted at the end
 }
 
 // runScenario runs sc in dir and returns its result.
@@ -177,6 +178,15 @@ func runScenario(ctx context.Context, o Options, sc *Scenario, dir string, many 
 	mem := startMemSampler()
 	err = sc.run(r)
 	r.stopProfile()
+	if err == nil && r.res.Storage != nil && r.dbPath != "" {
+		// The scenario closed its database: what would compaction give back?
+		if _, after, cerr := storage.Compact(r.dbPath+".compacted", r.dbPath, time.Second); cerr == nil {
+			r.res.Storage.CompactedBytes = after
+			os.Remove(r.dbPath + ".compacted")
+		} else {
+			r.res.note("compaction of the file failed: %v", cerr)
+		}
+	}
 	r.res.Memory = mem.finish()
 	r.res.Seconds = time.Since(start).Seconds()
 	if o.MemProfile != "" {
@@ -228,8 +238,9 @@ func (r *runner) open(name string, dispatch bool, clockShift time.Duration) (*in
 	if r.o.Target != "" {
 		return remoteInstance(r.o.Target, r.o.Token, conns)
 	}
+	r.dbPath = filepath.Join(r.dir, name)
 	return openInstance(r.ctx, instanceOptions{
-		path: filepath.Join(r.dir, name), dispatch: dispatch, policy: r.policy,
+		path: r.dbPath, dispatch: dispatch, policy: r.policy,
 		workers: r.o.Workers, perHost: r.o.EndpointConcurrency, clockShift: clockShift,
 		keepGone: r.sc.KeepGoneEndpoints,
 	}, conns)
