@@ -67,10 +67,17 @@ func TestEndpointHealth_410DisablesAndHoldsDeliveries(t *testing.T) {
 	}
 
 	gone.Store(false)
-	in.mustCall(200, "PATCH", "/v1/tenants/acme/endpoints/"+ep.ID, `{"disabled": false, "deliver_held": true}`, nil)
+	// The tenant's own people enable it: the resumed deliveries' replays
+	// name their token, not "admin".
+	var tok struct {
+		ID    string `json:"id"`
+		Token string `json:"token"`
+	}
+	in.mustCall(201, "POST", "/v1/tenants/acme/access-tokens", `{}`, &tok)
+	in.mustCall(200, "PATCH", "/v1/tenants/acme/endpoints/"+ep.ID, `{"disabled": false, "deliver_held": true}`, nil, "Authorization", "Bearer "+tok.Token)
 	for _, id := range held {
-		if d := in.waitState(id, "succeeded"); len(d.Replays) != 1 {
-			t.Errorf("held delivery %s: %d replay records, want 1", id, len(d.Replays))
+		if d := in.waitState(id, "succeeded"); len(d.Replays) != 1 || d.Replays[0].By != "token "+tok.ID {
+			t.Errorf("held delivery %s: replays %+v, want one by token %s", id, d.Replays, tok.ID)
 		}
 	}
 	if got := in.endpoint(ep.ID); got.Disabled || got.DisabledReason != "" {

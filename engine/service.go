@@ -139,6 +139,9 @@ type EndpointPatch struct {
 	// them now, false (the default) dead-letters them. See
 	// SetEndpointEnabled.
 	DeliverHeld bool `json:"deliver_held"`
+	// By is who asks ("admin", "token tok_…"), recorded on the replays of
+	// held deliveries; not read from JSON. "": "admin".
+	By string `json:"-"`
 }
 
 // CreateEndpoint stores a new endpoint and returns it with its signing
@@ -276,7 +279,11 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 	if err != nil || p.Disabled == nil {
 		return ep, err
 	}
-	ep, _, err = s.SetEndpointEnabled(ctx, tenant, id, !*p.Disabled, p.DeliverHeld, "admin")
+	by := p.By
+	if by == "" {
+		by = "admin"
+	}
+	ep, _, err = s.SetEndpointEnabled(ctx, tenant, id, !*p.Disabled, p.DeliverHeld, by)
 	return ep, err
 }
 

@@ -180,6 +180,7 @@ func (s *server) handleUpdateEndpoint(w http.ResponseWriter, r *http.Request, ps
 		s.writeError(w, r, err)
 		return
 	}
+	p.By = replayedBy(r)
 	ep, err := s.svc.UpdateEndpoint(r.Context(), ps.ByName("tenant"), ps.ByName("id"), p)
 	if err != nil {
 		s.writeError(w, r, err)
