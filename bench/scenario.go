@@ -246,6 +246,28 @@ func (r *runner) open(name string, dispatch bool, clockShift time.Duration) (*in
 	}, conns)
 }
 
+// openWithReceivers starts the scenario's receivers (the first hang of them
+// hanging), opens webhookd on file in the scenario's directory, and makes
+// the tenant and an endpoint per receiver. On an error it closes what it
+// opened; otherwise the caller closes both.
+func (r *runner) openWithReceivers(file string, hang int, dispatch bool) (*receiverSet, *instance, error) {
+	rs, err := startReceivers(r.o.Endpoints, hang, r.faults)
+	if err != nil {
+		return nil, nil, err
+	}
+	in, err := r.open(file, dispatch, 0)
+	if err != nil {
+		rs.close()
+		return nil, nil, err
+	}
+	if err := r.setup(in, rs); err != nil {
+		in.close(time.Second)
+		rs.close()
+		return nil, nil, err
+	}
+	return rs, in, nil
+}
+
 // setup creates the tenant, the event type and an endpoint per receiver,
 // and gives each receiver its endpoint's secret to check signatures with.
 func (r *runner) setup(in *instance, rs *receiverSet) error {
@@ -633,19 +655,12 @@ func (r *runner) ingestAndDeliver() (*DeliveryStats, error) {
 	if err := r.baselines(r.o.Endpoints); err != nil {
 		return nil, err
 	}
-	rs, err := startReceivers(r.o.Endpoints, 0, r.faults)
+	rs, in, err := r.openWithReceivers("webhookd.db", 0, true)
 	if err != nil {
 		return nil, err
 	}
 	defer rs.close()
-	in, err := r.open("webhookd.db", true, 0)
-	if err != nil {
-		return nil, err
-	}
 	defer in.close(5 * time.Second)
-	if err := r.setup(in, rs); err != nil {
-		return nil, err
-	}
 	before := dbStats(in)
 	r.startProfile()
 	stop := r.watch("run", in, rs)
@@ -728,19 +743,11 @@ func (r *runner) dispatch() error {
 	if err := r.baselines(r.o.Endpoints); err != nil {
 		return err
 	}
-	rs, err := startReceivers(r.o.Endpoints, 0, r.faults)
+	rs, in, err := r.openWithReceivers("webhookd.db", 0, false)
 	if err != nil {
 		return err
 	}
 	defer rs.close()
-	in, err := r.open("webhookd.db", false, 0)
-	if err != nil {
-		return err
-	}
-	if err := r.setup(in, rs); err != nil {
-		in.close(time.Second)
-		return err
-	}
 	stop := r.watch("ingest", in, rs)
 	lr := runLoad(r.ctx, in.api, r.spec(r.o.Clients, r.o.Events), &r.sent)
 	stop()
@@ -793,19 +800,12 @@ func (r *runner) slowReceiver() error {
 	}
 	healthy := func(i int) bool { return i > 0 }
 	phase := func(name string, hang int) (*DeliveryStats, *series, int64, loadResult, error) {
-		rs, err := startReceivers(r.o.Endpoints, hang, r.faults)
+		rs, in, err := r.openWithReceivers(name+".db", hang, true)
 		if err != nil {
 			return nil, nil, 0, loadResult{}, err
 		}
 		defer rs.close()
-		in, err := r.open(name+".db", true, 0)
-		if err != nil {
-			return nil, nil, 0, loadResult{}, err
-		}
 		defer in.close(time.Second) // cancels the hanging attempts
-		if err := r.setup(in, rs); err != nil {
-			return nil, nil, 0, loadResult{}, err
-		}
 		stop := r.watch(name, in, rs)
 		cpu := startCPU()
 		lr := runLoad(r.ctx, in.api, r.spec(r.o.Clients, r.o.Events), &r.sent)
@@ -873,19 +873,11 @@ const slowRounds = 2
 // costs in memory; then restarts it with its clock an hour ahead, so that
 // every retry falls due, and checks each fires once.
 func (r *runner) backlog() error {
-	rs, err := startReceivers(r.o.Endpoints, 0, r.faults)
+	rs, in, err := r.openWithReceivers("webhookd.db", 0, false)
 	if err != nil {
 		return err
 	}
 	defer rs.close()
-	in, err := r.open("webhookd.db", false, 0)
-	if err != nil {
-		return err
-	}
-	if err := r.setup(in, rs); err != nil {
-		in.close(time.Second)
-		return err
-	}
 
 	// Seed through the domain API, as a failed first attempt leaves it.
 	n := r.o.Events
