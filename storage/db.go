@@ -62,11 +62,12 @@ var ErrClosed = errors.New("database closed")
 // a shared transaction (group commit); every read is a bbolt read
 // transaction of its own. See the package documentation.
 type DB struct {
-	path     string
-	bolt     *bolt.DB
-	maxBatch int
-	onCommit func(int, time.Duration)
-	secrets  *sealer // Options.SecretKey; nil: secrets stored in plain
+	path             string
+	bolt             *bolt.DB
+	maxBatch         int
+	onCommit         func(int, time.Duration)
+	secrets          *sealer       // Options.SecretKey; nil: secrets stored in plain
+	attemptEndpoints endpointCache // the endpoints AttemptInput decoded
 
 	// closeMu guards closed and the send on ops: Close closes ops only
 	// when no writer is sending.

@@ -35,7 +35,7 @@ func putDelivery(tx *bolt.Tx, d engine.Delivery) (engine.Delivery, error) {
 	if err := tx.Bucket(bucketDeliveries).Put([]byte(d.ID), v); err != nil {
 		return engine.Delivery{}, err
 	}
-	return storedDelivery(d, v)
+	return storedDelivery(d)
 }
 
 // putRetry adds the retry index entry of pending delivery d.
@@ -75,24 +75,40 @@ func (db *DB) Delivery(ctx context.Context, tenant, id string) (engine.Delivery,
 // verbatim and its endpoint. A deleted endpoint is EndpointFound false.
 func (db *DB) AttemptInput(ctx context.Context, deliveryID string) (engine.AttemptInput, error) {
 	var in engine.AttemptInput
+	var epKey, epRaw []byte // set when the endpoint was decoded, not cached
 	err := db.view(ctx, func(tx *bolt.Tx) error {
 		d, err := getDelivery(tx, deliveryID)
 		if err != nil {
 			return err
 		}
-		ev, err := getEventRecord(tx, d.EventID)
+		body, err := getEventBody(tx, d.EventID)
 		if err != nil {
 			return fmt.Errorf("event %s of the delivery: %w", d.EventID, err)
 		}
-		ep, found, err := getEndpoint(tx, d.TenantID, d.EndpointID)
-		if err != nil {
+		in = engine.AttemptInput{Delivery: d, Body: bytes.Clone(body)}
+		if !validTenantID(d.TenantID) {
+			return nil
+		}
+		key := endpointKey(d.TenantID, d.EndpointID)
+		v := tx.Bucket(bucketEndpoints).Get(key)
+		if v == nil {
+			return nil
+		}
+		in.EndpointFound = true
+		if ep, ok := db.attemptEndpoints.get(key, v); ok {
+			in.Endpoint = ep
+			return nil
+		}
+		if in.Endpoint, err = decodeEndpoint(v); err != nil {
 			return err
 		}
-		in = engine.AttemptInput{Delivery: d, Body: ev.Body, Endpoint: ep, EndpointFound: found}
+		epKey, epRaw = key, bytes.Clone(v)
 		return nil
 	})
-	if err == nil {
-		err = db.openSecrets(&in.Endpoint) // outside the transaction
+	if err == nil && epRaw != nil {
+		if err = db.openSecrets(&in.Endpoint); err == nil { // outside the transaction
+			db.attemptEndpoints.put(epKey, epRaw, in.Endpoint)
+		}
 	}
 	if err != nil {
 		return engine.AttemptInput{}, wrap("attempt input of delivery "+deliveryID, err)

@@ -440,3 +440,48 @@ func TestDB_AttemptInput(t *testing.T) {
 	_, err = db.AttemptInput(ctx, "dlv_nope")
 	wantCode(t, err, engine.CodeDeliveryNotFound, "id")
 }
+
+// TestDB_AttemptInput_endpointCache checks that the decoded endpoints
+// AttemptInput keeps are never stale and never shared with a caller.
+func TestDB_AttemptInput_endpointCache(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	mustTenant(t, db, "a")
+	d := mustDelivery(t, db, "a")
+
+	if _, err := db.AttemptInput(ctx, d.ID); err != nil { // decoded and cached
+		t.Fatal(err)
+	}
+	first, err := db.AttemptInput(ctx, d.ID) // from the cache
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := first.Endpoint
+	want.EventTypes = slices.Clone(want.EventTypes)
+	want.Secrets = slices.Clone(want.Secrets)
+	first.Endpoint.EventTypes[0] = "changed.by_caller"
+	first.Endpoint.Secrets[0].Key = "whsec_changed"
+	again, err := db.AttemptInput(ctx, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(again.Endpoint, want) {
+		t.Errorf("second read = %+v\nwant %+v (a caller's change leaked into the cache)", again.Endpoint, want)
+	}
+
+	updated, err := db.UpdateEndpoint(ctx, "a", d.EndpointID, func(ep *engine.Endpoint) error {
+		ep.URL = "https://example.com/moved"
+		ep.Secrets = append([]engine.Secret{{Key: "whsec_bmV3bmV3bmV3bmV3bmV3bmV3bmV3bmV3bmV3"}}, ep.Secrets...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := db.AttemptInput(ctx, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(after.Endpoint, updated) {
+		t.Errorf("after an update = %+v\nwant %+v", after.Endpoint, updated)
+	}
+}

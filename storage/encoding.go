@@ -8,12 +8,28 @@ import (
 	"fmt"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/webhookd/webhookd/engine"
 )
 
-// formatV1 is the leading byte of every stored record: the version of its
-// encoding. A decoder refuses any other version.
-const formatV1 = 1
+// The leading byte of every stored record is the version of its encoding.
+// formatV1 is JSON (or, for idempotency records, a fixed layout);
+// formatV2 is the binary format of binary.go, which deliveries and event
+// headers are written in since schema 3. A decoder reads the versions its
+// kind was ever written in and refuses any other.
+const (
+	formatV1 = 1
+	formatV2 = 2
+)
+
+func init() {
+	// Schema 2 to 3: records already written stay in formatV1 and are read
+	// as they are, so there is nothing to rewrite. The version is there so
+	// that a webhookd which cannot read formatV2 refuses the file at Open
+	// instead of failing on its records.
+	migrations[2] = func(*bolt.Tx) error { return nil }
+}
 
 // The encoding types below are the on-disk form of the domain types. They
 // are separate on purpose: renaming a JSON field of the API must not change
@@ -227,87 +243,134 @@ func decodeEndpoint(data []byte) (engine.Endpoint, error) {
 	return ep, nil
 }
 
-// maxEventHeader bounds the JSON header of an event record.
+// maxEventHeader bounds the header of an event record (formatV1).
 const maxEventHeader = 1 << 16
 
 // encodeEvent encodes an event as
 //
+//	version(2) ‖ id ‖ tenant ‖ type ‖ created ‖ api version ‖ body
+//
+// in the binary format of binary.go, the body last and as is: it is what
+// gets signed and sent, byte for byte. Seq is not encoded: it is the
+// record's key. Records written before formatV2 are
+//
 //	version(1) ‖ header length(4, big-endian) ‖ header JSON ‖ body
 //
-// The body is kept byte for byte: it is what gets signed and sent. Seq is
-// not encoded: it is the record's key.
+// and decodeEvent reads both.
 func encodeEvent(ev engine.Event) ([]byte, error) {
-	h, err := json.Marshal(eventHeader{
-		ID: ev.ID, TenantID: ev.TenantID, Type: ev.Type,
-		Created: utc(ev.Created), APIVersion: ev.APIVersion,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(h) > maxEventHeader {
-		return nil, fmt.Errorf("event header is %d bytes, over %d", len(h), maxEventHeader)
-	}
-	b := make([]byte, 0, 1+4+len(h)+len(ev.Body))
-	b = append(b, formatV1)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(h)))
-	b = append(b, h...)
+	b := make([]byte, 0, 32+len(ev.ID)+len(ev.TenantID)+len(ev.Type)+len(ev.APIVersion)+len(ev.Body))
+	b = append(b, formatV2)
+	b = appendString(b, ev.ID)
+	b = appendString(b, ev.TenantID)
+	b = appendString(b, ev.Type)
+	b = appendTime(b, ev.Created)
+	b = appendString(b, ev.APIVersion)
 	return append(b, ev.Body...), nil
 }
 
 // decodeEvent decodes an event record; the caller sets Seq from the key.
 // The body is copied, so the result outlives the transaction.
 func decodeEvent(data []byte) (engine.Event, error) {
-	if len(data) == 0 {
-		return engine.Event{}, errors.New("decode event: empty record")
+	ev, body, err := decodeEventHeader(data)
+	if err != nil {
+		return engine.Event{}, err
 	}
-	if data[0] != formatV1 {
-		return engine.Event{}, fmt.Errorf("decode event: unknown record format %d", data[0])
+	ev.Body = bytes.Clone(body)
+	if ev.Body == nil {
+		ev.Body = []byte{}
 	}
-	if len(data) < 5 {
-		return engine.Event{}, errors.New("decode event: short record")
-	}
-	n := binary.BigEndian.Uint32(data[1:5])
-	if n > maxEventHeader || uint64(n) > uint64(len(data)-5) {
-		return engine.Event{}, fmt.Errorf("decode event: header length %d out of range", n)
-	}
-	var h eventHeader
-	if err := json.Unmarshal(data[5:5+n], &h); err != nil {
-		return engine.Event{}, fmt.Errorf("decode event: %w", err)
-	}
-	if h.ID == "" || h.TenantID == "" {
-		return engine.Event{}, errors.New("decode event: no id or tenant")
-	}
-	return engine.Event{
-		ID: h.ID, TenantID: h.TenantID, Type: h.Type, Created: h.Created, APIVersion: h.APIVersion,
-		Body: bytes.Clone(data[5+n:]),
-	}, nil
+	return ev, nil
 }
 
+// decodeEventHeader decodes an event record but for its body, which it
+// returns as a slice of data (not copied).
+func decodeEventHeader(data []byte) (engine.Event, []byte, error) {
+	if len(data) == 0 {
+		return engine.Event{}, nil, errors.New("decode event: empty record")
+	}
+	var ev engine.Event
+	var body []byte
+	switch data[0] {
+	case formatV2:
+		r := reader{b: data[1:]}
+		ev = engine.Event{ID: r.string(), TenantID: r.string(), Type: r.string(), Created: r.time(), APIVersion: r.string()}
+		if r.err != nil {
+			return engine.Event{}, nil, fmt.Errorf("decode event: %w", r.err)
+		}
+		body = r.b
+	case formatV1:
+		if len(data) < 5 {
+			return engine.Event{}, nil, errors.New("decode event: short record")
+		}
+		n := binary.BigEndian.Uint32(data[1:5])
+		if n > maxEventHeader || uint64(n) > uint64(len(data)-5) {
+			return engine.Event{}, nil, fmt.Errorf("decode event: header length %d out of range", n)
+		}
+		var h eventHeader
+		if err := json.Unmarshal(data[5:5+n], &h); err != nil {
+			return engine.Event{}, nil, fmt.Errorf("decode event: %w", err)
+		}
+		ev = engine.Event{ID: h.ID, TenantID: h.TenantID, Type: h.Type, Created: h.Created, APIVersion: h.APIVersion}
+		body = data[5+n:]
+	default:
+		return engine.Event{}, nil, fmt.Errorf("decode event: unknown record format %d", data[0])
+	}
+	if ev.ID == "" || ev.TenantID == "" {
+		return engine.Event{}, nil, errors.New("decode event: no id or tenant")
+	}
+	return ev, body, nil
+}
+
+// encodeDelivery encodes d in the binary format (formatV2, binary.go):
+//
+//	version(2) ‖ id ‖ tenant ‖ event id ‖ event type ‖ endpoint id ‖ state ‖
+//	cycle ‖ cycle start ‖ cycle attempts ‖ next attempt at ‖ last status ‖
+//	reason ‖ dead at ‖ created ‖ updated ‖
+//	count ‖ attempts (cycle ‖ number ‖ start ‖ duration ‖ status ‖ error ‖
+//	response ‖ outcome ‖ retry after) ‖ count ‖ replays (at ‖ by ‖ cycle)
+//
+// Records written before it are JSON (formatV1); decodeDelivery reads both.
 func encodeDelivery(d engine.Delivery) ([]byte, error) {
-	r := deliveryRecord{
-		ID: d.ID, TenantID: d.TenantID, EventID: d.EventID, EventType: d.EventType,
-		EndpointID: d.EndpointID, State: string(d.State),
-		Cycle: d.Cycle, CycleStart: utc(d.CycleStart), CycleAttempts: d.CycleAttempts,
-		NextAttemptAt: utc(d.NextAttemptAt), LastStatus: d.LastStatus, Reason: d.Reason,
-		DeadAt: utc(d.DeadAt), Created: utc(d.Created), Updated: utc(d.Updated),
+	n := 64 + len(d.ID) + len(d.TenantID) + len(d.EventID) + len(d.EventType) + len(d.EndpointID) + len(d.Reason)
+	for _, a := range d.Attempts {
+		n += 40 + len(a.Error) + len(a.Response) + len(a.Outcome)
 	}
-	if d.Attempts != nil {
-		r.Attempts = make([]attemptRecord, len(d.Attempts))
-		for i, a := range d.Attempts {
-			r.Attempts[i] = attemptRecord{
-				Cycle: a.Cycle, Number: a.Number, Start: utc(a.Start), DurationNS: int64(a.Duration),
-				Status: a.Status, Error: a.Error, Response: a.Response, Outcome: string(a.Outcome),
-				RetryAfter: int64(a.RetryAfter),
-			}
-		}
+	for _, rp := range d.Replays {
+		n += 16 + len(rp.By)
 	}
-	if d.Replays != nil {
-		r.Replays = make([]replayRecord, len(d.Replays))
-		for i, rp := range d.Replays {
-			r.Replays[i] = replayRecord{At: utc(rp.At), By: rp.By, Cycle: rp.Cycle}
-		}
+	b := make([]byte, 0, n)
+	b = append(b, formatV2)
+	for _, s := range [...]string{d.ID, d.TenantID, d.EventID, d.EventType, d.EndpointID, string(d.State)} {
+		b = appendString(b, s)
 	}
-	return encodeJSON(r)
+	b = appendInt(b, int64(d.Cycle))
+	b = appendTime(b, d.CycleStart)
+	b = appendInt(b, int64(d.CycleAttempts))
+	b = appendTime(b, d.NextAttemptAt)
+	b = appendInt(b, int64(d.LastStatus))
+	b = appendString(b, d.Reason)
+	b = appendTime(b, d.DeadAt)
+	b = appendTime(b, d.Created)
+	b = appendTime(b, d.Updated)
+	b = appendCount(b, len(d.Attempts), d.Attempts == nil)
+	for _, a := range d.Attempts {
+		b = appendInt(b, int64(a.Cycle))
+		b = appendInt(b, int64(a.Number))
+		b = appendTime(b, a.Start)
+		b = appendInt(b, int64(a.Duration))
+		b = appendInt(b, int64(a.Status))
+		b = appendString(b, a.Error)
+		b = appendString(b, a.Response)
+		b = appendString(b, string(a.Outcome))
+		b = appendInt(b, int64(a.RetryAfter))
+	}
+	b = appendCount(b, len(d.Replays), d.Replays == nil)
+	for _, rp := range d.Replays {
+		b = appendTime(b, rp.At)
+		b = appendString(b, rp.By)
+		b = appendInt(b, int64(rp.Cycle))
+	}
+	return b, nil
 }
 
 // storedState reports whether s is a state a delivery record may hold
@@ -320,16 +383,71 @@ func storedState(s engine.State) bool {
 	return false
 }
 
+// decodeDelivery decodes a delivery record of either format.
 func decodeDelivery(data []byte) (engine.Delivery, error) {
+	var d engine.Delivery
+	var err error
+	if len(data) > 0 && data[0] == formatV2 {
+		d, err = decodeDeliveryV2(data[1:])
+	} else {
+		d, err = decodeDeliveryV1(data)
+	}
+	if err != nil {
+		return engine.Delivery{}, err
+	}
+	if d.ID == "" || d.TenantID == "" {
+		return engine.Delivery{}, errors.New("decode delivery: no id or tenant")
+	}
+	if !storedState(d.State) {
+		return engine.Delivery{}, fmt.Errorf("decode delivery %s: unknown state %q", d.ID, d.State)
+	}
+	return d, nil
+}
+
+// minAttemptBytes and minReplayBytes are the fewest bytes an encoded
+// attempt and replay take (every field at its shortest).
+const (
+	minAttemptBytes = 10
+	minReplayBytes  = 4
+)
+
+func decodeDeliveryV2(data []byte) (engine.Delivery, error) {
+	r := reader{b: data}
+	d := engine.Delivery{
+		ID: r.string(), TenantID: r.string(), EventID: r.string(), EventType: r.string(),
+		EndpointID: r.string(), State: engine.State(r.string()),
+		Cycle: int(r.int()), CycleStart: r.time(), CycleAttempts: int(r.int()),
+		NextAttemptAt: r.time(), LastStatus: int(r.int()), Reason: r.string(),
+		DeadAt: r.time(), Created: r.time(), Updated: r.time(),
+	}
+	if n := r.count(minAttemptBytes); n >= 0 {
+		d.Attempts = make([]engine.Attempt, n)
+		for i := range d.Attempts {
+			d.Attempts[i] = engine.Attempt{
+				Cycle: int(r.int()), Number: int(r.int()), Start: r.time(), Duration: time.Duration(r.int()),
+				Status: int(r.int()), Error: r.string(), Response: r.string(), Outcome: engine.Outcome(r.string()),
+				RetryAfter: time.Duration(r.int()),
+			}
+		}
+	}
+	if n := r.count(minReplayBytes); n >= 0 {
+		d.Replays = make([]engine.Replay, n)
+		for i := range d.Replays {
+			d.Replays[i] = engine.Replay{At: r.time(), By: r.string(), Cycle: int(r.int())}
+		}
+	}
+	if err := r.end(); err != nil {
+		return engine.Delivery{}, fmt.Errorf("decode delivery: %w", err)
+	}
+	return d, nil
+}
+
+// decodeDeliveryV1 decodes a delivery record written as JSON, before
+// formatV2.
+func decodeDeliveryV1(data []byte) (engine.Delivery, error) {
 	var r deliveryRecord
 	if err := decodeJSON("delivery", data, &r); err != nil {
 		return engine.Delivery{}, err
-	}
-	if r.ID == "" || r.TenantID == "" {
-		return engine.Delivery{}, errors.New("decode delivery: no id or tenant")
-	}
-	if !storedState(engine.State(r.State)) {
-		return engine.Delivery{}, fmt.Errorf("decode delivery %s: unknown state %q", r.ID, r.State)
 	}
 	d := engine.Delivery{
 		ID: r.ID, TenantID: r.TenantID, EventID: r.EventID, EventType: r.EventType,

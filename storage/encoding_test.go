@@ -44,30 +44,31 @@ var (
 func TestEncoding_roundTrip(t *testing.T) {
 	tests := []struct {
 		name    string
+		version byte
 		rawTail bool // the record ends with raw bytes: cut short, it may still decode
 		value   any
 		encode  func() ([]byte, error)
 		decode  func([]byte) (any, error)
 	}{
-		{"tenant", false, sampleTenant,
+		{"tenant", formatV1, false, sampleTenant,
 			func() ([]byte, error) { return encodeTenant(sampleTenant) },
 			func(b []byte) (any, error) { return decodeTenant(b) }},
-		{"event type", false, sampleEventType,
+		{"event type", formatV1, false, sampleEventType,
 			func() ([]byte, error) { return encodeEventType(sampleEventType) },
 			func(b []byte) (any, error) { return decodeEventType(b) }},
-		{"endpoint", false, sampleEndpoint,
+		{"endpoint", formatV1, false, sampleEndpoint,
 			func() ([]byte, error) { return encodeEndpoint(sampleEndpoint) },
 			func(b []byte) (any, error) { return decodeEndpoint(b) }},
-		{"event", true, sampleEvent,
+		{"event", formatV2, true, sampleEvent,
 			func() ([]byte, error) { return encodeEvent(sampleEvent) },
 			func(b []byte) (any, error) { return decodeEvent(b) }},
-		{"event with empty body", true, engine.Event{ID: "e", TenantID: "t", Body: []byte{}},
+		{"event with empty body", formatV2, true, engine.Event{ID: "e", TenantID: "t", Body: []byte{}},
 			func() ([]byte, error) { return encodeEvent(engine.Event{ID: "e", TenantID: "t"}) },
 			func(b []byte) (any, error) { return decodeEvent(b) }},
-		{"delivery", false, sampleDelivery,
+		{"delivery", formatV2, false, sampleDelivery,
 			func() ([]byte, error) { return encodeDelivery(sampleDelivery) },
 			func(b []byte) (any, error) { return decodeDelivery(b) }},
-		{"idempotency", false, sampleIdempotency,
+		{"idempotency", formatV1, false, sampleIdempotency,
 			func() ([]byte, error) { return encodeIdempotency(sampleIdempotency), nil },
 			func(b []byte) (any, error) { return decodeIdempotency(b) }},
 	}
@@ -77,8 +78,8 @@ func TestEncoding_roundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if b[0] != formatV1 {
-				t.Errorf("version byte = %d, want %d", b[0], formatV1)
+			if b[0] != tt.version {
+				t.Errorf("version byte = %d, want %d", b[0], tt.version)
 			}
 			got, err := tt.decode(b)
 			if err != nil {
@@ -87,7 +88,7 @@ func TestEncoding_roundTrip(t *testing.T) {
 			if !reflect.DeepEqual(got, tt.value) {
 				t.Errorf("decode(encode(x)) =\n%+v\nwant\n%+v", got, tt.value)
 			}
-			bad := [][]byte{nil, {}, {2}, append([]byte{2}, b[1:]...)}
+			bad := [][]byte{nil, {}, {9}, append([]byte{9}, b[1:]...)}
 			if !tt.rawTail {
 				bad = append(bad, b[:len(b)/2])
 			}
@@ -281,4 +282,62 @@ func FuzzDecodeSeq(f *testing.F) {
 			t.Fatalf("decodeSeq(%x) = %d", v, n)
 		}
 	})
+}
+
+// TestDecode_formatV1 checks that deliveries and events written before
+// formatV2, as JSON, still decode to what was written, and that every
+// truncation of a formatV2 delivery is refused.
+func TestDecode_formatV1(t *testing.T) {
+	d := sampleDelivery
+	r := deliveryRecord{
+		ID: d.ID, TenantID: d.TenantID, EventID: d.EventID, EventType: d.EventType,
+		EndpointID: d.EndpointID, State: string(d.State), Cycle: d.Cycle, CycleStart: d.CycleStart,
+		CycleAttempts: d.CycleAttempts, NextAttemptAt: d.NextAttemptAt, LastStatus: d.LastStatus,
+		Reason: d.Reason, DeadAt: d.DeadAt, Created: d.Created, Updated: d.Updated,
+	}
+	for _, a := range d.Attempts {
+		r.Attempts = append(r.Attempts, attemptRecord{Cycle: a.Cycle, Number: a.Number, Start: a.Start,
+			DurationNS: int64(a.Duration), Status: a.Status, Error: a.Error, Response: a.Response,
+			Outcome: string(a.Outcome), RetryAfter: int64(a.RetryAfter)})
+	}
+	for _, rp := range d.Replays {
+		r.Replays = append(r.Replays, replayRecord{At: rp.At, By: rp.By, Cycle: rp.Cycle})
+	}
+	v1, err := encodeJSON(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeDelivery(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, d) {
+		t.Errorf("v1 delivery decoded as\n%+v\nwant\n%+v", got, d)
+	}
+
+	ev := sampleEvent
+	h := []byte(`{"id":"` + ev.ID + `","tenant":"acme","type":"order.created","created":"` +
+		ev.Created.Format(time.RFC3339Nano) + `","api_version":"v1"}`)
+	rec := append([]byte{formatV1, 0, 0, 0, byte(len(h))}, h...)
+	rec = append(rec, ev.Body...)
+	gotEv, err := decodeEvent(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(gotEv, ev) {
+		t.Errorf("v1 event decoded as\n%+v\nwant\n%+v", gotEv, ev)
+	}
+
+	v2, err := encodeDelivery(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range len(v2) {
+		if _, err := decodeDelivery(v2[:n]); err == nil {
+			t.Errorf("delivery cut to %d of %d bytes decoded", n, len(v2))
+		}
+	}
+	if _, err := decodeDelivery(append(v2, 0)); err == nil {
+		t.Error("delivery with a trailing byte decoded")
+	}
 }

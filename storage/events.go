@@ -238,17 +238,9 @@ func getEvent(tx *bolt.Tx, id string) (engine.Event, []engine.Delivery, error) {
 
 // getEventRecord reads event id (CodeEventNotFound), Seq set.
 func getEventRecord(tx *bolt.Tx, id string) (engine.Event, error) {
-	sv := tx.Bucket(bucketEventIDs).Get([]byte(id))
-	if sv == nil {
-		return engine.Event{}, errEventNotFound()
-	}
-	seq, err := decodeSeq(sv)
+	seq, v, err := getEventValue(tx, id)
 	if err != nil {
-		return engine.Event{}, fmt.Errorf("event %s: %w", id, err)
-	}
-	v := tx.Bucket(bucketEvents).Get(u64(seq))
-	if v == nil {
-		return engine.Event{}, fmt.Errorf("event %s: sequence %d not in the log", id, seq)
+		return engine.Event{}, err
 	}
 	ev, err := decodeEvent(v)
 	if err != nil {
@@ -256,6 +248,38 @@ func getEventRecord(tx *bolt.Tx, id string) (engine.Event, error) {
 	}
 	ev.Seq = seq
 	return ev, nil
+}
+
+// getEventBody returns the body of event id (CodeEventNotFound): bbolt's
+// memory, valid only while tx is open.
+func getEventBody(tx *bolt.Tx, id string) ([]byte, error) {
+	_, v, err := getEventValue(tx, id)
+	if err != nil {
+		return nil, err
+	}
+	_, body, err := decodeEventHeader(v)
+	if err != nil {
+		return nil, fmt.Errorf("event %s: %w", id, err)
+	}
+	return body, nil
+}
+
+// getEventValue returns the sequence number and the record of event id
+// (CodeEventNotFound).
+func getEventValue(tx *bolt.Tx, id string) (uint64, []byte, error) {
+	sv := tx.Bucket(bucketEventIDs).Get([]byte(id))
+	if sv == nil {
+		return 0, nil, errEventNotFound()
+	}
+	seq, err := decodeSeq(sv)
+	if err != nil {
+		return 0, nil, fmt.Errorf("event %s: %w", id, err)
+	}
+	v := tx.Bucket(bucketEvents).Get(u64(seq))
+	if v == nil {
+		return 0, nil, fmt.Errorf("event %s: sequence %d not in the log", id, seq)
+	}
+	return seq, v, nil
 }
 
 // Event returns event id of tenant and its deliveries, or CodeEventNotFound

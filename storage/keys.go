@@ -46,8 +46,10 @@ var (
 var keySchema = []byte("schema")
 
 // schemaVersion is the layout of buckets and keys this code reads and
-// writes. A file with a higher version is refused at Open.
-const schemaVersion = 2
+// writes. A file with a higher version is refused at Open. Schema 2 added
+// the tenant indexes; schema 3 writes deliveries and event headers in the
+// binary formatV2 (encoding.go).
+const schemaVersion = 3
 
 // sep ends a variable-length key part (a tenant ID, an event ID) that is
 // followed by more key. Tenant and event IDs never contain it.
