@@ -3,12 +3,17 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // TestRun_tiny runs small versions of the scenarios end to end, so that
@@ -28,6 +33,9 @@ func TestRun_tiny(t *testing.T) {
 			}
 			if r.Storage == nil || r.Storage.Commits == 0 || r.Storage.Writes < 300 {
 				t.Errorf("storage = %+v, want commits counted", r.Storage)
+			}
+			if r.Baselines.DurableFloor <= 0 || r.Ingest == nil || r.Ingest.FloorRatio <= 0 || r.IngestSingle == nil || r.IngestSingle.FloorRatio != 0 {
+				t.Errorf("durable floor %g, ratios %+v, %+v: want a floor, and a ratio to it for the 4 clients only", r.Baselines.DurableFloor, r.Ingest, r.IngestSingle)
 			}
 		}},
 		{Options{Scenario: "mixed-faults", Events: 200, Clients: 8, Endpoints: 2, Faults: "502:10%,429:5%,400:2%"}, func(t *testing.T, r *Result) {
@@ -98,6 +106,52 @@ func TestRun_tiny(t *testing.T) {
 				t.Errorf("SVG: %v", err)
 			}
 		})
+	}
+}
+
+// TestDurableFloor measures the durable floor briefly and then reads its
+// file back: every write the rate counted must be in it, verbatim, under
+// NextSequence keys.
+func TestDurableFloor(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "floor.db")
+	body := eventBody(1024)
+	const d = 200 * time.Millisecond
+	rate, err := durableFloor(context.Background(), path, 4, body, d)
+	if err != nil {
+		t.Fatalf("durableFloor: %v", err)
+	}
+	if rate <= 0 {
+		t.Fatalf("rate = %g, want > 0", rate)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var keys int
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(floorBucket)
+		if b == nil {
+			return errors.New("no bucket")
+		}
+		return b.ForEach(func(k, v []byte) error {
+			keys++
+			if len(k) != 8 || binary.BigEndian.Uint64(k) != uint64(keys) {
+				return fmt.Errorf("key %d is %x, want the sequence %d in 8 bytes", keys, k, keys)
+			}
+			if !bytes.Equal(v, body) {
+				return fmt.Errorf("key %d holds %d bytes, want the %d-byte body", keys, len(v), len(body))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rate counts the 202s of the last nine tenths of d: each of them
+	// is a committed write, so the file holds at least that many.
+	if want := int(rate*0.9*d.Seconds()) - 1; keys < max(1, want) {
+		t.Errorf("%d writes in the file, want at least %d (%.0f acknowledged/s for %s)", keys, max(1, want), rate, 9*d/10)
 	}
 }
 

@@ -62,10 +62,14 @@ type IngestStats struct {
 	Throttled int64   `json:"throttled"`
 	Seconds   float64 `json:"seconds"`
 	Rate      float64 `json:"events_per_second"`
-	Ratio     float64 `json:"ratio_to_ceiling,omitempty"`
-	Latency   Latency `json:"latency"`
-	CPU       float64 `json:"cpu_cores"` // process CPU time / wall time (harness included); of Machine.Cores
-	FirstErr  string  `json:"first_error,omitempty"`
+	Ratio     float64 `json:"ratio_to_ceiling,omitempty"` // Rate / Baselines.Ingest; 0 for a paced load
+	// FloorRatio is Rate / Baselines.DurableFloor: the share of what any
+	// bbolt-backed durable ingest reaches here that webhookd reached (a
+	// paced load: the share its pace took). 0: the floor was not measured.
+	FloorRatio float64 `json:"ratio_to_durable_floor,omitempty"`
+	Latency    Latency `json:"latency"`
+	CPU        float64 `json:"cpu_cores"` // process CPU time / wall time (harness included); of Machine.Cores
+	FirstErr   string  `json:"first_error,omitempty"`
 }
 
 // DeliveryStats is what reached the receivers, counted by them, and what
@@ -183,6 +187,9 @@ func printResult(w io.Writer, m Machine, r *Result) {
 	if b.Ingest > 0 {
 		row("ceiling: bare 204 server", "%s req/s (%d keep-alive clients, same body)", num(b.Ingest), b.IngestClients)
 	}
+	if b.DurableFloor > 0 {
+		row("ceiling: durable floor", "%s events/s (bare durable ingest: 202 after a group commit into bbolt, fsync on; same clients and body)", num(b.DurableFloor))
+	}
 	if b.Commits > 0 {
 		row("ceiling: bbolt fsync", "%s commits/s (one 1 KiB write per commit, same disk)", num(b.Commits))
 	}
@@ -196,6 +203,9 @@ func printResult(w io.Writer, m Machine, r *Result) {
 		ratio := ""
 		if in.Ratio > 0 {
 			ratio = fmt.Sprintf("  = %.1f%% of ceiling", 100*in.Ratio)
+		}
+		if in.FloorRatio > 0 {
+			ratio += fmt.Sprintf("  = %.1f%% of the durable floor", 100*in.FloorRatio)
 		}
 		row(name, "%s events/s%s (%d acknowledged in %.2fs, %d client%s, %d errors, %d throttled)",
 			num(in.Rate), ratio, in.Events, in.Seconds, in.Clients, ifs(in.Clients != 1, "s"), in.Errors, in.Throttled)
@@ -265,16 +275,16 @@ func printSummary(w io.Writer, rep *Report) {
 	m := rep.Machine
 	fmt.Fprintf(w, "\n== summary: %d cores, %s, %s\n", m.Cores, m.CPU, m.GoVersion)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tingest ceil/s\tingest ev/s\t(ratio)\tingest p99 ms\tdeliv ceil/s\tdeliveries/s\t(ratio)\te2e p50 ms\te2e p99 ms\ttargets\t")
+	fmt.Fprintln(tw, "scenario\tingest ceil/s\tdurable floor/s\tingest ev/s\t(ratio)\t(of floor)\tingest p99 ms\tdeliv ceil/s\tdeliveries/s\t(ratio)\te2e p50 ms\te2e p99 ms\ttargets\t")
 	for _, r := range rep.Runs {
-		cols := []string{r.Scenario, dash(r.Baselines.Ingest), "", "", "", dash(r.Baselines.Delivery), "", "", "", "", ""}
+		cols := []string{r.Scenario, dash(r.Baselines.Ingest), dash(r.Baselines.DurableFloor), "", "", "", "", dash(r.Baselines.Delivery), "", "", "", "", ""}
 		if in := r.Ingest; in != nil {
-			cols[2], cols[3], cols[4] = num(in.Rate), pct(in.Ratio), f2(in.Latency.P99)
+			cols[3], cols[4], cols[5], cols[6] = num(in.Rate), pct(in.Ratio), pct(in.FloorRatio), f2(in.Latency.P99)
 		}
 		if d := r.Delivery; d != nil {
-			cols[6], cols[7] = num(d.Rate), pct(d.Ratio)
+			cols[8], cols[9] = num(d.Rate), pct(d.Ratio)
 			if d.EndToEnd.N > 0 {
-				cols[8], cols[9] = f2(d.EndToEnd.P50), f2(d.EndToEnd.P99)
+				cols[10], cols[11] = f2(d.EndToEnd.P50), f2(d.EndToEnd.P99)
 			}
 		}
 		pass := 0
@@ -283,7 +293,7 @@ func printSummary(w io.Writer, rep *Report) {
 				pass++
 			}
 		}
-		cols[10] = fmt.Sprintf("%d/%d", pass, len(r.Targets))
+		cols[12] = fmt.Sprintf("%d/%d", pass, len(r.Targets))
 		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
 	}
 	tw.Flush()

@@ -208,8 +208,9 @@ func or[T comparable](v, def T) T {
 	return v
 }
 
-// baselines measures the ceilings: ingest always, delivery when the
-// scenario has endpoints.
+// baselines measures the ceilings: ingest always; in-process, the bbolt
+// commit and, when the load can reach it, the durable floor; delivery
+// when the scenario has endpoints.
 func (r *runner) baselines(endpoints int) error {
 	b := &r.res.Baselines
 	var err error
@@ -221,6 +222,17 @@ func (r *runner) baselines(endpoints int) error {
 	b.IngestClients = r.o.Clients
 	if b.Ingest, err = ingestCeiling(r.ctx, r.o.Clients, r.body, r.o.Baseline); err != nil {
 		return fmt.Errorf("ingest ceiling: %w", err)
+	}
+	// The floor bounds a load as fast as its clients go, or one paced
+	// faster than one write per commit keeps up with; below that (light,
+	// slow-receiver) it bounds nothing the run shows.
+	if r.o.Target == "" && (r.o.Rate == 0 || r.o.Rate > b.Commits) {
+		path := filepath.Join(r.dir, "durable-floor.db")
+		b.DurableFloor, err = durableFloor(r.ctx, path, r.o.Clients, r.body, r.o.Baseline)
+		os.Remove(path)
+		if err != nil {
+			return fmt.Errorf("durable floor: %w", err)
+		}
 	}
 	if endpoints > 0 {
 		b.Endpoints = endpoints
@@ -429,6 +441,9 @@ func (r *runner) ingestStats(lr loadResult, clients int) *IngestStats {
 	if r.res.Baselines.Ingest > 0 && r.o.Rate == 0 {
 		s.Ratio = s.Rate / r.res.Baselines.Ingest
 	}
+	if f := r.res.Baselines.DurableFloor; f > 0 {
+		s.FloorRatio = s.Rate / f
+	}
 	if lr.firstErr != nil {
 		s.FirstErr = lr.firstErr.Error()
 	}
@@ -634,7 +649,7 @@ func (r *runner) ingestOnly() error {
 	stop()
 	r.stopProfile()
 	r.res.IngestSingle = r.ingestStats(lr1, 1)
-	r.res.IngestSingle.Ratio = 0
+	r.res.IngestSingle.Ratio, r.res.IngestSingle.FloorRatio = 0, 0
 	r.res.Series = points(ingestSeries(lr.start, lr.acks), nil)
 	if len(lr.acks) == 0 {
 		return fmt.Errorf("no event acknowledged: %v", lr.firstErr)
