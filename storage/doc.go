@@ -7,17 +7,20 @@
 // fixed-width big-endian, so byte order is numeric order; times in keys are
 // Unix nanoseconds (clamped to [0, 2^63-1]). "‖" is concatenation; 0x00
 // ends a tenant or event ID that is followed by more key (they never
-// contain it). Records begin with a format version byte (1).
+// contain it). Records begin with a format version byte: 1 is JSON (or a
+// fixed binary layout where the table says so), 2 the binary format of
+// binary.go, which deliveries and event headers are written in since
+// schema 3; records written as 1 before that are read as they are.
 //
 //	bucket              key                                          value
-//	meta                "schema"                                     schema version, uint64 (2)
+//	meta                "schema"                                     schema version, uint64 (3)
 //	meta                "secret_key_id"                              ID(8) of the key secrets are sealed with; absent: plain
 //	tenants             tenant ID                                    tenant record (v1 ‖ JSON)
 //	event_types         type name                                    event type record (v1 ‖ JSON)
 //	endpoints           tenant ‖ 0x00 ‖ endpoint ID                  endpoint record with secrets, sealed or plain (v1 ‖ JSON)
 //	events              seq(8)                                       event record (see below); never rewritten
 //	event_ids           event ID                                     seq(8)
-//	deliveries          delivery ID                                  delivery record (v1 ‖ JSON)
+//	deliveries          delivery ID                                  delivery record (v2 ‖ binary; v1 ‖ JSON before schema 3)
 //	event_deliveries    event ID ‖ 0x00 ‖ delivery ID                empty
 //	retry_index         due(8) ‖ delivery ID                         endpoint ID
 //	dead_letters        tenant ‖ 0x00 ‖ deadAt(8) ‖ delivery ID      empty
@@ -38,7 +41,8 @@
 // The events bucket is the append-only event log: the key is the bucket's
 // NextSequence, so cursor order is ingest order. An event record is
 //
-//	version(1) ‖ header length(4) ‖ header JSON {id, tenant, type, created, api_version} ‖ body
+//	version(2) ‖ id ‖ tenant ‖ type ‖ created ‖ api_version ‖ body       (binary.go's fields)
+//	version(1) ‖ header length(4) ‖ header JSON {id, tenant, type, created, api_version} ‖ body   (before schema 3)
 //
 // where body is the envelope exactly as ingested: every attempt and replay
 // signs and sends those bytes, so they are never re-encoded.
