@@ -309,22 +309,34 @@ func (db *DB) DeadLetters(ctx context.Context, tenant, cursor string, limit int)
 }
 
 // retryIndexCheckEvery is how many entries RetryIndex visits between
-// checks of its context.
-const retryIndexCheckEvery = 1024
+// checks of its context; retryIndexDropEvery, between calls of
+// dropMapped.
+const (
+	retryIndexCheckEvery = 1024
+	retryIndexDropEvery  = 64 * 1024
+)
 
 // RetryIndex calls fn for every entry of the retry index in due order, in
 // one read transaction (a consistent snapshot). It is how the timer is
 // rebuilt at start. fn runs inside the transaction: it must be quick and
 // must not call the DB. An error from fn (or the end of ctx) stops the walk
 // and is returned.
+//
+// The walk lets go of the file's pages it has read as it goes (see
+// dropMapped), so a million pending deliveries do not leave the process
+// holding hundreds of MB of the file mapped after recovery.
 func (db *DB) RetryIndex(ctx context.Context, fn func(engine.RetryEntry) error) error {
 	err := db.view(ctx, func(tx *bolt.Tx) error {
+		defer dropMapped(db.bolt, tx.Size())
 		c := tx.Bucket(bucketRetryIndex).Cursor()
 		n := 0
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			if n++; n%retryIndexCheckEvery == 0 {
 				if err := ctx.Err(); err != nil {
 					return err
+				}
+				if n%retryIndexDropEvery == 0 {
+					dropMapped(db.bolt, tx.Size())
 				}
 			}
 			due, id, err := decodeRetryKey(k)
