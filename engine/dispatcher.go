@@ -91,6 +91,7 @@ type Dispatcher struct {
 	rerun     map[string]bool          // enqueued while in flight: look again after
 	limiters  map[string]*rate.Limiter // per endpoint, kept while the process runs
 	wake      chan struct{}            // the earliest timer changed
+	recording chan struct{}            // a slot per outcome being recorded (recordLater)
 	started   bool
 	stopping  bool
 	stopped   chan struct{}      // closed when workers and timer loop are gone
@@ -145,6 +146,7 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 		rerun:     make(map[string]bool),
 		limiters:  make(map[string]*rate.Limiter),
 		wake:      make(chan struct{}, 1),
+		recording: make(chan struct{}, opts.Workers),
 		stopped:   make(chan struct{}),
 	}
 	if d.client == nil {
@@ -503,6 +505,7 @@ func (d *Dispatcher) finish(id string, eq *endpointQueue, at time.Time, holdsSlo
 	}
 }
 
+// worker claims deliveries and attempts them, one at a time.
 func (d *Dispatcher) worker() {
 	defer d.workersWG.Done()
 	for {
@@ -510,9 +513,7 @@ func (d *Dispatcher) worker() {
 		if !ok {
 			return
 		}
-		released := false
-		at := d.attempt(id, func() { d.releaseSlot(eq); released = true })
-		d.finish(id, eq, at, !released)
+		d.attempt(id, eq)
 	}
 }
 
@@ -527,31 +528,34 @@ func (d *Dispatcher) releaseSlot(eq *endpointQueue) {
 	d.makeRunnableLocked(eq)
 }
 
-// attempt makes one attempt of delivery id and records its outcome,
-// calling release once its request is over. It returns when the delivery
-// should be looked at again (monotonic), or zero.
-func (d *Dispatcher) attempt(id string, release func()) time.Time {
+// attempt makes one attempt of delivery id, claimed from eq, and hands
+// its outcome to recordLater; when no attempt is to be made, it finishes
+// the delivery itself.
+func (d *Dispatcher) attempt(id string, eq *endpointQueue) {
 	ctx := d.baseCtx
 	in, err := d.store.AttemptInput(ctx, id)
 	if err != nil {
 		if ErrorCode(err) == CodeDeliveryNotFound {
-			return time.Time{}
+			d.finish(id, eq, time.Time{}, true)
+			return
 		}
 		if ctx.Err() == nil {
 			d.log.Error("read delivery for attempt", "delivery", id, "err", err)
 		}
-		return time.Now().Add(storeRetryDelay)
+		d.finish(id, eq, time.Now().Add(storeRetryDelay), true)
+		return
 	}
 	dl := in.Delivery
 	if dl.State != StatePending {
-		return time.Time{}
+		d.finish(id, eq, time.Time{}, true)
+		return
 	}
 	if at, held := d.holdUnverified(ctx, &in); held {
-		return at // endpoint verification pending: see verification.go
+		d.finish(id, eq, at, true) // endpoint verification pending: see verification.go
+		return
 	}
 	rec := AttemptRecord{DeliveryID: dl.ID, Cycle: dl.Cycle}
 	rec.Attempt = Attempt{Cycle: dl.Cycle, Number: dl.CycleAttempts + 1}
-	var ended time.Time // monotonic: when the attempt's request ended
 
 	switch {
 	case !in.EndpointFound:
@@ -559,25 +563,57 @@ func (d *Dispatcher) attempt(id string, release func()) time.Time {
 		rec.Attempt.Outcome = OutcomePermanent
 		rec.Attempt.Error = "endpoint deleted; no request made"
 		rec.State, rec.Reason = StateDead, "endpoint deleted"
+		d.recordLater(id, eq, &in, rec, time.Time{}, true)
 	case in.Endpoint.Disabled:
 		// No attempt: the delivery waits, paused, for the endpoint to be
 		// enabled (see StatePaused).
 		rec.State, rec.At = StatePaused, d.opts.Now().UTC()
+		at := time.Time{}
 		if _, err := d.store.RecordAttempt(context.WithoutCancel(ctx), rec); err != nil {
 			d.log.Error("pause delivery", "delivery", dl.ID, "endpoint", dl.EndpointID, "err", err)
-			return time.Now().Add(storeRetryDelay)
+			at = time.Now().Add(storeRetryDelay)
 		}
-		return time.Time{}
+		d.finish(id, eq, at, true)
 	default:
 		d.send(ctx, &in, &rec)
-		ended = time.Now()
-		release()
+		ended := time.Now()
+		d.releaseSlot(eq)
 		if ctx.Err() != nil {
 			// Stop gave up waiting: the attempt is not counted, the
 			// delivery stays pending in the retry index.
-			return time.Time{}
+			d.finish(id, eq, time.Time{}, false)
+			return
 		}
+		d.recordLater(id, eq, &in, rec, ended, false)
 	}
+}
+
+// recordLater records the outcome rec of an attempt of delivery id on a
+// goroutine of its own and then finishes the delivery, which stays in
+// flight until then. The worker that made the attempt goes on to its next
+// delivery meanwhile, so a worker's time is its request's, not also the
+// commit's: with every worker waiting for its commit, attempts in flight
+// were bounded by the disk's latency rather than by Workers. At most
+// Workers outcomes wait to be recorded at once; a worker with one more
+// waits for room (backpressure from the disk). Stop waits for them all.
+// ended and holdsSlot are as for record and finish.
+func (d *Dispatcher) recordLater(id string, eq *endpointQueue, in *AttemptInput, rec AttemptRecord, ended time.Time, holdsSlot bool) {
+	d.recording <- struct{}{}
+	d.workersWG.Add(1)
+	go func() {
+		defer d.workersWG.Done()
+		at := d.record(in, rec, ended)
+		<-d.recording
+		d.finish(id, eq, at, holdsSlot)
+	}()
+}
+
+// record records rec, the outcome of an attempt of in.Delivery whose
+// request ended at ended (monotonic; zero if none was made), with the
+// endpoint's health after it, and tells OnAttempt and OnAlert. It returns
+// when the delivery should be looked at again (monotonic), or zero.
+func (d *Dispatcher) record(in *AttemptInput, rec AttemptRecord, ended time.Time) time.Time {
+	dl := in.Delivery
 	rec.At = d.opts.Now().UTC()
 	var alerts []string
 	if in.EndpointFound {
@@ -587,7 +623,7 @@ func (d *Dispatcher) attempt(id string, release func()) time.Time {
 			rec.Endpoint = &after
 		}
 	}
-	updated, err := d.store.RecordAttempt(context.WithoutCancel(ctx), rec)
+	updated, err := d.store.RecordAttempt(context.WithoutCancel(d.baseCtx), rec)
 	if err != nil {
 		d.log.Error("record attempt", "delivery", dl.ID, "event", dl.EventID, "endpoint", dl.EndpointID, "err", err)
 		return time.Now().Add(storeRetryDelay)
