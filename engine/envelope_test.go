@@ -44,3 +44,33 @@ func TestEncodeEnvelope(t *testing.T) {
 		})
 	}
 }
+
+func TestAppendJSONString(t *testing.T) {
+	for _, s := range []string{
+		"", "v1", "evt_01jdzq8m2y6n3v4w5x6y7z8a9b", "payment.succeeded", "2026-12 beta ~ DEL\x7f",
+		`"quoted"`, `back\slash`, "<b>&amp;</b>", "tab\there", "nul\x00", "é ✓", "\u2028\u2029", "bad \xff utf-8",
+	} {
+		t.Run(s, func(t *testing.T) {
+			want, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := appendJSONString([]byte("x"), s); !bytes.Equal(got, append([]byte("x"), want...)) {
+				t.Errorf("appendJSONString(%q) = %s, want x%s", s, got, want)
+			}
+		})
+	}
+}
+
+// FuzzAppendJSONString checks appendJSONString against json.Marshal.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"v1", "<>&", "\x7f", "é", "\xff", `"\`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("appendJSONString(%q) = %s, want %s", s, got, want)
+		}
+	})
+}

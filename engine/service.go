@@ -311,7 +311,8 @@ type IngestInput struct {
 // json.Marshal would validate and compact it a second time, the larger
 // part of the cost for a 1 KiB event.
 func encodeEnvelope(id, typ string, created time.Time, apiVersion string, data []byte) []byte {
-	b := make([]byte, 0, len(data)+len(id)+len(typ)+len(apiVersion)+80)
+	const fixed = len(`{"id":"","type":"","created":"","api_version":"","data":}`) + len(time.RFC3339Nano)
+	b := make([]byte, 0, fixed+len(id)+len(typ)+len(apiVersion)+len(data))
 	b = append(b, `{"id":`...)
 	b = appendJSONString(b, id)
 	b = append(b, `,"type":`...)
@@ -325,11 +326,30 @@ func encodeEnvelope(id, typ string, created time.Time, apiVersion string, data [
 	return append(b, '}')
 }
 
-// appendJSONString appends s as a JSON string.
+// appendJSONString appends s as a JSON string, as json.Marshal writes it:
+// directly when every byte is one json.Marshal copies as it is, through
+// json.Marshal otherwise.
 func appendJSONString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string always encodes
-	return append(b, q...)
+	for i := 0; i < len(s); i++ {
+		if !marshalPlainByte[s[i]] {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
+
+// marshalPlainByte is true for the bytes json.Marshal copies into a string
+// as they are: printable ASCII but the quote, the backslash and the HTML
+// characters it escapes (<, > and &).
+var marshalPlainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 // Ingest stores one event and its deliveries durably, then hands the
 // deliveries to the dispatcher. When it returns nil the event is on disk.
@@ -359,13 +379,22 @@ func (s *Service) ingest(ctx context.Context, tenant string, in IngestInput) (In
 	if len(bytes.TrimSpace(in.Data)) == 0 {
 		return IngestResult{}, Errorf(CodeInvalidField, "data", "data is required (any JSON value)")
 	}
-	var data bytes.Buffer
-	if err := json.Compact(&data, in.Data); err != nil {
-		return IngestResult{}, Errorf(CodeInvalidJSON, "data", "data is not valid JSON")
-	}
-	if err := checkDataDepth(data.Bytes()); err != nil {
+	// The idempotency hash covers the request as sent (api_version before
+	// the default is filled in), so a change of the default within the
+	// window does not turn a retry into a conflict: it is the SHA-256 of
+	// type, NUL, api_version as sent, NUL, compacted data. The data is
+	// compacted right after that prefix, so the hash reads one buffer.
+	hashed := make([]byte, 0, len(in.Type)+len(requestedVersion)+2+len(in.Data))
+	hashed = append(hashed, in.Type...)
+	hashed = append(hashed, 0)
+	hashed = append(hashed, requestedVersion...)
+	hashed = append(hashed, 0)
+	prefix := len(hashed)
+	hashed, err := appendData(hashed, in.Data)
+	if err != nil {
 		return IngestResult{}, err
 	}
+	data := hashed[prefix:]
 	if err := validText("Idempotency-Key", in.IdempotencyKey, MaxIdempotencyKey); err != nil {
 		return IngestResult{}, err
 	}
@@ -376,18 +405,8 @@ func (s *Service) ingest(ctx context.Context, tenant string, in IngestInput) (In
 	now := s.now()
 	created := now.Truncate(time.Millisecond)
 	id := NewID("evt")
-	body := encodeEnvelope(id, in.Type, created, in.APIVersion, data.Bytes())
-	// The idempotency hash covers the request as sent (api_version before
-	// the default is filled in), so a change of the default within the
-	// window does not turn a retry into a conflict.
-	h := sha256.New()
-	h.Write([]byte(in.Type))
-	h.Write([]byte{0})
-	h.Write([]byte(requestedVersion))
-	h.Write([]byte{0})
-	h.Write(data.Bytes())
-	var hash [32]byte
-	h.Sum(hash[:0])
+	body := encodeEnvelope(id, in.Type, created, in.APIVersion, data)
+	hash := sha256.Sum256(hashed)
 
 	res, err := s.store.AppendEvent(ctx, NewEvent{
 		Event:              Event{ID: id, TenantID: tenant, Type: in.Type, Created: created, APIVersion: in.APIVersion, Body: body},

@@ -6,11 +6,7 @@ import (
 	"strings"
 )
 
-var (
-	tenantIDPattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	eventTypePattern = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$`)
-	idPattern        = regexp.MustCompile(`^[a-z]{2,4}_[0-9a-z]{26}$`)
-)
+var idPattern = regexp.MustCompile(`^[a-z]{2,4}_[0-9a-z]{26}$`)
 
 // Limits on names and free text.
 const (
@@ -25,7 +21,7 @@ const (
 // ValidateTenantID reports a CodeInvalidField error unless id is 1-64 of
 // letters, digits, '_', '.', '-', starting with a letter or digit.
 func ValidateTenantID(id string) error {
-	if !tenantIDPattern.MatchString(id) {
+	if !validTenantID(id) {
 		return Errorf(CodeInvalidField, "tenant", "tenant id must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit")
 	}
 	return nil
@@ -35,10 +31,47 @@ func ValidateTenantID(id string) error {
 // form resource.action: lowercase words of letters, digits and '_', joined
 // by dots (payment.succeeded, invoice.line_item.updated).
 func ValidateEventType(field, name string) error {
-	if len(name) > MaxEventTypeLen || !eventTypePattern.MatchString(name) {
+	if len(name) > MaxEventTypeLen || !validEventType(name) {
 		return Errorf(CodeInvalidField, field, "event type must look like resource.action: lowercase letters, digits and '_' joined by dots, at most %d characters", MaxEventTypeLen)
 	}
 	return nil
+}
+
+// validTenantID reports whether id matches ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$.
+// (A loop rather than a regexp: every ingest checks its tenant.)
+func validTenantID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validEventType reports whether name matches
+// ^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$: two or more words joined by dots,
+// each a lowercase letter then lowercase letters, digits and '_'.
+func validEventType(name string) bool {
+	dots := 0
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z':
+		case i == 0 || name[i-1] == '.':
+			return false // a word starts with a letter
+		case '0' <= c && c <= '9', c == '_':
+		case c == '.':
+			dots++
+		default:
+			return false
+		}
+	}
+	return dots > 0 && name[len(name)-1] != '.'
 }
 
 // validID reports whether id looks like one NewID made.
