@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -33,12 +34,37 @@ import (
 )
 
 func main() {
+	if n := extraProc(os.Getenv, runtime.GOMAXPROCS(0)); n > 0 {
+		runtime.GOMAXPROCS(n)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "webhookd:", err)
 		os.Exit(1)
 	}
+}
+
+// extraProc returns the GOMAXPROCS webhookd runs with, one more than the
+// runtime's default procs (the CPUs it may use), or 0 to leave it as it
+// is: when the GOMAXPROCS environment variable is set, the operator's value
+// stands.
+//
+// Why one more: every commit is two fdatasyncs, and the commit loop's
+// thread keeps its P while it waits in one, until the runtime's monitor
+// takes the P back (tens of microseconds or more later, each time). At
+// thousands of commits a second that leaves a 2-core machine running on
+// one P for a large part of the time, and ingest and delivery then queue
+// for it. With one spare P, the other CPUs stay busy while the loop's
+// thread waits on the disk. On the bench's 2-core machine (sustained, 5 000
+// events/s in and out) it took the end-to-end p99 from 0.6-2.4 s to
+// 5-10 ms, with less CPU used. Setting it turns off the runtime's own
+// updates of GOMAXPROCS to a changed CPU limit; restart after changing one.
+func extraProc(getenv func(string) string, procs int) int {
+	if getenv("GOMAXPROCS") != "" {
+		return 0
+	}
+	return procs + 1
 }
 
 // command is a subcommand: webhookd NAME [flags].
