@@ -68,8 +68,11 @@ var Scenarios = []Scenario{
 		run: (*runner).light,
 	},
 	{
-		Name: "sustained", About: "ingest and delivery at once, 5000 events/s offered by up to 64 clients, 1 endpoint",
-		Events: 50000, Duration: time.Minute, Clients: 64, Rate: 5000, Endpoints: 1,
+		// 5% over the target's 5 000/s: a paced load's rate from first
+		// send to last delivery is always a little under what is offered,
+		// so offering exactly 5 000/s could never show 5 000/s.
+		Name: "sustained", About: "ingest and delivery at once, 5250 events/s offered by up to 64 clients, 1 endpoint",
+		Events: 52500, Duration: time.Minute, Clients: 64, Rate: 5250, Endpoints: 1,
 		run: (*runner).sustained,
 	},
 	{
