@@ -23,7 +23,7 @@ import (
 // named on it.
 type DispatcherOptions struct {
 	Policy              RetryPolicy  // zero Deadline: DefaultRetryPolicy()
-	Workers             int          // attempts in flight at once, all endpoints; 0: 64
+	Workers             int          // attempts in flight at once, all endpoints (and up to as many outcomes being recorded); 0: 64
 	EndpointConcurrency int          // attempts in flight at once per endpoint; 0: 8
 	EndpointRate        float64      // attempts per second per endpoint; 0: unlimited
 	Client              *http.Client // nil: NewHTTPClient(Workers, EndpointConcurrency, Targets)
