@@ -44,28 +44,17 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, max int64, dst any, requ
 	return decodeBody(r.Header.Get("Content-Type"), body, dst, required)
 }
 
-// readBody is io.ReadAll for a body that announces size bytes (Content-Length,
-// -1 when unknown): a body of that size is read into one buffer, at most
-// maxBodyBuffer of it allocated before the bytes arrive.
+// readBody is io.ReadAll for a body that announces size bytes
+// (Content-Length, -1 when unknown): a body of that size is read into one
+// buffer (bytes.Buffer.ReadFrom needs MinRead bytes of room to see the
+// end), at most maxBodyBuffer of it allocated before the bytes arrive.
 func readBody(r io.Reader, size int64) ([]byte, error) {
-	if size <= 0 {
-		return io.ReadAll(r)
+	var buf bytes.Buffer
+	if size > 0 {
+		buf.Grow(int(min(size, maxBodyBuffer)) + bytes.MinRead)
 	}
-	// One byte more than announced, to see the end without growing.
-	b := make([]byte, 0, min(size, maxBodyBuffer)+1)
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err != nil {
-			if err == io.EOF {
-				err = nil
-			}
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // let append pick the next size
-		}
-	}
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
 }
 
 // maxBodyBuffer bounds what readBody allocates on the word of a
