@@ -109,8 +109,7 @@ func TestEndpointHealth_FailingTooLongAndAlerts(t *testing.T) {
 	op.setSecret(opSecret)
 	opCheck := &verify.Verifier{Secrets: []string{opSecret}}
 	op.answer = func(n int, w http.ResponseWriter, r *http.Request) {
-		reqs := op.got()
-		body := reqs[len(reqs)-1].body
+		body := op.got()[n-1].body // this request's: alerts arrive concurrently
 		if _, err := opCheck.Verify(r.Header, body); err != nil {
 			t.Errorf("alert signature: %v", err)
 		}
