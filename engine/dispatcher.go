@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -664,8 +663,7 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 	if err == nil {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("User-Agent", d.opts.UserAgent)
-		var sig http.Header
-		sig, err = verify.Sign(in.Endpoint.SigningKeys(start), dl.EventID, start, in.Body)
+		err = verify.SignHeader(req.Header, in.Endpoint.SigningKeys(start), dl.EventID, start, in.Body)
 		if err != nil {
 			// Not a transport error: no key can sign. Never retried.
 			rec.Attempt.Duration = time.Since(mono)
@@ -674,14 +672,17 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 			rec.State, rec.Reason = StateDead, rec.Attempt.Error
 			return
 		}
-		maps.Copy(req.Header, sig)
 		var resp *http.Response
 		resp, err = d.client.Do(req)
 		if err == nil {
 			status = resp.StatusCode
-			excerpt, rerr := io.ReadAll(io.LimitReader(resp.Body, MaxResponseExcerpt))
-			if rerr == nil {
-				_, rerr = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBody))
+			var excerpt []byte
+			var rerr error
+			if resp.ContentLength != 0 { // 0: an empty body, nothing to read
+				excerpt, rerr = io.ReadAll(io.LimitReader(resp.Body, MaxResponseExcerpt))
+				if rerr == nil {
+					_, rerr = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBody))
+				}
 			}
 			resp.Body.Close()
 			rec.Attempt.Response = string(bytes.ToValidUTF8(excerpt, []byte("\uFFFD")))
@@ -724,6 +725,9 @@ func (d *Dispatcher) logAttempt(dl Delivery, rec AttemptRecord) {
 	level := slog.LevelDebug
 	if a.Outcome != OutcomeSuccess {
 		level = slog.LevelInfo
+	}
+	if !d.log.Enabled(context.Background(), level) {
+		return // before the arguments are boxed: most attempts succeed, at Debug
 	}
 	d.log.Log(context.Background(), level, "attempt",
 		"event", dl.EventID, "delivery", dl.ID, "endpoint", dl.EndpointID,

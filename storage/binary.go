@@ -97,6 +97,19 @@ func (r *reader) string() string {
 	return s
 }
 
+// skipString passes over a string without copying it.
+func (r *reader) skipString() {
+	n := r.uvarint()
+	if r.err != nil {
+		return
+	}
+	if n > uint64(len(r.b)) {
+		r.fail()
+		return
+	}
+	r.b = r.b[n:]
+}
+
 func (r *reader) time() time.Time {
 	sec, nsec := r.int(), r.uvarint()
 	if r.err != nil {

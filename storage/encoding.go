@@ -321,6 +321,25 @@ func decodeEventHeader(data []byte) (engine.Event, []byte, error) {
 	return ev, body, nil
 }
 
+// eventBody returns the body of an event record, as decodeEventHeader
+// does, without copying the header's strings: each attempt reads it.
+func eventBody(data []byte) ([]byte, error) {
+	if len(data) == 0 || data[0] != formatV2 {
+		_, body, err := decodeEventHeader(data)
+		return body, err
+	}
+	r := reader{b: data[1:]}
+	r.skipString() // id
+	r.skipString() // tenant
+	r.skipString() // type
+	r.time()       // created
+	r.skipString() // api version
+	if r.err != nil {
+		return nil, fmt.Errorf("decode event: %w", r.err)
+	}
+	return r.b, nil
+}
+
 // encodeDelivery encodes d in the binary format (formatV2, binary.go):
 //
 //	version(2) ‖ id ‖ tenant ‖ event id ‖ event type ‖ endpoint id ‖ state ‖

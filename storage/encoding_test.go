@@ -119,6 +119,31 @@ func TestDecodeEvent_bodyVerbatim(t *testing.T) {
 	}
 }
 
+// TestEventBody: the body an attempt reads without decoding the header is
+// decodeEventHeader's, for both formats and every truncation of a record;
+// a record whose header is cut short is refused by both.
+func TestEventBody(t *testing.T) {
+	v2, err := encodeEvent(sampleEvent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := []byte(`{"id":"` + sampleEvent.ID + `","tenant":"acme","type":"order.created","created":"2030-01-02T03:04:05Z","api_version":"v1"}`)
+	v1 := append([]byte{formatV1, 0, 0, 0, byte(len(h))}, h...)
+	v1 = append(v1, sampleEvent.Body...)
+	for name, rec := range map[string][]byte{"v2": v2, "v1": v1} {
+		for n := 0; n <= len(rec); n++ {
+			_, want, werr := decodeEventHeader(rec[:n])
+			got, gerr := eventBody(rec[:n])
+			if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
+				t.Errorf("%s cut to %d bytes: eventBody = %q, %v; decodeEventHeader = %q, %v", name, n, got, gerr, want, werr)
+			}
+		}
+		if got, _ := eventBody(rec); !bytes.Equal(got, sampleEvent.Body) {
+			t.Errorf("%s: body = %q, want %q", name, got, sampleEvent.Body)
+		}
+	}
+}
+
 func TestKeys(t *testing.T) {
 	t.Run("retry key order", func(t *testing.T) {
 		keys := [][]byte{

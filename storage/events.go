@@ -257,7 +257,7 @@ func getEventBody(tx *bolt.Tx, id string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, body, err := decodeEventHeader(v)
+	body, err := eventBody(v)
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", id, err)
 	}

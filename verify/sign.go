@@ -33,34 +33,34 @@ func StandardKey(secret string) ([]byte, error) {
 // StandardSignature returns the Standard Webhooks signature entry
 // "v1,<base64 HMAC-SHA256(key, id + "." + timestamp + "." + body)>".
 func StandardSignature(key []byte, id string, timestamp int64, body []byte) string {
-	return "v1," + base64.StdEncoding.EncodeToString(standardMAC(key, id, timestamp, body))
+	return "v1," + base64.StdEncoding.EncodeToString(standardMAC(nil, key, id, timestamp, body))
 }
 
-// standardMAC is the raw HMAC behind StandardSignature.
-func standardMAC(key []byte, id string, timestamp int64, body []byte) []byte {
+// standardMAC appends to dst the raw HMAC behind StandardSignature.
+func standardMAC(dst, key []byte, id string, timestamp int64, body []byte) []byte {
 	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(id))
-	mac.Write([]byte{'.'})
-	mac.Write(strconv.AppendInt(nil, timestamp, 10))
-	mac.Write([]byte{'.'})
+	prefix := make([]byte, 0, len(id)+22)
+	prefix = append(prefix, id...)
+	prefix = append(prefix, '.')
+	prefix = strconv.AppendInt(prefix, timestamp, 10)
+	mac.Write(append(prefix, '.'))
 	mac.Write(body)
-	return mac.Sum(nil)
+	return mac.Sum(dst)
 }
 
 // StripeSignature returns the hex HMAC-SHA256 of timestamp + "." + body
 // keyed with the whole secret string, as Stripe's libraries compute the
 // v1 entry of a "t=<unix>,v1=<hex>" header.
 func StripeSignature(secret string, timestamp int64, body []byte) string {
-	return hex.EncodeToString(stripeMAC(secret, timestamp, body))
+	return hex.EncodeToString(stripeMAC(nil, secret, timestamp, body))
 }
 
-// stripeMAC is the raw HMAC behind StripeSignature.
-func stripeMAC(secret string, timestamp int64, body []byte) []byte {
+// stripeMAC appends to dst the raw HMAC behind StripeSignature.
+func stripeMAC(dst []byte, secret string, timestamp int64, body []byte) []byte {
 	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(strconv.AppendInt(nil, timestamp, 10))
-	mac.Write([]byte{'.'})
+	mac.Write(append(strconv.AppendInt(make([]byte, 0, 21), timestamp, 10), '.'))
 	mac.Write(body)
-	return mac.Sum(nil)
+	return mac.Sum(dst)
 }
 
 // Sign returns the signature headers webhookd sends with body: webhook-id,
@@ -70,29 +70,62 @@ func stripeMAC(secret string, timestamp int64, body []byte) []byte {
 // sender does during a rotation. Sign is meant for a receiver's tests and
 // for tools; the error never contains a secret.
 func Sign(secrets []string, id string, timestamp time.Time, body []byte) (http.Header, error) {
+	h := make(http.Header, 4)
+	if err := SignHeader(h, secrets, id, timestamp, body); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Canonical forms of the header names, as http.Header.Set stores them.
+var (
+	canonicalID        = http.CanonicalHeaderKey(HeaderID)
+	canonicalTimestamp = http.CanonicalHeaderKey(HeaderTimestamp)
+	canonicalSignature = http.CanonicalHeaderKey(HeaderSignature)
+	canonicalStripe    = http.CanonicalHeaderKey(HeaderStripeSignature)
+)
+
+// SignHeader sets the headers Sign returns on h, replacing any there, and
+// is what a sender calls on each request: it builds each value in one
+// buffer and sets it without the copies Sign's own header costs. On error
+// h is unchanged.
+func SignHeader(h http.Header, secrets []string, id string, timestamp time.Time, body []byte) error {
 	if len(secrets) == 0 {
-		return nil, ErrNoSecrets
+		return ErrNoSecrets
 	}
 	if id == "" {
-		return nil, errors.New("verify: sign: empty id")
+		return errors.New("verify: sign: empty id")
 	}
 	ts := timestamp.Unix()
-	std := make([]string, 0, len(secrets))
-	x := []string{"t=" + strconv.FormatInt(ts, 10)}
+	sum := make([]byte, 0, sha256.Size)
+	// x holds the timestamp, then the X-Webhook-Signature value; both
+	// strings are cut from one copy of it.
+	x := make([]byte, 0, 2*20+len(secrets)*len(",v1=")+len(secrets)*hex.EncodedLen(sha256.Size))
+	x = strconv.AppendInt(x, ts, 10)
+	tsEnd := len(x)
+	x = append(x, "t="...)
+	x = append(x, x[:tsEnd]...)
+	std := make([]byte, 0, len(secrets)*(len("v1, ")+base64.StdEncoding.EncodedLen(sha256.Size)))
 	for i, s := range secrets {
 		key, err := StandardKey(s)
 		if err != nil {
-			return nil, fmt.Errorf("verify: sign: secret %d: %w", i, err)
+			return fmt.Errorf("verify: sign: secret %d: %w", i, err)
 		}
-		std = append(std, StandardSignature(key, id, ts, body))
-		x = append(x, "v1="+StripeSignature(s, ts, body))
+		if i > 0 {
+			std = append(std, ' ')
+		}
+		std = append(std, "v1,"...)
+		std = base64.StdEncoding.AppendEncode(std, standardMAC(sum[:0], key, id, ts, body))
+		x = append(x, ",v1="...)
+		x = hex.AppendEncode(x, stripeMAC(sum[:0], s, ts, body))
 	}
-	h := make(http.Header, 4)
-	h.Set(HeaderID, id)
-	h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-	h.Set(HeaderSignature, strings.Join(std, " "))
-	h.Set(HeaderStripeSignature, strings.Join(x, ","))
-	return h, nil
+	xs := string(x)
+	v := []string{id, xs[:tsEnd], string(std), xs[tsEnd:]} // one array, four one-value slices
+	h[canonicalID] = v[0:1:1]
+	h[canonicalTimestamp] = v[1:2:2]
+	h[canonicalSignature] = v[2:3:3]
+	h[canonicalStripe] = v[3:4:4]
+	return nil
 }
 
 // ChallengeResponse returns the Standard Webhooks endpoint-verification

@@ -152,7 +152,7 @@ func (v *Verifier) verifyStandard(h http.Header, sigs []string, body []byte) (Me
 	matched := false
 	for _, s := range v.Secrets {
 		key, _ := StandardKey(s) // checked above
-		want := []byte(base64.StdEncoding.EncodeToString(standardMAC(key, id, ts, body)))
+		want := []byte(base64.StdEncoding.EncodeToString(standardMAC(nil, key, id, ts, body)))
 		for _, e := range entries {
 			if e.version == "v1" && hmac.Equal([]byte(e.signature), want) {
 				matched = true
@@ -181,7 +181,7 @@ func (v *Verifier) verifyStripe(xs []string, body []byte) (Message, error) {
 	}
 	matched := false
 	for _, s := range v.Secrets {
-		want := stripeMAC(s, ts, body)
+		want := stripeMAC(nil, s, ts, body)
 		for _, sig := range sigs {
 			if hmac.Equal(sig, want) {
 				matched = true

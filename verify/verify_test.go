@@ -293,6 +293,52 @@ func TestSign(t *testing.T) {
 	}
 }
 
+// TestSignHeader: SignHeader sets exactly Sign's headers on a request's
+// header, replaces stale ones, keeps the others, and on error changes
+// nothing, so a second secret's fault cannot leave half a signature.
+func TestSignHeader(t *testing.T) {
+	body := []byte(`{"id":"evt_1"}`)
+	at := time.Unix(1674087231, 0)
+	secrets := []string{testSecret, testSecret2}
+	want, err := Sign(secrets, "evt_1", at, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set(HeaderSignature, "v1,stale")
+	h.Set(HeaderID, "evt_old")
+	if err := SignHeader(h, secrets, "evt_1", at, body); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{HeaderID, HeaderTimestamp, HeaderSignature, HeaderStripeSignature} {
+		if got, w := h.Values(k), want.Values(k); len(got) != 1 || got[0] != w[0] {
+			t.Errorf("%s = %q, want %q", k, got, w)
+		}
+	}
+	if got := h.Get("Content-Type"); got != "application/json" {
+		t.Errorf("Content-Type = %q, want it kept", got)
+	}
+	if len(h) != 5 {
+		t.Errorf("header has %d keys, want 5: %v", len(h), h)
+	}
+	// Appending to one value must not write into another's backing array.
+	h[http.CanonicalHeaderKey(HeaderID)] = append(h[http.CanonicalHeaderKey(HeaderID)], "x")
+	if got := h.Get(HeaderTimestamp); got != "1674087231" {
+		t.Errorf("after appending to webhook-id, webhook-timestamp = %q", got)
+	}
+
+	before := h.Clone()
+	if err := SignHeader(h, []string{testSecret, "whsec_%%%"}, "evt_2", at, body); !errors.Is(err, ErrBadSecret) {
+		t.Fatalf("SignHeader with a bad second secret: %v, want ErrBadSecret", err)
+	}
+	for k, v := range before {
+		if strings.Join(h[k], "|") != strings.Join(v, "|") {
+			t.Errorf("after a failed SignHeader, %s = %q, want %q unchanged", k, h[k], v)
+		}
+	}
+}
+
 // TestImports enforces that verify imports nothing else of webhookd, so a
 // receiver can use it alone.
 func TestImports(t *testing.T) {
