@@ -106,9 +106,16 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}
 	bdb, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:      opts.LockTimeout,
-		NoSync:       false, // IMPORTANT: a nil error from a write means it is on disk
-		FreelistType: bolt.FreelistMapType,
+		Timeout: opts.LockTimeout,
+		NoSync:  false, // IMPORTANT: a nil error from a write means it is on disk
+		// The array freelist: every commit writes the whole freelist
+		// (its sync is on, so that open need not scan the file), which
+		// the map freelist first sorts, O(n log n) in the free pages and
+		// about 2% of dispatch's CPU; the array keeps its ids sorted and
+		// merges, O(n). Its one linear step the map avoids, finding a
+		// run of pages for a value over a page, costs no more than the
+		// write every commit already pays.
+		FreelistType: bolt.FreelistArrayType,
 	})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("storage: open %s: %w (lock not acquired within %s)", path, ErrInUse, opts.LockTimeout)
