@@ -82,3 +82,81 @@ func TestDispatcher_StopRecordsOutcomes(t *testing.T) {
 		t.Errorf("Check: %v", err)
 	}
 }
+
+// slowDisk is the real store with commits of attempt outcomes held until
+// open is closed: a disk that has stopped answering.
+type slowDisk struct {
+	*storage.DB
+	open    chan struct{}
+	waiting atomic.Int64
+}
+
+func (s *slowDisk) RecordAttempt(ctx context.Context, rec engine.AttemptRecord) (engine.Delivery, error) {
+	s.waiting.Add(1)
+	<-s.open
+	return s.DB.RecordAttempt(ctx, rec)
+}
+
+// TestDispatcher_RecordingBackpressure: while the disk does not answer,
+// workers go on with attempts only until RecordingPerWorker × Workers
+// outcomes wait for it and each worker holds one more; then no request is
+// made until the disk answers, after which every outcome is recorded.
+func TestDispatcher_RecordingBackpressure(t *testing.T) {
+	const workers, events = 2, 40
+	var requests atomic.Int64
+	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer rc.Close()
+
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	n := seedPending(t, path, rc.URL, events, 0)
+	db, err := storage.Open(path, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	disk := &slowDisk{DB: db, open: make(chan struct{})}
+	disp := engine.NewDispatcher(disk, engine.DispatcherOptions{
+		Policy: recoverPolicy(), Workers: workers, EndpointConcurrency: workers,
+		Client: loopbackClient(workers), Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true},
+	})
+	ctx := context.Background()
+	if err := disp.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waiting := engine.RecordingPerWorker * workers
+	want := int64(waiting + workers)
+	deadline := time.Now().Add(10 * time.Second)
+	for requests.Load() < want && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // room for any request beyond the bound
+	if got := requests.Load(); got != want {
+		t.Errorf("with the disk not answering, %d requests were made, want %d (%d outcomes waiting + one per worker)", got, want, waiting)
+	}
+	if got := disk.waiting.Load(); got != int64(waiting) {
+		t.Errorf("%d outcomes wait for the disk, want %d", got, waiting)
+	}
+
+	close(disk.open)
+	deadline = time.Now().Add(20 * time.Second)
+	for disp.Running() && time.Now().Before(deadline) {
+		s := disp.Stats()
+		if s.Scheduled+s.Ready+s.InFlight == 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := disp.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	pending := 0
+	if err := db.RetryIndex(ctx, func(engine.RetryEntry) error { pending++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if pending != 0 || requests.Load() != int64(n) {
+		t.Errorf("after the disk answered: %d pending, %d requests for %d deliveries; want 0 pending, one request each", pending, requests.Load(), n)
+	}
+}
