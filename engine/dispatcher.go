@@ -695,7 +695,9 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 				}
 			}
 			resp.Body.Close()
-			rec.Attempt.Response = string(bytes.ToValidUTF8(excerpt, []byte("\uFFFD")))
+			if len(excerpt) > 0 { // ToValidUTF8 allocates even for nothing
+				rec.Attempt.Response = string(bytes.ToValidUTF8(excerpt, []byte("\uFFFD")))
+			}
 			if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 				retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), start)
 			}
