@@ -40,6 +40,9 @@ type Baselines struct {
 	// back to back, on the scenario's disk: what one writer gets without
 	// group commit, and the unit every commit's cost is paid in.
 	Commits float64 `json:"bbolt_commits_per_second,omitempty"`
+	// Commit is the latency of those commits: what a client alone, whose
+	// every request waits for a commit of its own, pays at the least.
+	Commit *Latency `json:"bbolt_commit_latency,omitempty"`
 	// DurableFloor is the durable floor, in writes acknowledged per second:
 	// the least a durable ingest can do (see floorServer: read the body,
 	// group-commit it into bbolt with fsync on, answer 202 after the
@@ -50,24 +53,30 @@ type Baselines struct {
 	// harness does not see, or a load paced at no more than Commits,
 	// which one write per commit keeps up with).
 	DurableFloor float64 `json:"durable_floor_rps,omitempty"`
+	// FloorSingle is the durable floor's latency with one client, one
+	// request at a time, measured right after webhookd's own one-client
+	// phase (ingest-only): the least a durably acknowledged request costs
+	// here when each waits for a commit of its own. nil: not measured.
+	FloorSingle *Latency `json:"durable_floor_single_client_latency,omitempty"`
 }
 
 // commitCeiling measures bbolt on a file in dir, one 1 KiB put per
-// transaction, for d.
-func commitCeiling(ctx context.Context, dir string, d time.Duration) (float64, error) {
+// transaction, for d: commits per second and their latency.
+func commitCeiling(ctx context.Context, dir string, d time.Duration) (float64, *Latency, error) {
 	path := filepath.Join(dir, "commit-probe.db")
 	defer os.Remove(path)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, FreelistType: bolt.FreelistMapType})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, FreelistType: bolt.FreelistArrayType})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer db.Close()
 	val := bytes.Repeat([]byte("x"), 1024)
 	key := make([]byte, 8)
+	var lat latencies
 	start := time.Now()
-	n := 0
 	for ctx.Err() == nil && time.Since(start) < d {
-		binary.BigEndian.PutUint64(key, uint64(n))
+		binary.BigEndian.PutUint64(key, uint64(len(lat)))
+		t := time.Now()
 		err := db.Update(func(tx *bolt.Tx) error {
 			b, err := tx.CreateBucketIfNotExists([]byte("probe"))
 			if err != nil {
@@ -76,11 +85,12 @@ func commitCeiling(ctx context.Context, dir string, d time.Duration) (float64, e
 			return b.Put(key, val)
 		})
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
-		n++
+		lat = append(lat, time.Since(t))
 	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	l := lat.summary()
+	return float64(len(lat)) / time.Since(start).Seconds(), &l, nil
 }
 
 // bare204 answers every request 204 after reading its body.
@@ -176,6 +186,31 @@ func durableFloor(ctx context.Context, path string, clients int, body []byte, d 
 		err = cerr
 	}
 	return rate, err
+}
+
+// floorLoad runs spec against a durable floor on a new bbolt file at
+// path, with the harness's own load and client, and removes the file.
+func floorLoad(ctx context.Context, path string, spec loadSpec) (loadResult, error) {
+	defer os.Remove(path)
+	fs, err := openFloorServer(path)
+	if err != nil {
+		return loadResult{}, err
+	}
+	srv, u, err := serveLocal(fs)
+	if err != nil {
+		fs.Close()
+		return loadResult{}, err
+	}
+	var sent atomic.Int64
+	lr := runLoad(ctx, newAPIClient(u, "", spec.clients), spec, &sent)
+	srv.Close()
+	if err := fs.Close(); err != nil {
+		return lr, err
+	}
+	if len(lr.acks) == 0 {
+		return lr, fmt.Errorf("durable floor: no write acknowledged: %v", lr.firstErr)
+	}
+	return lr, nil
 }
 
 // floorBucket is the durable floor's one bucket: 8-byte big-endian

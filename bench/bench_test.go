@@ -34,6 +34,12 @@ func TestRun_tiny(t *testing.T) {
 			if r.Storage == nil || r.Storage.Commits == 0 || r.Storage.Writes < 300 {
 				t.Errorf("storage = %+v, want commits counted", r.Storage)
 			}
+			if f := r.Baselines.FloorSingle; f == nil || f.N != 200 || f.P50 <= 0 {
+				t.Errorf("durable floor, 1 client = %+v, want 200 latencies", f)
+			}
+			if c := r.Baselines.Commit; c == nil || c.N == 0 || c.P50 <= 0 || c.P99 < c.P50 {
+				t.Errorf("commit latency = %+v, want the probe's commits measured", c)
+			}
 			if r.Baselines.DurableFloor <= 0 || r.Ingest == nil || r.Ingest.FloorRatio <= 0 || r.IngestSingle == nil || r.IngestSingle.FloorRatio != 0 {
 				t.Errorf("durable floor %g, ratios %+v, %+v: want a floor, and a ratio to it for the 4 clients only", r.Baselines.DurableFloor, r.Ingest, r.IngestSingle)
 			}

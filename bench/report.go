@@ -191,7 +191,11 @@ func printResult(w io.Writer, m Machine, r *Result) {
 		row("ceiling: durable floor", "%s events/s (bare durable ingest: 202 after a group commit into bbolt, fsync on; same clients and body)", num(b.DurableFloor))
 	}
 	if b.Commits > 0 {
-		row("ceiling: bbolt fsync", "%s commits/s (one 1 KiB write per commit, same disk)", num(b.Commits))
+		lat := ""
+		if c := b.Commit; c != nil && c.N > 0 {
+			lat = fmt.Sprintf(", commit p50 %.2f  p99 %.2f ms", c.P50, c.P99)
+		}
+		row("ceiling: bbolt fsync", "%s commits/s (one 1 KiB write per commit, same disk%s)", num(b.Commits), lat)
 	}
 	if b.Delivery > 0 {
 		row("ceiling: client → 204", "%s req/s (dispatcher's client, %d endpoints, %d in flight)", num(b.Delivery), b.Endpoints, b.Conns)
@@ -216,6 +220,9 @@ func printResult(w io.Writer, m Machine, r *Result) {
 	}
 	printIngest("durable ingest", r.Ingest)
 	printIngest("durable ingest, 1 client", r.IngestSingle)
+	if f := b.FloorSingle; f != nil && r.IngestSingle != nil {
+		row("  durable floor, 1 client", "p50 %s  p99 %s  max %s ms (the same load on the durable floor, right after)", f2(f.P50), f2(f.P99), f2(f.Max))
+	}
 	if d := r.Delivery; d != nil {
 		ratio := ""
 		if d.Ratio > 0 {

@@ -218,7 +218,7 @@ func (r *runner) baselines(endpoints int) error {
 	b := &r.res.Baselines
 	var err error
 	if r.o.Target == "" {
-		if b.Commits, err = commitCeiling(r.ctx, r.dir, r.o.Baseline/3); err != nil {
+		if b.Commits, b.Commit, err = commitCeiling(r.ctx, r.dir, r.o.Baseline/3); err != nil {
 			return fmt.Errorf("commit ceiling: %w", err)
 		}
 	}
@@ -653,6 +653,17 @@ func (r *runner) ingestOnly() error {
 	r.stopProfile()
 	r.res.IngestSingle = r.ingestStats(lr1, 1)
 	r.res.IngestSingle.Ratio, r.res.IngestSingle.FloorRatio = 0, 0
+	if r.o.Target == "" {
+		// The same one-client load on the durable floor, at once: the
+		// part of the one-client latency that is the disk's and the
+		// loopback's, not webhookd's.
+		flr, err := floorLoad(r.ctx, filepath.Join(r.dir, "durable-floor-1.db"), r.spec(1, len(lr1.acks)))
+		if err != nil {
+			return err
+		}
+		fl := r.ingestStats(flr, 1).Latency
+		r.res.Baselines.FloorSingle = &fl
+	}
 	r.res.Series = points(ingestSeries(lr.start, lr.acks), nil)
 	if len(lr.acks) == 0 {
 		return fmt.Errorf("no event acknowledged: %v", lr.firstErr)
