@@ -222,8 +222,8 @@ var floorBucket = []byte("events")
 // reads the body and queues it for one commit loop. The loop takes the
 // first queued write, drains whatever else is queued right now, puts
 // them all in one bbolt transaction (NextSequence keys, FillPercent 1,
-// fsync on, the map freelist), answers every writer after the commit,
-// and yields its P (runtime.Gosched) to the writers it woke. The handler
+// fsync on, the array freelist as webhookd's), answers every writer after
+// the commit, and yields its P (runtime.Gosched) to the writers it woke. The handler
 // then answers 202 with a small JSON body. Nothing is parsed, checked,
 // encoded or indexed, so webhookd's durable ingest, which does all of
 // that on the same commit pattern, cannot be faster.
@@ -253,7 +253,7 @@ func openFloorServer(path string) (*floorServer, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:      time.Second,
 		NoSync:       false, // IMPORTANT: a 202 means the write is on disk
-		FreelistType: bolt.FreelistMapType,
+		FreelistType: bolt.FreelistArrayType,
 	})
 	if err != nil {
 		return nil, err

@@ -304,7 +304,7 @@ func RotateSecretKey(path string, oldKey, newKey []byte, opts Options) (int, err
 func rewriteFile(db *DB, path string) error {
 	tmp := path + ".rotate"
 	_ = os.Remove(tmp)
-	dst, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: defaultLockTimeout, FreelistType: bolt.FreelistMapType})
+	dst, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: defaultLockTimeout, FreelistType: bolt.FreelistArrayType})
 	if err != nil {
 		return err
 	}
