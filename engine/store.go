@@ -125,7 +125,7 @@ type IngestResult struct {
 // AttemptInput is what one attempt needs, read in one transaction.
 type AttemptInput struct {
 	Delivery      Delivery
-	Body          []byte // the event's stored envelope, verbatim
+	Body          []byte // the event's stored envelope, verbatim; shared with other attempts, read only
 	Endpoint      Endpoint
 	EndpointFound bool
 }

@@ -68,6 +68,7 @@ type DB struct {
 	onCommit         func(int, time.Duration)
 	secrets          *sealer       // Options.SecretKey; nil: secrets stored in plain
 	attemptEndpoints endpointCache // the endpoints AttemptInput decoded
+	attemptBodies    bodyCache     // the event bodies AttemptInput read
 
 	// closeMu guards closed and the send on ops: Close closes ops only
 	// when no writer is sending.

@@ -76,16 +76,21 @@ func (db *DB) Delivery(ctx context.Context, tenant, id string) (engine.Delivery,
 func (db *DB) AttemptInput(ctx context.Context, deliveryID string) (engine.AttemptInput, error) {
 	var in engine.AttemptInput
 	var epKey, epRaw []byte // set when the endpoint was decoded, not cached
+	var readBody bool       // the body was read from the log, not cached
 	err := db.view(ctx, func(tx *bolt.Tx) error {
 		d, err := getDelivery(tx, deliveryID)
 		if err != nil {
 			return err
 		}
-		body, err := getEventBody(tx, d.EventID)
-		if err != nil {
-			return fmt.Errorf("event %s of the delivery: %w", d.EventID, err)
+		body, ok := db.attemptBodies.get(d.EventID)
+		if !ok {
+			logged, err := getEventBody(tx, d.EventID)
+			if err != nil {
+				return fmt.Errorf("event %s of the delivery: %w", d.EventID, err)
+			}
+			body, readBody = bytes.Clone(logged), true
 		}
-		in = engine.AttemptInput{Delivery: d, Body: bytes.Clone(body)}
+		in = engine.AttemptInput{Delivery: d, Body: body}
 		if !validTenantID(d.TenantID) {
 			return nil
 		}
@@ -105,6 +110,9 @@ func (db *DB) AttemptInput(ctx context.Context, deliveryID string) (engine.Attem
 		epKey, epRaw = key, bytes.Clone(v)
 		return nil
 	})
+	if err == nil && readBody {
+		db.attemptBodies.put(in.Delivery.EventID, in.Body)
+	}
 	if err == nil && epRaw != nil {
 		if err = db.openSecrets(&in.Endpoint); err == nil { // outside the transaction
 			db.attemptEndpoints.put(epKey, epRaw, in.Endpoint)

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -483,5 +484,60 @@ func TestDB_AttemptInput_endpointCache(t *testing.T) {
 	}
 	if !reflect.DeepEqual(after.Endpoint, updated) {
 		t.Errorf("after an update = %+v\nwant %+v", after.Endpoint, updated)
+	}
+}
+
+// TestDB_AttemptInput_bodyCache: every attempt gets its event's stored
+// body byte for byte, from the cache after the first, and the cache keeps
+// to its bounds, oldest out first.
+func TestDB_AttemptInput_bodyCache(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	mustTenant(t, db, "a")
+	d := mustDelivery(t, db, "a")
+	ev, _, err := db.Event(ctx, "a", d.EventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.AttemptInput(ctx, d.ID); err != nil { // read from the log, cached
+		t.Fatal(err)
+	}
+	if _, ok := db.attemptBodies.get(d.EventID); !ok {
+		t.Fatal("the body read by an attempt is not cached")
+	}
+	for range 2 {
+		in, err := db.AttemptInput(ctx, d.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(in.Body, ev.Body) {
+			t.Fatalf("attempt body = %q, want the stored %q", in.Body, ev.Body)
+		}
+	}
+
+	var c bodyCache
+	body := bytes.Repeat([]byte("x"), maxCachedBodyBytes/64)
+	n := maxCachedBodyBytes / len(body)
+	for i := range n + 3 {
+		c.put(fmt.Sprint("evt_", i), bytes.Clone(body))
+	}
+	if c.bytes > maxCachedBodyBytes || len(c.m) != n {
+		t.Errorf("cache holds %d bodies, %d bytes; want %d, at most %d", len(c.m), c.bytes, n, maxCachedBodyBytes)
+	}
+	for i, want := range map[int]bool{0: false, 2: false, 3: true, n + 2: true} {
+		if _, ok := c.get(fmt.Sprint("evt_", i)); ok != want {
+			t.Errorf("evt_%d cached = %v, want %v (oldest out first)", i, ok, want)
+		}
+	}
+	c.put("evt_big", make([]byte, maxCachedBodyBytes/64+1))
+	if _, ok := c.get("evt_big"); ok {
+		t.Error("a body over the per-entry limit was cached")
+	}
+	var small bodyCache
+	for i := range maxCachedBodies + 10 {
+		small.put(fmt.Sprint("evt_", i), []byte("{}"))
+	}
+	if len(small.m) != maxCachedBodies || len(small.order)-small.head != maxCachedBodies {
+		t.Errorf("cache of small bodies holds %d (order %d), want %d", len(small.m), len(small.order)-small.head, maxCachedBodies)
 	}
 }
