@@ -81,34 +81,27 @@ func (r *reader) int() int64 {
 	return v
 }
 
-// string copies the string out of the record, which may be bbolt's
-// memory-mapped page.
-func (r *reader) string() string {
+// field returns the next length-prefixed field, still in the record's
+// memory (which may be bbolt's memory-mapped page), or nil on error.
+func (r *reader) field() []byte {
 	n := r.uvarint()
 	if r.err != nil {
-		return ""
+		return nil
 	}
 	if n > uint64(len(r.b)) {
 		r.fail()
-		return ""
+		return nil
 	}
-	s := string(r.b[:n])
+	f := r.b[:n]
 	r.b = r.b[n:]
-	return s
+	return f
 }
 
+// string copies the next string out of the record.
+func (r *reader) string() string { return string(r.field()) }
+
 // skipString passes over a string without copying it.
-func (r *reader) skipString() {
-	n := r.uvarint()
-	if r.err != nil {
-		return
-	}
-	if n > uint64(len(r.b)) {
-		r.fail()
-		return
-	}
-	r.b = r.b[n:]
-}
+func (r *reader) skipString() { r.field() }
 
 func (r *reader) time() time.Time {
 	sec, nsec := r.int(), r.uvarint()
