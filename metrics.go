@@ -66,6 +66,15 @@ func newMetrics() *metrics {
 		Help: "Writes per storage commit (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 12)})
 	m.commitDuration = f.NewHistogram(prometheus.HistogramOpts{Name: "webhookd_commit_duration_seconds",
 		Help: "Storage commit latency, fsync included.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)})
+	// Every known label value starts at 0, so that a dashboard or an alert
+	// on dead deliveries sees a series before the first one, not "no data".
+	for _, o := range []engine.Outcome{engine.OutcomeSuccess, engine.OutcomeRetry, engine.OutcomePermanent} {
+		m.attempts.WithLabelValues(string(o))
+		m.attemptDuration.WithLabelValues(string(o))
+	}
+	for _, s := range []engine.State{engine.StateSucceeded, engine.StateDead} {
+		m.deliveries.WithLabelValues(string(s))
+	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

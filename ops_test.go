@@ -178,6 +178,43 @@ func TestVersionAndReady(t *testing.T) {
 	in.mustCall(200, "GET", "/healthz", nil, nil)
 }
 
+// TestMetrics_KnownLabelsStartAtZero: a dashboard or an alert on
+// dead deliveries or permanent failures must see a series (at 0) before
+// the first one happens, not "no data".
+func TestMetrics_KnownLabelsStartAtZero(t *testing.T) {
+	in := startInstance(t, t.TempDir(), testConfig)
+	text := in.scrape()
+	for _, want := range []string{
+		`webhookd_attempts_total{outcome="success"} 0`,
+		`webhookd_attempts_total{outcome="retry"} 0`,
+		`webhookd_attempts_total{outcome="permanent"} 0`,
+		`webhookd_attempt_duration_seconds_count{outcome="permanent"} 0`,
+		`webhookd_deliveries_finished_total{state="succeeded"} 0`,
+		`webhookd_deliveries_finished_total{state="dead"} 0`,
+		`webhookd_dead_letters_total 0`,
+		`webhookd_events_stored_total 0`,
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("/metrics of a fresh start lacks %s", want)
+		}
+	}
+}
+
+// scrape returns the text of GET /metrics.
+func (in *instance) scrape() string {
+	in.t.Helper()
+	resp, err := http.Get(in.base + "/metrics")
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	return string(body)
+}
+
 func TestMetrics(t *testing.T) {
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
@@ -210,13 +247,7 @@ func TestMetrics(t *testing.T) {
 	var text string
 	missing := wants
 	for deadline := time.Now().Add(5 * time.Second); len(missing) > 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		resp, err := http.Get(in.base + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		text = string(body)
+		text = in.scrape()
 		missing = nil
 		for _, want := range wants {
 			if !strings.Contains(text, want) {
