@@ -360,6 +360,18 @@ func (in *instance) postEvent(body string, header ...string) (*http.Response, []
 	return resp, raw
 }
 
+// get makes an unauthenticated GET and returns the answer and its body.
+func (in *instance) get(path string) (*http.Response, []byte) {
+	in.t.Helper()
+	resp, err := http.Get(in.base + path)
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp, raw
+}
+
 // wantProblem fails the test unless resp is a problem+json with status,
 // code and a Retry-After of retryAfter seconds, and returns its detail.
 func wantProblem(t *testing.T, resp *http.Response, raw []byte, status int, code, retryAfter string) string {
@@ -552,10 +564,22 @@ func TestFaults_DiskFull(t *testing.T) {
 	}
 	// Reads still work while the disk is full.
 	in.mustCall(200, "GET", "/v1/tenants/acme/events/"+acked[0].ID, nil, nil)
+	// A load balancer must stop sending ingest here: /readyz says what
+	// ingest says.
+	resp, raw := in.get("/readyz")
+	if detail := wantProblem(t, resp, raw, 503, "unavailable", "1"); !strings.Contains(detail, "storage") {
+		t.Errorf("/readyz with the disk full: %q, want the reason to name the storage", detail)
+	}
 
 	if out, err := exec.Command("mount", "-o", "remount,size=64m", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("remount with room: %v: %s", err, out)
 	}
+	// Ready again without any ingest: a balancer that took this node out
+	// sends none until it is.
+	waitFor(t, "/readyz 200 after the file system grew", func() bool {
+		resp, _ := in.get("/readyz")
+		return resp.StatusCode == 200
+	})
 	acked = append(acked, in.ingest("invoice.paid", `{"after":"recovery"}`))
 	for _, ev := range acked {
 		in.waitState(ev.Deliveries[0].ID, "succeeded")

@@ -187,7 +187,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		TenantTokenTTL: cfg.API.TenantTokenTTL.Duration,
 
 		ObserveRequest: m.observeRequest,
-		Ready:          svc.Ready,
+		Ready: func() error {
+			// Not ready while ingest would answer 503 for the disk.
+			if err := db.Writable(ctx, int(cfg.Ingest.MaxBody)); err != nil {
+				return errors.New("storage cannot write now (the last commit failed: disk full or I/O error; see the log)")
+			}
+			return svc.Ready()
+		},
 	})
 
 	ln, err := net.Listen("tcp", cfg.Server.Listen)

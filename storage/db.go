@@ -81,6 +81,9 @@ type DB struct {
 	committed   atomic.Uint64
 	failures    atomic.Uint64
 	commitNanos atomic.Int64
+
+	writeFailure atomic.Pointer[error] // the last failed commit's error, until a write probe succeeds (Writable)
+	probe        writeProbe            // see Writable
 }
 
 var _ engine.Store = (*DB)(nil)
@@ -350,6 +353,7 @@ func (db *DB) commit(batch []op) {
 		if err != nil {
 			db.failures.Add(1)
 			uerr := unavailable("storage cannot write now; retry later", fmt.Errorf("storage: commit: %w", err))
+			db.writeFailure.Store(&uerr)
 			for _, o := range live {
 				o.result <- uerr
 			}
