@@ -34,6 +34,7 @@ type Config struct {
 	API       APIConfig       `toml:"api"`
 	Ingest    IngestConfig    `toml:"ingest"`
 	Delivery  DeliveryConfig  `toml:"delivery"`
+	Limits    LimitsConfig    `toml:"limits"`
 	Log       LogConfig       `toml:"log"`
 	Retention RetentionConfig `toml:"retention"`
 	Alerts    AlertsConfig    `toml:"alerts"`
@@ -150,6 +151,10 @@ type DeliveryConfig struct {
 	// EndpointConcurrency is how many attempts may run at once against one
 	// endpoint, 1 to 4096.
 	EndpointConcurrency int `toml:"endpoint_concurrency"`
+	// TenantConcurrency is how many attempts may run at once for one
+	// tenant, 0 to Workers: the workers a tenant whose receivers all hang
+	// cannot take from the others. Zero: three quarters of Workers.
+	TenantConcurrency int `toml:"tenant_concurrency"`
 	// EndpointRate limits attempts per second per endpoint. Zero: unlimited.
 	EndpointRate float64 `toml:"endpoint_rate"`
 	// RetryAfterMax caps the wait a 429 or 503 response asks for in its
@@ -175,6 +180,29 @@ type DeliveryConfig struct {
 	// (the Standard Webhooks recommendation). false: a 410 kills only that
 	// delivery, like any other 4xx.
 	DisableOnGone bool `toml:"disable_on_gone"`
+}
+
+// LimitsConfig is the [limits] section: what one tenant may take, so that
+// it cannot make ingest or delivery fail or wait for the others. Each zero
+// means no limit. The operator's alert tenant is exempt.
+type LimitsConfig struct {
+	// EndpointsPerTenant is the most endpoints a tenant may have; one more
+	// is 409 limit_reached. It also bounds the requests one event makes.
+	EndpointsPerTenant int `toml:"endpoints_per_tenant"`
+	// PendingPerTenant bounds a tenant's pending deliveries: at or over
+	// it, the tenant's ingest answers 429 tenant_overloaded with
+	// Retry-After, while other tenants' ingest goes on. It protects the
+	// others only when it is well below ingest.max_pending, which stays
+	// the bound of them all.
+	PendingPerTenant int `toml:"pending_per_tenant"`
+	// IngestRatePerTenant limits ingest per tenant, in events per second,
+	// whichever token sends them; over it 429 rate_limited with
+	// Retry-After.
+	IngestRatePerTenant float64 `toml:"ingest_rate_per_tenant"`
+	// IngestBurstPerTenant is how many events a tenant may be sent at
+	// once above IngestRatePerTenant, 0 to 1000000. Zero: the rate
+	// rounded up.
+	IngestBurstPerTenant int `toml:"ingest_burst_per_tenant"`
 }
 
 // AlertsConfig is the [alerts] section: an optional operator endpoint that
@@ -238,6 +266,7 @@ func defaultConfig() Config {
 			AttemptTimeout:      Duration{10 * time.Second},
 			Workers:             64,
 			EndpointConcurrency: 8,
+			TenantConcurrency:   0,
 			EndpointRate:        0,
 			RetryAfterMax:       Duration{10 * time.Minute},
 
@@ -246,6 +275,12 @@ func defaultConfig() Config {
 			RequireEndpointVerification: false,
 			DisableAfter:                Duration{5 * 24 * time.Hour},
 			DisableOnGone:               true,
+		},
+		Limits: LimitsConfig{
+			EndpointsPerTenant:   100,
+			PendingPerTenant:     250_000,
+			IngestRatePerTenant:  1000,
+			IngestBurstPerTenant: 0,
 		},
 		Log: LogConfig{
 			Level:  "info",
@@ -416,10 +451,27 @@ func (c Config) validate(name string) error {
 	if d.EndpointConcurrency < 1 || d.EndpointConcurrency > 4096 {
 		v.add("delivery.endpoint_concurrency", d.EndpointConcurrency, "must be 1 to 4096")
 	}
+	if d.TenantConcurrency < 0 || d.TenantConcurrency > d.Workers {
+		v.add("delivery.tenant_concurrency", d.TenantConcurrency, fmt.Sprintf("must be 0 (three quarters of workers) to delivery.workers (%d)", d.Workers))
+	}
 	if !(d.EndpointRate >= 0) || math.IsInf(d.EndpointRate, 0) {
 		v.add("delivery.endpoint_rate", d.EndpointRate, "must be a finite number, at least 0 (0: unlimited)")
 	}
 	v.positive("delivery.retry_after_max", d.RetryAfterMax)
+
+	l := c.Limits
+	if l.EndpointsPerTenant < 0 {
+		v.add("limits.endpoints_per_tenant", l.EndpointsPerTenant, "must be at least 0 (0: no limit)")
+	}
+	if l.PendingPerTenant < 0 {
+		v.add("limits.pending_per_tenant", l.PendingPerTenant, "must be at least 0 (0: no limit)")
+	}
+	if !(l.IngestRatePerTenant >= 0) || math.IsInf(l.IngestRatePerTenant, 0) {
+		v.add("limits.ingest_rate_per_tenant", l.IngestRatePerTenant, "must be a finite number, at least 0 (0: unlimited)")
+	}
+	if l.IngestBurstPerTenant < 0 || l.IngestBurstPerTenant > 1_000_000 {
+		v.add("limits.ingest_burst_per_tenant", l.IngestBurstPerTenant, "must be 0 to 1000000 (0: the rate rounded up)")
+	}
 
 	if c.Delivery.DisableAfter.Duration < 0 {
 		v.add("delivery.disable_after", c.Delivery.DisableAfter, `must not be negative ("0s": never)`)

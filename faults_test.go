@@ -351,9 +351,15 @@ func (in *instance) postEvent(body string, header ...string) (*http.Response, []
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
+	return doRequest(in.t, req)
+}
+
+// doRequest sends req and returns the answer and its body.
+func doRequest(t *testing.T, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		in.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
@@ -363,13 +369,11 @@ func (in *instance) postEvent(body string, header ...string) (*http.Response, []
 // get makes an unauthenticated GET and returns the answer and its body.
 func (in *instance) get(path string) (*http.Response, []byte) {
 	in.t.Helper()
-	resp, err := http.Get(in.base + path)
+	req, err := http.NewRequest("GET", in.base+path, nil)
 	if err != nil {
 		in.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp, raw
+	return doRequest(in.t, req)
 }
 
 // wantProblem fails the test unless resp is a problem+json with status,
@@ -633,8 +637,9 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 func TestFaults_HangingReceiverDoesNotSlowIngest(t *testing.T) {
 	const timeout = 2 * time.Second
 	cfg := configWith(t, testConfig, map[string]any{
-		"delivery.attempt_timeout": timeout.String(),
-		"log.level":                "info",
+		"delivery.attempt_timeout":    timeout.String(),
+		"delivery.tenant_concurrency": 16, // every worker, all on one tenant
+		"log.level":                   "info",
 	})
 	in := startInstance(t, t.TempDir(), cfg)
 	in.setup()

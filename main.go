@@ -145,6 +145,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Policy:              retryPolicy(cfg.Delivery),
 		Workers:             cfg.Delivery.Workers,
 		EndpointConcurrency: cfg.Delivery.EndpointConcurrency,
+		TenantConcurrency:   cfg.Delivery.TenantConcurrency,
 		EndpointRate:        cfg.Delivery.EndpointRate,
 		Logger:              logger,
 		OnAttempt:           m.observeAttempt,
@@ -162,6 +163,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		IdempotencyWindow: cfg.Ingest.IdempotencyWindow.Duration,
 		APIVersion:        cfg.Ingest.APIVersion,
 		MaxPending:        cfg.Ingest.MaxPending,
+
+		MaxEndpointsPerTenant: cfg.Limits.EndpointsPerTenant,
+		MaxPendingPerTenant:   cfg.Limits.PendingPerTenant,
+		TenantIngestRate:      cfg.Limits.IngestRatePerTenant,
+		TenantIngestBurst:     cfg.Limits.IngestBurstPerTenant,
 
 		Targets:                     cfg.Delivery.targetPolicy(*dev),
 		DefaultEnvironment:          engine.Environment(cfg.API.DefaultEnvironment),

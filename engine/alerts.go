@@ -46,7 +46,7 @@ func (s *Service) EnsureOperatorEndpoint(ctx context.Context, url, secret string
 			ID: NewID("ep"), TenantID: OperatorTenant, URL: url, EventTypes: []string{AllEventTypes},
 			Description: "operator alerts ([alerts] url)", Created: now, Updated: now,
 			Secrets: []Secret{{Key: secret}},
-		})
+		}, 1)
 	}
 	_, err = s.store.UpdateEndpoint(ctx, OperatorTenant, eps[0].ID, func(ep *Endpoint) error {
 		ep.URL, ep.Secrets, ep.Disabled, ep.Updated = url, []Secret{{Key: secret}}, false, now

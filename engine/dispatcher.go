@@ -24,6 +24,7 @@ type DispatcherOptions struct {
 	Policy              RetryPolicy  // zero Deadline: DefaultRetryPolicy()
 	Workers             int          // attempts in flight at once, all endpoints (and up to recordingPerWorker times as many outcomes being recorded); 0: 64
 	EndpointConcurrency int          // attempts in flight at once per endpoint; 0: 8
+	TenantConcurrency   int          // attempts in flight at once per tenant; 0: three quarters of Workers (at least 1)
 	EndpointRate        float64      // attempts per second per endpoint; 0: unlimited
 	Client              *http.Client // nil: NewHTTPClient(Workers, EndpointConcurrency, Targets)
 	Logger              *slog.Logger // nil: discard
@@ -69,11 +70,17 @@ const maxDrainBody = 64 << 10
 // after ingest or replay (due at once), the timer queue for retries, and
 // Start's recovery, which rebuilds the timer from the store's retry index.
 //
-// Fairness: each endpoint has its own queue of ready deliveries; workers
-// take from the endpoints in turn, never more than EndpointConcurrency
-// from one endpoint at once and never faster than EndpointRate, so a slow
-// or failing endpoint cannot take every worker. A delivery is never
-// attempted twice at the same time in one process.
+// Fairness: each endpoint has its own queue of ready deliveries, and each
+// tenant a turn among the tenants with ready work. A worker takes the next
+// tenant in turn and, within it, the next endpoint in turn; no tenant gets
+// more than TenantConcurrency workers at once, no endpoint more than
+// EndpointConcurrency, and none faster than EndpointRate. So a slow or
+// failing endpoint cannot take every worker, a tenant with a thousand
+// endpoints gets no more turns than a tenant with one, and a tenant whose
+// attempts all hang leaves Workers - TenantConcurrency workers to the
+// others: their first attempts start at once instead of waiting for its
+// timeouts. A delivery is never attempted twice at the same time in one
+// process.
 type Dispatcher struct {
 	store  Store
 	opts   DispatcherOptions
@@ -84,7 +91,9 @@ type Dispatcher struct {
 	cond      *sync.Cond
 	timers    *timerQueue
 	endpoints map[string]*endpointQueue
-	runnable  []*endpointQueue         // endpoints with ready work and room, in turn order
+	tenants   map[string]*tenantQueue  // by tenant ID; kept while the process runs
+	tenantOf  map[string]*tenantQueue  // by endpoint ID: an endpoint's tenant never changes
+	runnable  []*tenantQueue           // tenants with a runnable endpoint and room, in turn order
 	ready     map[string]bool          // delivery IDs in some endpoint's ready queue
 	inflight  map[string]bool          // delivery IDs being attempted
 	rerun     map[string]bool          // enqueued while in flight: look again after
@@ -103,11 +112,23 @@ type Dispatcher struct {
 
 type endpointQueue struct {
 	id         string
+	tenant     *tenantQueue
 	ready      []string // delivery IDs, FIFO
 	inflight   int
 	limiter    *rate.Limiter // nil: unlimited
 	parked     bool          // waiting for the rate limiter
-	inRunnable bool
+	inRunnable bool          // in tenant.runnable
+}
+
+// tenantQueue is a tenant's turn: its endpoints with ready work and room,
+// the attempts it has in flight, and the deliveries it holds (see
+// TenantPending).
+type tenantQueue struct {
+	id         string
+	runnable   []*endpointQueue // in turn order
+	inflight   int
+	held       int  // deliveries waiting for their time, ready or in flight
+	inRunnable bool // in Dispatcher.runnable
 }
 
 // NewDispatcher returns a Dispatcher over store; Start runs it.
@@ -120,6 +141,9 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 	}
 	if opts.EndpointConcurrency <= 0 {
 		opts.EndpointConcurrency = 8
+	}
+	if opts.TenantConcurrency <= 0 {
+		opts.TenantConcurrency = max(1, opts.Workers*3/4)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -140,6 +164,8 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 		log:       opts.Logger,
 		timers:    newTimerQueue(),
 		endpoints: make(map[string]*endpointQueue),
+		tenants:   make(map[string]*tenantQueue),
+		tenantOf:  make(map[string]*tenantQueue),
 		ready:     make(map[string]bool),
 		inflight:  make(map[string]bool),
 		rerun:     make(map[string]bool),
@@ -221,6 +247,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		if !ok {
 			interned[e.EndpointID] = e.EndpointID
 			ep = e.EndpointID
+			d.tenantLocked(ep, e.TenantID)
 		}
 		d.scheduleLocked(e.DeliveryID, ep, d.monotonic(e.Due))
 		pending++
@@ -269,20 +296,50 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	}
 }
 
-// Enqueue hands the dispatcher delivery id of endpoint endpointID, due at
-// due (wall clock; now or earlier means at once). Safe to call at any time;
-// after Stop it does nothing (the retry index keeps the delivery).
-func (d *Dispatcher) Enqueue(id, endpointID string, due time.Time) {
+// Enqueue hands the dispatcher delivery id of endpoint endpointID of
+// tenant, due at due (wall clock; now or earlier means at once). Safe to
+// call at any time; after Stop it does nothing (the retry index keeps the
+// delivery).
+func (d *Dispatcher) Enqueue(id, tenant, endpointID string, due time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.stopping {
 		return
 	}
+	d.tenantLocked(endpointID, tenant)
 	if d.inflight[id] {
 		d.rerun[id] = true
 		return
 	}
 	d.scheduleLocked(id, endpointID, d.monotonic(due))
+}
+
+// tenantLocked returns endpointID's tenant queue, recording that it is
+// tenant's when it is not known yet ("" for an endpoint deleted before a
+// restart: its deliveries share one turn and die at their next attempt).
+// d.mu must be held.
+func (d *Dispatcher) tenantLocked(endpointID, tenant string) *tenantQueue {
+	if tq := d.tenantOf[endpointID]; tq != nil {
+		return tq
+	}
+	tq := d.tenants[tenant]
+	if tq == nil {
+		tq = &tenantQueue{id: tenant}
+		d.tenants[tenant] = tq
+	}
+	d.tenantOf[endpointID] = tq
+	return tq
+}
+
+// TenantPending returns how many deliveries of tenant the dispatcher
+// holds: waiting for their time, due, or in flight.
+func (d *Dispatcher) TenantPending(tenant string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if tq := d.tenants[tenant]; tq != nil {
+		return tq.held
+	}
+	return 0
 }
 
 // Running reports whether the dispatcher was started and is not stopping.
@@ -361,6 +418,9 @@ func (d *Dispatcher) scheduleLocked(id, endpointID string, at time.Time) {
 	if d.ready[id] || d.inflight[id] {
 		return
 	}
+	if _, scheduled := d.timers.index[id]; !scheduled {
+		d.tenantLocked(endpointID, "").held++
+	}
 	if !at.After(time.Now()) {
 		d.timers.remove(id)
 		d.readyLocked(id, endpointID)
@@ -378,7 +438,7 @@ func (d *Dispatcher) scheduleLocked(id, endpointID string, at time.Time) {
 func (d *Dispatcher) readyLocked(id, endpointID string) {
 	eq := d.endpoints[endpointID]
 	if eq == nil {
-		eq = &endpointQueue{id: endpointID}
+		eq = &endpointQueue{id: endpointID, tenant: d.tenantLocked(endpointID, "")}
 		if d.opts.EndpointRate > 0 {
 			// The limiter outlives the queue, so that an endpoint whose
 			// queue drains and refills cannot skip its rate.
@@ -395,12 +455,22 @@ func (d *Dispatcher) readyLocked(id, endpointID string) {
 	d.makeRunnableLocked(eq)
 }
 
+// makeRunnableLocked gives eq a turn among its tenant's endpoints if it
+// has ready work and room, and its tenant a turn among the tenants.
 func (d *Dispatcher) makeRunnableLocked(eq *endpointQueue) {
-	if eq.inRunnable || eq.parked || len(eq.ready) == 0 || eq.inflight >= d.opts.EndpointConcurrency {
+	if !eq.inRunnable && !eq.parked && len(eq.ready) > 0 && eq.inflight < d.opts.EndpointConcurrency {
+		eq.inRunnable = true
+		eq.tenant.runnable = append(eq.tenant.runnable, eq)
+	}
+	d.makeTenantRunnableLocked(eq.tenant)
+}
+
+func (d *Dispatcher) makeTenantRunnableLocked(tq *tenantQueue) {
+	if tq.inRunnable || len(tq.runnable) == 0 || tq.inflight >= d.opts.TenantConcurrency {
 		return
 	}
-	eq.inRunnable = true
-	d.runnable = append(d.runnable, eq)
+	tq.inRunnable = true
+	d.runnable = append(d.runnable, tq)
 	d.cond.Signal()
 }
 
@@ -449,9 +519,13 @@ func (d *Dispatcher) next() (id string, eq *endpointQueue, ok bool) {
 			d.cond.Wait()
 			continue
 		}
-		eq = d.runnable[0]
+		tq := d.runnable[0]
 		d.runnable[0] = nil
 		d.runnable = d.runnable[1:]
+		tq.inRunnable = false
+		eq = tq.runnable[0]
+		tq.runnable[0] = nil
+		tq.runnable = tq.runnable[1:]
 		eq.inRunnable = false
 		if eq.limiter != nil {
 			r := eq.limiter.Reserve()
@@ -464,6 +538,7 @@ func (d *Dispatcher) next() (id string, eq *endpointQueue, ok bool) {
 					eq.parked = false
 					d.makeRunnableLocked(eq)
 				})
+				d.makeTenantRunnableLocked(tq)
 				continue
 			}
 		}
@@ -472,6 +547,7 @@ func (d *Dispatcher) next() (id string, eq *endpointQueue, ok bool) {
 		eq.ready = eq.ready[1:]
 		delete(d.ready, id)
 		eq.inflight++
+		tq.inflight++
 		d.inflight[id] = true
 		d.makeRunnableLocked(eq)
 		return id, eq, true
@@ -487,8 +563,11 @@ func (d *Dispatcher) finish(id string, eq *endpointQueue, at time.Time, holdsSlo
 	defer d.mu.Unlock()
 	if holdsSlot {
 		eq.inflight--
+		eq.tenant.inflight--
 	}
 	delete(d.inflight, id)
+	eq.tenant.held-- // scheduleLocked counts it again if it stays
+
 	if d.rerun[id] {
 		delete(d.rerun, id)
 		at = time.Now()
@@ -524,6 +603,7 @@ func (d *Dispatcher) releaseSlot(eq *endpointQueue) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	eq.inflight--
+	eq.tenant.inflight--
 	d.makeRunnableLocked(eq)
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is a stable, machine-readable error code. Codes are part of the API:
@@ -28,7 +29,9 @@ const (
 	CodeIdempotencyConflict Code = "idempotency_conflict"   // Idempotency-Key reused with another body
 	CodeUnavailable         Code = "unavailable"            // storage cannot take writes now; retry later
 	CodeOverloaded          Code = "overloaded"             // too many deliveries pending (ServiceOptions.MaxPending); retry later
-	CodeRateLimited         Code = "rate_limited"           // the token is over its ingest rate; retry after Retry-After
+	CodeRateLimited         Code = "rate_limited"           // the token or the tenant is over its ingest rate; retry after Retry-After
+	CodeTenantOverloaded    Code = "tenant_overloaded"      // too many deliveries pending for this tenant (ServiceOptions.MaxPendingPerTenant); retry later
+	CodeLimitReached        Code = "limit_reached"          // the tenant has as many of something as it may (ServiceOptions.MaxEndpointsPerTenant)
 	CodeInternal            Code = "internal"               // anything uncoded; details go to the operator log only
 )
 
@@ -39,6 +42,10 @@ type Error struct {
 	Field   string // JSON field, header or path parameter at fault; "" when none
 	Message string
 	Err     error // optional wrapped cause, for errors.Is/As; never shown to clients
+	// RetryAfter, for a code that asks the client to come back
+	// (rate_limited, tenant_overloaded), is how long to wait; zero: the
+	// code's usual wait.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {

@@ -100,7 +100,7 @@ func (s *Service) SetEndpointEnabled(ctx context.Context, tenant, id string, ena
 		}
 		for _, d := range ds {
 			if deliverHeld && s.disp != nil {
-				s.disp.Enqueue(d.ID, d.EndpointID, d.NextAttemptAt)
+				s.disp.Enqueue(d.ID, d.TenantID, d.EndpointID, d.NextAttemptAt)
 			}
 		}
 		total += len(ds)

@@ -151,7 +151,7 @@ func (s *Service) ReplayDeadLetters(ctx context.Context, tenant string, since, u
 		}
 		for _, d := range ds {
 			if s.disp != nil {
-				s.disp.Enqueue(d.ID, d.EndpointID, d.NextAttemptAt)
+				s.disp.Enqueue(d.ID, d.TenantID, d.EndpointID, d.NextAttemptAt)
 			}
 		}
 		total += len(ds)

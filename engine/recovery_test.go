@@ -118,7 +118,7 @@ func seedPending(tb testing.TB, path, url string, n int, spread time.Duration) i
 			EventTypes: []string{"*"}, Created: now, Updated: now,
 			Secrets: []engine.Secret{{Key: engine.NewSecret()}},
 		}
-		if err := db.CreateEndpoint(ctx, ep); err != nil {
+		if err := db.CreateEndpoint(ctx, ep, 0); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -219,6 +219,9 @@ func TestDispatcher_Recover(t *testing.T) {
 	if got, done := st.Scheduled+st.Ready+st.InFlight, int(rc.succeeded.Load()); got > n || got+done < n {
 		t.Errorf("after Start the dispatcher holds %d deliveries (%d already done), want the %d pending", got, done, n)
 	}
+	if held, done := disp.TenantPending("acme"), int(rc.succeeded.Load()); held > n || held+done < n {
+		t.Errorf("after Start TenantPending(acme) = %d (%d already done), want the %d pending: the retry index did not name the tenant", held, done, n)
+	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for rc.succeeded.Load() < int64(n) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
@@ -230,6 +233,9 @@ func TestDispatcher_Recover(t *testing.T) {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+	if held := disp.TenantPending("acme"); held != 0 {
+		t.Errorf("TenantPending(acme) = %d once every delivery succeeded, want 0", held)
 	}
 	if err := disp.Stop(context.Background()); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,8 @@ type Service struct {
 	store Store
 	disp  *Dispatcher
 	opts  ServiceOptions
+
+	ingestRates tenantLimiters // ServiceOptions.TenantIngestRate
 }
 
 // ServiceOptions configure a Service. The zero value of each field means the
@@ -52,6 +54,24 @@ type ServiceOptions struct {
 	// ingests already past the check can take the count a little over it.
 	// Replays are not refused. Zero: no bound.
 	MaxPending int
+
+	// Limits per tenant, so that one tenant cannot take what the others
+	// need (OperatorTenant is exempt). Each zero means no limit.
+	//
+	// MaxEndpointsPerTenant bounds a tenant's endpoints: creating one more
+	// is CodeLimitReached. It also bounds how many requests one event of
+	// the tenant can make.
+	MaxEndpointsPerTenant int
+	// MaxPendingPerTenant bounds the deliveries of one tenant that the
+	// dispatcher holds: while it holds that many or more, the tenant's
+	// ingest is CodeTenantOverloaded, checked like MaxPending, which stays
+	// the bound of them all.
+	MaxPendingPerTenant int
+	// TenantIngestRate limits ingest per tenant, in events per second,
+	// with bursts of TenantIngestBurst (zero: the rate rounded up); over
+	// it ingest is CodeRateLimited with the wait in RetryAfter.
+	TenantIngestRate  float64
+	TenantIngestBurst int
 }
 
 // NewService returns a Service over store that hands work to disp.
@@ -71,7 +91,9 @@ func NewService(store Store, disp *Dispatcher, opts ServiceOptions) *Service {
 	if opts.LookupHost == nil {
 		opts.LookupHost = lookupNetIP
 	}
-	return &Service{store: store, disp: disp, opts: opts}
+	s := &Service{store: store, disp: disp, opts: opts}
+	s.ingestRates.init(opts.TenantIngestRate, opts.TenantIngestBurst)
+	return s
 }
 
 func (s *Service) now() time.Time { return s.opts.Now().UTC() }
@@ -171,7 +193,11 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 		VerificationRequired: s.opts.RequireEndpointVerification,
 		Secrets:              []Secret{{Key: secret}},
 	}
-	if err := s.store.CreateEndpoint(ctx, ep); err != nil {
+	if err := s.store.CreateEndpoint(ctx, ep, s.endpointLimit(tenant)); err != nil {
+		if ErrorCode(err) == CodeLimitReached {
+			return Endpoint{}, "", Errorf(CodeLimitReached, "", "tenant %s has %d endpoints, the most it may have ([limits] endpoints_per_tenant = %d): delete one first, or ask the operator to raise the limit",
+				tenant, s.opts.MaxEndpointsPerTenant, s.opts.MaxEndpointsPerTenant)
+		}
 		return Endpoint{}, "", err
 	}
 	return ep, secret, nil
@@ -401,6 +427,9 @@ func (s *Service) ingest(ctx context.Context, tenant string, in IngestInput) (In
 	if err := s.checkBacklog(); err != nil {
 		return IngestResult{}, err
 	}
+	if err := s.checkTenantLimits(tenant); err != nil {
+		return IngestResult{}, err
+	}
 
 	now := s.now()
 	created := now.Truncate(time.Millisecond)
@@ -427,7 +456,7 @@ func (s *Service) ingest(ctx context.Context, tenant string, in IngestInput) (In
 			if res.Duplicate && (d.State != StatePending || s.disp.Holds(d.ID)) {
 				continue
 			}
-			s.disp.Enqueue(d.ID, d.EndpointID, d.NextAttemptAt)
+			s.disp.Enqueue(d.ID, d.TenantID, d.EndpointID, d.NextAttemptAt)
 		}
 	}
 	return res, nil
@@ -523,7 +552,7 @@ func (s *Service) Replay(ctx context.Context, tenant, id, by string) (Delivery, 
 		return Delivery{}, err
 	}
 	if s.disp != nil {
-		s.disp.Enqueue(d.ID, d.EndpointID, d.NextAttemptAt)
+		s.disp.Enqueue(d.ID, d.TenantID, d.EndpointID, d.NextAttemptAt)
 	}
 	return d, nil
 }

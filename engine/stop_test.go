@@ -39,7 +39,7 @@ func TestDispatcher_StopRecordsOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	disp := engine.NewDispatcher(db, engine.DispatcherOptions{
-		Policy: recoverPolicy(), Workers: workers, EndpointConcurrency: workers,
+		Policy: recoverPolicy(), Workers: workers, EndpointConcurrency: workers, TenantConcurrency: workers,
 		Client: loopbackClient(workers), Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true},
 	})
 	ctx := context.Background()
@@ -119,7 +119,7 @@ func TestDispatcher_RecordingBackpressure(t *testing.T) {
 	defer db.Close()
 	disk := &slowDisk{DB: db, open: make(chan struct{})}
 	disp := engine.NewDispatcher(disk, engine.DispatcherOptions{
-		Policy: recoverPolicy(), Workers: workers, EndpointConcurrency: workers,
+		Policy: recoverPolicy(), Workers: workers, EndpointConcurrency: workers, TenantConcurrency: workers,
 		Client: loopbackClient(workers), Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true},
 	})
 	ctx := context.Background()

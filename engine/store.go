@@ -30,8 +30,10 @@ type Store interface {
 	EventTypes(ctx context.Context) ([]EventType, error)
 
 	// CreateEndpoint stores a new endpoint; CodeTenantNotFound when its
-	// tenant does not exist.
-	CreateEndpoint(ctx context.Context, ep Endpoint) error
+	// tenant does not exist, CodeLimitReached when limit is not 0 and
+	// the tenant has that many endpoints already (checked in the same
+	// transaction, so concurrent creates cannot pass it).
+	CreateEndpoint(ctx context.Context, ep Endpoint, limit int) error
 	// Endpoint returns CodeEndpointNotFound unless tenant has endpoint id.
 	Endpoint(ctx context.Context, tenant, id string) (Endpoint, error)
 	// Endpoints lists a tenant's endpoints in creation order.
@@ -163,4 +165,5 @@ type RetryEntry struct {
 	Due        time.Time
 	DeliveryID string
 	EndpointID string
+	TenantID   string // the endpoint's tenant; "" when the endpoint is deleted
 }

@@ -259,7 +259,7 @@ func (d *Dispatcher) runChallenge(ctx context.Context, ep Endpoint, call *challe
 		d.log.Error("record endpoint verification", "endpoint", ep.ID, "err", uerr)
 	}
 	for _, id := range release {
-		d.Enqueue(id, ep.ID, time.Time{})
+		d.Enqueue(id, ep.TenantID, ep.ID, time.Time{})
 	}
 }
 

@@ -58,6 +58,8 @@ func TestStatusTable_EveryCode(t *testing.T) {
 		engine.CodeUnavailable:         503,
 		engine.CodeOverloaded:          503,
 		engine.CodeRateLimited:         429,
+		engine.CodeTenantOverloaded:    429,
+		engine.CodeLimitReached:        409,
 		engine.CodeInternal:            500,
 	}
 	if got, want := len(statusTable), len(want); got != want {

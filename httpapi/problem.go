@@ -3,7 +3,9 @@ package httpapi
 import (
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 
 	"github.com/webhookd/webhookd/engine"
 )
@@ -45,6 +47,8 @@ var statusTable = map[engine.Code]statusEntry{
 	engine.CodeUnavailable:         {http.StatusServiceUnavailable, "Service unavailable"},
 	engine.CodeOverloaded:          {http.StatusServiceUnavailable, "Too many deliveries pending"},
 	engine.CodeRateLimited:         {http.StatusTooManyRequests, "Rate limit exceeded"},
+	engine.CodeTenantOverloaded:    {http.StatusTooManyRequests, "Too many deliveries pending for this tenant"},
+	engine.CodeLimitReached:        {http.StatusConflict, "Limit reached"},
 	engine.CodeInternal:            {http.StatusInternalServerError, "Internal error"},
 }
 
@@ -76,6 +80,9 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	e, _ := errors.AsType[*engine.Error](err) // found: the code came from it
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(e.RetryAfter.Seconds())), 10))
+	}
 	s.writeProblem(w, r, code, e.Message, e.Field)
 }
 
@@ -92,14 +99,18 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, code engin
 		Field:  field,
 	}
 	h := w.Header()
+	retryAfter := ""
 	switch code {
 	case engine.CodeUnauthorized:
 		h.Set("WWW-Authenticate", "Bearer")
 	case engine.CodeUnavailable:
-		h.Set("Retry-After", "1")
-	case engine.CodeOverloaded:
+		retryAfter = "1"
+	case engine.CodeOverloaded, engine.CodeTenantOverloaded:
 		// A backlog drains at the endpoints' pace, not at once.
-		h.Set("Retry-After", overloadedRetryAfter)
+		retryAfter = overloadedRetryAfter
+	}
+	if retryAfter != "" && h.Get("Retry-After") == "" { // the error's own wait wins
+		h.Set("Retry-After", retryAfter)
 	}
 	s.writeBody(w, r, "application/problem+json", p.Status, p)
 }

@@ -5,10 +5,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -247,8 +247,8 @@ func (s *server) limitIngest(h httprouter.Handle) httprouter.Handle {
 				if !res.OK() || secs < 1 {
 					secs = 1
 				}
-				w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-				s.writeError(w, r, engine.Errorf(engine.CodeRateLimited, "", "this token sends events faster than its limit of %g per second; retry after %d s", s.opts.IngestRate, secs))
+				s.writeError(w, r, &engine.Error{Code: engine.CodeRateLimited, RetryAfter: time.Duration(secs) * time.Second,
+					Message: fmt.Sprintf("this token sends events faster than its limit of %g per second ([api] ingest_rate); retry after %d s", s.opts.IngestRate, secs)})
 				return
 			}
 		}

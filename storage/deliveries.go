@@ -336,6 +336,7 @@ const (
 func (db *DB) RetryIndex(ctx context.Context, fn func(engine.RetryEntry) error) error {
 	err := db.view(ctx, func(tx *bolt.Tx) error {
 		defer dropMapped(db.bolt, tx.Size())
+		tenants := endpointTenants(tx)
 		c := tx.Bucket(bucketRetryIndex).Cursor()
 		n := 0
 		for k, v := c.First(); k != nil; k, v = c.Next() {
@@ -351,7 +352,7 @@ func (db *DB) RetryIndex(ctx context.Context, fn func(engine.RetryEntry) error) 
 			if err != nil {
 				return fmt.Errorf("retry index key %x: %w", k, err)
 			}
-			if err := fn(engine.RetryEntry{Due: due, DeliveryID: id, EndpointID: string(v)}); err != nil {
+			if err := fn(engine.RetryEntry{Due: due, DeliveryID: id, EndpointID: string(v), TenantID: tenants[string(v)]}); err != nil {
 				return &callerError{err}
 			}
 		}
@@ -364,4 +365,17 @@ func (db *DB) RetryIndex(ctx context.Context, fn func(engine.RetryEntry) error) 
 		return wrap("retry index", err)
 	}
 	return nil
+}
+
+// endpointTenants maps every endpoint ID to its tenant, from the keys of
+// the endpoints bucket alone (tenant ‖ 0x00 ‖ endpoint ID).
+func endpointTenants(tx *bolt.Tx) map[string]string {
+	m := make(map[string]string)
+	c := tx.Bucket(bucketEndpoints).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if tenant, id, ok := bytes.Cut(k, []byte{0}); ok {
+			m[string(id)] = string(tenant)
+		}
+	}
+	return m
 }

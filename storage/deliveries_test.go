@@ -385,7 +385,7 @@ func TestDB_RetryIndex(t *testing.T) {
 		if _, err := db.RecordAttempt(ctx, engine.AttemptRecord{DeliveryID: d.ID, Cycle: 1, State: engine.StatePending, NextAttemptAt: due, At: t0}); err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, engine.RetryEntry{Due: due, DeliveryID: d.ID, EndpointID: d.EndpointID})
+		want = append(want, engine.RetryEntry{Due: due, DeliveryID: d.ID, EndpointID: d.EndpointID, TenantID: "a"})
 	}
 	done := mustDelivery(t, db, "a")
 	if _, err := db.RecordAttempt(ctx, engine.AttemptRecord{DeliveryID: done.ID, Cycle: 1, State: engine.StateSucceeded, At: t0}); err != nil {

@@ -144,8 +144,9 @@ func (db *DB) EventTypes(ctx context.Context) ([]engine.EventType, error) {
 }
 
 // CreateEndpoint stores the new endpoint ep (with its secrets). The tenant
-// must exist (CodeTenantNotFound).
-func (db *DB) CreateEndpoint(ctx context.Context, ep engine.Endpoint) error {
+// must exist (CodeTenantNotFound) and, when limit is not 0, have fewer
+// than limit endpoints (CodeLimitReached).
+func (db *DB) CreateEndpoint(ctx context.Context, ep engine.Endpoint, limit int) error {
 	if ep.ID == "" {
 		return engine.Errorf(engine.CodeInvalidField, "id", "endpoint id must not be empty")
 	}
@@ -158,6 +159,9 @@ func (db *DB) CreateEndpoint(ctx context.Context, ep engine.Endpoint) error {
 			return errTenantNotFound()
 		}
 		b := tx.Bucket(bucketEndpoints)
+		if limit > 0 && countPrefix(b, tenantPrefix(ep.TenantID), limit) >= limit {
+			return engine.Errorf(engine.CodeLimitReached, "", "the tenant has %d endpoints, the most it may have", limit)
+		}
 		k := endpointKey(ep.TenantID, ep.ID)
 		if b.Get(k) != nil {
 			return errors.New("endpoint id exists")
@@ -322,4 +326,15 @@ func (db *DB) DeleteEndpoint(ctx context.Context, tenant, id string) error {
 		return wrap("delete endpoint "+id, err)
 	}
 	return nil
+}
+
+// countPrefix counts the keys of b that start with prefix, stopping at
+// max.
+func countPrefix(b *bolt.Bucket, prefix []byte, max int) int {
+	n := 0
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < max; k, _ = c.Next() {
+		n++
+	}
+	return n
 }

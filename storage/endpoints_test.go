@@ -5,6 +5,8 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,13 +120,13 @@ func TestDB_CreateEndpoint(t *testing.T) {
 	mustTenant(t, db, "a.b")
 
 	t.Run("missing tenant", func(t *testing.T) {
-		err := db.CreateEndpoint(ctx, newEndpoint("nobody", "*"))
+		err := db.CreateEndpoint(ctx, newEndpoint("nobody", "*"), 0)
 		wantCode(t, err, engine.CodeTenantNotFound, "tenant")
 	})
 
 	ep := newEndpoint("a", "*")
 	ep.Secrets = append(ep.Secrets, engine.Secret{Key: "whsec_old", Expires: t0.Add(time.Hour)})
-	if err := db.CreateEndpoint(ctx, ep); err != nil {
+	if err := db.CreateEndpoint(ctx, ep, 0); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("read back with secrets", func(t *testing.T) {
@@ -137,7 +139,7 @@ func TestDB_CreateEndpoint(t *testing.T) {
 		}
 	})
 	t.Run("duplicate id", func(t *testing.T) {
-		if err := db.CreateEndpoint(ctx, ep); err == nil {
+		if err := db.CreateEndpoint(ctx, ep, 0); err == nil {
 			t.Error("CreateEndpoint of an existing id succeeded")
 		}
 	})
@@ -146,10 +148,46 @@ func TestDB_CreateEndpoint(t *testing.T) {
 		wantCode(t, err, engine.CodeEndpointNotFound, "id")
 	})
 	t.Run("error has no secret", func(t *testing.T) {
-		if err := db.CreateEndpoint(ctx, ep); err == nil || strings.Contains(err.Error(), ep.Secrets[0].Key) {
+		if err := db.CreateEndpoint(ctx, ep, 0); err == nil || strings.Contains(err.Error(), ep.Secrets[0].Key) {
 			t.Errorf("error %v shows the secret", err)
 		}
 	})
+}
+
+// TestDB_CreateEndpoint_limit: concurrent creates share commits, and the
+// limit is checked inside the transaction, so exactly limit of them pass
+// however they interleave; another tenant has its own count.
+func TestDB_CreateEndpoint_limit(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	mustTenant(t, db, "a")
+	mustTenant(t, db, "a.b") // "a" ‖ 0x00 is not a prefix of its keys
+	const limit, tries = 3, 12
+	var wg sync.WaitGroup
+	var created, refused atomic.Int32
+	for range tries {
+		wg.Go(func() {
+			err := db.CreateEndpoint(ctx, newEndpoint("a", "*"), limit)
+			switch engine.ErrorCode(err) {
+			case "":
+				created.Add(1)
+			case engine.CodeLimitReached:
+				refused.Add(1)
+			default:
+				t.Errorf("CreateEndpoint: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if created.Load() != limit || refused.Load() != tries-limit {
+		t.Errorf("%d created, %d refused; want %d and %d", created.Load(), refused.Load(), limit, tries-limit)
+	}
+	if err := db.CreateEndpoint(ctx, newEndpoint("a.b", "*"), limit); err != nil {
+		t.Errorf("another tenant's first endpoint: %v", err)
+	}
+	if eps, _ := db.Endpoints(ctx, "a"); len(eps) != limit {
+		t.Errorf("tenant a has %d endpoints, want %d", len(eps), limit)
+	}
 }
 
 func TestDB_Endpoints(t *testing.T) {

@@ -84,7 +84,7 @@ func newEndpoint(tenant string, types ...string) engine.Endpoint {
 func mustEndpoint(tb testing.TB, db *DB, tenant string, types ...string) engine.Endpoint {
 	tb.Helper()
 	ep := newEndpoint(tenant, types...)
-	if err := db.CreateEndpoint(context.Background(), ep); err != nil {
+	if err := db.CreateEndpoint(context.Background(), ep, 0); err != nil {
 		tb.Fatal(err)
 	}
 	// Space endpoint IDs one millisecond apart so that their creation

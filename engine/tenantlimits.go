@@ -1,0 +1,100 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// maxTenantLimiters bounds the limiters tenantLimiters keeps: past it they
+// are all forgotten and start again with a full burst. Ingest checks its
+// rate before the store says whether the tenant exists, so without the
+// bound made-up tenant names would grow the map.
+const maxTenantLimiters = 100_000
+
+// tenantLimiters is a token bucket per tenant.
+type tenantLimiters struct {
+	limit rate.Limit // zero: unlimited
+	burst int
+
+	mu sync.Mutex
+	m  map[string]*rate.Limiter
+}
+
+func (l *tenantLimiters) init(perSecond float64, burst int) {
+	if perSecond <= 0 {
+		return
+	}
+	if burst <= 0 {
+		burst = max(1, int(math.Ceil(perSecond)))
+	}
+	l.limit, l.burst = rate.Limit(perSecond), burst
+	l.m = make(map[string]*rate.Limiter)
+}
+
+// take takes a token of tenant's bucket and returns 0, or takes none and
+// returns how long until one is there (at least a second, in whole
+// seconds: what Retry-After can say).
+func (l *tenantLimiters) take(tenant string) time.Duration {
+	if l.limit == 0 {
+		return 0
+	}
+	l.mu.Lock()
+	lim := l.m[tenant]
+	if lim == nil {
+		if len(l.m) >= maxTenantLimiters {
+			clear(l.m)
+		}
+		lim = rate.NewLimiter(l.limit, l.burst)
+		l.m[tenant] = lim
+	}
+	l.mu.Unlock()
+	return takeToken(lim)
+}
+
+// takeToken takes a token of lim and returns 0, or takes none and returns
+// how long until one is there, rounded up to whole seconds (at least one).
+func takeToken(lim *rate.Limiter) time.Duration {
+	r := lim.Reserve()
+	delay := r.Delay()
+	if r.OK() && delay == 0 {
+		return 0
+	}
+	r.Cancel()
+	secs := min(max(math.Ceil(delay.Seconds()), 1), 3600)
+	if !r.OK() { // a burst of 0: never, but say something
+		secs = 1
+	}
+	return time.Duration(secs) * time.Second
+}
+
+// endpointLimit is the most endpoints tenant may have; 0: no limit.
+func (s *Service) endpointLimit(tenant string) int {
+	if tenant == OperatorTenant {
+		return 0
+	}
+	return s.opts.MaxEndpointsPerTenant
+}
+
+// checkTenantLimits refuses an ingest for tenant over its pending bound
+// (CodeTenantOverloaded) or its ingest rate (CodeRateLimited). The
+// operator's own tenant is exempt.
+func (s *Service) checkTenantLimits(tenant string) error {
+	if tenant == OperatorTenant {
+		return nil
+	}
+	if max := s.opts.MaxPendingPerTenant; max > 0 && s.disp != nil {
+		if n := s.disp.TenantPending(tenant); n >= max {
+			return Errorf(CodeTenantOverloaded, "", "tenant %s has %d deliveries pending, at or over its bound of %d ([limits] pending_per_tenant); the event was not stored: send it again after Retry-After", tenant, n, max)
+		}
+	}
+	if wait := s.ingestRates.take(tenant); wait > 0 {
+		return &Error{Code: CodeRateLimited, RetryAfter: wait, Message: fmt.Sprintf(
+			"tenant %s is sent events faster than its limit of %g per second ([limits] ingest_rate_per_tenant); the event was not stored: send it again after Retry-After",
+			tenant, s.opts.TenantIngestRate)}
+	}
+	return nil
+}
