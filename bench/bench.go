@@ -50,6 +50,7 @@ type Options struct {
 
 	Workers             int // dispatcher workers (in-process); 0: webhookd's default, 64
 	EndpointConcurrency int // per-endpoint attempts in flight (in-process); 0: 8
+	TenantConcurrency   int // per-tenant attempts in flight (in-process); 0: three quarters of Workers
 
 	Baseline time.Duration // how long each ceiling is measured; 0: 3s
 	Drain    time.Duration // how long to wait for deliveries after the load; 0: 2m
@@ -84,6 +85,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.StringVar(&o.Faults, "fail", "", "receivers' fault `mix`, like 502:5%,timeout:1%,429:1%,410:0.5% (none: no faults)")
 	fs.IntVar(&o.Workers, "workers", 0, "dispatcher workers (in-process; default webhookd's, 64)")
 	fs.IntVar(&o.EndpointConcurrency, "endpoint-concurrency", 0, "attempts in flight per endpoint (in-process; default webhookd's, 8)")
+	fs.IntVar(&o.TenantConcurrency, "tenant-concurrency", 0, "attempts in flight per tenant (in-process; default webhookd's, three quarters of -workers)")
 	fs.DurationVar(&o.Baseline, "baseline", 0, "how long each ceiling is measured (default 3s)")
 	fs.DurationVar(&o.Drain, "drain", 0, "how long to wait for deliveries after the load (default 2m)")
 	fs.StringVar(&o.Dir, "dir", "", "directory for the databases (default: a temporary one, removed after)")

@@ -67,6 +67,15 @@ func TestRun_tiny(t *testing.T) {
 				t.Errorf("delivery = %+v, want 300 delivered", d)
 			}
 		}},
+		{Options{Scenario: "noisy-tenant", Events: 40, Rate: 200, Endpoints: 2}, func(t *testing.T, r *Result) {
+			sl, d := r.Noisy, r.Delivery
+			if sl == nil || sl.Baseline.N != 2*80 || sl.WithHang.N != 2*80 || sl.HangingReq == 0 {
+				t.Fatalf("noisy = %+v, want 80 deliveries a round, 2 rounds each, and the noisy tenant's attempts made", sl)
+			}
+			if d == nil || d.Delivered != 80 || d.Duplicates != 0 {
+				t.Errorf("delivery = %+v, want the healthy tenant's 80 delivered once each", d)
+			}
+		}},
 		{Options{Scenario: "backlog", Events: 300, Clients: 8}, func(t *testing.T, r *Result) {
 			bl, d := r.Backlog, r.Delivery
 			if bl == nil || bl.Pending != 300 || bl.Scheduled != 300 || bl.FiredEarly != 0 {

@@ -32,11 +32,12 @@ const maxPending = 1_000_000
 
 // instanceOptions configure an in-process webhookd.
 type instanceOptions struct {
-	path     string             // database file
-	dispatch bool               // run a dispatcher; false: ingest only stores
-	policy   engine.RetryPolicy // zero Deadline: the default policy
-	workers  int                // 0: the default (64)
-	perHost  int                // endpoint concurrency; 0: the default (8)
+	path      string             // database file
+	dispatch  bool               // run a dispatcher; false: ingest only stores
+	policy    engine.RetryPolicy // zero Deadline: the default policy
+	workers   int                // 0: the default (64)
+	perHost   int                // endpoint concurrency; 0: the default (8)
+	perTenant int                // tenant concurrency; 0: the default (three quarters of workers)
 	// clockShift moves the dispatcher's wall clock forward, so that retries
 	// scheduled that far ahead fall due at once (backlog).
 	clockShift time.Duration
@@ -73,7 +74,7 @@ func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance,
 			now = func() time.Time { return time.Now().Add(shift) }
 		}
 		in.disp = engine.NewDispatcher(db, engine.DispatcherOptions{
-			Policy: o.policy, Workers: o.workers, EndpointConcurrency: o.perHost, Now: now,
+			Policy: o.policy, Workers: o.workers, EndpointConcurrency: o.perHost, TenantConcurrency: o.perTenant, Now: now,
 			KeepGoneEndpoints: o.keepGone,
 			Targets:           loopbackTargets, // the receivers are on 127.0.0.1, over http
 		})

@@ -35,6 +35,7 @@ type Result struct {
 	Memory       Memory         `json:"memory"`
 	Backlog      *BacklogStats  `json:"backlog,omitempty"`
 	Slow         *SlowStats     `json:"slow_receiver,omitempty"`
+	Noisy        *SlowStats     `json:"noisy_tenant,omitempty"`
 	Series       []Point        `json:"series,omitempty"`
 	Targets      []Target       `json:"targets,omitempty"`
 	Notes        []string       `json:"notes,omitempty"`
@@ -50,6 +51,7 @@ type Settings struct {
 	Faults              string   `json:"faults,omitempty"`
 	Workers             int      `json:"workers"`
 	EndpointConcurrency int      `json:"endpoint_concurrency"`
+	TenantConcurrency   int      `json:"tenant_concurrency"`
 	Schedule            []string `json:"schedule,omitempty"`
 	AttemptTimeout      string   `json:"attempt_timeout,omitempty"`
 }
@@ -132,7 +134,8 @@ type BacklogStats struct {
 }
 
 // SlowStats compares the healthy endpoints' latency without and with one
-// endpoint hanging.
+// endpoint hanging (slow-receiver), or the healthy tenant's without and
+// with a tenant whose endpoints all hang beside it (noisy-tenant).
 type SlowStats struct {
 	Rounds     int     `json:"rounds"` // of each phase, alternating; latencies pooled
 	Baseline   Latency `json:"baseline"`
@@ -174,7 +177,7 @@ func printResult(w io.Writer, m Machine, r *Result) {
 	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "  %s\t%s\n", k, fmt.Sprintf(format, args...)) }
 	s := r.Settings
 	row("machine", "%d cores (GOMAXPROCS %d), %s, %s %s", m.Cores, m.GOMAXPROCS, m.CPU, m.GoVersion, m.OS)
-	row("target", "%s; %d workers, endpoint concurrency %d", r.Target, s.Workers, s.EndpointConcurrency)
+	row("target", "%s; %d workers, endpoint concurrency %d, tenant concurrency %d", r.Target, s.Workers, s.EndpointConcurrency, s.TenantConcurrency)
 	load := fmt.Sprintf("%d events of %d B, %d clients", s.Events, s.EventSize, s.Clients)
 	if s.Rate > 0 {
 		load = fmt.Sprintf("%d events of %d B at %g/s", s.Events, s.EventSize, s.Rate)
@@ -258,6 +261,11 @@ func printResult(w io.Writer, m Machine, r *Result) {
 	if sl := r.Slow; sl != nil {
 		row("healthy endpoints, all healthy", "e2e p50 %s  p99 %s ms (%d rounds of each, alternating, pooled)", f2(sl.Baseline.P50), f2(sl.Baseline.P99), sl.Rounds)
 		row("healthy endpoints, one hanging", "e2e p50 %s  p99 %s ms (p99 %+.1f%%, p50 %+.1f%%); hanging endpoint got %d requests",
+			f2(sl.WithHang.P50), f2(sl.WithHang.P99), 100*sl.P99Change, 100*sl.P50Change, sl.HangingReq)
+	}
+	if sl := r.Noisy; sl != nil {
+		row("healthy tenant, alone", "e2e p50 %s  p99 %s ms (%d rounds of each, alternating, pooled)", f2(sl.Baseline.P50), f2(sl.Baseline.P99), sl.Rounds)
+		row("healthy tenant, beside a noisy one", "e2e p50 %s  p99 %s ms (p99 %+.1f%%, p50 %+.1f%%); the noisy tenant's hanging endpoints got %d requests",
 			f2(sl.WithHang.P50), f2(sl.WithHang.P99), 100*sl.P99Change, 100*sl.P50Change, sl.HangingReq)
 	}
 	mem := r.Memory

@@ -99,6 +99,11 @@ var Scenarios = []Scenario{
 		run: (*runner).slowReceiver,
 	},
 	{
+		Name: "noisy-tenant", About: "100 events/s to a tenant's 10 endpoints, once alone, once beside a tenant with a backlog of 1 000 events to 10 endpoints that all hang",
+		Events: 2000, Duration: time.Minute, Clients: 64, Rate: 100, Endpoints: 10, InProcessOnly: true,
+		run: (*runner).noisyTenant,
+	},
+	{
 		Name: "backlog", About: "1 000 000 pending retries: restart recovery time and memory of the timer, then all fire once",
 		Events: 1000000, Duration: 10 * time.Minute, Clients: 512, Endpoints: 1, InProcessOnly: true,
 		run: (*runner).backlog,
@@ -137,6 +142,7 @@ func runScenario(ctx context.Context, o Options, sc *Scenario, dir string, many 
 	o.Faults = or(o.Faults, sc.Faults)
 	o.Workers = or(o.Workers, 64)
 	o.EndpointConcurrency = or(o.EndpointConcurrency, 8)
+	o.TenantConcurrency = or(o.TenantConcurrency, max(1, o.Workers*3/4))
 	o.Baseline = or(o.Baseline, 3*time.Second)
 	o.Drain = or(o.Drain, 2*time.Minute)
 	if o.Faults == "none" {
@@ -163,6 +169,7 @@ func runScenario(ctx context.Context, o Options, sc *Scenario, dir string, many 
 		Settings: Settings{
 			Events: o.Events, Clients: o.Clients, Rate: o.Rate, Endpoints: o.Endpoints, EventSize: o.EventSize,
 			Faults: faults.String(), Workers: o.Workers, EndpointConcurrency: o.EndpointConcurrency,
+			TenantConcurrency: o.TenantConcurrency,
 		},
 	}
 	if r.policy.Deadline != 0 {
@@ -256,7 +263,7 @@ func (r *runner) open(name string, dispatch bool, clockShift time.Duration) (*in
 	r.dbPath = filepath.Join(r.dir, name)
 	return openInstance(r.ctx, instanceOptions{
 		path: r.dbPath, dispatch: dispatch, policy: r.policy,
-		workers: r.o.Workers, perHost: r.o.EndpointConcurrency, clockShift: clockShift,
+		workers: r.o.Workers, perHost: r.o.EndpointConcurrency, perTenant: r.o.TenantConcurrency, clockShift: clockShift,
 		keepGone: r.sc.KeepGoneEndpoints,
 	}, conns)
 }
@@ -827,56 +834,93 @@ func (r *runner) slowReceiver() error {
 	if err := r.baselines(r.o.Endpoints); err != nil {
 		return err
 	}
-	healthy := func(i int) bool { return i > 0 }
-	phase := func(name string, hang int) (*DeliveryStats, *series, int64, loadResult, error) {
+	phase := func(name string, hang int) (phaseResult, error) {
 		rs, in, err := r.openWithReceivers(name+".db", hang, true)
 		if err != nil {
-			return nil, nil, 0, loadResult{}, err
+			return phaseResult{}, err
 		}
 		defer rs.close()
 		defer in.close(time.Second) // cancels the hanging attempts
-		stop := r.watch(name, in, rs)
-		cpu := startCPU()
-		lr := runLoad(r.ctx, in.api, r.spec(r.o.Clients, r.o.Events), &r.sent)
-		want := int64(len(lr.acks)) * int64(r.o.Endpoints-1)
-		r.drain(r.o.Drain, func() bool {
-			var n int64
-			for _, rc := range rs.rs[1:] {
-				n += rc.okPairs.Load()
-			}
-			return n >= want
-		})
-		cores := cpu()
-		stop()
-		d, ser := r.deliveryStats(rs, lr.acks, lr.start, healthy, true)
-		d.PendingAtEnd, d.CPU = in.pending(), cores
-		if len(lr.acks) == 0 {
-			return nil, nil, 0, lr, fmt.Errorf("no event acknowledged: %v", lr.firstErr)
-		}
-		return d, ser, rs.rs[0].requests.Load(), lr, nil
+		res, err := r.measureHealthy(name, in, rs, hang)
+		res.hangingReq = rs.rs[0].requests.Load()
+		return res, err
 	}
+	sl, err := r.compareRounds(
+		func(round int) (phaseResult, error) { return phase(fmt.Sprintf("healthy-%d", round), 0) },
+		func(round int) (phaseResult, error) { return phase(fmt.Sprintf("hanging-%d", round), 1) })
+	if err != nil {
+		return err
+	}
+	r.res.Slow = sl
+	r.res.note("delivery figures are the last run with the hanging endpoint; latencies are of the %d healthy endpoints; the hanging one's deliveries stay pending", r.o.Endpoints-1)
+	r.res.target("healthy endpoints' p99 with one hanging", "≤ +20%",
+		fmt.Sprintf("%+.1f%% (%s → %s ms)", 100*sl.P99Change, f2(sl.Baseline.P99), f2(sl.WithHang.P99)), sl.P99Change <= 0.20)
+	return nil
+}
+
+// slowRounds is how many times slow-receiver and noisy-tenant run each
+// of their two phases.
+const slowRounds = 2
+
+// phaseResult is one phase of slow-receiver or noisy-tenant.
+type phaseResult struct {
+	d          *DeliveryStats // of the healthy endpoints
+	ser        *series
+	lr         loadResult
+	hangingReq int64 // requests the hanging receivers got
+}
+
+// measureHealthy runs the scenario's load on in and waits until every
+// event reached the healthy receivers of rs (all but the first hang).
+func (r *runner) measureHealthy(name string, in *instance, rs *receiverSet, hang int) (phaseResult, error) {
+	healthy := func(i int) bool { return i >= hang }
+	stop := r.watch(name, in, rs)
+	cpu := startCPU()
+	lr := runLoad(r.ctx, in.api, r.spec(r.o.Clients, r.o.Events), &r.sent)
+	want := int64(len(lr.acks)) * int64(r.o.Endpoints-hang)
+	r.drain(r.o.Drain, func() bool {
+		var n int64
+		for _, rc := range rs.rs[hang:] {
+			n += rc.okPairs.Load()
+		}
+		return n >= want
+	})
+	cores := cpu()
+	stop()
+	d, ser := r.deliveryStats(rs, lr.acks, lr.start, healthy, true)
+	d.PendingAtEnd, d.CPU = in.pending(), cores
+	if len(lr.acks) == 0 {
+		return phaseResult{}, fmt.Errorf("no event acknowledged: %v", lr.firstErr)
+	}
+	return phaseResult{d: d, ser: ser, lr: lr}, nil
+}
+
+// compareRounds runs slowRounds rounds of a baseline phase and a
+// disturbed one, alternating, pools each's latencies and compares them;
+// the last disturbed phase, profiled, gives the report's figures.
+func (r *runner) compareRounds(baseline, disturbed func(round int) (phaseResult, error)) (*SlowStats, error) {
 	var base, hung latencies
 	sl := &SlowStats{Rounds: slowRounds}
 	for round := range slowRounds {
-		d, _, _, _, err := phase(fmt.Sprintf("healthy-%d", round), 0)
+		p, err := baseline(round)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		base = append(base, d.lat...)
+		base = append(base, p.d.lat...)
 		if round == slowRounds-1 {
 			r.startProfile()
 		}
-		d, ser, hangReq, lr, err := phase(fmt.Sprintf("hanging-%d", round), 1)
+		p, err = disturbed(round)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		hung = append(hung, d.lat...)
-		sl.HangingReq += hangReq
+		hung = append(hung, p.d.lat...)
+		sl.HangingReq += p.hangingReq
 		if round == slowRounds-1 {
 			r.stopProfile()
-			r.res.Ingest = r.ingestStats(lr, r.o.Clients)
-			r.res.Delivery = d
-			r.res.Series = points(ingestSeries(lr.start, lr.acks), ser)
+			r.res.Ingest = r.ingestStats(p.lr, r.o.Clients)
+			r.res.Delivery = p.d
+			r.res.Series = points(ingestSeries(p.lr.start, p.lr.acks), p.ser)
 		}
 	}
 	sl.Baseline, sl.WithHang = base.summary(), hung.summary()
@@ -886,15 +930,93 @@ func (r *runner) slowReceiver() error {
 	if sl.Baseline.P50 > 0 {
 		sl.P50Change = sl.WithHang.P50/sl.Baseline.P50 - 1
 	}
-	r.res.Slow = sl
-	r.res.note("delivery figures are the last run with the hanging endpoint; latencies are of the %d healthy endpoints; the hanging one's deliveries stay pending", r.o.Endpoints-1)
-	r.res.target("healthy endpoints' p99 with one hanging", "≤ +20%",
+	return sl, nil
+}
+
+// noisy-tenant's other tenant: its endpoints, all hanging for the whole
+// attempt timeout, and the most events of its backlog (no more than the
+// run's own events, so that a small run stays small).
+const (
+	noisyTenant    = "bench-noisy"
+	noisyEndpoints = 10
+	noisyBacklog   = 1000
+)
+
+// noisyTenant measures a tenant's end-to-end latency alone, and beside
+// another tenant with a backlog of deliveries to endpoints that all hang
+// (a customer whose receivers are down in the slowest way): more of them
+// due than there are workers, each holding its worker for the attempt
+// timeout. The dispatcher's tenant turns and tenant_concurrency keep
+// workers for the healthy tenant.
+func (r *runner) noisyTenant() error {
+	if err := r.baselines(r.o.Endpoints); err != nil {
+		return err
+	}
+	phase := func(name string, noisy bool) (phaseResult, error) {
+		rs, in, err := r.openWithReceivers(name+".db", 0, true)
+		if err != nil {
+			return phaseResult{}, err
+		}
+		defer rs.close()
+		defer in.close(time.Second) // cancels the hanging attempts
+		var ns *receiverSet
+		if noisy {
+			if ns, err = r.noisyBacklog(in); err != nil {
+				return phaseResult{}, err
+			}
+			defer ns.close()
+		}
+		res, err := r.measureHealthy(name, in, rs, 0)
+		if ns != nil {
+			for _, rc := range ns.rs {
+				res.hangingReq += rc.requests.Load()
+			}
+		}
+		return res, err
+	}
+	sl, err := r.compareRounds(
+		func(round int) (phaseResult, error) { return phase(fmt.Sprintf("alone-%d", round), false) },
+		func(round int) (phaseResult, error) { return phase(fmt.Sprintf("noisy-%d", round), true) })
+	if err != nil {
+		return err
+	}
+	r.res.Noisy = sl
+	r.res.note("delivery figures are the last run beside the noisy tenant, of the healthy tenant's %d endpoints; the noisy tenant's deliveries stay pending", r.o.Endpoints)
+	r.res.target("healthy tenant's p99 beside a backlogged one", "≤ +20%",
 		fmt.Sprintf("%+.1f%% (%s → %s ms)", 100*sl.P99Change, f2(sl.Baseline.P99), f2(sl.WithHang.P99)), sl.P99Change <= 0.20)
 	return nil
 }
 
-// slowRounds is how many times slow-receiver runs each of its two phases.
-const slowRounds = 2
+// noisyBacklog makes noisy-tenant's other tenant on in, with endpoints at
+// receivers that all hang, sends it its backlog and waits until its
+// attempts hold the workers it may have.
+func (r *runner) noisyBacklog(in *instance) (*receiverSet, error) {
+	ns, err := startReceivers(noisyEndpoints, noisyEndpoints, nil)
+	if err != nil {
+		return nil, err
+	}
+	urls := make([]string, len(ns.rs))
+	for i, rc := range ns.rs {
+		urls[i] = rc.url
+	}
+	if _, err := in.api.setup(r.ctx, noisyTenant, eventType, urls); err != nil {
+		ns.close()
+		return nil, err
+	}
+	backlog := min(noisyBacklog, r.o.Events)
+	lr := runLoad(r.ctx, in.api, loadSpec{tenant: noisyTenant, clients: 16, events: backlog, duration: r.o.Duration, body: r.body}, new(atomic.Int64))
+	if len(lr.acks) < backlog {
+		ns.close()
+		return nil, fmt.Errorf("noisy tenant's backlog: %d of %d events acknowledged: %v", len(lr.acks), backlog, lr.firstErr)
+	}
+	// Its attempts take the workers they may have at once: wait for them.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if in.disp.Stats().InFlight >= min(r.o.TenantConcurrency, noisyEndpoints*r.o.EndpointConcurrency) {
+			break
+		}
+	}
+	return ns, nil
+}
 
 // backlog seeds Events pending retries (an ingest and a failed first
 // attempt each, the next attempt an hour out), restarts webhookd and
