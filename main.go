@@ -159,6 +159,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		},
 	})
 	m.watch(disp, db)
+	purge := make(chan struct{}, 1) // wakes pruneLoop's purge of deleted tenants
 	svc := engine.NewService(db, disp, engine.ServiceOptions{
 		IdempotencyWindow: cfg.Ingest.IdempotencyWindow.Duration,
 		APIVersion:        cfg.Ingest.APIVersion,
@@ -168,6 +169,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		MaxPendingPerTenant:   cfg.Limits.PendingPerTenant,
 		TenantIngestRate:      cfg.Limits.IngestRatePerTenant,
 		TenantIngestBurst:     cfg.Limits.IngestBurstPerTenant,
+		TenantDeleted: func(string) {
+			select {
+			case purge <- struct{}{}:
+			default: // a purge is already asked for
+			}
+		},
 
 		Targets:                     cfg.Delivery.targetPolicy(*dev),
 		DefaultEnvironment:          engine.Environment(cfg.API.DefaultEnvironment),
@@ -220,7 +227,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	go pruneLoop(ctx, db, cfg.Retention, logger)
+	go pruneLoop(ctx, db, cfg.Retention, purge, logger)
 
 	logger.Info("webhookd started", "version", versionString(), "listen", ln.Addr().String(), "db", cfg.Storage.Path)
 	fmt.Fprintf(stdout, "webhookd listening on http://%s\n", ln.Addr())
@@ -315,17 +322,42 @@ func adminTokens(cfg Config, logger *slog.Logger) ([]string, error) {
 // idempotency records, then finished events past retention (see
 // storage.PruneEvents). Each step is one small transaction, so ingest never
 // waits long behind it.
-func pruneLoop(ctx context.Context, db *storage.DB, r RetentionConfig, logger *slog.Logger) {
+//
+// A send on purge (a tenant was deleted) runs the purge of deleted
+// tenants at once instead of at the next minute; the purge also runs once
+// at start, finishing one that a stop cut short.
+func pruneLoop(ctx context.Context, db *storage.DB, r RetentionConfig, purge <-chan struct{}, logger *slog.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
+	if err := purgeDeletedTenants(ctx, db, logger); err != nil && ctx.Err() == nil {
+		logger.Warn("tenant purge", "err", err)
+	}
 	for {
+		var err error
 		select {
 		case <-ctx.Done():
 			return
+		case <-purge:
+			err = purgeDeletedTenants(ctx, db, logger)
 		case <-t.C:
+			err = pruneOnce(ctx, db, r, time.Now())
 		}
-		if err := pruneOnce(ctx, db, r, time.Now()); err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil {
 			logger.Warn("retention pruner", "err", err)
+		}
+	}
+}
+
+// purgeDeletedTenants deletes the data of every deleted tenant, 500 events
+// to a transaction, so that ingest never waits long behind it.
+func purgeDeletedTenants(ctx context.Context, db *storage.DB, logger *slog.Logger) error {
+	for {
+		res, err := db.PurgeDeletedTenants(ctx, 500)
+		if err != nil || res.Tenant == "" {
+			return err
+		}
+		if res.Done {
+			logger.Info("deleted tenant purged", "tenant", res.Tenant)
 		}
 	}
 }
@@ -336,7 +368,7 @@ const expiredTokenKeep = 7 * 24 * time.Hour
 
 // pruneOnce makes one full pass of the pruner: expired idempotency
 // records, tenant access tokens expired more than expiredTokenKeep ago,
-// then finished events past retention.
+// what is left of deleted tenants, then finished events past retention.
 func pruneOnce(ctx context.Context, db *storage.DB, r RetentionConfig, now time.Time) error {
 	for {
 		n, err := db.PruneIdempotency(ctx, now, 1000)
@@ -355,6 +387,9 @@ func pruneOnce(ctx context.Context, db *storage.DB, r RetentionConfig, now time.
 		if n < 1000 {
 			break
 		}
+	}
+	if err := purgeDeletedTenants(ctx, db, slog.New(slog.DiscardHandler)); err != nil {
+		return err
 	}
 	ret := storage.Retention{SucceededBefore: now.Add(-r.Succeeded.Duration), DeadBefore: now.Add(-r.Dead.Duration)}
 	for cursor := uint64(0); ; {

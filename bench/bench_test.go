@@ -14,6 +14,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/webhookd/webhookd/engine"
 )
 
 // TestRun_tiny runs small versions of the scenarios end to end, so that
@@ -232,5 +234,60 @@ func TestLatencies_quantile(t *testing.T) {
 	}
 	if got := latencies(nil).quantile(0.5); got != 0 {
 		t.Errorf("quantile of nothing = %s, want 0", got)
+	}
+}
+
+// TestRun_targetCleansUp runs a scenario against a running webhookd
+// (-target) and checks that it leaves nothing behind: its tenant (with
+// its endpoints at the receivers' now dead ports, its events and
+// deliveries) is deleted and purged, and its event type removed, since
+// the target did not have it before.
+func TestRun_targetCleansUp(t *testing.T) {
+	ctx := context.Background()
+	target, err := openInstance(ctx, instanceOptions{path: filepath.Join(t.TempDir(), "target.db"), dispatch: true}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.close(time.Second)
+	o := Options{Scenario: "light", Events: 20, Rate: 100, Target: target.api.base, Token: benchToken,
+		Baseline: 100 * time.Millisecond, Drain: 20 * time.Second, Dir: t.TempDir()}
+	var out bytes.Buffer
+	if _, err := Run(ctx, o, &out); err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	if strings.Contains(out.String(), "could not delete") {
+		t.Errorf("cleanup failed:\n%s", out.String())
+	}
+	tenants, err := target.db.Tenants(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tenants) != 0 {
+		t.Errorf("the target has %d tenants after the run, want 0: %+v", len(tenants), tenants)
+	}
+	types, err := target.db.EventTypes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(types) != 0 {
+		t.Errorf("the target's catalogue has %+v after the run, want it empty", types)
+	}
+	// What is left of the tenant goes with the purge, which main runs in
+	// the background; run it here.
+	for {
+		res, err := target.db.PurgeDeletedTenants(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Tenant == "" {
+			break
+		}
+	}
+	n := 0
+	if err := target.db.ForEachEvent(ctx, func(engine.Event, []engine.Delivery) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d events left in the target after the purge", n)
 	}
 }

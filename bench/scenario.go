@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -183,6 +185,11 @@ func runScenario(ctx context.Context, o Options, sc *Scenario, dir string, many 
 	}
 	if o.Target != "" {
 		r.res.note("-target: webhookd's commits, memory and file size are not visible from here; memory is the harness's")
+		cleanup, cerr := r.cleanTarget()
+		if cerr != nil {
+			return r.res, cerr
+		}
+		defer cleanup()
 	}
 	start := time.Now()
 	mem := startMemSampler()
@@ -207,6 +214,38 @@ func runScenario(ctx context.Context, o Options, sc *Scenario, dir string, many 
 		}
 	}
 	return r.res, err
+}
+
+// cleanTarget returns what removes from -target, after the run, what the
+// run adds to it: the scenario's tenant with its endpoints, events and
+// deliveries (deleted with ?force=true, since the receivers are gone by
+// then), and the event type, unless the target had it before. What it
+// could not remove is noted in the result.
+func (r *runner) cleanTarget() (func(), error) {
+	api := newAPIClient(r.o.Target, r.o.Token, 1)
+	var types struct {
+		Data []struct{ Name string } `json:"data"`
+	}
+	if err := api.do(r.ctx, http.MethodGet, "/v1/event-types", nil, &types); err != nil {
+		return nil, fmt.Errorf("-target: list event types: %w", err)
+	}
+	hadType := slices.ContainsFunc(types.Data, func(t struct{ Name string }) bool { return t.Name == eventType })
+	return func() {
+		ctx := context.WithoutCancel(r.ctx)
+		err := api.do(ctx, http.MethodDelete, "/v1/tenants/"+r.tenant+"?force=true", nil, nil)
+		if e, ok := errors.AsType[*apiError](err); ok && e.Status == http.StatusNotFound {
+			err = nil // the run failed before it made the tenant
+		}
+		if err != nil {
+			r.res.note("-target: could not delete tenant %s: %v", r.tenant, err)
+		}
+		if !hadType {
+			if err := api.do(ctx, http.MethodDelete, "/v1/event-types/"+eventType, nil, nil); err != nil {
+				r.res.note("-target: could not delete event type %s: %v", eventType, err)
+			}
+		}
+		api.hc.CloseIdleConnections()
+	}, nil
 }
 
 // or returns v, or def when v is zero.

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -329,6 +330,44 @@ func (d *Dispatcher) tenantLocked(endpointID, tenant string) *tenantQueue {
 	}
 	d.tenantOf[endpointID] = tq
 	return tq
+}
+
+// ForgetTenant drops every delivery of tenant that the dispatcher holds
+// and is not attempting: the tenant is deleted, and its deliveries with
+// it. Attempts in flight finish; their outcome finds no delivery to
+// record.
+func (d *Dispatcher) ForgetTenant(tenant string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	tq := d.tenants[tenant]
+	if tq == nil {
+		return
+	}
+	for id, e := range d.timers.index {
+		if d.tenantOf[e.endpointID] == tq {
+			d.timers.remove(id)
+			tq.held--
+		}
+	}
+	for _, eq := range tq.runnable {
+		eq.inRunnable = false
+	}
+	tq.runnable = nil
+	d.runnable = slices.DeleteFunc(d.runnable, func(q *tenantQueue) bool { return q == tq })
+	tq.inRunnable = false
+	for id, eq := range d.endpoints {
+		if eq.tenant != tq {
+			continue
+		}
+		for _, dl := range eq.ready {
+			delete(d.ready, dl)
+			tq.held--
+		}
+		eq.ready = nil
+		if eq.inflight == 0 && !eq.parked {
+			delete(d.endpoints, id)
+		}
+	}
 }
 
 // TenantPending returns how many deliveries of tenant the dispatcher

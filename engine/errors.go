@@ -32,6 +32,8 @@ const (
 	CodeRateLimited         Code = "rate_limited"           // the token or the tenant is over its ingest rate; retry after Retry-After
 	CodeTenantOverloaded    Code = "tenant_overloaded"      // too many deliveries pending for this tenant (ServiceOptions.MaxPendingPerTenant); retry later
 	CodeLimitReached        Code = "limit_reached"          // the tenant has as many of something as it may (ServiceOptions.MaxEndpointsPerTenant)
+	CodePendingDeliveries   Code = "pending_deliveries"     // the tenant still has deliveries pending: deleting it would drop them (unless forced)
+	CodeTenantDeleting      Code = "tenant_deleting"        // the tenant id belongs to a deleted tenant whose data is still being purged
 	CodeInternal            Code = "internal"               // anything uncoded; details go to the operator log only
 )
 

@@ -72,6 +72,11 @@ type ServiceOptions struct {
 	// it ingest is CodeRateLimited with the wait in RetryAfter.
 	TenantIngestRate  float64
 	TenantIngestBurst int
+
+	// TenantDeleted, when set, is told of every tenant DeleteTenant
+	// deleted, after the store did (main wakes the purge with it). It
+	// must not block.
+	TenantDeleted func(tenant string)
 }
 
 // NewService returns a Service over store that hands work to disp.
@@ -135,6 +140,17 @@ func (s *Service) PutEventType(ctx context.Context, name string, in EventTypeInp
 	}
 	now := s.now()
 	return s.store.PutEventType(ctx, EventType{Name: name, Description: in.Description, Created: now, Updated: now})
+}
+
+// DeleteEventType takes name out of the catalogue: ingest of that type is
+// refused from then on (CodeUnknownEventType), and events already stored
+// are delivered as usual. Endpoints that subscribe to it keep the name, so
+// they receive it again if it is added back.
+func (s *Service) DeleteEventType(ctx context.Context, name string) error {
+	if err := ValidateEventType("type", name); err != nil {
+		return err
+	}
+	return s.store.DeleteEventType(ctx, name)
 }
 
 // EventTypes lists the catalogue.

@@ -23,9 +23,18 @@ type Store interface {
 	PutTenant(ctx context.Context, t Tenant) (Tenant, bool, error)
 	// Tenant returns CodeTenantNotFound when there is none.
 	Tenant(ctx context.Context, id string) (Tenant, error)
+	// DeleteTenant deletes a tenant with its endpoints and access tokens
+	// at once, and its events, deliveries and idempotency keys soon after
+	// (the store purges them in small steps); until that is done, PutTenant
+	// of the id is CodeTenantDeleting. CodeTenantNotFound when there is
+	// none.
+	DeleteTenant(ctx context.Context, id string, at time.Time) error
 
 	// PutEventType creates or updates a catalogue entry (Description only).
 	PutEventType(ctx context.Context, et EventType) (EventType, bool, error)
+	// DeleteEventType takes name out of the catalogue (CodeNotFound when
+	// it is not in it). Endpoints that subscribe to it keep the name.
+	DeleteEventType(ctx context.Context, name string) error
 	// EventTypes lists the catalogue by name.
 	EventTypes(ctx context.Context) ([]EventType, error)
 

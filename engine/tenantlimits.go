@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -95,6 +96,39 @@ func (s *Service) checkTenantLimits(tenant string) error {
 		return &Error{Code: CodeRateLimited, RetryAfter: wait, Message: fmt.Sprintf(
 			"tenant %s is sent events faster than its limit of %g per second ([limits] ingest_rate_per_tenant); the event was not stored: send it again after Retry-After",
 			tenant, s.opts.TenantIngestRate)}
+	}
+	return nil
+}
+
+// DeleteTenant deletes tenant: at once its record, endpoints and access
+// tokens (the API knows it no more, and its ingest is refused), and soon
+// after, in small steps, its events, deliveries, dead letters and
+// idempotency keys; until those are gone the id cannot be used again
+// (CodeTenantDeleting). While the dispatcher holds deliveries of the
+// tenant (pending: waiting for a retry, due or in flight), deletion would
+// drop them and is refused with CodePendingDeliveries, unless force: then
+// they are dropped, never attempted again. Deliveries held for a disabled
+// endpoint (paused) and dead letters go with the tenant either way.
+func (s *Service) DeleteTenant(ctx context.Context, tenant string, force bool) error {
+	if err := ValidateTenantID(tenant); err != nil {
+		return Errorf(CodeTenantNotFound, "tenant", "no such tenant")
+	}
+	if _, err := s.store.Tenant(ctx, tenant); err != nil {
+		return err
+	}
+	if s.disp != nil && !force {
+		if n := s.disp.TenantPending(tenant); n > 0 {
+			return Errorf(CodePendingDeliveries, "", "tenant %s has %d deliveries pending; deleting it would drop them: wait until they are delivered or dead, or delete with ?force=true", tenant, n)
+		}
+	}
+	if err := s.store.DeleteTenant(ctx, tenant, s.now()); err != nil {
+		return err
+	}
+	if s.disp != nil {
+		s.disp.ForgetTenant(tenant)
+	}
+	if s.opts.TenantDeleted != nil {
+		s.opts.TenantDeleted(tenant)
 	}
 	return nil
 }

@@ -14,7 +14,9 @@
 //
 //	PUT    /v1/tenants/:tenant                        {"name"} (body optional) → 201 created / 200 updated, the tenant
 //	GET    /v1/tenants/:tenant                        → 200 the tenant
+//	DELETE /v1/tenants/:tenant                        ?force=true → 204; 409 pending_deliveries while deliveries are pending, unless forced
 //	PUT    /v1/event-types/:type                      {"description"} (body optional) → 201 / 200, the event type
+//	DELETE /v1/event-types/:type                      → 204
 //	GET    /v1/event-types                            → 200 {"data": [event type...]}
 //	POST   /v1/tenants/:tenant/endpoints              {"url","event_types","description"} → 201 the endpoint plus "secret", Location
 //	GET    /v1/tenants/:tenant/endpoints              → 200 {"data": [endpoint...]}
@@ -42,7 +44,7 @@
 //	GET    /console/...                               the web console (console.go)
 //
 // A tenant access token (whk_t_…) may use its own tenant's routes above,
-// except ingest, PUT of the tenant and access tokens; every other route,
+// except ingest, PUT and DELETE of the tenant and access tokens; every other route,
 // and every route of another tenant (existing or not), answers the same
 // 403 forbidden (see security.go).
 //

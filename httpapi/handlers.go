@@ -102,6 +102,21 @@ func (s *server) handlePutTenant(w http.ResponseWriter, r *http.Request, ps http
 	s.writeJSON(w, r, createdOrOK(created), t)
 }
 
+// handleDeleteTenant: DELETE /v1/tenants/:tenant?force=
+func (s *server) handleDeleteTenant(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	q := &query{v: r.URL.Query()}
+	force := q.bool("force")
+	if q.err != nil {
+		s.writeError(w, r, q.err)
+		return
+	}
+	if err := s.svc.DeleteTenant(r.Context(), ps.ByName("tenant"), force); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
 func (s *server) handleGetTenant(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	t, err := s.svc.Tenant(r.Context(), ps.ByName("tenant"))
 	if err != nil {
@@ -123,6 +138,14 @@ func (s *server) handlePutEventType(w http.ResponseWriter, r *http.Request, ps h
 		return
 	}
 	s.writeJSON(w, r, createdOrOK(created), et)
+}
+
+func (s *server) handleDeleteEventType(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	if err := s.svc.DeleteEventType(r.Context(), ps.ByName("type")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *server) handleListEventTypes(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

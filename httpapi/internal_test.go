@@ -60,6 +60,8 @@ func TestStatusTable_EveryCode(t *testing.T) {
 		engine.CodeRateLimited:         429,
 		engine.CodeTenantOverloaded:    429,
 		engine.CodeLimitReached:        409,
+		engine.CodePendingDeliveries:   409,
+		engine.CodeTenantDeleting:      409,
 		engine.CodeInternal:            500,
 	}
 	if got, want := len(statusTable), len(want); got != want {

@@ -49,6 +49,8 @@ var statusTable = map[engine.Code]statusEntry{
 	engine.CodeRateLimited:         {http.StatusTooManyRequests, "Rate limit exceeded"},
 	engine.CodeTenantOverloaded:    {http.StatusTooManyRequests, "Too many deliveries pending for this tenant"},
 	engine.CodeLimitReached:        {http.StatusConflict, "Limit reached"},
+	engine.CodePendingDeliveries:   {http.StatusConflict, "Deliveries pending"},
+	engine.CodeTenantDeleting:      {http.StatusConflict, "Tenant being deleted"},
 	engine.CodeInternal:            {http.StatusInternalServerError, "Internal error"},
 }
 

@@ -106,8 +106,10 @@ func (s *server) routes() {
 
 	s.handle("PUT", "/v1/tenants/:tenant", s.auth(s.handlePutTenant))
 	s.handle("GET", "/v1/tenants/:tenant", s.tenantAuth(s.handleGetTenant))
+	s.handle("DELETE", "/v1/tenants/:tenant", s.auth(s.handleDeleteTenant))
 
 	s.handle("PUT", "/v1/event-types/:type", s.auth(s.handlePutEventType))
+	s.handle("DELETE", "/v1/event-types/:type", s.auth(s.handleDeleteEventType))
 	s.handle("GET", "/v1/event-types", s.anyAuth(s.handleListEventTypes))
 
 	s.handle("POST", "/v1/tenants/:tenant/endpoints", s.tenantAuth(s.handleCreateEndpoint))

@@ -35,6 +35,17 @@ func (q *query) int(name string) int {
 	return n
 }
 
+func (q *query) bool(name string) bool {
+	switch v := q.v.Get(name); {
+	case q.err != nil, v == "", v == "false":
+		return false
+	case v == "true":
+		return true
+	}
+	q.err = engine.Errorf(engine.CodeInvalidField, name, "%s must be true or false", name)
+	return false
+}
+
 func (q *query) time(name string) time.Time {
 	v := q.v.Get(name)
 	if v == "" || q.err != nil {

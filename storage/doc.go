@@ -31,12 +31,16 @@
 //	paused              tenant ‖ 0x00 ‖ endpoint ID ‖ 0x00 ‖ dlv ID  empty (deliveries held for a disabled endpoint)
 //	access_tokens       sha256(token)(32)                            access token record (v1 ‖ JSON)
 //	tenant_access_tokens tenant ‖ 0x00 ‖ token ID                    sha256(token)(32)
+//	deleted_tenants     tenant ID                                    deleted at(8): a deleted tenant whose data is being purged
 //
 // Schema 2 added tenant_events and tenant_deliveries (the delivery log and
 // the reconciliation feed page by them); Open fills them from the log when
 // it migrates a schema 1 file. A delivery is in paused if and only if it is
 // paused. Retention (PruneEvents) deletes whole finished events with every
-// entry of theirs; otherwise the log is never rewritten.
+// entry of theirs, and the purge of a deleted tenant (PurgeDeletedTenants)
+// whole events of that tenant, whatever their deliveries' state; otherwise
+// the log is never rewritten. A tenant is in tenants or in deleted_tenants,
+// never both.
 //
 // The events bucket is the append-only event log: the key is the bucket's
 // NextSequence, so cursor order is ingest order. An event record is

@@ -38,6 +38,9 @@ func (db *DB) PutTenant(ctx context.Context, t engine.Tenant) (engine.Tenant, bo
 	var out engine.Tenant
 	var created bool
 	err := db.update(ctx, func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketDeletedTenants).Get([]byte(t.ID)) != nil {
+			return errTenantDeleting(t.ID)
+		}
 		b := tx.Bucket(bucketTenants)
 		next := t
 		created = true
@@ -85,6 +88,23 @@ func (db *DB) Tenant(ctx context.Context, id string) (engine.Tenant, error) {
 		return engine.Tenant{}, wrap("tenant "+id, err)
 	}
 	return out, nil
+}
+
+// DeleteEventType takes name out of the catalogue (CodeNotFound). The
+// endpoints that subscribe to it keep the name: if it is added again, they
+// receive it again.
+func (db *DB) DeleteEventType(ctx context.Context, name string) error {
+	err := db.update(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEventTypes)
+		if b.Get([]byte(name)) == nil {
+			return engine.Errorf(engine.CodeNotFound, "type", "no event type %s in the catalogue", name)
+		}
+		return b.Delete([]byte(name))
+	})
+	if err != nil {
+		return wrap("delete event type "+name, err)
+	}
+	return nil
 }
 
 // PutEventType adds et.Name to the catalogue or updates its Description

@@ -33,12 +33,15 @@ var (
 	bucketAccessTokens       = []byte("access_tokens")
 	bucketTenantAccessTokens = []byte("tenant_access_tokens")
 
+	// Tenants deleted and not yet purged (tenantdelete.go).
+	bucketDeletedTenants = []byte("deleted_tenants")
+
 	allBuckets = [][]byte{
 		bucketMeta, bucketTenants, bucketEventTypes, bucketEndpoints,
 		bucketEvents, bucketEventIDs, bucketDeliveries, bucketEventDeliveries,
 		bucketRetryIndex, bucketDeadLetters, bucketIdempotency, bucketIdempotencyIndex,
 		bucketTenantEvents, bucketTenantDeliveries, bucketPaused,
-		bucketAccessTokens, bucketTenantAccessTokens,
+		bucketAccessTokens, bucketTenantAccessTokens, bucketDeletedTenants,
 	}
 )
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -200,4 +201,99 @@ func TestTenantFairness_BackloggedTenantDoesNotDelayAnother(t *testing.T) {
 	t.Logf("calm's slowest delivery took %s while noisy hung %d attempts", worst, len(held.got()))
 	release()
 	calm.checkSignatures()
+}
+
+// TestTenantDelete: DELETE /v1/tenants/{t} is refused while deliveries
+// are pending, then with ?force=true deletes the tenant at once (404 on
+// its routes, its ingest refused, its pending deliveries never attempted
+// again) and its data soon after, when its id can be used again, empty;
+// another tenant keeps everything. A tenant token may not delete.
+func TestTenantDelete(t *testing.T) {
+	cfg := configWith(t, testConfig, map[string]any{"delivery.attempt_timeout": "10s"})
+	in := startInstance(t, t.TempDir(), cfg)
+	in.setup()
+	held, release := holdingReceiver(t)
+	defer release()
+	held.setSecret(in.addTenant("gone", held.srv.URL))
+	calm := newReceiver(t, status(200))
+	calm.setSecret(in.addTenant("kept", calm.srv.URL))
+	for i := range 3 {
+		if resp, raw := in.postEventTo("gone", fmt.Sprintf(`{"type":"invoice.paid","data":{"n":%d}}`, i)); resp.StatusCode != 202 {
+			t.Fatalf("ingest %d: %d %s", i, resp.StatusCode, raw)
+		}
+	}
+	resp, raw := in.postEventTo("kept", `{"type":"invoice.paid","data":{"kept":true}}`)
+	if resp.StatusCode != 202 {
+		t.Fatalf("ingest to kept: %d %s", resp.StatusCode, raw)
+	}
+	var tok struct{ Token string }
+	in.mustCall(201, "POST", "/v1/tenants/gone/access-tokens", map[string]string{}, &tok)
+	if code, _ := in.callAs(tok.Token, "DELETE", "/v1/tenants/gone"); code != 403 {
+		t.Errorf("DELETE with the tenant's own token: %d, want 403", code)
+	}
+	waitFor(t, "the first attempts to hang", func() bool { return len(held.got()) >= 3 })
+
+	del := func(query string) (*http.Response, []byte) {
+		req, _ := http.NewRequest("DELETE", in.base+"/v1/tenants/gone"+query, nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		return doRequest(t, req)
+	}
+	resp, raw = del("")
+	if detail := wantProblem(t, resp, raw, 409, "pending_deliveries", ""); !strings.Contains(detail, "force=true") {
+		t.Errorf("detail %q does not say how to force", detail)
+	}
+	in.mustCall(200, "GET", "/v1/tenants/gone", nil, nil) // refused: nothing changed
+	resp, raw = del("?force=maybe")
+	wantProblem(t, resp, raw, 422, "invalid_field", "")
+	if resp, raw = del("?force=true"); resp.StatusCode != 204 {
+		t.Fatalf("DELETE ?force=true: %d %s", resp.StatusCode, raw)
+	}
+	before := len(held.got())
+	in.mustCall(404, "GET", "/v1/tenants/gone", nil, nil)
+	in.mustCall(404, "GET", "/v1/tenants/gone/endpoints", nil, nil)
+	if resp, raw := in.postEventTo("gone", `{"type":"invoice.paid","data":{}}`); resp.StatusCode != 404 {
+		t.Errorf("ingest to the deleted tenant: %d %s, want 404", resp.StatusCode, raw)
+	}
+	if code, _ := in.callAs(tok.Token, "GET", "/v1/tenants/gone"); code != 401 {
+		t.Errorf("the deleted tenant's token: %d, want 401", code)
+	}
+
+	// The purge runs at once, in the background; until it is done the id
+	// is refused with 409 tenant_deleting, then it can be used again.
+	waitFor(t, "the id to be free again", func() bool {
+		return in.call("PUT", "/v1/tenants/gone", map[string]string{"name": "again"}, nil) == 201
+	})
+	var feed struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	in.mustCall(200, "GET", "/v1/tenants/gone/events", nil, &feed)
+	if len(feed.Data) != 0 {
+		t.Errorf("the new tenant of that id sees %d events of the deleted one", len(feed.Data))
+	}
+	release()
+	time.Sleep(100 * time.Millisecond) // an attempt of the deleted tenant would be made now
+	if after := len(held.got()); after != before {
+		t.Errorf("the deleted tenant's receiver got %d requests after the delete", after-before)
+	}
+	in.mustCall(200, "GET", "/v1/tenants/kept", nil, nil)
+	waitFor(t, "kept's delivery", func() bool { return len(calm.got()) == 1 })
+}
+
+// TestEventTypeDelete: DELETE /v1/event-types/{type} takes a type out of
+// the catalogue: its ingest is then 422 unknown_event_type; a second
+// DELETE is 404; adding it back makes it work again for the endpoints
+// that subscribe to it.
+func TestEventTypeDelete(t *testing.T) {
+	in := startInstance(t, t.TempDir(), testConfig)
+	in.setup()
+	rc := newReceiver(t, status(200))
+	ep := in.createEndpoint(rc.srv.URL, "invoice.paid")
+	rc.setSecret(ep.Secret)
+	in.mustCall(204, "DELETE", "/v1/event-types/invoice.paid", nil, nil)
+	in.mustCall(404, "DELETE", "/v1/event-types/invoice.paid", nil, nil)
+	resp, raw := in.postEvent(`{"type":"invoice.paid","data":{}}`)
+	wantProblem(t, resp, raw, 422, "unknown_event_type", "")
+	in.mustCall(201, "PUT", "/v1/event-types/invoice.paid", map[string]string{"description": "back"}, nil)
+	ev := in.ingest("invoice.paid", `{}`)
+	in.waitState(ev.Deliveries[0].ID, "succeeded")
 }
