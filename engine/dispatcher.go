@@ -196,12 +196,14 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 // proxy's, and the target check would no longer see where a request goes.
 func NewHTTPClient(workers, perHost int, targets TargetPolicy) *http.Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	dial := dialer.DialContext
 	if !targets.AllowPrivate {
 		dialer.Control = targets.dialControl
+		dial = namingRefusals(dial)
 	}
 	t := &http.Transport{
 		Proxy:                 nil, // see above
-		DialContext:           dialer.DialContext,
+		DialContext:           dial,
 		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
 		MaxIdleConns:          workers * 2,
 		MaxIdleConnsPerHost:   perHost,
