@@ -1,12 +1,39 @@
 package main
 
 import (
+	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 )
 
 // The end-to-end tests of what a hostile receiver or a curious tenant
 // could get out of webhookd's HTTP client: README "Security" names each.
+
+// addressLike matches what would show an address: IPv4, bracketed IPv6 or
+// a DNS port.
+var addressLike = regexp.MustCompile(`\d+\.\d+\.\d+\.\d+|\[[0-9a-fA-F:.]+\]|:53\b`)
+
+// TestSecurity_ReasonsHideInternalDNS: a host name that does not resolve
+// fails its attempts with a reason that names the host and not the
+// resolver's address; the operator's log keeps the resolver's error.
+func TestSecurity_ReasonsHideInternalDNS(t *testing.T) {
+	in := startInstance(t, t.TempDir(), testConfig)
+	in.setup()
+	in.createEndpoint("http://nonexistent.invalid/hooks", "payment.succeeded")
+	d := in.waitState(in.ingest("payment.succeeded", `{}`).Deliveries[0].ID, "dead")
+	if !strings.Contains(d.Reason, "could not resolve host nonexistent.invalid") {
+		t.Errorf("reason %q does not say the host did not resolve", d.Reason)
+	}
+	var raw json.RawMessage
+	in.mustCall(200, "GET", "/v1/tenants/acme/deliveries/"+d.ID, nil, &raw)
+	if m := addressLike.FindString(string(raw)); m != "" {
+		t.Errorf("the delivery shows %q: %s", m, raw)
+	}
+	if logs := in.logs.String(); !strings.Contains(logs, "attempt error") || !strings.Contains(logs, "lookup nonexistent.invalid") {
+		t.Errorf("the operator's log (debug) lacks the resolver's error:\n%s", logs)
+	}
+}
 
 // TestSecurity_SpecialPurposeRefusedAtCreate: every class of the IANA
 // special-purpose registries that is not globally reachable, and every

@@ -6,18 +6,28 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // classify decides an attempt's outcome from the HTTP status (when a
 // response arrived) or the transport error, and says why in words an
 // endpoint owner understands. It is the only place that decides.
+//
+// A reason never shows an address the endpoint's URL does not name: not
+// the resolver's, not webhookd's own, not what a host name resolved to
+// (see transportError). The operator's log has the whole error
+// (transportDetail).
 func classify(status int, err error, timeout time.Duration) (Outcome, string) {
+	var dnsErr *net.DNSError
 	switch {
 	case err != nil && errors.Is(err, ErrTargetRefused):
 		return OutcomePermanent, "refused: " + refusalReason(err) + "; check endpoint configuration"
+	case err != nil && errors.As(err, &dnsErr):
+		return OutcomeRetry, "connection error: " + dnsReason(dnsErr)
 	case err != nil && isTimeout(err):
 		return OutcomeRetry, fmt.Sprintf("timeout: no complete response within %s", timeout)
 	case err != nil:
@@ -42,14 +52,91 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// transportError returns err's message without the request URL, which
-// may carry credentials an endpoint owner put in a query string.
+// dnsReason says why a host name did not resolve, without the resolver's
+// address that *net.DNSError's message carries.
+func dnsReason(e *net.DNSError) string {
+	what := "could not resolve host " + e.Name
+	switch {
+	case e.IsNotFound:
+		return what + ": no such host"
+	case e.IsTimeout:
+		return what + ": DNS lookup timed out"
+	case e.IsTemporary:
+		return what + ": DNS server failure"
+	}
+	return what
+}
+
+// transportError returns err's message for the delivery's reason: without
+// the request URL, which may carry credentials an endpoint owner put in a
+// query string; without the local and remote addresses of a
+// *net.OpError; and with every other IP address in it, but the one the URL
+// names, replaced by "[address]".
 func transportError(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
+	var own netip.Addr
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			own, _ = netip.ParseAddr(u.Hostname())
+		}
 		err = ue.Err
 	}
+	for {
+		oe, ok := err.(*net.OpError)
+		if !ok || oe.Err == nil {
+			break
+		}
+		err = oe.Err
+	}
+	return hideAddresses(err.Error(), own)
+}
+
+// transportDetail returns err's whole message but the request URL: for
+// the operator's log, not for a reason.
+func transportDetail(err error) string {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return ue.Op + ": " + ue.Err.Error()
+	}
 	return err.Error()
+}
+
+// hideAddresses replaces every IP address (with or without a port, IPv6
+// bracketed or not) in msg by "[address]", except own.
+func hideAddresses(msg string, own netip.Addr) string {
+	isAddrByte := func(c byte) bool {
+		return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || strings.IndexByte(".:[]%", c) >= 0
+	}
+	var b strings.Builder
+	for i := 0; i < len(msg); {
+		if !isAddrByte(msg[i]) {
+			b.WriteByte(msg[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(msg) && isAddrByte(msg[j]) {
+			j++
+		}
+		tok := strings.TrimRight(msg[i:j], ":.")
+		if a, ok := parseAddrToken(tok); ok && a != own.WithZone("").Unmap() {
+			b.WriteString("[address]")
+		} else {
+			b.WriteString(tok)
+		}
+		b.WriteString(msg[i+len(tok) : j])
+		i = j
+	}
+	return b.String()
+}
+
+// parseAddrToken parses "a", "a:port", "[a]" or "[a]:port".
+func parseAddrToken(tok string) (netip.Addr, bool) {
+	if ap, err := netip.ParseAddrPort(tok); err == nil {
+		return ap.Addr().WithZone("").Unmap(), true
+	}
+	if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(tok, "["), "]")); err == nil {
+		return a.WithZone("").Unmap(), true
+	}
+	return netip.Addr{}, false
 }
 
 // parseRetryAfter reads a Retry-After header: delay-seconds or an

@@ -3,7 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
+	"net"
 	"net/url"
+	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -73,6 +77,55 @@ func TestParseRetryAfter(t *testing.T) {
 		if got := parseRetryAfter(tt.in, now); got != tt.want {
 			t.Errorf("parseRetryAfter(%q) = %s, want %s", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestClassify_transportErrorsHideAddresses: the reason of a transport
+// error, which tenants read, never shows a resolver's address, webhookd's
+// own address, or an address a host name resolved to; only an address the
+// endpoint URL itself names.
+func TestClassify_transportErrorsHideAddresses(t *testing.T) {
+	resolver := "10.255.255.53:53"
+	dnsErr := func(mod func(*net.DNSError)) error {
+		e := &net.DNSError{Err: "no such host", Name: "hooks.example.com", Server: resolver, IsNotFound: true}
+		if mod != nil {
+			mod(e)
+		}
+		return &url.Error{Op: "Post", URL: "https://hooks.example.com/in", Err: &net.OpError{Op: "dial", Net: "tcp", Err: e}}
+	}
+	local := &net.TCPAddr{IP: net.ParseIP("10.0.0.2"), Port: 51234}
+	remote := &net.TCPAddr{IP: net.ParseIP("93.184.215.14"), Port: 443}
+	tests := []struct {
+		name    string
+		err     error
+		want    string
+		visible []string // addresses the reason may show
+	}{
+		{"no such host", dnsErr(nil), "connection error: could not resolve host hooks.example.com: no such host", nil},
+		{"DNS timeout", dnsErr(func(e *net.DNSError) { e.Err, e.IsNotFound, e.IsTimeout = "i/o timeout", false, true }), "could not resolve host hooks.example.com: DNS lookup timed out", nil},
+		{"DNS server failure", dnsErr(func(e *net.DNSError) { e.Err, e.IsNotFound, e.IsTemporary = "server misbehaving", false, true }), "could not resolve host hooks.example.com: DNS server failure", nil},
+		{"DNS other", dnsErr(func(e *net.DNSError) {
+			e.Err, e.IsNotFound = "dial udp "+resolver+": connect: network is unreachable", false
+		}), "could not resolve host hooks.example.com", nil},
+		{"reset, by name", &url.Error{Op: "Post", URL: "https://hooks.example.com/in", Err: &net.OpError{Op: "read", Net: "tcp", Source: local, Addr: remote, Err: &os.SyscallError{Syscall: "read", Err: syscall.ECONNRESET}}}, "connection error: read: connection reset by peer", nil},
+		{"refused, by name", &url.Error{Op: "Post", URL: "https://hooks.example.com/in", Err: &net.OpError{Op: "dial", Net: "tcp", Addr: remote, Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}}, "connection error: connect: connection refused", nil},
+		{"refused, by literal", &url.Error{Op: "Post", URL: "https://93.184.215.14/in", Err: &net.OpError{Op: "dial", Net: "tcp", Addr: remote, Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}}, "connect: connection refused", []string{"93.184.215.14"}},
+		{"unknown error naming addresses", &url.Error{Op: "Post", URL: "https://93.184.215.14/in", Err: errors.New("tls: handshake with 93.184.215.14:443 from 10.0.0.2:51234 via [fd00::53]:53 and fd00::54 failed")}, "connection error: tls: handshake with 93.184.215.14:443 from [address] via [address] and [address] failed", []string{"93.184.215.14"}},
+		{"unknown error, by name", &url.Error{Op: "Post", URL: "https://hooks.example.com/in", Err: errors.New("remote error: 93.184.215.14 said no")}, "connection error: remote error: [address] said no", nil},
+	}
+	addrLike := regexp.MustCompile(`\d+\.\d+\.\d+\.\d+|[0-9a-f]*:[0-9a-f]*:[0-9a-f:]*|:53\b`)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, reason := classify(0, tt.err, 10*time.Second)
+			if !strings.Contains(reason, tt.want) {
+				t.Errorf("reason %q, want it to contain %q", reason, tt.want)
+			}
+			for _, m := range addrLike.FindAllString(reason, -1) {
+				if !slices.Contains(tt.visible, m) {
+					t.Errorf("reason %q shows %q", reason, m)
+				}
+			}
+		})
 	}
 }
 

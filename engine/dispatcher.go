@@ -832,6 +832,9 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 	}
 	rec.Attempt.Duration = time.Since(mono)
 	outcome, reason := classify(status, err, p.AttemptTimeout)
+	if err != nil { // the reason hides addresses; the operator may see them
+		d.log.Debug("attempt error", "delivery", dl.ID, "endpoint", dl.EndpointID, "detail", transportDetail(err))
+	}
 	rec.Attempt.Status = status
 	rec.Attempt.Outcome = outcome
 	rec.Attempt.Error = reason

@@ -293,6 +293,7 @@ func (d *Dispatcher) challenge(ctx context.Context, ep Endpoint) error {
 	req.Header.Set("User-Agent", d.opts.UserAgent)
 	resp, err := d.client.Do(req)
 	if err != nil {
+		d.log.Debug("challenge error", "endpoint", ep.ID, "detail", transportDetail(err))
 		_, why := classify(0, err, timeout)
 		return fmt.Errorf("challenge failed: %s", why)
 	}
