@@ -1,14 +1,120 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // The end-to-end tests of what a hostile receiver or a curious tenant
 // could get out of webhookd's HTTP client: README "Security" names each.
+
+// hostileHeaderReceiver is a raw TCP endpoint on 127.0.0.1 that answers
+// every request with a status line and size bytes of headers. It returns
+// the endpoint URL and a count of the requests it read.
+func hostileHeaderReceiver(t *testing.T, size int) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests atomic.Int64
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	line := "X-Pad: " + strings.Repeat("h", 1000) + "\r\n"
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // closed at cleanup
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				requests.Add(1)
+				w := bufio.NewWriterSize(c, 64<<10)
+				w.WriteString("HTTP/1.1 200 OK\r\n")
+				for n := 0; n < size; n += len(line) {
+					if _, err := w.WriteString(line); err != nil {
+						return // webhookd hung up
+					}
+				}
+				w.WriteString("Content-Length: 0\r\n\r\n")
+				w.Flush()
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/hooks", &requests
+}
+
+// TestSecurity_OversizedResponseHeaders: a receiver that answers with
+// megabytes of headers fails the attempt ("response headers larger than 64
+// KiB", retried like a connection error), and webhookd reads no more than
+// the bound: what it allocates over all the attempts is far below what the
+// headers weigh.
+func TestSecurity_OversizedResponseHeaders(t *testing.T) {
+	const size = 4 << 20
+	const events = 8
+	// A generous attempt timeout: a slow machine must not turn the
+	// refusal into a timeout.
+	in := startInstance(t, t.TempDir(), strings.Replace(testConfig, `attempt_timeout = "300ms"`, `attempt_timeout = "5s"`, 1))
+	in.setup()
+	url, requests := hostileHeaderReceiver(t, size)
+	in.createEndpoint(url, "payment.succeeded")
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var ids []string
+	for i := range events {
+		ids = append(ids, in.ingest("payment.succeeded", `{"n":`+strconv.Itoa(i)+`}`).Deliveries[0].ID)
+	}
+	var finished []deliveryView
+	for _, id := range ids {
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if d := in.delivery(id); d.State == "dead" || d.State == "succeeded" || time.Now().After(deadline) {
+				finished = append(finished, d)
+				break
+			}
+		}
+	}
+	runtime.ReadMemStats(&after)
+	attempts := requests.Load()
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d attempts at %d MiB of headers each: %.1f MiB allocated in all", attempts, size>>20, float64(alloc)/(1<<20))
+	if bound := uint64(attempts) * size / 4; alloc > bound {
+		t.Errorf("%d attempts allocated %d bytes; want under %d (a quarter of the headers sent): the headers are read whole", attempts, alloc, bound)
+	}
+	for _, d := range finished {
+		if d.State != "dead" || len(d.Attempts) != 4 || !strings.Contains(d.Reason, "response headers larger than 64 KiB") {
+			t.Errorf("delivery %s: %s after %d attempts, reason %q; want dead after the 4 of the schedule, saying why", d.ID, d.State, len(d.Attempts), d.Reason)
+		}
+		for _, a := range d.Attempts {
+			if a.Outcome != "retry" || a.Error != "response headers larger than 64 KiB" {
+				t.Errorf("attempt %d: %s %q, want retry for headers larger than 64 KiB", a.Number, a.Outcome, a.Error)
+			}
+		}
+	}
+}
 
 // addressLike matches what would show an address: IPv4, bracketed IPv6 or
 // a DNS port.

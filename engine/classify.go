@@ -13,6 +13,13 @@ import (
 	"time"
 )
 
+// maxResponseHeaderBytes bounds the response headers of an attempt or a
+// challenge (http.Transport.MaxResponseHeaderBytes; net/http's default is
+// 10 MB, which hostile receivers turned into 10 MB of garbage per
+// attempt). A receiver that sends more fails the attempt, which is
+// retried like a connection error.
+const maxResponseHeaderBytes = 64 << 10
+
 // classify decides an attempt's outcome from the HTTP status (when a
 // response arrived) or the transport error, and says why in words an
 // endpoint owner understands. It is the only place that decides.
@@ -26,6 +33,8 @@ func classify(status int, err error, timeout time.Duration) (Outcome, string) {
 	switch {
 	case err != nil && errors.Is(err, ErrTargetRefused):
 		return OutcomePermanent, "refused: " + refusalReason(err) + "; check endpoint configuration"
+	case err != nil && responseHeadersTooLarge(err):
+		return OutcomeRetry, fmt.Sprintf("response headers larger than %d KiB", maxResponseHeaderBytes>>10)
 	case err != nil && errors.As(err, &dnsErr):
 		return OutcomeRetry, "connection error: " + dnsReason(dnsErr)
 	case err != nil && isTimeout(err):
@@ -50,6 +59,16 @@ func isTimeout(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// responseHeadersTooLarge reports whether err is net/http's refusal of
+// response headers over Transport.MaxResponseHeaderBytes, over HTTP/1
+// or HTTP/2. net/http exports no error value for either: these are its
+// messages (TestSecurity_OversizedResponseHeaders pins the HTTP/1 one).
+func responseHeadersTooLarge(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "server response headers exceeded") ||
+		strings.Contains(msg, "response header list larger than advertised limit")
 }
 
 // dnsReason says why a host name did not resolve, without the resolver's

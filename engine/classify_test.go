@@ -3,7 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"regexp"
@@ -41,6 +44,8 @@ func TestClassify(t *testing.T) {
 		{0, context.DeadlineExceeded, OutcomeRetry, "timeout"},
 		{0, &url.Error{Op: "Post", URL: "http://h/?token=s3cret", Err: syscall.ECONNREFUSED}, OutcomeRetry, "connection error: connection refused"},
 		{0, errors.New("connection reset by peer"), OutcomeRetry, "connection error"},
+		{0, &url.Error{Op: "Post", URL: "http://h/?token=s3cret", Err: errors.New("net/http: server response headers exceeded 65536 bytes; aborted")}, OutcomeRetry, "response headers larger than 64 KiB"},
+		{0, &url.Error{Op: "Post", URL: "https://h/?token=s3cret", Err: errors.New("http2: response header list larger than advertised limit")}, OutcomeRetry, "response headers larger than 64 KiB"},
 	}
 	for _, tt := range tests {
 		name := strings.TrimSpace(strconv.Itoa(tt.status) + " " + errString(tt.err))
@@ -136,4 +141,55 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestNewHTTPClient_responseHeaderBound: the client reads response headers
+// up to maxResponseHeaderBytes, over HTTP/1.1 and HTTP/2; past it the
+// attempt fails and is retried, over HTTP/1.1 saying why (Go's HTTP/2
+// client drops the connection with a PROTOCOL_ERROR at the first frame
+// past the bound, which says nothing more).
+func TestNewHTTPClient_responseHeaderBound(t *testing.T) {
+	headers := func(n int) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			for i := range n {
+				w.Header().Set(fmt.Sprintf("X-Pad-%d", i), strings.Repeat("h", 1000))
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}
+	for _, h2 := range []bool{false, true} {
+		for _, tt := range []struct {
+			kib     int // of headers
+			outcome Outcome
+		}{{60, OutcomeSuccess}, {70, OutcomeRetry}, {2048, OutcomeRetry}} {
+			t.Run(fmt.Sprintf("h2=%t/%dKiB", h2, tt.kib), func(t *testing.T) {
+				srv := httptest.NewUnstartedServer(headers(tt.kib))
+				c := NewHTTPClient(1, 1, TargetPolicy{AllowHTTP: !h2, AllowPrivate: true})
+				if h2 {
+					srv.EnableHTTP2 = true
+					srv.StartTLS()
+					c.Transport.(httpsOnly).next.TLSClientConfig.RootCAs = srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+				} else {
+					srv.Start()
+				}
+				defer srv.Close()
+				resp, err := c.Post(srv.URL, "application/json", strings.NewReader("{}"))
+				status := 0
+				if err == nil {
+					status = resp.StatusCode
+					if got := resp.ProtoMajor == 2; got != h2 {
+						t.Errorf("answered over %s", resp.Proto)
+					}
+					resp.Body.Close()
+				}
+				out, why := classify(status, err, time.Second)
+				if out != tt.outcome {
+					t.Errorf("classify = %s %q, want %s", out, why, tt.outcome)
+				}
+				if !h2 && out == OutcomeRetry && why != "response headers larger than 64 KiB" {
+					t.Errorf("reason %q, want it to say the headers are larger than 64 KiB", why)
+				}
+			})
+		}
+	}
 }

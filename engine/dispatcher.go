@@ -191,6 +191,10 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 // the address actually dialled, after DNS; unless targets.AllowHTTP, a
 // plain-http request is refused before anything is dialled.
 //
+// Challenges use it too. It reads response headers up to
+// maxResponseHeaderBytes: a receiver that sends more fails the request
+// (see classify).
+//
 // IMPORTANT: the client uses no proxy, and must not (HTTP_PROXY and the
 // like are ignored): through a proxy the dialled address would be the
 // proxy's, and the target check would no longer see where a request goes.
@@ -213,6 +217,7 @@ func NewHTTPClient(workers, perHost int, targets TargetPolicy) *http.Client {
 		ForceAttemptHTTP2:     true,
 		DisableCompression:    true,
 	}
+	t.MaxResponseHeaderBytes = maxResponseHeaderBytes // HTTP/2 too: its SETTINGS_MAX_HEADER_LIST_SIZE
 	var rt http.RoundTripper = t
 	if !targets.AllowHTTP {
 		rt = httpsOnly{t}
