@@ -214,3 +214,57 @@ func TestSecurity_TranslatedAddressRefusedAtDial(t *testing.T) {
 		t.Errorf("the receiver got %d requests", n)
 	}
 }
+
+// TestDelivery_RetryAfterBeyondInt64: a Retry-After of more seconds than
+// an int64 holds is the longest wait, so the next attempt waits
+// retry_after_max; and when retry_after_max passes the deadline, the
+// delivery is dead by the deadline at once.
+func TestDelivery_RetryAfterBeyondInt64(t *testing.T) {
+	const huge = "99999999999999999999999"
+	in := startInstance(t, t.TempDir(), testConfig) // retry_after_max = "2s"
+	in.setup()
+	var n atomic.Int64
+	rc := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.Header().Set("Retry-After", huge)
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	in.createEndpoint(rc.srv.URL, "payment.succeeded")
+	id := in.ingest("payment.succeeded", `{}`).Deliveries[0].ID
+	var d struct {
+		State         string    `json:"state"`
+		NextAttemptAt time.Time `json:"next_attempt_at"`
+		Attempts      []struct {
+			Start    time.Time     `json:"start"`
+			Duration time.Duration `json:"duration_ns"`
+		} `json:"attempts"`
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(d.Attempts) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no attempt recorded: %+v", d)
+		}
+		time.Sleep(5 * time.Millisecond)
+		in.mustCall(200, "GET", "/v1/tenants/acme/deliveries/"+id, nil, &d)
+	}
+	a := d.Attempts[0]
+	if wait := d.NextAttemptAt.Sub(a.Start.Add(a.Duration)); d.State != "pending" || wait < 1900*time.Millisecond || wait > 2500*time.Millisecond {
+		t.Errorf("after Retry-After %s: %s, next attempt %s after the first ended; want pending, retry_after_max (2s) later", huge, d.State, wait)
+	}
+	in.waitState(id, "succeeded")
+
+	// retry_after_max past the deadline: dead at once, by the deadline.
+	in2 := startInstance(t, t.TempDir(), strings.NewReplacer(`deadline = "30s"`, `deadline = "1s"`, `retry_after_max = "2s"`, `retry_after_max = "5s"`).Replace(testConfig))
+	in2.setup()
+	always := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", huge)
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	in2.createEndpoint(always.srv.URL, "payment.succeeded")
+	dead := in2.waitState(in2.ingest("payment.succeeded", `{}`).Deliveries[0].ID, "dead")
+	if len(dead.Attempts) != 1 || !strings.Contains(dead.Reason, "deadline reached") {
+		t.Errorf("%d attempts, reason %q; want one attempt, dead by the deadline", len(dead.Attempts), dead.Reason)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -158,23 +159,29 @@ func parseAddrToken(tok string) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// parseRetryAfter reads a Retry-After header: delay-seconds or an
-// HTTP-date. It returns 0 when the header is absent or unreadable.
+// maxRetryAfter is the longest Retry-After parseRetryAfter returns: the
+// longest Duration, so that a larger one still means "at least
+// retry_after_max" whatever that is set to.
+const maxRetryAfter = time.Duration(math.MaxInt64)
+
+// parseRetryAfter reads a Retry-After header (RFC 9110 §10.2.3):
+// delay-seconds (1*DIGIT) or an HTTP-date. A wait longer than a Duration
+// holds, in seconds or to a date, is maxRetryAfter: RetryPolicy.Next cuts
+// it to RetryAfterMax. It returns 0 when the header is absent, unreadable
+// (a sign, a fraction), zero, or a date not in the future.
 func parseRetryAfter(v string, now time.Time) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs <= 0 {
-			return 0
-		}
-		if secs > int64(365*24*time.Hour/time.Second) {
-			secs = int64(365 * 24 * time.Hour / time.Second)
+	if strings.Trim(v, "0123456789") == "" {
+		secs, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || secs > uint64(maxRetryAfter/time.Second) {
+			return maxRetryAfter // only digits, so too many of them
 		}
 		return time.Duration(secs) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
+		return t.Sub(now) // at most maxRetryAfter: Sub saturates
 	}
 	return 0
 }

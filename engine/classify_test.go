@@ -73,15 +73,40 @@ func TestParseRetryAfter(t *testing.T) {
 		{"", 0},
 		{"0", 0},
 		{"-5", 0},
+		{"+5", 0}, // not delay-seconds (1*DIGIT)
+		{"5.5", 0},
 		{"7", 7 * time.Second},
+		{"007", 7 * time.Second},
 		{"soon", 0},
+		{"86400", 24 * time.Hour},
+		// Longer than a Duration holds: the longest wait, which
+		// RetryPolicy.Next cuts to RetryAfterMax.
+		{"9223372036", 9223372036 * time.Second},
+		{"9223372037", maxRetryAfter},
+		{"9223372036854775807", maxRetryAfter},
+		{"99999999999999999999999", maxRetryAfter},
+		{"-99999999999999999999999", 0},
 		{now.Add(90 * time.Second).Format(time_RFC1123GMT), 90 * time.Second},
 		{now.Add(-time.Minute).Format(time_RFC1123GMT), 0},
+		{now.Format(time_RFC1123GMT), 0},
+		{"Fri, 31 Dec 9999 23:59:59 GMT", maxRetryAfter},
+		{"Friday, 31-Dec-99 23:59:59 GMT", 0}, // RFC 850: 1999
 	}
 	for _, tt := range tests {
 		if got := parseRetryAfter(tt.in, now); got != tt.want {
 			t.Errorf("parseRetryAfter(%q) = %s, want %s", tt.in, got, tt.want)
 		}
+	}
+	// Whatever the header says, the next attempt waits at most
+	// RetryAfterMax, or the delivery is dead when that passes the deadline.
+	p := RetryPolicy{Schedule: []time.Duration{time.Second}, Deadline: time.Hour, AttemptTimeout: time.Second, RetryAfterMax: 10 * time.Minute}
+	due, dead := p.Next(1, now, now, parseRetryAfter("99999999999999999999999", now), func() float64 { return 0.5 })
+	if dead != "" || !due.Equal(now.Add(10*time.Minute)) {
+		t.Errorf("Next after Retry-After 99999999999999999999999 = %s %q, want %s", due, dead, now.Add(10*time.Minute))
+	}
+	p.RetryAfterMax = 2 * time.Hour
+	if due, dead := p.Next(1, now, now, parseRetryAfter("99999999999999999999999", now), func() float64 { return 0.5 }); !due.IsZero() || !strings.Contains(dead, "deadline reached") {
+		t.Errorf("with retry_after_max past the deadline: %s %q, want dead by the deadline", due, dead)
 	}
 }
 
