@@ -162,11 +162,13 @@ type DeliveryConfig struct {
 	RetryAfterMax Duration `toml:"retry_after_max"`
 	// AllowHTTP allows endpoints with plain http:// URLs. False: https only.
 	AllowHTTP bool `toml:"allow_http"`
-	// AllowPrivateTargets allows endpoints whose addresses are loopback,
-	// private, link-local, multicast, CGNAT or unspecified. False: such
-	// URLs are refused when an endpoint is created or changed, and such
-	// addresses when an attempt dials them (after DNS), so that webhookd
-	// cannot be used to reach the network it runs in (SSRF).
+	// AllowPrivateTargets allows endpoints at every address. False: an
+	// address that is not globally reachable by the IANA special-purpose
+	// registries (loopback, private, link-local, multicast, CGNAT,
+	// documentation, benchmarking, Teredo, ...; see engine.AddressClass),
+	// or embeds such an IPv4 address, is refused when an endpoint is
+	// created or changed, and when an attempt dials it (after DNS), so
+	// that webhookd cannot be used to reach the network it runs in (SSRF).
 	AllowPrivateTargets bool `toml:"allow_private_targets"`
 	// RequireEndpointVerification makes endpoints created from now on
 	// answer the Standard Webhooks challenge (webhook-challenge) before

@@ -17,9 +17,9 @@
 // connect, TLS, headers and body. Its outcome (see classify):
 //
 //   - 2xx: succeeded.
-//   - 408, 425, 429, 5xx, a timeout or a connection error: retried by the
-//     RetryPolicy; a 429 or 503 with Retry-After waits at least that long
-//     (capped at RetryAfterMax).
+//   - 408, 425, 429, 5xx, a timeout, a connection error or response headers
+//     over 64 KiB: retried by the RetryPolicy; a 429 or 503 with
+//     Retry-After waits at least that long (capped at RetryAfterMax).
 //   - 3xx and every other 4xx: dead at once, with a reason that says to check
 //     the endpoint's configuration. Redirects are never followed.
 //
