@@ -8,7 +8,8 @@ import (
 )
 
 // TestEncodeEnvelope checks the hand-written envelope byte for byte
-// against encoding/json (HTML escaping off: data is kept as sent).
+// against encoding/json (HTML escaping off: data is kept as sent), with
+// created in TimeFormat.
 func TestEncodeEnvelope(t *testing.T) {
 	created := time.Date(2026, 12, 2, 14, 35, 10, 123000000, time.UTC)
 	tests := []struct {
@@ -28,10 +29,10 @@ func TestEncodeEnvelope(t *testing.T) {
 			err := enc.Encode(struct {
 				ID         string          `json:"id"`
 				Type       string          `json:"type"`
-				Created    time.Time       `json:"created"`
+				Created    string          `json:"created"`
 				APIVersion string          `json:"api_version"`
 				Data       json.RawMessage `json:"data"`
-			}{"evt_x", "payment.succeeded", created, tt.apiVersion, json.RawMessage(tt.data)})
+			}{"evt_x", "payment.succeeded", "2026-12-02T14:35:10.123Z", tt.apiVersion, json.RawMessage(tt.data)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -40,6 +41,39 @@ func TestEncodeEnvelope(t *testing.T) {
 			}
 			if !json.Valid(got) {
 				t.Error("not valid JSON")
+			}
+		})
+	}
+}
+
+// TestEncodeEnvelope_Created: created always has exactly three fraction
+// digits, in UTC, whatever the milliseconds and the zone of the time.
+func TestEncodeEnvelope_Created(t *testing.T) {
+	east := time.FixedZone("UTC+1", 3600)
+	tests := []struct {
+		created time.Time
+		want    string
+	}{
+		{time.Date(2026, 12, 2, 14, 35, 10, 0, time.UTC), "2026-12-02T14:35:10.000Z"},
+		{time.Date(2026, 12, 2, 14, 35, 10, 100e6, time.UTC), "2026-12-02T14:35:10.100Z"},
+		{time.Date(2026, 12, 2, 14, 35, 10, 120e6, time.UTC), "2026-12-02T14:35:10.120Z"},
+		{time.Date(2026, 12, 2, 14, 35, 10, 123e6, time.UTC), "2026-12-02T14:35:10.123Z"},
+		{time.Date(2026, 12, 2, 14, 35, 10, 1e6, time.UTC), "2026-12-02T14:35:10.001Z"},
+		{time.Date(2026, 12, 2, 15, 35, 10, 120e6, east), "2026-12-02T14:35:10.120Z"},
+		{time.Date(2026, 12, 2, 14, 35, 10, 999999999, time.UTC), "2026-12-02T14:35:10.999Z"}, // truncated, never rounded up
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			body := encodeEnvelope("evt_x", "a.b", tt.created, "v1", []byte(`1`))
+			var env struct{ Created string }
+			if err := json.Unmarshal(body, &env); err != nil {
+				t.Fatal(err)
+			}
+			if env.Created != tt.want {
+				t.Errorf("created %q, want %q", env.Created, tt.want)
+			}
+			if got := tt.created.Format(TimeFormat); tt.created.Location() == time.UTC && got != tt.want {
+				t.Errorf("Format(TimeFormat) = %q, want %q", got, tt.want)
 			}
 		})
 	}

@@ -347,20 +347,27 @@ type IngestInput struct {
 	IdempotencyKey string          `json:"-"`
 }
 
+// TimeFormat is the layout of every time webhookd shows: the envelope's
+// created and each time in an API answer. Times are shown in UTC, so the
+// zone is always "Z", with exactly three fraction digits (milliseconds,
+// truncated): every timestamp has the same width, so their text order is
+// their time order, and a receiver's parser never meets a trimmed fraction.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
 // encodeEnvelope returns the body every endpoint receives,
 // {"id","type","created","api_version","data"} in this order, with data
 // (already compacted, valid JSON) appended as it is: encoding it through
 // json.Marshal would validate and compact it a second time, the larger
 // part of the cost for a 1 KiB event.
 func encodeEnvelope(id, typ string, created time.Time, apiVersion string, data []byte) []byte {
-	const fixed = len(`{"id":"","type":"","created":"","api_version":"","data":}`) + len(time.RFC3339Nano)
+	const fixed = len(`{"id":"","type":"","created":"","api_version":"","data":}`) + len(TimeFormat)
 	b := make([]byte, 0, fixed+len(id)+len(typ)+len(apiVersion)+len(data))
 	b = append(b, `{"id":`...)
 	b = appendJSONString(b, id)
 	b = append(b, `,"type":`...)
 	b = appendJSONString(b, typ)
 	b = append(b, `,"created":"`...)
-	b = created.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = created.UTC().AppendFormat(b, TimeFormat)
 	b = append(b, `","api_version":`...)
 	b = appendJSONString(b, apiVersion)
 	b = append(b, `,"data":`...)
