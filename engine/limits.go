@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // MaxDataDepth is how deeply the data of an ingested event may nest
@@ -12,14 +13,21 @@ import (
 const MaxDataDepth = 64
 
 // appendData appends data to dst with the insignificant whitespace
-// removed, as json.Compact writes it, and returns the extended slice. It
-// refuses data that is not valid JSON (CodeInvalidJSON "data") or that
+// removed, as json.Compact writes it, and returns the extended slice: every
+// other byte is kept as sent (an escape such as \u00e9 stays an escape, a
+// raw é stays raw), since the envelope that holds it is what is signed. It
+// refuses data that is not valid JSON (CodeInvalidJSON "data"), not valid
+// UTF-8 (the same; RFC 8259 §8.1, and receivers that decode the body as
+// text before checking its signature would refuse every delivery) or that
 // nests deeper than MaxDataDepth (checkDataDepth's error). On an error dst
 // is returned as it was.
 func appendData(dst, data []byte) ([]byte, error) {
 	buf := bytes.NewBuffer(dst)
 	if err := json.Compact(buf, data); err != nil {
 		return dst, Errorf(CodeInvalidJSON, "data", "data is not valid JSON")
+	}
+	if !utf8.Valid(data) {
+		return dst, Errorf(CodeInvalidJSON, "data", "data is not valid UTF-8")
 	}
 	b := buf.Bytes()
 	if err := checkDataDepth(b[len(dst):]); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // nested returns depth levels of alternating arrays and objects around 1.
@@ -96,12 +97,15 @@ func depthOf(v any) int {
 	return 0
 }
 
-// compactReference is what ingest did with data before appendData: the
-// result and error appendData must reproduce.
+// compactReference is json.Compact with the depth limit and the UTF-8
+// check: the result and error appendData must reproduce.
 func compactReference(data []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, data); err != nil {
 		return nil, Errorf(CodeInvalidJSON, "data", "data is not valid JSON")
+	}
+	if !utf8.Valid(data) {
+		return nil, Errorf(CodeInvalidJSON, "data", "data is not valid UTF-8")
 	}
 	if err := checkDataDepth(buf.Bytes()); err != nil {
 		return nil, err
@@ -140,7 +144,11 @@ func TestAppendData(t *testing.T) {
 		{"escapes", `"\" \\ \/ \b \f \n \r \t \u00e9 \uD83D\uDE00"`},
 		{"long strings", `{"pad":"` + strings.Repeat("abcdefgh", 200) + `","k":"` + strings.Repeat(`x\"`, 50) + `"}`},
 		{"html and separators kept as sent", `{"note":"<b>&</b> \u2028","raw":"` + "\u2028\u2029" + `"}`},
-		{"not UTF-8, as encoding/json takes it", "\"\xff\xfe\""},
+		{"not UTF-8", "\"\xff\xfe\""},
+		{"overlong", "\"\xc0\xaf\""},
+		{"a surrogate in UTF-8", "\"\xed\xa0\x80\""},
+		{"a truncated sequence", "[\"\xe2\x82\"]"},
+		{"every length of UTF-8", `"é € 😀 \u2028 ` + "\u2028\U0010FFFF\uFFFE" + `"`},
 		{"empty object and array", `{"a":{},"b":[]}`},
 		{"at the depth limit", nested(MaxDataDepth)},
 		{"one over the depth limit", nested(MaxDataDepth + 1)},
