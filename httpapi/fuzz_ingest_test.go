@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/webhookd/webhookd/engine"
 )
 
@@ -24,8 +26,10 @@ func (s *appendOnlyStore) AppendEvent(_ context.Context, in engine.NewEvent) (en
 // FuzzDecodeIngest runs hostile bodies through the whole ingest input
 // path: the one request decoder, then the engine's validation, up to the
 // store. Every refusal is a coded client error (never a 500), and what
-// reaches the store is a valid envelope whose data is the request's data,
-// compacted and at most engine.MaxDataDepth deep. Its seed corpus is in
+// reaches the store is an envelope that the decoder's own rules accept
+// (valid UTF-8, no lone surrogate, each name once), whose created has
+// three fraction digits and whose data is the request's data, compacted
+// and at most engine.MaxDataDepth deep. Its seed corpus is in
 // testdata/fuzz/FuzzDecodeIngest.
 func FuzzDecodeIngest(f *testing.F) {
 	f.Add("application/json", []byte(`{"type":"payment.succeeded","data":{"amount":4200,"currency":"eur"}}`))
@@ -50,12 +54,20 @@ func FuzzDecodeIngest(f *testing.F) {
 			return
 		}
 		var env struct {
-			ID   string          `json:"id"`
-			Type string          `json:"type"`
-			Data json.RawMessage `json:"data"`
+			ID      string          `json:"id"`
+			Type    string          `json:"type"`
+			Created string          `json:"created"`
+			Data    json.RawMessage `json:"data"`
 		}
 		if err := json.Unmarshal(res.Event.Body, &env); err != nil {
 			t.Fatalf("stored envelope is not JSON: %v: %q", err, res.Event.Body)
+		}
+		compact := jsontext.Value(bytes.Clone(res.Event.Body))
+		if !compact.IsValid() || compact.Compact() != nil || !bytes.Equal(compact, res.Event.Body) {
+			t.Fatalf("stored envelope is not I-JSON (RFC 7493), compacted: %q", res.Event.Body)
+		}
+		if len(env.Created) != len("2026-12-02T14:35:10.120Z") {
+			t.Fatalf("created %q is not in engine.TimeFormat", env.Created)
 		}
 		var want bytes.Buffer
 		if err := json.Compact(&want, in.Data); err != nil || !bytes.Equal(env.Data, want.Bytes()) {

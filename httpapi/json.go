@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -11,24 +12,30 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/webhookd/webhookd/engine"
 )
 
 // decodeJSON reads r's body into dst, which must be a pointer to a struct.
-// It is the only request decoder (an ingest's body takes a faster path
-// through it, decodeIngest, with the same results). The body is read through
-// http.MaxBytesReader with limit max; it must be one JSON object with no
-// unknown fields and nothing after it, sent as application/json. An empty
-// (or all-whitespace) body leaves dst untouched: it is an error only when
-// required is true, and needs no Content-Type.
+// It is the only request decoder. The body is read through
+// http.MaxBytesReader with limit max; it must be one JSON object, sent as
+// application/json, that is I-JSON (RFC 7493): valid UTF-8 with no lone
+// surrogate, raw or escaped as \uD800-\uDFFF; no name twice in any object,
+// at any depth; names in their exact case; no unknown names; nothing after
+// the object. An empty (or all-whitespace) body leaves dst untouched: it is
+// an error only when required is true, and needs no Content-Type.
 //
 // Every error a client can cause is an *engine.Error naming the field at
 // fault where there is one: body_too_large, unsupported_media_type,
-// invalid_json (with the byte offset) or invalid_field (with the JSON field
-// name). Only a bad dst (a bug here) gives an uncoded error, hence a 500.
+// invalid_json (the body is not such JSON: the problem and its byte
+// offset) or invalid_field (an unknown name or a value of the wrong kind,
+// with its byte offset). Only a bad dst (a bug here) gives an uncoded
+// error, hence a 500. On an error dst may be partly set.
 func decodeJSON(w http.ResponseWriter, r *http.Request, max int64, dst any, required bool) error {
 	var body []byte
 	if r.Body != nil {
@@ -61,9 +68,11 @@ func readBody(r io.Reader, size int64) ([]byte, error) {
 // Content-Length header alone.
 const maxBodyBuffer = 64 << 10
 
-// decodeBody is decodeJSON after the body has been read. What it decodes
-// into dst may share body's memory (an ingest's data does).
+// decodeBody is decodeJSON after the body has been read.
 func decodeBody(contentType string, body []byte, dst any, required bool) error {
+	if v := reflect.ValueOf(dst); v.Kind() != reflect.Pointer || v.IsNil() {
+		return fmt.Errorf("httpapi: decode into %T, not a pointer", dst)
+	}
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 {
 		if required {
@@ -75,105 +84,30 @@ func decodeBody(contentType string, body []byte, dst any, required bool) error {
 		return engine.Errorf(engine.CodeUnsupportedMedia, "Content-Type", "request body must be sent as Content-Type: application/json")
 	}
 	if trimmed[0] != '{' {
-		if !json.Valid(body) {
-			return syntaxError(body)
+		// Say where it stops being JSON, if it does. No field is at fault:
+		// there are none.
+		if err := jsonv2.Unmarshal(body, new(jsontext.Value)); err != nil {
+			err = decodeError(body, dst, err)
+			if e, ok := errors.AsType[*engine.Error](err); ok {
+				e.Field = ""
+			}
+			return err
 		}
 		return engine.Errorf(engine.CodeInvalidJSON, "", "request body must be a JSON object")
 	}
-
-	if in, ok := dst.(*engine.IngestInput); ok && decodeIngest(body, in) {
-		return nil
-	}
-	return decodeObject(body, dst)
-}
-
-// decodeObject is decodeBody's general decoder, for a body that starts
-// (after whitespace) with '{'.
-func decodeObject(body []byte, dst any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return decodeError(body, err)
-	}
-	// Exactly one value: anything but whitespace after it is an error.
-	if _, err := dec.Token(); err != io.EOF {
-		return engine.Errorf(engine.CodeInvalidJSON, "", "unexpected data after the JSON object, which ends at byte offset %d", dec.InputOffset())
+	if err := jsonv2.Unmarshal(body, dst, decodeOptions); err != nil {
+		return decodeError(body, dst, err)
 	}
 	return nil
 }
 
-// decodeIngest is decodeBody's fast path for an ingest, the one request
-// sent at volume: one pass over body with jsontext (the tokenizer of
-// encoding/json/v2, from github.com/go-json-experiment/json), no
-// reflection, and data taken as a slice of body rather than copied (the
-// engine compacts it). It takes only the plain case: one object holding
-// "type" and "api_version" as strings and "data" as any value, each at
-// most once, in any order, then only whitespace, all valid UTF-8. For that
-// case it sets in exactly as the general decoder would and reports true.
-// For anything else (other or repeated keys, a key in another case,
-// null or non-string type, invalid UTF-8, invalid JSON, trailing data)
-// it reports false, leaving in untouched, and decodeObject decides: bad
-// input gets the general decoder's errors.
-func decodeIngest(body []byte, in *engine.IngestInput) bool {
-	dec := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true))
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
-		return false
-	}
-	var (
-		typ, version string
-		data         []byte
-		seen         [3]bool // type, api_version, data
-	)
-	for dec.PeekKind() == '"' {
-		tok, err := dec.ReadToken()
-		if err != nil {
-			return false
-		}
-		name := tok.String() // tok is valid only until the next read
-		var field int        // index into seen
-		switch name {
-		case "type", "api_version":
-			v, err := dec.ReadToken()
-			if err != nil || v.Kind() != '"' {
-				return false
-			}
-			if name == "type" {
-				typ, field = v.String(), 0
-			} else {
-				version, field = v.String(), 1
-			}
-		case "data":
-			v, err := dec.ReadValue()
-			if err != nil {
-				return false
-			}
-			end := int(dec.InputOffset()) // just past the value, which is body's bytes as sent
-			data, field = body[end-len(v):end:end], 2
-		default:
-			return false
-		}
-		if seen[field] {
-			return false
-		}
-		seen[field] = true
-	}
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '}' {
-		return false
-	}
-	if _, err := dec.ReadToken(); err != io.EOF {
-		return false // more after the object, or not JSON
-	}
-	if seen[0] {
-		in.Type = typ
-	}
-	if seen[1] {
-		in.APIVersion = version
-	}
-	if seen[2] {
-		in.Data = data
-	}
-	return true
-}
+// decodeOptions are encoding/json/v2's defaults, which are the strictness
+// decodeJSON promises (UTF-8 without lone surrogates, each name once per
+// object, names matched in their exact case, one value and nothing after
+// it), plus unknown names refused. Every request body, an ingest's
+// included, is decoded by this one call, in one pass of jsontext: there is
+// no second decoder whose rules could differ.
+var decodeOptions = jsonv2.RejectUnknownMembers(true)
 
 // isJSONMediaType reports whether a Content-Type header names
 // application/json (parameters such as charset are ignored).
@@ -188,54 +122,162 @@ func isJSONMediaType(contentType string) bool {
 	return err == nil && mt == "application/json"
 }
 
-// decodeError turns an error from json.Decoder.Decode into an *engine.Error.
-func decodeError(body []byte, err error) error {
-	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
-		return syntaxErrorAt(se, len(body))
+// decodeError turns an error of jsonv2.Unmarshal of body into dst into an
+// *engine.Error. Byte offsets are 0-based: the offending byte, or the
+// length of body when it ends too soon.
+func decodeError(body []byte, dst any, err error) error {
+	if se, ok := errors.AsType[*jsontext.SyntacticError](err); ok {
+		return syntacticError(body, se)
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return engine.Errorf(engine.CodeInvalidJSON, "", "malformed JSON: the body ends at byte offset %d in the middle of a value", len(body))
+	if se, ok := errors.AsType[*jsonv2.SemanticError](err); ok {
+		return semanticError(dst, se)
 	}
-	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-		if te.Field == "" {
-			return engine.Errorf(engine.CodeInvalidJSON, "", "request body must be a JSON object")
-		}
-		return engine.Errorf(engine.CodeInvalidField, te.Field, "%s must be %s, not %s", te.Field, jsonKind(te.Type), article(te.Value))
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		if f, uerr := strconv.Unquote(name); uerr == nil {
-			name = f
-		}
-		return engine.Errorf(engine.CodeInvalidField, name, "unknown field %q", name)
-	}
-	// Anything else (an *json.InvalidUnmarshalError, say) is a bug here,
-	// not the client's: leave it uncoded so it is logged as internal.
+	// Anything else is a bug here, not the client's: leave it uncoded so
+	// it is logged as internal.
 	return err
 }
 
-// syntaxError reports where body, which is not valid JSON, stops being JSON.
-func syntaxError(body []byte) error {
-	var v any
-	err := json.Unmarshal(body, &v)
-	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
-		return syntaxErrorAt(se, len(body))
+// syntacticError is the invalid_json error for se. Errors about a name or
+// a string (duplicate names, invalid UTF-8, lone surrogates) name the
+// top-level field they are in; a plain syntax error names none, since where
+// the JSON breaks says little about which field the client meant.
+func syntacticError(body []byte, se *jsontext.SyntacticError) error {
+	off, ptr := se.ByteOffset, se.JSONPointer
+	at := body[min(off, int64(len(body))):]
+	switch {
+	case errors.Is(se.Err, io.ErrUnexpectedEOF):
+		return engine.Errorf(engine.CodeInvalidJSON, "", "malformed JSON: the body ends at byte offset %d in the middle of a value", len(body))
+	case errors.Is(se.Err, jsontext.ErrDuplicateName):
+		return engine.Errorf(engine.CodeInvalidJSON, topField(ptr), "duplicate name %q%s at byte offset %d: a name may appear once in an object (RFC 7493 §2.3)",
+			clip(ptr.LastToken()), within(ptr.Parent()), off)
+	case off > 0 && ptr == "" && off >= firstValueEnd(body):
+		return engine.Errorf(engine.CodeInvalidJSON, "", "unexpected data after the JSON object, which ends at byte offset %d", firstValueEnd(body))
+	case isSurrogateEscape(at):
+		return engine.Errorf(engine.CodeInvalidJSON, topField(ptr), "lone surrogate %s%s at byte offset %d: a \\u escape of a UTF-16 surrogate must be a high one (\\uD800-\\uDBFF) followed by a low one (\\uDC00-\\uDFFF)",
+			at[:6], within(ptr), off)
+	case len(at) > 0 && at[0] >= utf8.RuneSelf && !startsWithRune(at):
+		return engine.Errorf(engine.CodeInvalidJSON, topField(ptr), "invalid UTF-8%s at byte offset %d: JSON text must be UTF-8 (RFC 8259 §8.1)", within(ptr), off)
 	}
-	return engine.Errorf(engine.CodeInvalidJSON, "", "malformed JSON: the body ends at byte offset %d in the middle of a value", len(body))
+	return engine.Errorf(engine.CodeInvalidJSON, "", "malformed JSON at byte offset %d: %s", off, se.Err)
 }
 
-// syntaxErrorAt is the invalid_json error for se in a body of n bytes. The
-// offset it reports is 0-based: the offending byte, or n when the body ends
-// too soon. (se.Offset counts the bytes read, the offending one included.)
-func syntaxErrorAt(se *json.SyntaxError, n int) error {
-	msg := strings.TrimPrefix(se.Error(), "json: ")
-	off := se.Offset
-	if off > 0 && !strings.Contains(msg, "unexpected end") {
-		off--
+// semanticError is the invalid_field error for se: an unknown name, or a
+// value of the wrong kind for dst's field.
+func semanticError(dst any, se *jsonv2.SemanticError) error {
+	off, ptr := se.ByteOffset, se.JSONPointer
+	field := topField(ptr)
+	if errors.Is(se.Err, jsonv2.ErrUnknownName) {
+		name := clip(ptr.LastToken())
+		if known := caseVariant(reflect.TypeOf(dst), name); known != "" && ptr.Parent() == "" {
+			return engine.Errorf(engine.CodeInvalidField, field, "unknown field %q at byte offset %d: names are case-sensitive; did you mean %q?", name, off, known)
+		}
+		return engine.Errorf(engine.CodeInvalidField, field, "unknown field %q at byte offset %d", name, off)
 	}
-	if off > int64(n) {
-		off = int64(n)
+	if field == "" {
+		return engine.Errorf(engine.CodeInvalidJSON, "", "request body must be a JSON object")
 	}
-	return engine.Errorf(engine.CodeInvalidJSON, "", "malformed JSON at byte offset %d: %s", off, msg)
+	name := field
+	if ptr.Parent() != "" {
+		name = clip(string(ptr))
+	}
+	if se.GoType == reflect.TypeFor[time.Time]() {
+		return engine.Errorf(engine.CodeInvalidField, field, "%s must be an RFC 3339 time, like 2026-12-02T14:00:00Z (byte offset %d)", name, off)
+	}
+	want, got := jsonKind(se.GoType), kindName(se.JSONKind)
+	if got == "" || strings.HasSuffix(want, got) {
+		return engine.Errorf(engine.CodeInvalidField, field, "%s has a value out of range for %s (byte offset %d)", name, want, off)
+	}
+	return engine.Errorf(engine.CodeInvalidField, field, "%s must be %s, not %s (byte offset %d)", name, want, got, off)
+}
+
+// firstValueEnd is the offset just past the JSON value body starts with,
+// or len(body)+1 when it does not start with one.
+func firstValueEnd(body []byte) int64 {
+	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	if err := dec.SkipValue(); err != nil {
+		return int64(len(body)) + 1
+	}
+	return dec.InputOffset()
+}
+
+// topField is the top-level member a JSON pointer is in ("" for none),
+// clipped.
+func topField(p jsontext.Pointer) string {
+	for tok := range p.Tokens() {
+		return clip(tok)
+	}
+	return ""
+}
+
+// within says where a pointer below the top level points: " in /data/a".
+func within(p jsontext.Pointer) string {
+	if p.Parent() == "" {
+		return ""
+	}
+	return " in " + clip(string(p))
+}
+
+// maxNameInError bounds how much of a client's name or JSON pointer an
+// error repeats, so that a problem stays small whatever the body.
+const maxNameInError = 128
+
+// clip returns s, or its first maxNameInError bytes (whole characters)
+// and "…".
+func clip(s string) string {
+	if len(s) <= maxNameInError {
+		return s
+	}
+	n := maxNameInError
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// isSurrogateEscape reports whether b starts with a \u escape of a UTF-16
+// surrogate (U+D800-U+DFFF).
+func isSurrogateEscape(b []byte) bool {
+	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' || b[2]|0x20 != 'd' {
+		return false
+	}
+	c := b[3] | 0x20 // lower case
+	return '8' <= c && c <= '9' || 'a' <= c && c <= 'f'
+}
+
+// startsWithRune reports whether b starts with a valid UTF-8 sequence.
+func startsWithRune(b []byte) bool {
+	r, n := utf8.DecodeRune(b)
+	return r != utf8.RuneError || n > 1
+}
+
+// caseVariant returns the JSON name of a field of the struct t (or of
+// what t points to) that equals name but for case, or "".
+func caseVariant(t reflect.Type, name string) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return ""
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case tag == "-" || !f.IsExported() && !f.Anonymous:
+		case f.Anonymous && tag == "":
+			if v := caseVariant(f.Type, name); v != "" {
+				return v
+			}
+		default:
+			if tag == "" {
+				tag = f.Name
+			}
+			if strings.EqualFold(tag, name) {
+				return tag
+			}
+		}
+	}
+	return ""
 }
 
 // jsonKind names the JSON type that decodes into t, with an article.
@@ -245,9 +287,6 @@ func jsonKind(t reflect.Type) string {
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
-	}
-	if t == reflect.TypeFor[json.RawMessage]() {
-		return "any JSON value"
 	}
 	switch t.Kind() {
 	case reflect.String:
@@ -266,17 +305,23 @@ func jsonKind(t reflect.Type) string {
 	return "another type"
 }
 
-// article prefixes a JSON value kind from *json.UnmarshalTypeError.Value
-// ("string", "number 5", "array", ...) with "a" or "an".
-func article(v string) string {
-	if v == "" {
-		return "this value"
+// kindName names a JSON value kind, with an article ("" for none).
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
 	}
-	switch v[0] {
-	case 'a', 'e', 'i', 'o', 'u':
-		return "an " + v
-	}
-	return "a " + v
+	return ""
 }
 
 // writeJSON answers v as application/json with status. It is the only
