@@ -254,7 +254,7 @@ func (s *server) handleDeliveryPage(w http.ResponseWriter, r *http.Request, ps h
 		data.EndpointURL = ep.URL
 	}
 	if ev, _, err := s.svc.Event(ctx, v.tenant.ID, d.EventID); err == nil {
-		data.Envelope = string(ev.Body)
+		data.Envelope = string(storedEnvelope(ev.Body))
 	}
 	p := s.newPage(v, "Delivery "+d.ID, "deliveries")
 	p.Notice = notice(r)

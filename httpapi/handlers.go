@@ -50,7 +50,8 @@ type deliveryRef struct {
 }
 
 // eventResponse is the body of GET .../events/:id: the envelope exactly as
-// stored (and signed), and the event's deliveries.
+// stored, signed and delivered (storedEnvelope), and the event's
+// deliveries.
 type eventResponse struct {
 	Event      json.RawMessage   `json:"event"`
 	Deliveries []engine.Delivery `json:"deliveries"`
@@ -251,7 +252,7 @@ func (s *server) handleGetEvent(w http.ResponseWriter, r *http.Request, ps httpr
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, eventResponse{Event: ev.Body, Deliveries: deliveriesJSON(ds)})
+	s.writeJSON(w, r, http.StatusOK, eventResponse{Event: storedEnvelope(ev.Body), Deliveries: deliveriesJSON(ds)})
 }
 
 func (s *server) handleGetDelivery(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/webhookd/webhookd/engine"
 )
@@ -330,10 +330,31 @@ func (s *server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 	s.writeBody(w, r, "application/json", status, v)
 }
 
+// encodeOptions are those of every JSON answer: encoding/json's (v1)
+// semantics, which the answers' shapes were written for (omitempty, nil
+// slices as null, durations in nanoseconds, sorted map keys, invalid UTF-8
+// in a string replaced by U+FFFD), except that
+//   - nothing is escaped for HTML or JavaScript: a stored envelope is shown
+//     byte for byte as it was delivered (a json.RawMessage is copied as it
+//     is, whitespace aside), and answers are application/json with nosniff,
+//     never HTML;
+//   - every time.Time is written in engine.TimeFormat (UTC, exactly three
+//     fraction digits), like the envelope's created.
+var encodeOptions = jsonv2.JoinOptions(
+	jsonv1.DefaultOptionsV1(),
+	jsontext.EscapeForHTML(false),
+	jsontext.EscapeForJS(false),
+	jsonv2.WithMarshalers(jsonv2.MarshalToFunc(func(enc *jsontext.Encoder, t time.Time) error {
+		var b [len(engine.TimeFormat) + 2]byte
+		q := append(t.UTC().AppendFormat(append(b[:0], '"'), engine.TimeFormat), '"')
+		return enc.WriteValue(q)
+	})),
+)
+
 // writeBody encodes v before writing anything, so that an encoding failure
 // can still be answered with a clean 500.
 func (s *server) writeBody(w http.ResponseWriter, r *http.Request, contentType string, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := jsonv2.Marshal(v, encodeOptions)
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "httpapi: encode response",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))

@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/webhookd/webhookd/engine"
@@ -77,8 +79,21 @@ func (s *server) handleListDeliveries(w http.ResponseWriter, r *http.Request, ps
 	s.writeJSON(w, r, http.StatusOK, list(deliveriesJSON(ds), next))
 }
 
+// storedEnvelope is an event's stored envelope as the feed, GET event and
+// the console show it: the bytes that were signed and delivered, as they
+// are, so that a reconciler's hash of it is the delivered body's. Events
+// stored before ingest refused invalid UTF-8 may hold some; those bytes are
+// shown as U+FFFD so that every answer is UTF-8 (receivers that decode the
+// body as text could not verify such a delivery anyway).
+func storedEnvelope(body []byte) json.RawMessage {
+	if utf8.Valid(body) {
+		return body
+	}
+	return bytes.ToValidUTF8(body, []byte("\uFFFD"))
+}
+
 // feedEvent is one entry of the reconciliation feed: the envelope exactly
-// as delivered, and the cursor to resume after it.
+// as delivered (storedEnvelope), and the cursor to resume after it.
 type feedEvent struct {
 	Cursor string          `json:"cursor"`
 	Event  json.RawMessage `json:"event"`
@@ -99,7 +114,7 @@ func (s *server) handleListEvents(w http.ResponseWriter, r *http.Request, ps htt
 	}
 	out := make([]feedEvent, len(evs))
 	for i, ev := range evs {
-		out[i] = feedEvent{Cursor: strconv.FormatUint(ev.Seq, 10), Event: ev.Body}
+		out[i] = feedEvent{Cursor: strconv.FormatUint(ev.Seq, 10), Event: storedEnvelope(ev.Body)}
 	}
 	if next == "" && len(out) > 0 {
 		// The end of the log for now: resume after the last one.
