@@ -345,9 +345,8 @@ var encodeOptions = jsonv2.JoinOptions(
 	jsontext.EscapeForHTML(false),
 	jsontext.EscapeForJS(false),
 	jsonv2.WithMarshalers(jsonv2.MarshalToFunc(func(enc *jsontext.Encoder, t time.Time) error {
-		var b [len(engine.TimeFormat) + 2]byte
-		q := append(t.UTC().AppendFormat(append(b[:0], '"'), engine.TimeFormat), '"')
-		return enc.WriteValue(q)
+		b := enc.AvailableBuffer()
+		return enc.WriteValue(append(t.UTC().AppendFormat(append(b, '"'), engine.TimeFormat), '"'))
 	})),
 )
 
