@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/webhookd/webhookd/httpapi"
 	"github.com/webhookd/webhookd/storage"
 )
 
@@ -66,7 +68,8 @@ func runBackup(ctx context.Context, args []string, getenv func(string) string, s
 	out := fs.String("o", "", "write the backup to `file` (required)")
 	configPath := fs.String("config", getenv("WEBHOOKD_CONFIG"), "TOML config `file` of the service (for its address, token and database)")
 	url := fs.String("url", "", "base `URL` of a running webhookd (default: http:// + [server] listen)")
-	token := fs.String("token", getenv("WEBHOOKD_TOKEN"), "admin `token` (default: env WEBHOOKD_TOKEN, [api] tokens, or the token file)")
+	token := fs.String("token", getenv("WEBHOOKD_TOKEN"), "admin `token` (default: env WEBHOOKD_TOKEN; see -token-file)")
+	tokenFile := fs.String("token-file", "", "read the admin token from `file` (default: a plain token in [api] tokens, else the token file, [api] token_file or admin-token beside the database)")
 	dbPath := fs.String("db", "", "copy this stopped database `file` directly instead of asking the service")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -92,11 +95,12 @@ func runBackup(ctx context.Context, args []string, getenv func(string) string, s
 		if base == "" {
 			base = "http://" + cfg.Server.Listen
 		}
-		tok := *token
-		if tok == "" {
-			tok = configuredToken(cfg)
+		tok, err := backupToken(cfg, *token, *tokenFile)
+		if err == nil {
+			err = backupFromService(ctx, strings.TrimSuffix(base, "/"), tok, f)
+		} else if *url == "" && !listening(ctx, cfg.Server.Listen) {
+			err = syscall.ECONNREFUSED // no token needed: the file is copied
 		}
-		err = backupFromService(ctx, strings.TrimSuffix(base, "/"), tok, f)
 		switch {
 		case err == nil:
 			source = base
@@ -137,17 +141,76 @@ func runBackup(ctx context.Context, args []string, getenv func(string) string, s
 	return nil
 }
 
-// configuredToken is an admin token the service was configured with: the
-// first of [api] tokens, or the generated one in the token file.
-func configuredToken(cfg Config) string {
+// backupToken returns the admin token `webhookd backup` sends: flagToken
+// (-token, or env WEBHOOKD_TOKEN), else the token in tokenFile
+// (-token-file), else the first plain token of [api] tokens, else the
+// token in the token file ([api] token_file, or admin-token beside the
+// database: where the service keeps the one it generates). A configured
+// "sha256:…" entry stands for a token by its hash and is never sent: with
+// only hashes and no token from elsewhere it fails, before any request,
+// saying what to pass. Errors never show a token or a hash.
+func backupToken(cfg Config, flagToken, tokenFile string) (string, error) {
+	hashOnly := func(what string) error {
+		return fmt.Errorf("%s is a token hash (%s…), which the service cannot take as a token: pass the admin token itself", what, httpapi.TokenHashPrefix)
+	}
+	switch {
+	case flagToken != "" && tokenFile != "":
+		return "", errors.New("-token (or WEBHOOKD_TOKEN) and -token-file both give a token: give one")
+	case flagToken != "":
+		if strings.HasPrefix(flagToken, httpapi.TokenHashPrefix) {
+			return "", hashOnly("-token (or WEBHOOKD_TOKEN)")
+		}
+		return flagToken, nil
+	case tokenFile != "":
+		tok, err := readTokenFile(tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("-token-file: %w", err)
+		}
+		if tok == "" {
+			return "", fmt.Errorf("-token-file %s is empty", tokenFile)
+		}
+		if strings.HasPrefix(tok, httpapi.TokenHashPrefix) {
+			return "", hashOnly("the token in -token-file " + tokenFile)
+		}
+		return tok, nil
+	}
+	for _, tok := range cfg.API.Tokens {
+		if !strings.HasPrefix(tok, httpapi.TokenHashPrefix) {
+			return tok, nil
+		}
+	}
+	path := cfg.adminTokenFile()
+	tok, err := readTokenFile(path)
+	if err == nil && tok != "" && !strings.HasPrefix(tok, httpapi.TokenHashPrefix) {
+		return tok, nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("token file: %w", err)
+	}
 	if len(cfg.API.Tokens) > 0 {
-		return cfg.API.Tokens[0]
+		return "", fmt.Errorf("[api] tokens lists the admin tokens only by hash (%s…), which is never sent as a token, and %s holds no token: pass the admin token with -token-file FILE (a file holding it, mode 0600) or in the environment variable WEBHOOKD_TOKEN", httpapi.TokenHashPrefix, path)
 	}
-	b, err := os.ReadFile(cfg.adminTokenFile())
+	return "", fmt.Errorf("no admin token: %s does not hold one (the service writes it there at its first start); pass the admin token with -token-file FILE or in the environment variable WEBHOOKD_TOKEN", path)
+}
+
+// listening reports whether something accepts connections at addr (the
+// service's [server] listen).
+func listening(ctx context.Context, addr string) bool {
+	c, err := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return ""
+		return !errors.Is(err, syscall.ECONNREFUSED)
 	}
-	return strings.TrimSpace(string(b))
+	c.Close()
+	return true
+}
+
+// readTokenFile returns the content of the token file at path, trimmed.
+func readTokenFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 func backupFromService(ctx context.Context, base, token string, w io.Writer) error {
