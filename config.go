@@ -62,6 +62,15 @@ type ServerConfig struct {
 	// ShutdownTimeout is how long SIGINT or SIGTERM waits for in-flight
 	// requests and attempts before closing anyway. Zero: do not wait.
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// WriteTimeout bounds a request's answer: from the end of its headers
+	// to the answer's last byte. The hot backup (GET /v1/admin/backup) is
+	// exempt, being as large as the database: it is cut only when the
+	// client takes more than WriteTimeout over one 256 KiB piece. Must be
+	// positive.
+	WriteTimeout Duration `toml:"write_timeout"`
+	// IdleTimeout is how long a kept-alive connection waits for its next
+	// request before it is closed. Must be positive.
+	IdleTimeout Duration `toml:"idle_timeout"`
 }
 
 // StorageConfig is the [storage] section: the database file.
@@ -235,6 +244,8 @@ func defaultConfig() Config {
 		Server: ServerConfig{
 			Listen:          "127.0.0.1:8080",
 			ShutdownTimeout: Duration{10 * time.Second},
+			WriteTimeout:    Duration{time.Minute},
+			IdleTimeout:     Duration{2 * time.Minute},
 		},
 		Storage: StorageConfig{
 			Path:        "data/webhookd.db",
@@ -404,6 +415,8 @@ func (c Config) validate(name string) error {
 	if c.Server.ShutdownTimeout.Duration < 0 {
 		v.add("server.shutdown_timeout", c.Server.ShutdownTimeout, "must not be negative")
 	}
+	v.positive("server.write_timeout", c.Server.WriteTimeout)
+	v.positive("server.idle_timeout", c.Server.IdleTimeout)
 
 	if c.Storage.Path == "" {
 		v.add("storage.path", c.Storage.Path, "must name the database file")

@@ -221,9 +221,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// The backup handler moves its own write deadline forward piece by
+		// piece (httpapi's handleBackup), so this does not cut it.
+		WriteTimeout:   cfg.Server.WriteTimeout.Duration,
+		IdleTimeout:    cfg.Server.IdleTimeout.Duration,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

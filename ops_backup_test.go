@@ -3,15 +3,21 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/webhookd/webhookd/httpapi"
+	"github.com/webhookd/webhookd/storage"
 )
 
 // TestBackup_HashOnlyConfig runs `webhookd backup -config FILE` against a
@@ -122,4 +128,220 @@ func closedPort(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// fillDB ingests events of about 150 KB into in (tenant acme, set up)
+// until its database file at dbPath has at least size bytes.
+func fillDB(t *testing.T, in *instance, dbPath string, size int64) {
+	t.Helper()
+	data := fmt.Sprintf(`{"pad":%q}`, strings.Repeat("x", 150<<10))
+	for i := 0; ; i++ {
+		if fi, err := os.Stat(dbPath); err == nil && fi.Size() >= size {
+			return
+		}
+		if i == 2000 {
+			t.Fatalf("%s is still under %d bytes after 2000 ingests", dbPath, size)
+		}
+		in.ingest("invoice.paid", data)
+	}
+}
+
+// slowBackupClient is a raw HTTP/1.1 client of GET /v1/admin/backup with
+// a small receive buffer (so the server cannot park the whole answer in
+// socket buffers) that reads chunk bytes every pause; a chunk of 0 reads
+// the answer's first bytes, then nothing.
+type slowBackupClient struct {
+	conn net.Conn
+	stop chan struct{} // closed at cleanup
+	read atomic.Int64  // bytes of the answer read so far
+	done chan struct{} // closed when the server ended or cut the answer
+	err  error         // why reading stopped, once done
+}
+
+func startSlowBackupClient(t *testing.T, base string, chunk int, pause time.Duration) *slowBackupClient {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) {
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10)
+		})
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &slowBackupClient{conn: conn, stop: make(chan struct{}), done: make(chan struct{})}
+	// Registered after the instance's cleanup, so it runs before it: a
+	// stalled answer must not hold up the instance's shutdown.
+	t.Cleanup(func() { close(c.stop); conn.Close(); <-c.done })
+	fmt.Fprintf(conn, "GET /v1/admin/backup HTTP/1.1\r\nHost: webhookd\r\nAuthorization: Bearer %s\r\n\r\n", testToken)
+	go func() {
+		defer close(c.done)
+		buf := make([]byte, max(chunk, 512))
+		for {
+			n, err := conn.Read(buf)
+			c.read.Add(int64(n))
+			if err != nil {
+				c.err = err
+				return
+			}
+			if chunk == 0 {
+				<-c.stop // never read again
+				return
+			}
+			select {
+			case <-c.stop:
+				return
+			case <-time.After(pause):
+			}
+		}
+	}()
+	waitFor(t, "the backup's first bytes", func() bool { return c.read.Load() > 0 })
+	return c
+}
+
+func (c *slowBackupClient) finished() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestBackup_SlowReaderDoesNotStallIngest reads the hot backup at about
+// 40 KB/s while events of 150 KB are ingested, enough to grow the file
+// past bbolt's memory map: a remap waits for every read transaction, so a
+// backup that streamed from its read transaction stalled every ingest
+// until the client finished or went away. Each ingest must answer, and
+// well within a few seconds.
+func TestBackup_SlowReaderDoesNotStallIngest(t *testing.T) {
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "webhookd.db")
+	in := startInstance(t, dir, testConfig)
+	in.setup()
+	fillDB(t, in, dbPath, 12<<20) // more than socket buffers hold; map of 16 MiB
+	start, _ := os.Stat(dbPath)
+
+	c := startSlowBackupClient(t, in.base, 4<<10, 100*time.Millisecond)
+	client := &http.Client{Timeout: 15 * time.Second}
+	data := fmt.Sprintf(`{"type":"invoice.paid","data":{"pad":%q}}`, strings.Repeat("y", 150<<10))
+	var took []time.Duration
+	for i := range 80 {
+		req, _ := http.NewRequest("POST", in.base+"/v1/tenants/acme/events", strings.NewReader(data))
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set("Content-Type", "application/json")
+		t0 := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("ingest %d of 150 KB while a slow client reads the backup: %v (after %s)", i+1, err, time.Since(t0).Round(time.Millisecond))
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		took = append(took, time.Since(t0))
+		if resp.StatusCode != 202 {
+			t.Fatalf("ingest %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	if c.finished() {
+		t.Fatalf("test is broken: the backup client stopped (%v) before the ingests ended", c.err)
+	}
+	end, _ := os.Stat(dbPath)
+	slices.Sort(took)
+	worst := took[len(took)-1]
+	if worst > 5*time.Second {
+		t.Errorf("the slowest ingest took %s while the backup was read slowly", worst)
+	}
+	reliabilityReport(t, "slow backup reader: %d KiB of the backup read at ~40 KB/s while 80 ingests of 150 KB grew the file from %d to %d MiB: ingest p50 %s, max %s",
+		c.read.Load()>>10, start.Size()>>20, end.Size()>>20, took[len(took)/2].Round(time.Millisecond), worst.Round(time.Millisecond))
+}
+
+// backupTempFiles returns how many files this process holds open whose
+// name marks a backup's temporary copy (Linux: /proc/self/fd).
+func backupTempFiles(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd:", err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.Contains(target, ".webhookd-backup-") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestBackup_StalledClientIsCut takes a backup with [server] write_timeout
+// = 1s: a client that reads steadily gets the whole file though that takes
+// longer than the timeout; one that stops reading is cut once a piece of
+// the answer has waited for it longer than the timeout, and the backup's
+// temporary copy goes with it.
+func TestBackup_StalledClientIsCut(t *testing.T) {
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "webhookd.db")
+	in := startInstance(t, dir, configWith(t, testConfig, map[string]any{"server.write_timeout": "1s"}))
+	in.setup()
+	fillDB(t, in, dbPath, 8<<20)
+	size, _ := os.Stat(dbPath)
+
+	// Steady: 64 KiB every 50 ms, about 1.3 MB/s, so the answer takes
+	// seconds, each 256 KiB piece about 0.2 s.
+	req, _ := http.NewRequest("GET", in.base+"/v1/admin/backup", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyPath := filepath.Join(t.TempDir(), "copy.db")
+	f, err := os.Create(copyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	var got int64
+	for buf := make([]byte, 64<<10); ; time.Sleep(50 * time.Millisecond) {
+		n, err := io.ReadFull(resp.Body, buf)
+		f.Write(buf[:n])
+		got += int64(n)
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("a steady reader of the backup was cut after %d bytes, %s: %v", got, time.Since(began).Round(time.Millisecond), err)
+		}
+	}
+	resp.Body.Close()
+	f.Close()
+	took := time.Since(began)
+	if took < 1500*time.Millisecond {
+		t.Errorf("test is broken: the steady read took %s, not longer than the write timeout", took)
+	}
+	t.Logf("a steady reader got the whole backup, %d bytes, in %s", got, took.Round(time.Millisecond))
+	db, err := storage.Open(copyPath, storage.Options{})
+	if err != nil {
+		t.Fatalf("the steadily read backup (%d bytes in %s) does not open: %v", got, took, err)
+	}
+	if err := db.Check(); err != nil {
+		t.Errorf("the steadily read backup fails its check: %v", err)
+	}
+	db.Close()
+
+	c := startSlowBackupClient(t, in.base, 0, 0)
+	waitFor(t, "the backup's temporary copy to be open", func() bool { return backupTempFiles(t) > 0 })
+	started := time.Now()
+	waitFor(t, "the stalled backup to be cut and its temporary copy closed", func() bool { return backupTempFiles(t) == 0 })
+	cut := time.Since(started)
+	// What the server had sent before the cut is still to read: read it
+	// out, then the connection must be closed.
+	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := io.Copy(io.Discard, c.conn)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the connection of the stalled backup is still open after %s", cut)
+	}
+	if got := c.read.Load() + n; got >= size.Size() {
+		t.Errorf("the stalled client got %d bytes, the whole file (%d): not cut", got, size.Size())
+	}
+	t.Logf("stalled backup cut %s after its copy was taken (write_timeout 1s)", cut.Round(time.Millisecond))
+	in.mustCall(200, "GET", "/readyz", nil, nil)
 }

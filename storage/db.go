@@ -410,17 +410,43 @@ func wrap(what string, err error) error {
 	return fmt.Errorf("storage: %s: %w", what, err)
 }
 
-// WriteTo writes a consistent copy of the whole database to w, from one
-// read transaction, while writes go on. The copy is a bbolt file that Open
-// accepts. Long backups to slow writers hold the read transaction open,
-// which stops the file from growing meanwhile.
+// WriteTo writes a consistent copy of the whole database to w while writes
+// go on. The copy is a bbolt file that Open accepts.
+//
+// The copy is first taken into a temporary file in the database's
+// directory, from one read transaction, at the speed of the disk; only
+// then is that file written to w. IMPORTANT: a read transaction must never
+// last as long as a client takes to read: bbolt remaps the file when it
+// grows past its memory map, and the remap waits for every read
+// transaction, with every commit (so every ingest) waiting behind it.
+//
+// The temporary file needs free space for one more copy of the database
+// while WriteTo runs. It is unlinked as soon as it is created (where the
+// system allows that of an open file), so it never outlives WriteTo, not
+// even a crash.
 func (db *DB) WriteTo(w io.Writer) (int64, error) {
-	var n int64
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		var err error
-		n, err = tx.WriteTo(w)
+	f, err := os.CreateTemp(filepath.Dir(db.path), ".webhookd-backup-*")
+	if err != nil {
+		return 0, fmt.Errorf("storage: backup: %w", err)
+	}
+	unlinked := os.Remove(f.Name()) == nil
+	defer func() {
+		f.Close()
+		if !unlinked {
+			os.Remove(f.Name())
+		}
+	}()
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		_, err := tx.WriteTo(f)
 		return err
 	})
+	if err != nil {
+		return 0, fmt.Errorf("storage: backup: copy: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return 0, fmt.Errorf("storage: backup: %w", err)
+	}
+	n, err := io.Copy(w, f)
 	if err != nil {
 		return n, fmt.Errorf("storage: backup: %w", err)
 	}
