@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -60,8 +59,9 @@ func runVersion(_ context.Context, _ []string, _ func(string) string, stdout, _ 
 // runBackup writes a consistent copy of the database to -o. With a running
 // webhookd it streams GET /v1/admin/backup (a hot copy); when webhookd is
 // stopped (nothing listens, or -db is given) it copies the file directly.
-// The copy is written beside the target, fsynced, checked, then renamed
-// into place, so -o is never a half-written file.
+// The copy is written to -o + ".partial", fsynced, checked, then renamed
+// into place (storage.Replacement), so -o is never a half-written file; a
+// .partial left by an interrupted run is replaced, and the output says so.
 func runBackup(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("webhookd backup", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -81,12 +81,10 @@ func runBackup(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	tmp := *out + ".partial"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := storage.NewReplacement(*out, ".partial")
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
-	defer os.Remove(tmp)
 	defer f.Close()
 
 	source := ""
@@ -120,25 +118,21 @@ func runBackup(ctx context.Context, args []string, getenv func(string) string, s
 		}
 		source = *dbPath
 	}
-	if err := f.Sync(); err != nil {
+	if err := f.Commit(); err != nil {
 		return fmt.Errorf("backup: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("backup: %w", err)
-	}
-	if err := storage.CheckFile(tmp); err != nil {
-		return fmt.Errorf("backup: the copy is not sound: %w", err)
-	}
-	if err := os.Rename(tmp, *out); err != nil {
-		return fmt.Errorf("backup: %w", err)
-	}
-	if d, err := os.Open(filepath.Dir(*out)); err == nil {
-		d.Sync()
-		d.Close()
 	}
 	st, _ := os.Stat(*out)
+	staleNote(stdout, f.Stale(), f.TempPath())
 	fmt.Fprintf(stdout, "backup of %s written to %s (%d bytes)\n", source, *out, st.Size())
 	return nil
+}
+
+// staleNote says that the temporary file tmp, left by an interrupted run,
+// was replaced, when stale.
+func staleNote(w io.Writer, stale bool, tmp string) {
+	if stale {
+		fmt.Fprintf(w, "replaced %s, left by an interrupted run\n", tmp)
+	}
 }
 
 // backupToken returns the admin token `webhookd backup` sends: flagToken
@@ -234,18 +228,28 @@ func backupFromService(ctx context.Context, base, token string, w io.Writer) err
 	return nil
 }
 
-// runCompact writes a compacted copy of a stopped database.
+// runCompact compacts a stopped database: into a new file (-o FILE, which
+// must not exist), or in place (-in-place), where the compacted copy takes
+// the database's place once complete. Either way the copy is written to a
+// temporary file beside its final name (FILE.partial, or the database's
+// path + ".compact"), fsynced and checked against the original before it is
+// renamed: a run killed at any moment leaves the database as it was and no
+// file at -o, or the complete compacted copy.
 func runCompact(_ context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("webhookd compact", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	out := fs.String("o", "", "write the compacted copy to `file`, which must not exist (required)")
+	out := fs.String("o", "", "write the compacted copy to `file`, which must not exist")
+	inPlace := fs.Bool("in-place", false, "compact the database itself: the compacted copy replaces it once complete and checked")
 	configPath := fs.String("config", getenv("WEBHOOKD_CONFIG"), "TOML config `file` (for [storage] path)")
 	dbPath := fs.String("db", "", "the stopped database `file` (default: [storage] path)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *out == "" {
-		return errors.New("compact: -o FILE is required")
+	if (*out == "") == !*inPlace {
+		return errors.New("compact: give one of -o FILE (a compacted copy) or -in-place")
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("compact: unexpected argument %q", fs.Arg(0))
 	}
 	cfg, err := loadConfig(*configPath)
 	if err != nil {
@@ -256,14 +260,29 @@ func runCompact(_ context.Context, args []string, getenv func(string) string, st
 		src = *dbPath
 	}
 	start := time.Now()
-	before, after, err := storage.Compact(*out, src, cfg.Storage.LockTimeout.Duration)
+	var res storage.CompactResult
+	if *inPlace {
+		res, err = storage.CompactInPlace(src, cfg.Storage.LockTimeout.Duration)
+	} else {
+		res, err = storage.CompactTo(*out, src, cfg.Storage.LockTimeout.Duration)
+	}
 	if errors.Is(err, storage.ErrInUse) {
 		return fmt.Errorf("compact: %w; stop webhookd first", err)
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "compacted %s (%d bytes) to %s (%d bytes) in %s; stop webhookd, move %s over %s, start it\n",
-		src, before, *out, after, time.Since(start).Round(time.Millisecond), *out, src)
+	if *inPlace {
+		staleNote(stdout, res.Stale, src+".compact")
+	} else {
+		staleNote(stdout, res.Stale, *out+".partial")
+	}
+	took := time.Since(start).Round(time.Millisecond)
+	if *inPlace {
+		fmt.Fprintf(stdout, "compacted %s in place from %d to %d bytes in %s\n", src, res.Before, res.After, took)
+		return nil
+	}
+	fmt.Fprintf(stdout, "compacted %s (%d bytes) to %s (%d bytes) in %s; or compact it in place: webhookd compact -in-place\n",
+		src, res.Before, *out, res.After, took)
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -160,15 +159,11 @@ type slowBackupClient struct {
 
 func startSlowBackupClient(t *testing.T, base string, chunk int, pause time.Duration) *slowBackupClient {
 	t.Helper()
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		return rc.Control(func(fd uintptr) {
-			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10)
-		})
-	}}
-	conn, err := d.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	conn.(*net.TCPConn).SetReadBuffer(16 << 10)
 	c := &slowBackupClient{conn: conn, stop: make(chan struct{}), done: make(chan struct{})}
 	// Registered after the instance's cleanup, so it runs before it: a
 	// stalled answer must not hold up the instance's shutdown.

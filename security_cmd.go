@@ -27,8 +27,11 @@ func init() {
 // The current key is the one webhookd would start with (WEBHOOKD_SECRET_KEY
 // or [storage] secret_key_file; none for a database whose secrets are in
 // plain, which this encrypts). The re-encryption is one transaction; then
-// the file is rewritten so that no page keeps a secret under the old key.
-// Afterwards webhookd must be started with the new key.
+// the file is rewritten so that no page keeps a secret under the old key
+// (a new file beside it, renamed over it once complete and checked).
+// Afterwards webhookd must be started with the new key. A run that was
+// interrupted is finished by running the same command again (see
+// storage.RotateSecretKey).
 func runRotateKey(_ context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("webhookd rotate-key", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -59,15 +62,21 @@ func runRotateKey(_ context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return fmt.Errorf("rotate-key: new key: %w", err)
 	}
-	n, err := storage.RotateSecretKey(cfg.Storage.Path, oldKey, newKey, storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration})
+	res, err := storage.RotateSecretKey(cfg.Storage.Path, oldKey, newKey, storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration})
 	if errors.Is(err, storage.ErrInUse) {
 		return fmt.Errorf("rotate-key: %w; stop webhookd first", err)
 	}
 	if err != nil {
 		return fmt.Errorf("rotate-key: %w", err)
 	}
-	id := storage.SecretKeyID(newKey)
-	fmt.Fprintf(stdout, "re-encrypted the secrets of %d endpoints in %s under the key with id %s\n", n, cfg.Storage.Path, hex.EncodeToString(id[:]))
+	keyID := storage.SecretKeyID(newKey)
+	id := hex.EncodeToString(keyID[:])
+	staleNote(stdout, res.Stale, cfg.Storage.Path+".rotate")
+	if res.AlreadyRotated {
+		fmt.Fprintf(stdout, "the secrets in %s were under the key with id %s already (an earlier rotate-key stopped before its rewrite); rewrote the file, so no page keeps them under the old key\n", cfg.Storage.Path, id)
+	} else {
+		fmt.Fprintf(stdout, "re-encrypted the secrets of %d endpoints in %s under the key with id %s, and rewrote the file\n", res.Endpoints, cfg.Storage.Path, id)
+	}
 	fmt.Fprintf(stdout, "start webhookd with the new key: [storage] secret_key_file = %q, or %s\n", *newKeyFile, secretKeyEnv)
 	return nil
 }

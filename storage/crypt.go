@@ -12,8 +12,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
@@ -255,80 +253,90 @@ func (db *DB) SecretKeyID() string {
 	return hex.EncodeToString(db.secrets.id[:])
 }
 
+// RotateResult is what RotateSecretKey did.
+type RotateResult struct {
+	// Endpoints is how many endpoints had their secrets re-sealed.
+	Endpoints int
+	// AlreadyRotated: the file was under the new key already, sealed by
+	// an earlier run that was stopped before its rewrite; only the
+	// rewrite was left to do.
+	AlreadyRotated bool
+	// Stale: a path + ".rotate" left by an interrupted run was replaced.
+	Stale bool
+}
+
 // RotateSecretKey re-seals every endpoint secret of the database file at
 // path, now sealed with oldKey (or stored in plain, when oldKey is empty
-// and the file has no key ID), under newKey, and rewrites the file. It
-// returns how many endpoints it re-sealed.
+// and the file has no key ID), under newKey, and rewrites the file.
 //
 // IMPORTANT: it needs the file to itself: webhookd must be stopped (Open
 // fails with ErrInUse otherwise). The re-sealing is one transaction, so a
 // crash leaves every secret under the old key or every one under the new.
-// Then the file is rewritten by copying its live records into path +
-// ".rotate" and renaming that over path: bbolt does not clear the pages a
-// transaction frees, and the rewrite leaves no copy of a secret under the
-// old key (or in plain) behind in them. If the rewrite fails, the file at
-// path is already under the new key and intact.
-func RotateSecretKey(path string, oldKey, newKey []byte, opts Options) (int, error) {
+// Then the file is rewritten (rewriteFile): bbolt does not clear the pages
+// a transaction frees, and the rewrite leaves no copy of a secret under the
+// old key (or in plain) behind in them.
+//
+// A run stopped between the two leaves the file under the new key with
+// old copies in its free pages (and perhaps a half-written .rotate).
+// Running the same rotation again finishes it: when the file does not open
+// with oldKey but does with newKey, the re-sealing is skipped and the
+// rewrite done (AlreadyRotated), and a stale .rotate is replaced (Stale).
+func RotateSecretKey(path string, oldKey, newKey []byte, opts Options) (RotateResult, error) {
+	var res RotateResult
 	to, err := newSealer(newKey)
 	if err != nil {
-		return 0, fmt.Errorf("storage: rotate secret key: new key: %w", err)
+		return res, fmt.Errorf("storage: rotate secret key: new key: %w", err)
 	}
 	if to == nil {
-		return 0, errors.New("storage: rotate secret key: no new key")
+		return res, errors.New("storage: rotate secret key: no new key")
 	}
 	opts.SecretKey = oldKey
 	db, err := Open(path, opts)
-	if err != nil {
-		return 0, err
-	}
-	defer db.Close()
-	var n int
-	err = db.update(context.Background(), func(tx *bolt.Tx) error {
-		var err error
-		if n, err = resealAll(tx, db.secrets, to); err != nil {
-			return err
+	if errors.Is(err, ErrSecretKeyMismatch) || errors.Is(err, ErrSecretKeyRequired) {
+		opts.SecretKey = newKey
+		if again, err2 := Open(path, opts); err2 == nil {
+			db, err, res.AlreadyRotated = again, nil, true
 		}
-		return tx.Bucket(bucketMeta).Put(keySecretKeyID, bytes.Clone(to.id[:]))
-	})
+	}
 	if err != nil {
-		return 0, fmt.Errorf("storage: rotate secret key of %s: %w", path, err)
+		return res, err
 	}
-	if err := rewriteFile(db, path); err != nil {
-		return n, fmt.Errorf("storage: rotate secret key of %s: the secrets are under the new key, but the file was not rewritten: %w", path, err)
+	defer db.Close() // after the rewrite is in place: see rewriteFile
+	if !res.AlreadyRotated {
+		err = db.update(context.Background(), func(tx *bolt.Tx) error {
+			var err error
+			if res.Endpoints, err = resealAll(tx, db.secrets, to); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketMeta).Put(keySecretKeyID, bytes.Clone(to.id[:]))
+		})
+		if err != nil {
+			return res, fmt.Errorf("storage: rotate secret key of %s: %w", path, err)
+		}
 	}
-	return n, nil
+	if res.Stale, err = rewriteFile(db, path); err != nil {
+		return res, fmt.Errorf("storage: rotate secret key of %s: the secrets are under the new key, but the file was not rewritten (run the same rotate-key again to finish): %w", path, err)
+	}
+	return res, nil
 }
 
-// rewriteFile copies the live records of db into a new file and renames it
-// over path, then closes db.
-func rewriteFile(db *DB, path string) error {
-	tmp := path + ".rotate"
-	_ = os.Remove(tmp)
-	dst, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: defaultLockTimeout, FreelistType: bolt.FreelistArrayType})
+// rewriteFile copies the live records of db, open on path, into
+// path + ".rotate" and renames that over path once it is complete, fsynced
+// and checked (see Replacement). It reports whether a .rotate left by an
+// interrupted run was replaced.
+//
+// IMPORTANT: db must stay open until rewriteFile returns, and be closed
+// after without another write. Its lock on the old file is what keeps
+// every other process off the file until the new one is in place: one that
+// tries waits for the lock, then finds the old file replaced and opens the
+// new one (openBolt), whose lock rewriteFile holds until it returns. A
+// write to db after the rename would go to the old, unlinked file.
+func rewriteFile(db *DB, path string) (stale bool, err error) {
+	r, err := NewReplacement(path, ".rotate")
 	if err != nil {
-		return err
+		return false, err
 	}
-	if err := bolt.Compact(dst, db.bolt, 64<<20); err != nil {
-		dst.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := dst.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := db.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	defer r.Close()
+	_, err = compactInto(r, db.bolt)
+	return r.Stale(), err
 }

@@ -109,7 +109,7 @@ func Open(path string, opts Options) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}
-	bdb, err := bolt.Open(path, 0o600, &bolt.Options{
+	bdb, err := openBolt(path, &bolt.Options{ // see offline.go: the file may be replaced while Open waits for its lock
 		Timeout: opts.LockTimeout,
 		NoSync:  false, // IMPORTANT: a nil error from a write means it is on disk
 		// The array freelist: every commit writes the whole freelist
