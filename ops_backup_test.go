@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -339,4 +340,47 @@ func TestBackup_StalledClientIsCut(t *testing.T) {
 	}
 	t.Logf("stalled backup cut %s after its copy was taken (write_timeout 1s)", cut.Round(time.Millisecond))
 	in.mustCall(200, "GET", "/readyz", nil, nil)
+}
+
+// TestBackup_NoSpaceForCopy puts the database on a 32 MiB tmpfs: a hot
+// backup needs room for its temporary copy plus 64 MiB left for ingest, so
+// it is refused with 503 before anything is written (a copy that filled
+// the disk would make every ingest fail meanwhile); with room, it works.
+// It needs to mount a tmpfs (root) and skips otherwise.
+func TestBackup_NoSpaceForCopy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	mnt := filepath.Join(t.TempDir(), "tmpfs")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=32m,mode=0700", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v: %s", err, out)
+	}
+	t.Cleanup(func() { // registered before the instance: runs after it stops
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", mnt, err, out)
+		}
+	})
+	in := startInstance(t, mnt, testConfig)
+	in.setup()
+	in.ingest("invoice.paid", `{"n":1}`)
+
+	code, body := in.callAs(testToken, "GET", "/v1/admin/backup")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "free space") {
+		t.Errorf("backup with 32 MiB free: %d %.200q, want 503 naming the free space", code, body)
+	}
+	if n := backupTempFiles(t); n != 0 {
+		t.Errorf("%d temporary copies open after the refusal", n)
+	}
+	in.ingest("invoice.paid", `{"n":2}`)
+
+	if out, err := exec.Command("mount", "-o", "remount,size=128m", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v: %s", err, out)
+	}
+	out := filepath.Join(t.TempDir(), "b.db")
+	if msg, err := runCmd(t, "backup", "-url", in.base, "-token", testToken, "-o", out); err != nil {
+		t.Errorf("backup with 128 MiB free: %v %s", err, msg)
+	}
 }

@@ -56,7 +56,15 @@ func (s *server) handleBackup(w http.ResponseWriter, r *http.Request, _ httprout
 		out = &pieceDeadline{w: w, rc: http.NewResponseController(w), timeout: srv.WriteTimeout}
 	}
 	bw := bufio.NewWriterSize(out, backupPiece)
-	if _, err := s.opts.Backup.WriteTo(bw); err != nil {
+	if n, err := s.opts.Backup.WriteTo(bw); err != nil {
+		if n == 0 {
+			// Failed before a byte was sent (no room for the copy, say):
+			// a proper answer is still possible.
+			w.Header().Del("Content-Disposition")
+			w.Header().Del("Cache-Control")
+			s.writeError(w, r, err)
+			return
+		}
 		// Headers are gone: abort the response so the client sees a
 		// broken transfer, never a short file that looks whole.
 		s.log.ErrorContext(r.Context(), "backup failed", "err", err)

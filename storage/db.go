@@ -421,11 +421,19 @@ func wrap(what string, err error) error {
 // transaction, with every commit (so every ingest) waiting behind it.
 //
 // The temporary file needs free space for one more copy of the database
-// while WriteTo runs. It is unlinked as soon as it is created (where the
-// system allows that of an open file), so it never outlives WriteTo, not
-// even a crash.
+// while WriteTo runs: with less free than the file's size plus
+// backupHeadroom, WriteTo writes nothing and fails with CodeUnavailable. It
+// is unlinked as soon as it is created (where the system allows that of an
+// open file), so it never outlives WriteTo, not even a crash.
 func (db *DB) WriteTo(w io.Writer) (int64, error) {
-	f, err := os.CreateTemp(filepath.Dir(db.path), ".webhookd-backup-*")
+	dir := filepath.Dir(db.path)
+	if fi, err := os.Stat(db.path); err == nil {
+		need := uint64(fi.Size()) + backupHeadroom
+		if free, ok := freeSpace(dir); ok && free < need {
+			return 0, unavailable(fmt.Sprintf("not enough free space beside the database for the backup's temporary copy: %d MiB free, %d MiB needed (the file and %d MiB left for ingest)", free>>20, need>>20, backupHeadroom>>20), nil)
+		}
+	}
+	f, err := os.CreateTemp(dir, ".webhookd-backup-*")
 	if err != nil {
 		return 0, fmt.Errorf("storage: backup: %w", err)
 	}
@@ -452,6 +460,10 @@ func (db *DB) WriteTo(w io.Writer) (int64, error) {
 	}
 	return n, nil
 }
+
+// backupHeadroom is the free space WriteTo leaves beside the database for
+// the writes that go on while it copies.
+const backupHeadroom = 64 << 20
 
 // maxCheckErrors bounds the errors Check reports.
 const maxCheckErrors = 100
