@@ -215,8 +215,8 @@ func (r *Replacement) db() (*bolt.DB, error) {
 }
 
 // Commit puts the temporary file at the path: it fsyncs it, checks it
-// (checkCopy), renames it over the path and fsyncs the directory. It holds
-// the new file's lock until Close.
+// (checkCopy), fsyncs it again, renames it over the path and fsyncs the
+// directory. It holds the new file's lock until Close.
 func (r *Replacement) Commit() error { return r.commit(nil) }
 
 // commit is Commit that, with src, also requires the copy to have as many
@@ -231,6 +231,11 @@ func (r *Replacement) commit(src *bolt.DB) error {
 	}
 	if err := db.View(func(tx *bolt.Tx) error { return checkCopy(tx, src) }); err != nil {
 		return fmt.Errorf("storage: %s is not a sound copy: %w", r.tmp, err)
+	}
+	// Again: opening a copy that arrived as bytes may have written to it
+	// (bbolt writes a missing freelist at open).
+	if err := db.Sync(); err != nil {
+		return fmt.Errorf("storage: fsync %s: %w", r.tmp, err)
 	}
 	if r.noReplace {
 		if _, err := os.Lstat(r.path); err == nil {
