@@ -517,23 +517,7 @@ func TestFaults_StorageWriteFails(t *testing.T) {
 // and delivered. It needs to mount a tmpfs (root, or CAP_SYS_ADMIN) and
 // skips otherwise.
 func TestFaults_DiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	mnt := filepath.Join(t.TempDir(), "tmpfs")
-	if err := os.Mkdir(mnt, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v: %s", err, out)
-	}
-	// Registered before the instance, so it runs after the instance stops.
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
-
+	mnt := mountTmpfs(t, "1m")
 	in := startInstance(t, mnt, testConfig)
 	in.setup()
 	rc := newReceiver(t, status(http.StatusOK))
@@ -617,6 +601,31 @@ func TestFaults_DiskFull(t *testing.T) {
 	}
 	reliabilityReport(t, "disk full (1 MiB tmpfs): %d events acknowledged before 503, all kept and delivered after the file system grew; %d events in the log",
 		len(acked)-1, len(stored))
+}
+
+// mountTmpfs mounts a tmpfs of size (as mount's size option: "1m") in a
+// temporary directory and returns its path; the test skips unless it may
+// mount one (root, or CAP_SYS_ADMIN). Call it before starting an instance
+// on it: the unmount is registered first, so it runs after the instance
+// stops.
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	mnt := filepath.Join(t.TempDir(), "tmpfs")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", mnt, err, out)
+		}
+	})
+	return mnt
 }
 
 // percentile returns the p-th percentile (0 < p <= 1) of ds, sorted in

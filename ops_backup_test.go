@@ -348,21 +348,7 @@ func TestBackup_StalledClientIsCut(t *testing.T) {
 // the disk would make every ingest fail meanwhile); with room, it works.
 // It needs to mount a tmpfs (root) and skips otherwise.
 func TestBackup_NoSpaceForCopy(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	mnt := filepath.Join(t.TempDir(), "tmpfs")
-	if err := os.Mkdir(mnt, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=32m,mode=0700", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v: %s", err, out)
-	}
-	t.Cleanup(func() { // registered before the instance: runs after it stops
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
+	mnt := mountTmpfs(t, "32m")
 	in := startInstance(t, mnt, testConfig)
 	in.setup()
 	in.ingest("invoice.paid", `{"n":1}`)
