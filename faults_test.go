@@ -339,10 +339,17 @@ func testClient() *http.Client {
 	}
 }
 
-// postEvent posts an ingest and returns the whole answer, headers included.
+// postEvent posts an ingest to acme and returns the whole answer, headers
+// included.
 func (in *instance) postEvent(body string, header ...string) (*http.Response, []byte) {
 	in.t.Helper()
-	req, err := http.NewRequest("POST", in.base+"/v1/tenants/acme/events", strings.NewReader(body))
+	return in.postEventTo("acme", body, header...)
+}
+
+// postEventTo is postEvent for tenant's ingest.
+func (in *instance) postEventTo(tenant, body string, header ...string) (*http.Response, []byte) {
+	in.t.Helper()
+	req, err := http.NewRequest("POST", in.base+"/v1/tenants/"+tenant+"/events", strings.NewReader(body))
 	if err != nil {
 		in.t.Fatal(err)
 	}

@@ -23,21 +23,6 @@ func (in *instance) addTenant(id, url string) string {
 	return ep.Secret
 }
 
-// postEventTo is postEvent for tenant's ingest.
-func (in *instance) postEventTo(tenant, body string, header ...string) (*http.Response, []byte) {
-	in.t.Helper()
-	req, err := http.NewRequest("POST", in.base+"/v1/tenants/"+tenant+"/events", strings.NewReader(body))
-	if err != nil {
-		in.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+testToken)
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	return doRequest(in.t, req)
-}
-
 // holdingReceiver answers 200 only once release is closed (or the attempt
 // is cut off); the test's cleanup releases it.
 func holdingReceiver(t *testing.T) (*receiver, func()) {
