@@ -687,7 +687,7 @@ func (d *Dispatcher) attempt(id string, eq *endpointQueue) {
 		rec.Attempt.Start = d.opts.Now().UTC()
 		rec.Attempt.Outcome = OutcomePermanent
 		rec.Attempt.Error = "endpoint deleted; no request made"
-		rec.State, rec.Reason = StateDead, "endpoint deleted"
+		rec.State, rec.Reason = StateDead, ReasonEndpointDeleted
 		d.recordLater(id, eq, &in, rec, time.Time{}, true)
 	case in.Endpoint.Disabled:
 		// No attempt: the delivery waits, paused, for the endpoint to be

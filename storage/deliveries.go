@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -36,17 +35,6 @@ func putDelivery(tx *bolt.Tx, d engine.Delivery) (engine.Delivery, error) {
 		return engine.Delivery{}, err
 	}
 	return storedDelivery(d)
-}
-
-// putRetry adds the retry index entry of pending delivery d.
-func putRetry(tx *bolt.Tx, d engine.Delivery) error {
-	return tx.Bucket(bucketRetryIndex).Put(retryKey(d.NextAttemptAt, d.ID), []byte(d.EndpointID))
-}
-
-// deleteRetry removes the retry index entry of pending delivery d, computed
-// from its stored NextAttemptAt.
-func deleteRetry(tx *bolt.Tx, d engine.Delivery) error {
-	return tx.Bucket(bucketRetryIndex).Delete(retryKey(d.NextAttemptAt, d.ID))
 }
 
 // Delivery returns delivery id of tenant, or CodeDeliveryNotFound (also
@@ -124,21 +112,12 @@ func (db *DB) AttemptInput(ctx context.Context, deliveryID string) (engine.Attem
 	return in, nil
 }
 
-// RecordAttempt appends rec.Attempt to the delivery's attempts and sets
-// Updated to rec.At. Only when rec.Cycle is the delivery's current cycle
-// and the delivery is Pending does it also move it to rec.State, in the
-// same transaction:
-//
-//   - Pending: the retry index entry moves to rec.NextAttemptAt;
-//   - Succeeded: the entry is removed, NextAttemptAt zeroed, Reason cleared;
-//   - Dead: the entry is removed, NextAttemptAt zeroed, DeadAt = rec.At and
-//     a dead-letter entry is added;
-//
-// and CycleAttempts is incremented and LastStatus and Reason set. An
-// attempt of an older cycle (the delivery was replayed meanwhile) is only
-// logged. The delivery is found by ID alone (CodeDeliveryNotFound).
-//
-// A record with Held set is not an attempt (see holdDelivery).
+// RecordAttempt stores, in one transaction, the delivery rec names (of any
+// tenant; CodeDeliveryNotFound) as the engine's transition for rec makes
+// it: engine.HoldDelivery for a record with Held set,
+// engine.PauseDelivery for a StatePaused one, engine.RecordAttempt
+// otherwise; and, with rec.Endpoint set, the endpoint's health merged with
+// engine.MergeHealth, if the endpoint still exists.
 func (db *DB) RecordAttempt(ctx context.Context, rec engine.AttemptRecord) (engine.Delivery, error) {
 	switch rec.State {
 	case engine.StatePending:
@@ -155,49 +134,21 @@ func (db *DB) RecordAttempt(ctx context.Context, rec engine.AttemptRecord) (engi
 	}
 	var out engine.Delivery
 	err := db.update(ctx, func(tx *bolt.Tx) error {
-		d, err := getDelivery(tx, rec.DeliveryID)
-		if err != nil {
-			return err
-		}
 		if rec.Endpoint != nil {
 			if err := putEndpointHealth(tx, *rec.Endpoint); err != nil {
 				return err
 			}
 		}
-		if rec.Held {
-			return holdDelivery(tx, &d, rec, &out)
-		}
-		if rec.State == engine.StatePaused {
-			return pauseDelivery(tx, &d, rec, &out)
-		}
-		d.Attempts = append(d.Attempts, rec.Attempt)
-		d.Updated = rec.At
-		if rec.Cycle == d.Cycle && d.State == engine.StatePending {
-			if err := deleteRetry(tx, d); err != nil {
-				return err
+		var err error
+		out, err = updateDelivery(tx, rec.DeliveryID, func(d engine.Delivery) engine.Delivery {
+			switch {
+			case rec.Held:
+				return engine.HoldDelivery(d, rec.Cycle, rec.NextAttemptAt, rec.Reason, rec.At)
+			case rec.State == engine.StatePaused:
+				return engine.PauseDelivery(d, rec.Cycle, rec.At)
 			}
-			d.State = rec.State
-			d.CycleAttempts++
-			d.LastStatus = rec.LastStatus
-			d.Reason = rec.Reason
-			switch rec.State {
-			case engine.StatePending:
-				d.NextAttemptAt = rec.NextAttemptAt
-				if err := putRetry(tx, d); err != nil {
-					return err
-				}
-			case engine.StateSucceeded:
-				d.NextAttemptAt = time.Time{}
-				d.Reason = ""
-			case engine.StateDead:
-				d.NextAttemptAt = time.Time{}
-				d.DeadAt = rec.At
-				if err := tx.Bucket(bucketDeadLetters).Put(deadLetterKey(d.TenantID, d.DeadAt, d.ID), nil); err != nil {
-					return err
-				}
-			}
-		}
-		out, err = putDelivery(tx, d)
+			return engine.RecordAttempt(d, rec)
+		})
 		return err
 	})
 	if err != nil {
@@ -206,11 +157,8 @@ func (db *DB) RecordAttempt(ctx context.Context, rec engine.AttemptRecord) (engi
 	return out, nil
 }
 
-// Replay starts a new cycle of delivery id of tenant (CodeDeliveryNotFound),
-// whatever its state: Cycle+1, Pending, CycleStart and NextAttemptAt r.At,
-// CycleAttempts 0, DeadAt zero, r appended to Replays with the new cycle;
-// its retry index entry (if pending) or dead-letter entry (if dead) is
-// replaced by a retry index entry at r.At. One transaction.
+// Replay stores delivery id of tenant (CodeDeliveryNotFound) in a new
+// cycle, as engine.ReplayDelivery makes it. One transaction.
 func (db *DB) Replay(ctx context.Context, tenant, id string, r engine.Replay) (engine.Delivery, error) {
 	var out engine.Delivery
 	err := db.update(ctx, func(tx *bolt.Tx) error {
@@ -221,45 +169,13 @@ func (db *DB) Replay(ctx context.Context, tenant, id string, r engine.Replay) (e
 		if d.TenantID != tenant {
 			return errDeliveryNotFound()
 		}
-		out, err = replayTx(tx, d, r)
+		out, err = saveDelivery(tx, d, engine.ReplayDelivery(d, r))
 		return err
 	})
 	if err != nil {
 		return engine.Delivery{}, wrap("replay delivery "+id, err)
 	}
 	return out, nil
-}
-
-// replayTx starts a new cycle of d (see Replay) inside tx.
-func replayTx(tx *bolt.Tx, d engine.Delivery, r engine.Replay) (engine.Delivery, error) {
-	switch d.State {
-	case engine.StatePending:
-		if err := deleteRetry(tx, d); err != nil {
-			return engine.Delivery{}, err
-		}
-	case engine.StateDead:
-		if err := tx.Bucket(bucketDeadLetters).Delete(deadLetterKey(d.TenantID, d.DeadAt, d.ID)); err != nil {
-			return engine.Delivery{}, err
-		}
-	case engine.StatePaused:
-		if err := tx.Bucket(bucketPaused).Delete(pausedKey(d.TenantID, d.EndpointID, d.ID)); err != nil {
-			return engine.Delivery{}, err
-		}
-	}
-	d.Cycle++
-	d.State = engine.StatePending
-	d.CycleStart = r.At
-	d.CycleAttempts = 0
-	d.NextAttemptAt = r.At
-	d.DeadAt = time.Time{}
-	d.Updated = r.At
-	rp := r
-	rp.Cycle = d.Cycle
-	d.Replays = append(d.Replays, rp)
-	if err := putRetry(tx, d); err != nil {
-		return engine.Delivery{}, err
-	}
-	return putDelivery(tx, d)
 }
 
 // DeadLetters lists tenant's dead deliveries, oldest death first, starting

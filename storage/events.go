@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -159,50 +158,16 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, value []byte, newID func(strin
 	}
 	stored.Seq = seq
 
-	ds := []engine.Delivery{}
-	err = forEachEndpoint(tx, tenant, func(ep engine.Endpoint) error {
-		if !ep.Subscribes(ev.Type) {
-			return nil
-		}
-		d := engine.Delivery{
-			ID: newID("dlv"), TenantID: tenant, EventID: ev.ID, EventType: ev.Type,
-			EndpointID: ep.ID, State: engine.StatePending,
-			Cycle: 1, CycleStart: stored.Created, NextAttemptAt: stored.Created,
-			Created: stored.Created, Updated: stored.Created,
-			Attempts: []engine.Attempt{}, Replays: []engine.Replay{},
-		}
-		if ep.Disabled {
-			// Held, not dropped: delivered if the endpoint is enabled
-			// with "deliver held".
-			d.State, d.NextAttemptAt, d.Reason = engine.StatePaused, time.Time{}, pausedReason
-		}
-		if tx.Bucket(bucketDeliveries).Get([]byte(d.ID)) != nil {
-			return fmt.Errorf("delivery id %s exists", d.ID)
-		}
-		d, err := putDelivery(tx, d)
-		if err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketEventDeliveries).Put(eventDeliveryKey(ev.ID, d.ID), nil); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketTenantDeliveries).Put(tenantDeliveryKey(tenant, seq, d.ID), nil); err != nil {
-			return err
-		}
-		if d.State == engine.StatePaused {
-			if err := tx.Bucket(bucketPaused).Put(pausedKey(tenant, ep.ID, d.ID), nil); err != nil {
-				return err
-			}
-		} else if err := putRetry(tx, d); err != nil {
-			return err
-		}
-		ds = append(ds, d)
-		return nil
-	})
-	if err != nil {
+	var eps []engine.Endpoint
+	if err := forEachEndpoint(tx, tenant, func(ep engine.Endpoint) error { eps = append(eps, ep); return nil }); err != nil {
 		return engine.IngestResult{}, err
 	}
-	slices.SortFunc(ds, func(a, b engine.Delivery) int { return strings.Compare(a.ID, b.ID) })
+	ds := engine.NewDeliveries(stored, eps, newID)
+	for i, d := range ds {
+		if ds[i], err = createDelivery(tx, d, seq); err != nil {
+			return engine.IngestResult{}, err
+		}
+	}
 
 	if in.IdempotencyKey != "" {
 		rec := idempotencyRecord{EventID: ev.ID, RequestHash: in.RequestHash, Expires: in.IdempotencyExpires}

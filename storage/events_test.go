@@ -64,7 +64,7 @@ func TestDB_AppendEvent(t *testing.T) {
 				}
 				if d.EndpointID == disabled.ID {
 					// Held for the disabled endpoint, not dropped.
-					want.State, want.NextAttemptAt, want.Reason = engine.StatePaused, time.Time{}, pausedReason
+					want.State, want.NextAttemptAt, want.Reason = engine.StatePaused, time.Time{}, engine.ReasonPaused
 				}
 				if !reflect.DeepEqual(d, want) {
 					t.Errorf("delivery = %+v\nwant %+v", d, want)

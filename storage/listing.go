@@ -226,7 +226,7 @@ func (db *DB) ReplayDeadLetters(ctx context.Context, tenant string, since, until
 		}
 		// Replaying deletes dead-letter keys: not under the live cursor.
 		for _, d := range doomed {
-			d, err := replayTx(tx, d, r)
+			d, err := saveDelivery(tx, d, engine.ReplayDelivery(d, r))
 			if err != nil {
 				return err
 			}

@@ -83,19 +83,8 @@ func (db *DB) PruneEvents(ctx context.Context, cursor uint64, r Retention, max i
 				continue
 			}
 			for _, d := range ds {
-				if err := tx.Bucket(bucketDeliveries).Delete([]byte(d.ID)); err != nil {
+				if err := deleteDelivery(tx, d, seq); err != nil {
 					return err
-				}
-				if err := tx.Bucket(bucketEventDeliveries).Delete(eventDeliveryKey(ev.ID, d.ID)); err != nil {
-					return err
-				}
-				if err := tx.Bucket(bucketTenantDeliveries).Delete(tenantDeliveryKey(ev.TenantID, seq, d.ID)); err != nil {
-					return err
-				}
-				if d.State == engine.StateDead {
-					if err := tx.Bucket(bucketDeadLetters).Delete(deadLetterKey(d.TenantID, d.DeadAt, d.ID)); err != nil {
-						return err
-					}
 				}
 				res.Deliveries++
 			}

@@ -154,33 +154,6 @@ func purgeEvents(tx *bolt.Tx, tenant string, max int) (events, deliveries int, e
 	return events, deliveries, nil
 }
 
-// deleteDelivery deletes d, the delivery of the event at log position seq,
-// and its entry in every index its state puts it in.
-func deleteDelivery(tx *bolt.Tx, d engine.Delivery, seq uint64) error {
-	dels := []struct {
-		b []byte
-		k []byte
-	}{
-		{bucketDeliveries, []byte(d.ID)},
-		{bucketEventDeliveries, eventDeliveryKey(d.EventID, d.ID)},
-		{bucketTenantDeliveries, tenantDeliveryKey(d.TenantID, seq, d.ID)},
-	}
-	switch d.State {
-	case engine.StatePending:
-		dels = append(dels, struct{ b, k []byte }{bucketRetryIndex, retryKey(d.NextAttemptAt, d.ID)})
-	case engine.StateDead:
-		dels = append(dels, struct{ b, k []byte }{bucketDeadLetters, deadLetterKey(d.TenantID, d.DeadAt, d.ID)})
-	case engine.StatePaused:
-		dels = append(dels, struct{ b, k []byte }{bucketPaused, pausedKey(d.TenantID, d.EndpointID, d.ID)})
-	}
-	for _, del := range dels {
-		if err := tx.Bucket(del.b).Delete(del.k); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // purgeIdempotency deletes at most max idempotency records under prefix
 // (a tenant's), each with its expiry entry.
 func purgeIdempotency(tx *bolt.Tx, prefix []byte, max int) (int, error) {

@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// The transitions of a delivery. Each is a pure function: from the
+// delivery as stored (and what happened to it) to the delivery as it must
+// be stored next. They are the only place a delivery's state changes; a
+// Store saves what they return and derives its indexes from the new state
+// alone (a delivery is in the retry index iff Pending, in the dead letters
+// iff Dead, in the paused index iff Paused), so no store decides anything.
+//
+// Every transition that concerns a cycle takes the cycle it was decided
+// for and does nothing when the delivery has moved on meanwhile (a replay
+// started a new cycle, or another outcome was recorded first): the
+// decision was made on a delivery that no longer exists.
+
+// Reasons a delivery carries that no attempt gave.
+const (
+	// ReasonPaused is the reason of a delivery held because its endpoint
+	// is disabled.
+	ReasonPaused = "endpoint disabled: held until it is enabled again"
+	// ReasonHeldNotSent is the reason of a paused delivery dead-lettered
+	// when its endpoint is enabled "from now on".
+	ReasonHeldNotSent = "held while the endpoint was disabled; not sent (enabled from now on)"
+	// ReasonEndpointDeleted is the reason of a delivery whose endpoint was
+	// deleted before its attempt.
+	ReasonEndpointDeleted = "endpoint deleted"
+)
+
+// NewDeliveries returns the deliveries that event ev creates among eps,
+// its tenant's endpoints: one per endpoint that subscribes to ev's type,
+// in ID order, each in cycle 1 from ev.Created. A delivery to an enabled
+// endpoint is Pending, due at ev.Created; to a disabled one it is Paused
+// (held, not dropped: delivered if the endpoint is enabled with "deliver
+// held"). newID makes their IDs (NewID("dlv")).
+func NewDeliveries(ev Event, eps []Endpoint, newID func(prefix string) string) []Delivery {
+	ds := []Delivery{}
+	for _, ep := range eps {
+		if !ep.Subscribes(ev.Type) {
+			continue
+		}
+		d := Delivery{
+			ID: newID("dlv"), TenantID: ev.TenantID, EventID: ev.ID, EventType: ev.Type,
+			EndpointID: ep.ID, State: StatePending,
+			Cycle: 1, CycleStart: ev.Created, NextAttemptAt: ev.Created,
+			Created: ev.Created, Updated: ev.Created,
+			Attempts: []Attempt{}, Replays: []Replay{},
+		}
+		if ep.Disabled {
+			d.State, d.NextAttemptAt, d.Reason = StatePaused, time.Time{}, ReasonPaused
+		}
+		ds = append(ds, d)
+	}
+	slices.SortFunc(ds, func(a, b Delivery) int { return strings.Compare(a.ID, b.ID) })
+	return ds
+}
+
+// RecordAttempt returns d after the attempt rec.Attempt: the attempt is
+// appended to its log and Updated set to rec.At. When rec.Cycle is d's
+// current cycle and d is Pending, d also moves to rec.State:
+//
+//   - Pending: due again at rec.NextAttemptAt, with rec.Reason;
+//   - Succeeded: no next attempt, no reason;
+//   - Dead: no next attempt, DeadAt rec.At, with rec.Reason;
+//
+// with CycleAttempts one more and LastStatus rec.LastStatus. An attempt of
+// an older cycle (the delivery was replayed meanwhile) is only logged.
+func RecordAttempt(d Delivery, rec AttemptRecord) Delivery {
+	d.Attempts = append(slices.Clip(d.Attempts), rec.Attempt)
+	d.Updated = rec.At
+	if rec.Cycle != d.Cycle || d.State != StatePending {
+		return d
+	}
+	d.State = rec.State
+	d.CycleAttempts++
+	d.LastStatus = rec.LastStatus
+	d.Reason = rec.Reason
+	switch rec.State {
+	case StatePending:
+		d.NextAttemptAt = rec.NextAttemptAt
+	case StateSucceeded:
+		d.NextAttemptAt, d.Reason = time.Time{}, ""
+	case StateDead:
+		d.NextAttemptAt, d.DeadAt = time.Time{}, rec.At
+	}
+	return d
+}
+
+// HoldDelivery returns d held back without an attempt (its endpoint is not
+// verified yet): when cycle is d's current cycle and d is Pending, it is
+// due again at next with reason; its attempts, attempt count and last
+// status stay as they are. Otherwise d is returned as it is.
+func HoldDelivery(d Delivery, cycle int, next time.Time, reason string, at time.Time) Delivery {
+	if cycle != d.Cycle || d.State != StatePending {
+		return d
+	}
+	d.NextAttemptAt, d.Reason, d.Updated = next, reason, at
+	return d
+}
+
+// PauseDelivery returns d paused without an attempt, because its endpoint
+// is disabled: when cycle is d's current cycle and d is Pending, it is
+// Paused with ReasonPaused and no next attempt. Otherwise d is returned as
+// it is.
+func PauseDelivery(d Delivery, cycle int, at time.Time) Delivery {
+	if cycle != d.Cycle || d.State != StatePending {
+		return d
+	}
+	d.State, d.NextAttemptAt, d.Reason, d.Updated = StatePaused, time.Time{}, ReasonPaused, at
+	return d
+}
+
+// ReplayDelivery returns d in a new cycle, whatever its state: Cycle+1,
+// Pending, due at r.At from which its deadline runs, no attempt counted
+// in it, DeadAt zero, and r appended to its replays with the new cycle.
+func ReplayDelivery(d Delivery, r Replay) Delivery {
+	d.Cycle++
+	d.State = StatePending
+	d.CycleStart = r.At
+	d.CycleAttempts = 0
+	d.NextAttemptAt = r.At
+	d.DeadAt = time.Time{}
+	d.Updated = r.At
+	r.Cycle = d.Cycle
+	d.Replays = append(slices.Clip(d.Replays), r)
+	return d
+}
+
+// DropHeldDelivery returns paused delivery d dead, not sent, because its
+// endpoint was enabled "from now on": Dead at at with ReasonHeldNotSent.
+// A delivery that is not paused is returned as it is.
+func DropHeldDelivery(d Delivery, at time.Time) Delivery {
+	if d.State != StatePaused {
+		return d
+	}
+	d.State, d.Reason, d.DeadAt, d.Updated = StateDead, ReasonHeldNotSent, at, at
+	return d
+}
+
+// MergeHealth returns stored, the endpoint as stored, with the health seen
+// by one attempt (seen's FailingSince, LastFailure, LastFailureAt,
+// Disabled, DisabledReason and DisabledAt; see healthAfter) merged in; its
+// secrets and settings stay as stored. Concurrent attempts each report
+// their own view, so a run of failures began at the earliest failure any
+// of them saw, the last failure is the latest, and an endpoint once
+// disabled stays disabled (only a person enables it).
+func MergeHealth(stored, seen Endpoint) Endpoint {
+	switch {
+	case seen.FailingSince.IsZero():
+		stored.FailingSince = time.Time{}
+	case stored.FailingSince.IsZero() || seen.FailingSince.Before(stored.FailingSince):
+		stored.FailingSince = seen.FailingSince
+	}
+	if seen.LastFailureAt.After(stored.LastFailureAt) {
+		stored.LastFailure, stored.LastFailureAt = seen.LastFailure, seen.LastFailureAt
+	}
+	if seen.Disabled && !stored.Disabled {
+		stored.Disabled, stored.DisabledReason, stored.DisabledAt = true, seen.DisabledReason, seen.DisabledAt
+	}
+	return stored
+}
