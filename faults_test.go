@@ -322,12 +322,13 @@ func (s *failingStore) AppendEvent(ctx context.Context, in engine.NewEvent) (eng
 	return s.DB.AppendEvent(ctx, in)
 }
 
-func (s *failingStore) RecordAttempt(ctx context.Context, rec engine.AttemptRecord) (engine.Delivery, error) {
+// UpdateDelivery is how the dispatcher records an attempt's outcome.
+func (s *failingStore) UpdateDelivery(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, error) {
 	if s.failWrites.Load() {
 		s.failedAttempts.Add(1)
 		return engine.Delivery{}, errStorageFull()
 	}
-	return s.DB.RecordAttempt(ctx, rec)
+	return s.DB.UpdateDelivery(ctx, id, fn)
 }
 
 // testClient is the attempts' client for services wired by hand: plain

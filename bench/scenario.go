@@ -1192,13 +1192,14 @@ func seedRetry(ctx context.Context, in *instance, tenant string, due time.Time) 
 	}
 	dl := res.Deliveries[0]
 	now := time.Now().UTC()
-	_, err = in.db.RecordAttempt(ctx, engine.AttemptRecord{
+	rec := engine.AttemptRecord{
 		DeliveryID: dl.ID, Cycle: dl.Cycle,
 		Attempt: engine.Attempt{
 			Cycle: dl.Cycle, Number: 1, Start: now, Duration: time.Millisecond,
 			Status: 503, Error: "HTTP 503", Outcome: engine.OutcomeRetry,
 		},
 		State: engine.StatePending, NextAttemptAt: due, Reason: "HTTP 503", LastStatus: 503, At: now,
-	})
+	}
+	_, err = in.db.UpdateDelivery(ctx, dl.ID, func(d engine.Delivery) (engine.Delivery, error) { return engine.RecordAttempt(d, rec), nil })
 	return err
 }

@@ -692,9 +692,11 @@ func (d *Dispatcher) attempt(id string, eq *endpointQueue) {
 	case in.Endpoint.Disabled:
 		// No attempt: the delivery waits, paused, for the endpoint to be
 		// enabled (see StatePaused).
-		rec.State, rec.At = StatePaused, d.opts.Now().UTC()
+		now, cycle := d.opts.Now().UTC(), dl.Cycle
 		at := time.Time{}
-		if _, err := d.store.RecordAttempt(context.WithoutCancel(ctx), rec); err != nil {
+		if _, err := d.store.UpdateDelivery(context.WithoutCancel(ctx), dl.ID, func(cur Delivery) (Delivery, error) {
+			return PauseDelivery(cur, cycle, now), nil
+		}); err != nil {
 			d.log.Error("pause delivery", "delivery", dl.ID, "endpoint", dl.EndpointID, "err", err)
 			at = time.Now().Add(storeRetryDelay)
 		}
@@ -737,7 +739,7 @@ func (d *Dispatcher) recordLater(id string, eq *endpointQueue, in *AttemptInput,
 	d.workersWG.Add(1)
 	go func() {
 		defer d.workersWG.Done()
-		at := d.record(in, rec, ended)
+		at := d.record(in, &rec, ended)
 		<-d.recording
 		d.finish(id, eq, at, holdsSlot)
 	}()
@@ -747,7 +749,10 @@ func (d *Dispatcher) recordLater(id string, eq *endpointQueue, in *AttemptInput,
 // request ended at ended (monotonic; zero if none was made), with the
 // endpoint's health after it, and tells OnAttempt and OnAlert. It returns
 // when the delivery should be looked at again (monotonic), or zero.
-func (d *Dispatcher) record(in *AttemptInput, rec AttemptRecord, ended time.Time) time.Time {
+//
+// rec is recordLater's own copy, on the heap already: the transition
+// below captures it by pointer, which costs no copy of its own.
+func (d *Dispatcher) record(in *AttemptInput, rec *AttemptRecord, ended time.Time) time.Time {
 	dl := in.Delivery
 	rec.At = d.opts.Now().UTC()
 	var alerts []string
@@ -755,15 +760,29 @@ func (d *Dispatcher) record(in *AttemptInput, rec AttemptRecord, ended time.Time
 		var after Endpoint
 		after, alerts = healthAfter(in.Endpoint, rec.Attempt.Outcome, rec.Attempt.Status, rec.Attempt.Error, rec.At, d.opts.DisableAfter, d.opts.KeepGoneEndpoints)
 		if rec.Attempt.Outcome != OutcomeSuccess || !after.FailingSince.Equal(in.Endpoint.FailingSince) {
-			rec.Endpoint = &after
+			health := after // only this path puts an endpoint on the heap
+			rec.Endpoint = &health
 		}
 	}
-	updated, err := d.store.RecordAttempt(context.WithoutCancel(d.baseCtx), rec)
+	ctx := context.WithoutCancel(d.baseCtx)
+	updated, err := d.store.UpdateDelivery(ctx, rec.DeliveryID, func(cur Delivery) (Delivery, error) {
+		return RecordAttempt(cur, *rec), nil
+	})
 	if err != nil {
 		d.log.Error("record attempt", "delivery", dl.ID, "event", dl.EventID, "endpoint", dl.EndpointID, "err", err)
 		return time.Now().Add(storeRetryDelay)
 	}
-	d.logAttempt(dl, rec)
+	if rec.Endpoint != nil {
+		health := *rec.Endpoint
+		_, err := d.store.UpdateEndpoint(ctx, health.TenantID, health.ID, func(ep *Endpoint) error {
+			*ep = MergeHealth(*ep, health)
+			return nil
+		})
+		if err != nil && ErrorCode(err) != CodeEndpointNotFound {
+			d.log.Error("record endpoint health", "endpoint", health.ID, "err", err)
+		}
+	}
+	d.logAttempt(dl, *rec)
 	if d.opts.OnAttempt != nil {
 		d.opts.OnAttempt(dl.EndpointID, rec.Attempt, updated.State)
 	}
@@ -778,7 +797,7 @@ func (d *Dispatcher) record(in *AttemptInput, rec AttemptRecord, ended time.Time
 	if updated.State != StatePending {
 		return time.Time{}
 	}
-	return d.retryAt(updated, rec, ended)
+	return d.retryAt(updated, *rec, ended)
 }
 
 // send makes the HTTP request of one attempt and fills in rec: the attempt's

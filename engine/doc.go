@@ -36,9 +36,10 @@
 //
 // # Durability
 //
-// Every state change of a delivery is one store transaction that moves its
-// retry index entry with it (Store.RecordAttempt), so the retry index is
-// the durable schedule. At start the Dispatcher rebuilds its timer queue
+// Every state change of a delivery is a transition (transitions.go) that
+// the store saves in one transaction, its retry index entry following from
+// the new state (Store.UpdateDelivery), so the retry index is the durable
+// schedule. At start the Dispatcher rebuilds its timer queue
 // from it; a delivery that was in flight when the process died is still
 // pending there and is attempted again. An attempt runs outside any
 // transaction; only its outcome is written.

@@ -94,7 +94,13 @@ func (s *Service) SetEndpointEnabled(ctx context.Context, tenant, id string, ena
 	}
 	total := 0
 	for {
-		ds, err := s.store.ResumePaused(ctx, tenant, id, deliverHeld, Replay{At: s.now(), By: by}, replayBatch)
+		r := Replay{At: s.now(), By: by}
+		ds, err := s.store.UpdateDeliveries(ctx, Selection{Tenant: tenant, State: StatePaused, EndpointID: id}, replayBatch, func(d Delivery) Delivery {
+			if deliverHeld {
+				return ReplayDelivery(d, r)
+			}
+			return DropHeldDelivery(d, r.At)
+		})
 		if err != nil {
 			return ep, total, err
 		}

@@ -46,8 +46,8 @@ type EventDeliveries struct {
 	Deliveries []Delivery
 }
 
-// Lister is the part of the Store behind the subscriber's views: the
-// delivery log, the reconciliation feed, range replay and the report.
+// Lister is the part of Listings behind the delivery log, the
+// reconciliation feed and the report.
 type Lister interface {
 	// ListDeliveries pages through tenant's deliveries newest first.
 	ListDeliveries(ctx context.Context, tenant string, f DeliveryFilter) ([]Delivery, string, error)
@@ -56,11 +56,6 @@ type Lister interface {
 	// RecentEvents returns tenant's last n events with their deliveries,
 	// newest first (bodies left out).
 	RecentEvents(ctx context.Context, tenant string, n int) ([]EventDeliveries, error)
-	// ReplayDeadLetters replays, in one transaction, at most max dead
-	// deliveries of tenant that died in [since, until), of endpointID
-	// when set; a replayed delivery is no longer dead, so a repeated call
-	// never sends one twice.
-	ReplayDeadLetters(ctx context.Context, tenant string, since, until time.Time, endpointID string, r Replay, max int) ([]Delivery, error)
 }
 
 // ListDeliveries pages through tenant's deliveries, newest first.
@@ -145,7 +140,9 @@ func (s *Service) ReplayDeadLetters(ctx context.Context, tenant string, since, u
 	}
 	total := 0
 	for {
-		ds, err := s.store.ReplayDeadLetters(ctx, tenant, since, until, endpointID, Replay{At: s.now(), By: by}, replayBatch)
+		r := Replay{At: s.now(), By: by}
+		sel := Selection{Tenant: tenant, State: StateDead, EndpointID: endpointID, Since: since, Until: until}
+		ds, err := s.store.UpdateDeliveries(ctx, sel, replayBatch, func(d Delivery) Delivery { return ReplayDelivery(d, r) })
 		if err != nil {
 			return total, err
 		}

@@ -140,7 +140,6 @@ func seedPending(tb testing.TB, path, url string, n int, spread time.Duration) i
 						ID: id, TenantID: "acme", Type: "order.created", Created: due, APIVersion: "v1",
 						Body: fmt.Appendf(nil, `{"id":%q,"type":"order.created","data":{"n":%d}}`, id, i),
 					},
-					NewID: engine.NewID,
 				})
 				if err != nil {
 					select {

@@ -460,12 +460,13 @@ func (s *Service) ingest(ctx context.Context, tenant string, in IngestInput) (In
 	body := encodeEnvelope(id, in.Type, created, in.APIVersion, data)
 	hash := sha256.Sum256(hashed)
 
+	ev := Event{ID: id, TenantID: tenant, Type: in.Type, Created: created, APIVersion: in.APIVersion, Body: body}
 	res, err := s.store.AppendEvent(ctx, NewEvent{
-		Event:              Event{ID: id, TenantID: tenant, Type: in.Type, Created: created, APIVersion: in.APIVersion, Body: body},
+		Event:              ev,
 		IdempotencyKey:     in.IdempotencyKey,
 		RequestHash:        hash,
 		IdempotencyExpires: now.Add(s.opts.IdempotencyWindow),
-		NewID:              NewID,
+		Deliveries:         func(eps []Endpoint) []Delivery { return NewDeliveries(ev, eps, NewID) },
 	})
 	if err != nil {
 		return IngestResult{}, err
@@ -570,7 +571,13 @@ func (s *Service) Replay(ctx context.Context, tenant, id, by string) (Delivery, 
 	if !validID(id) {
 		return Delivery{}, Errorf(CodeDeliveryNotFound, "id", "no such delivery")
 	}
-	d, err := s.store.Replay(ctx, tenant, id, Replay{At: s.now(), By: by})
+	r := Replay{At: s.now(), By: by}
+	d, err := s.store.UpdateDelivery(ctx, id, func(d Delivery) (Delivery, error) {
+		if d.TenantID != tenant {
+			return Delivery{}, Errorf(CodeDeliveryNotFound, "id", "no such delivery")
+		}
+		return ReplayDelivery(d, r), nil
+	})
 	if err != nil {
 		return Delivery{}, err
 	}

@@ -91,10 +91,10 @@ type slowDisk struct {
 	waiting atomic.Int64
 }
 
-func (s *slowDisk) RecordAttempt(ctx context.Context, rec engine.AttemptRecord) (engine.Delivery, error) {
+func (s *slowDisk) UpdateDelivery(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, error) {
 	s.waiting.Add(1)
 	<-s.open
-	return s.DB.RecordAttempt(ctx, rec)
+	return s.DB.UpdateDelivery(ctx, id, fn)
 }
 
 // TestDispatcher_RecordingBackpressure: while the disk does not answer,

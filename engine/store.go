@@ -5,24 +5,42 @@ import (
 	"time"
 )
 
-// Store is the durable state the engine needs, in domain words. storage.DB
-// implements it on one bbolt file.
+// Store is the durable state the engine needs, in domain words, split by
+// role: Records (what a sender configures), Log (events, their deliveries
+// and every change of a delivery) and Listings (what the subscriber's
+// views read). storage.DB implements it on one bbolt file; the
+// conformance suite in engine/storetest is its contract, for this store
+// and any other.
 //
-// IMPORTANT: every method that writes returns only after its transaction is
-// committed and fsynced; a nil error means the change survives a crash.
-// Writes may share a commit with other concurrent writes (group commit).
-// Not-found and validation failures are *Error values with a Code; any
-// other error means the write did not happen.
+// IMPORTANT: every method that writes returns only after its change is
+// durable: a nil error means it survives a crash. Not-found and
+// validation failures are *Error values with a Code; any other error
+// means the write did not happen (or, for CodeUnavailable, may be retried
+// later).
 //
-// The store keeps one invariant the engine relies on: a delivery is in the
-// retry index if and only if its State is StatePending, under the key
-// (NextAttemptAt, ID).
+// The store decides nothing about a delivery: the engine's transitions
+// (transitions.go) do, and the store saves their result. It keeps one
+// invariant that follows from a delivery's state alone: a Pending
+// delivery is due at NextAttemptAt (RetryIndex lists it there), a Dead one
+// is among its tenant's dead letters, a Paused one among its endpoint's
+// paused deliveries, and no delivery is in any of these otherwise.
 type Store interface {
+	Records
+	Log
+	Listings
+}
+
+// Records are the things a sender configures: tenants, the event
+// catalogue, endpoints, and tenant access tokens (tokens.go).
+type Records interface {
 	// PutTenant creates or updates a tenant (Name only). It returns the
-	// stored tenant and whether it was created.
+	// stored tenant and whether it was created. CodeTenantDeleting while
+	// a deleted tenant of that ID is still being purged.
 	PutTenant(ctx context.Context, t Tenant) (Tenant, bool, error)
 	// Tenant returns CodeTenantNotFound when there is none.
 	Tenant(ctx context.Context, id string) (Tenant, error)
+	// Tenants lists every tenant by ID.
+	Tenants(ctx context.Context) ([]Tenant, error)
 	// DeleteTenant deletes a tenant with its endpoints and access tokens
 	// at once, and its events, deliveries and idempotency keys soon after
 	// (the store purges them in small steps); until that is done, PutTenant
@@ -47,64 +65,75 @@ type Store interface {
 	Endpoint(ctx context.Context, tenant, id string) (Endpoint, error)
 	// Endpoints lists a tenant's endpoints in creation order.
 	Endpoints(ctx context.Context, tenant string) ([]Endpoint, error)
-	// UpdateEndpoint loads the endpoint, calls fn on it and stores the
-	// result, all in one transaction; an error from fn aborts the update
-	// and is returned as is. fn runs inside the write transaction and may
-	// run more than once (a shared commit is retried without a failed
-	// write): it must only change the endpoint, never block or call the
+	// UpdateEndpoint reads the endpoint, calls fn on it and stores the
+	// result, all in one transaction (CodeEndpointNotFound). An error from
+	// fn aborts the update and is returned as is. fn may run more than
+	// once: it must only change the endpoint, never block or call the
 	// Store.
 	UpdateEndpoint(ctx context.Context, tenant, id string, fn func(*Endpoint) error) (Endpoint, error)
 	// DeleteEndpoint removes it. Its deliveries stay; the dispatcher
 	// dead-letters pending ones when it finds the endpoint gone.
 	DeleteEndpoint(ctx context.Context, tenant, id string) error
 
+	TokenStore // tenant access tokens (tokens.go)
+}
+
+// Log is the event log and the deliveries.
+type Log interface {
 	// AppendEvent is ingest, in one transaction: check the tenant exists
 	// (CodeTenantNotFound) and the type is in the catalogue
 	// (CodeUnknownEventType); honour the idempotency key (see NewEvent);
-	// append the event to the log with the next sequence; create one
-	// Pending delivery, due now, for every enabled endpoint of the tenant
-	// that subscribes to the type, each with a retry index entry.
+	// append the event to the log with the next sequence; and store the
+	// deliveries in.Deliveries returns for the tenant's endpoints as they
+	// are in that transaction.
 	AppendEvent(ctx context.Context, in NewEvent) (IngestResult, error)
 	// Event returns the event and its deliveries (CodeEventNotFound).
 	Event(ctx context.Context, tenant, id string) (Event, []Delivery, error)
-
 	// Delivery returns CodeDeliveryNotFound unless tenant has delivery id.
 	Delivery(ctx context.Context, tenant, id string) (Delivery, error)
 	// AttemptInput reads, in one read transaction, what an attempt needs:
 	// the delivery, its event's stored body and its endpoint. A deleted
 	// endpoint is reported with EndpointFound false, not as an error.
 	AttemptInput(ctx context.Context, deliveryID string) (AttemptInput, error)
-	// RecordAttempt appends the attempt to the delivery's log and, when
-	// rec.Cycle is still the delivery's current cycle and the delivery is
-	// Pending, moves it to rec.State: the retry index entry moves to
-	// rec.NextAttemptAt (Pending) or is removed (Succeeded, Dead; Dead also
-	// adds the dead-letter entry). One transaction. A record with Held
-	// set is not an attempt: nothing is appended and CycleAttempts is
-	// unchanged; a current-cycle Pending delivery only gets rec.Reason and
-	// its retry index entry moved to rec.NextAttemptAt.
-	RecordAttempt(ctx context.Context, rec AttemptRecord) (Delivery, error)
-	// Replay starts a new cycle of a delivery of tenant: Cycle+1, Pending,
-	// due at r.At, CycleAttempts 0, the replay appended, the dead-letter
-	// entry (if any) removed and the retry index entry moved. One
-	// transaction. CodeDeliveryNotFound when there is none.
-	Replay(ctx context.Context, tenant, id string, r Replay) (Delivery, error)
+	// UpdateDelivery reads delivery id (of any tenant;
+	// CodeDeliveryNotFound), calls fn with it and stores what fn returns,
+	// in one transaction; the delivery's place among the due, dead and
+	// paused deliveries follows from its new state. An error from fn
+	// aborts the update and is returned as is. fn may run more than once:
+	// it must be a transition (transitions.go), with no other effect.
+	UpdateDelivery(ctx context.Context, id string, fn func(Delivery) (Delivery, error)) (Delivery, error)
+	// UpdateDeliveries is UpdateDelivery, in one transaction, for at most
+	// max of the deliveries sel selects; it returns them as stored. fn
+	// must move each out of sel (a replay of a dead letter, a paused
+	// delivery resumed): a caller that loops until fewer than max come
+	// back then meets each once.
+	UpdateDeliveries(ctx context.Context, sel Selection, max int, fn func(Delivery) Delivery) ([]Delivery, error)
+	// RetryIndex calls fn for every pending delivery in due order. It is
+	// how a single process rebuilds its timer at start. fn must not call
+	// the Store.
+	RetryIndex(ctx context.Context, fn func(RetryEntry) error) error
+}
+
+// Selection names some of a tenant's deliveries by where their state puts
+// them.
+type Selection struct {
+	Tenant string
+	// State is StatePaused (the paused deliveries of EndpointID) or
+	// StateDead (the dead letters that died in [Since, Until), of
+	// EndpointID when it is set).
+	State        State
+	EndpointID   string
+	Since, Until time.Time
+}
+
+// Listings are what the subscriber's views read: the dead letters, the
+// delivery log, the reconciliation feed and the report (listing.go).
+type Listings interface {
 	// DeadLetters lists the tenant's dead deliveries, oldest death first,
 	// starting after the cursor (empty: from the start), at most limit. It
 	// returns the cursor for the next page, empty at the end.
 	DeadLetters(ctx context.Context, tenant, cursor string, limit int) ([]Delivery, string, error)
-	// RetryIndex calls fn for every entry of the retry index in due order.
-	// It is how the timer is rebuilt at start. fn must not call the Store.
-	RetryIndex(ctx context.Context, fn func(RetryEntry) error) error
-
 	Lister
-	TokenStore // tenant access tokens and the list of tenants (tokens.go)
-
-	// ResumePaused takes, in one transaction, at most max paused
-	// deliveries of endpoint endpointID of tenant out of the paused index:
-	// with deliver, each starts a new cycle as Replay does, due at r.At;
-	// without, each is dead ("held while the endpoint was disabled") and
-	// in the dead letters. It returns them.
-	ResumePaused(ctx context.Context, tenant, endpointID string, deliver bool, r Replay, max int) ([]Delivery, error)
 }
 
 // NewEvent is what ingest appends.
@@ -122,8 +151,10 @@ type NewEvent struct {
 	RequestHash        [32]byte
 	IdempotencyExpires time.Time
 
-	// NewID makes delivery IDs (NewID("dlv")).
-	NewID func(prefix string) string
+	// Deliveries returns the event's deliveries among its tenant's
+	// endpoints, as the store reads them inside the append's transaction
+	// (NewDeliveries). Nil: NewDeliveries with NewID.
+	Deliveries func(endpoints []Endpoint) []Delivery
 }
 
 // IngestResult is the outcome of AppendEvent.
@@ -152,20 +183,12 @@ type AttemptRecord struct {
 	LastStatus    int
 	At            time.Time // when the outcome was decided (Updated, DeadAt)
 
-	// Held marks a delivery held back without an attempt (its endpoint is
-	// not verified): State must be StatePending, Attempt is ignored and
-	// the delivery keeps its attempt count; only NextAttemptAt, Reason
-	// and Updated change.
-	Held bool
-
-	// StatePaused (its endpoint is disabled) is, like Held, no attempt:
-	// a current-cycle Pending delivery leaves the retry index for the
-	// paused index with Reason; nothing is appended.
-
 	// Endpoint, when set, is the endpoint's health after the attempt
 	// (FailingSince, LastFailure, LastFailureAt, Disabled, DisabledReason,
-	// DisabledAt): the same transaction stores those fields on the
-	// endpoint, if it still exists. Nil: the endpoint is not touched.
+	// DisabledAt), merged into the stored endpoint (MergeHealth) after
+	// the delivery is recorded, in a transaction of its own: a crash in
+	// between loses one observation, which the next attempt makes again.
+	// Nil: the endpoint is not touched.
 	Endpoint *Endpoint
 }
 

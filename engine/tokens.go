@@ -74,8 +74,6 @@ type TokenStore interface {
 	// is revoked already, and returns it; CodeNotFound ("id") when tenant
 	// has no such token.
 	RevokeAccessToken(ctx context.Context, tenant, id string, at time.Time) (AccessToken, error)
-	// Tenants lists every tenant by ID.
-	Tenants(ctx context.Context) ([]Tenant, error)
 }
 
 // AccessTokenInput is the body of POST /v1/tenants/{tenant}/access-tokens.

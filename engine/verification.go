@@ -142,17 +142,17 @@ func (d *Dispatcher) holdUnverified(ctx context.Context, in *AttemptInput) (time
 		wait = 0 // passed meanwhile: look again at once
 	}
 	due := now.Add(wait)
-	rec := AttemptRecord{DeliveryID: dl.ID, Cycle: dl.Cycle, At: now, LastStatus: dl.LastStatus}
+	transition := func(cur Delivery) (Delivery, error) {
+		return HoldDelivery(cur, dl.Cycle, due, "endpoint not verified: "+why+"; held until it answers the challenge", now), nil
+	}
 	if limit := dl.CycleStart.Add(p.Deadline - p.AttemptTimeout); due.After(limit) {
+		rec := AttemptRecord{DeliveryID: dl.ID, Cycle: dl.Cycle, At: now, LastStatus: dl.LastStatus}
 		rec.Attempt = Attempt{Cycle: dl.Cycle, Number: dl.CycleAttempts + 1, Start: now, Outcome: OutcomePermanent,
 			Error: "endpoint not verified; no request made: " + why}
 		rec.State, rec.Reason = StateDead, "endpoint not verified within the delivery deadline: "+why
-	} else {
-		rec.Held = true
-		rec.State, rec.NextAttemptAt = StatePending, due
-		rec.Reason = "endpoint not verified: " + why + "; held until it answers the challenge"
+		transition = func(cur Delivery) (Delivery, error) { return RecordAttempt(cur, rec), nil }
 	}
-	updated, err := d.store.RecordAttempt(context.WithoutCancel(ctx), rec)
+	updated, err := d.store.UpdateDelivery(context.WithoutCancel(ctx), dl.ID, transition)
 	if err != nil {
 		d.log.Error("record held delivery", "delivery", dl.ID, "endpoint", dl.EndpointID, "err", err)
 		return time.Now().Add(storeRetryDelay), true

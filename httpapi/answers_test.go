@@ -49,7 +49,6 @@ func TestEvents_FeedIsValidUTF8(t *testing.T) {
 	legacy := fmt.Sprintf("{\"id\":%q,\"type\":\"payment.succeeded\",\"created\":\"2026-12-02T14:35:10.12Z\",\"api_version\":\"v1\",\"data\":\"a\xff\xfeb\xed\xa0\x80\"}", legacyID)
 	if _, err := e.db.AppendEvent(context.Background(), engine.NewEvent{
 		Event: engine.Event{ID: legacyID, TenantID: "acme", Type: "payment.succeeded", Created: time.Now(), APIVersion: "v1", Body: []byte(legacy)},
-		NewID: engine.NewID,
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -686,11 +686,12 @@ func TestAPI_DeadLetters(t *testing.T) {
 	now := time.Now().UTC()
 	for i, id := range ids[:2] {
 		at := now.Add(time.Duration(i) * time.Second)
-		_, err := e.db.RecordAttempt(context.Background(), engine.AttemptRecord{
+		rec := engine.AttemptRecord{
 			DeliveryID: id, Cycle: 1,
 			Attempt: engine.Attempt{Cycle: 1, Number: 1, Start: at, Status: 410, Outcome: engine.OutcomePermanent},
 			State:   engine.StateDead, Reason: "endpoint answered 410", LastStatus: 410, At: at,
-		})
+		}
+		_, err := e.db.UpdateDelivery(context.Background(), id, func(d engine.Delivery) (engine.Delivery, error) { return engine.RecordAttempt(d, rec), nil })
 		if err != nil {
 			t.Fatal(err)
 		}

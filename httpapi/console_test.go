@@ -116,13 +116,16 @@ func newConsoleEnv(t *testing.T) *consoleEnv {
 	var ing ingestJSON
 	e.must(req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{"note":"</pre><script>alert(2)</script>"}}`}, 202, &ing)
 	now := time.Now().UTC()
-	_, err := e.db.RecordAttempt(context.Background(), engine.AttemptRecord{
+	rec := engine.AttemptRecord{
 		DeliveryID: ing.Deliveries[0].ID, Cycle: 1,
 		Attempt: engine.Attempt{
 			Cycle: 1, Number: 1, Start: now, Duration: 12 * time.Millisecond, Status: 500,
 			Error: "HTTP 500 <b>bold</b>", Response: hostileExcerpt, Outcome: engine.OutcomePermanent,
 		},
 		State: engine.StateDead, Reason: "HTTP 500: <i>permanent</i>", LastStatus: 500, At: now,
+	}
+	_, err := e.db.UpdateDelivery(context.Background(), rec.DeliveryID, func(d engine.Delivery) (engine.Delivery, error) {
+		return engine.RecordAttempt(d, rec), nil
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -121,7 +121,7 @@ func TestOpen_reopen(t *testing.T) {
 	mustEventType(t, db, "order.created")
 	res := mustAppend(t, db, in)
 	dead := mustDelivery(t, db, "a")
-	deadD, err := db.RecordAttempt(ctx, engine.AttemptRecord{DeliveryID: dead.ID, Cycle: 1, State: engine.StateDead, Reason: "gone", At: t0})
+	deadD, err := recordAttempt(ctx, db, engine.AttemptRecord{DeliveryID: dead.ID, Cycle: 1, State: engine.StateDead, Reason: "gone", At: t0})
 	if err != nil {
 		t.Fatal(err)
 	}

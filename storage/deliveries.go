@@ -112,70 +112,103 @@ func (db *DB) AttemptInput(ctx context.Context, deliveryID string) (engine.Attem
 	return in, nil
 }
 
-// RecordAttempt stores, in one transaction, the delivery rec names (of any
-// tenant; CodeDeliveryNotFound) as the engine's transition for rec makes
-// it: engine.HoldDelivery for a record with Held set,
-// engine.PauseDelivery for a StatePaused one, engine.RecordAttempt
-// otherwise; and, with rec.Endpoint set, the endpoint's health merged with
-// engine.MergeHealth, if the endpoint still exists.
-func (db *DB) RecordAttempt(ctx context.Context, rec engine.AttemptRecord) (engine.Delivery, error) {
-	switch rec.State {
-	case engine.StatePending:
-		if rec.NextAttemptAt.IsZero() {
-			return engine.Delivery{}, fmt.Errorf("storage: record attempt of delivery %s: pending without a next attempt time", rec.DeliveryID)
-		}
-	case engine.StatePaused:
-	case engine.StateSucceeded, engine.StateDead:
-		if rec.Held {
-			return engine.Delivery{}, fmt.Errorf("storage: record attempt of delivery %s: a held delivery stays pending", rec.DeliveryID)
-		}
-	default:
-		return engine.Delivery{}, fmt.Errorf("storage: record attempt of delivery %s: state %q cannot be recorded", rec.DeliveryID, rec.State)
-	}
-	var out engine.Delivery
-	err := db.update(ctx, func(tx *bolt.Tx) error {
-		if rec.Endpoint != nil {
-			if err := putEndpointHealth(tx, *rec.Endpoint); err != nil {
-				return err
-			}
-		}
-		var err error
-		out, err = updateDelivery(tx, rec.DeliveryID, func(d engine.Delivery) engine.Delivery {
-			switch {
-			case rec.Held:
-				return engine.HoldDelivery(d, rec.Cycle, rec.NextAttemptAt, rec.Reason, rec.At)
-			case rec.State == engine.StatePaused:
-				return engine.PauseDelivery(d, rec.Cycle, rec.At)
-			}
-			return engine.RecordAttempt(d, rec)
-		})
-		return err
-	})
-	if err != nil {
-		return engine.Delivery{}, wrap("record attempt of delivery "+rec.DeliveryID, err)
-	}
-	return out, nil
-}
-
-// Replay stores delivery id of tenant (CodeDeliveryNotFound) in a new
-// cycle, as engine.ReplayDelivery makes it. One transaction.
-func (db *DB) Replay(ctx context.Context, tenant, id string, r engine.Replay) (engine.Delivery, error) {
+// UpdateDelivery reads delivery id (of any tenant; CodeDeliveryNotFound),
+// calls fn with it and stores what fn returns with its state's index entry
+// (see saveDelivery), in one transaction. An error from fn aborts the
+// update and is returned as is.
+func (db *DB) UpdateDelivery(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, error) {
 	var out engine.Delivery
 	err := db.update(ctx, func(tx *bolt.Tx) error {
 		d, err := getDelivery(tx, id)
 		if err != nil {
 			return err
 		}
-		if d.TenantID != tenant {
-			return errDeliveryNotFound()
+		after, err := fn(d)
+		if err != nil {
+			return &callerError{err}
 		}
-		out, err = saveDelivery(tx, d, engine.ReplayDelivery(d, r))
+		out, err = saveDelivery(tx, d, after)
 		return err
 	})
+	if ce := (*callerError)(nil); errors.As(err, &ce) {
+		return engine.Delivery{}, ce.err
+	}
 	if err != nil {
-		return engine.Delivery{}, wrap("replay delivery "+id, err)
+		return engine.Delivery{}, wrap("update delivery "+id, err)
 	}
 	return out, nil
+}
+
+// UpdateDeliveries applies fn, in one transaction, to at most max of the
+// deliveries sel selects (see engine.Selection), read through the paused
+// index or the dead letters, and returns them as stored. A selection of
+// dead letters looks at no more than maxListScan of them.
+func (db *DB) UpdateDeliveries(ctx context.Context, sel engine.Selection, max int, fn func(engine.Delivery) engine.Delivery) ([]engine.Delivery, error) {
+	if sel.State != engine.StatePaused && sel.State != engine.StateDead {
+		return nil, fmt.Errorf("storage: update deliveries: cannot select by state %q", sel.State)
+	}
+	var out []engine.Delivery
+	err := db.update(ctx, func(tx *bolt.Tx) error {
+		out = []engine.Delivery{}
+		if !validTenantID(sel.Tenant) {
+			return nil
+		}
+		ds, err := selectDeliveries(tx, sel, max)
+		if err != nil {
+			return err
+		}
+		// The transitions move index keys: not under the live cursor.
+		for _, d := range ds {
+			d, err := saveDelivery(tx, d, fn(d))
+			if err != nil {
+				return err
+			}
+			out = append(out, d)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("update "+string(sel.State)+" deliveries of "+sel.Tenant, err)
+	}
+	return out, nil
+}
+
+// selectDeliveries reads at most max of the deliveries sel selects.
+func selectDeliveries(tx *bolt.Tx, sel engine.Selection, max int) ([]engine.Delivery, error) {
+	var ds []engine.Delivery
+	if sel.State == engine.StatePaused {
+		prefix := pausedKey(sel.Tenant, sel.EndpointID, "")
+		c := tx.Bucket(bucketPaused).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(ds) < max; k, _ = c.Next() {
+			d, err := getDelivery(tx, string(k[len(prefix):]))
+			if err != nil {
+				return nil, err
+			}
+			ds = append(ds, d)
+		}
+		return ds, nil
+	}
+	prefix := tenantPrefix(sel.Tenant)
+	c := tx.Bucket(bucketDeadLetters).Cursor()
+	scanned := 0
+	for k, _ := c.Seek(append(bytes.Clone(prefix), u64(unixNano(sel.Since))...)); k != nil && bytes.HasPrefix(k, prefix) && len(ds) < max && scanned < maxListScan; k, _ = c.Next() {
+		scanned++
+		deadAt, id, err := decodeDeadLetterSuffix(k[len(prefix):])
+		if err != nil {
+			return nil, err
+		}
+		if !sel.Until.IsZero() && !deadAt.Before(sel.Until) {
+			break
+		}
+		d, err := getDelivery(tx, id)
+		if err != nil {
+			return nil, err
+		}
+		if sel.EndpointID == "" || d.EndpointID == sel.EndpointID {
+			ds = append(ds, d)
+		}
+	}
+	return ds, nil
 }
 
 // DeadLetters lists tenant's dead deliveries, oldest death first, starting

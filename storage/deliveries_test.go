@@ -60,7 +60,7 @@ func TestDB_RecordAttempt(t *testing.T) {
 			State: engine.StatePending, NextAttemptAt: t0.Add(30 * time.Second),
 			Reason: "HTTP 503", LastStatus: 503, At: t0.Add(time.Second),
 		}
-		got, err := db.RecordAttempt(ctx, rec)
+		got, err := recordAttempt(ctx, db, rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestDB_RecordAttempt(t *testing.T) {
 	})
 	t.Run("pending to succeeded", func(t *testing.T) {
 		d := mustDelivery(t, db, "a")
-		got, err := db.RecordAttempt(ctx, engine.AttemptRecord{
+		got, err := recordAttempt(ctx, db, engine.AttemptRecord{
 			DeliveryID: d.ID, Cycle: 1, Attempt: attempt(1, 1, 200, engine.OutcomeSuccess),
 			State: engine.StateSucceeded, Reason: "stale reason", LastStatus: 200, At: t0.Add(time.Second),
 		})
@@ -102,7 +102,7 @@ func TestDB_RecordAttempt(t *testing.T) {
 	t.Run("pending to dead", func(t *testing.T) {
 		d := mustDelivery(t, db, "a")
 		at := t0.Add(time.Minute)
-		got, err := db.RecordAttempt(ctx, engine.AttemptRecord{
+		got, err := recordAttempt(ctx, db, engine.AttemptRecord{
 			DeliveryID: d.ID, Cycle: 1, Attempt: attempt(1, 1, 410, engine.OutcomePermanent),
 			State: engine.StateDead, Reason: "HTTP 410", LastStatus: 410, At: at,
 		})
@@ -123,7 +123,7 @@ func TestDB_RecordAttempt(t *testing.T) {
 	t.Run("stale cycle is only logged", func(t *testing.T) {
 		d := mustDelivery(t, db, "a")
 		replayAt := t0.Add(time.Hour)
-		replayed, err := db.Replay(ctx, "a", d.ID, engine.Replay{At: replayAt, By: "admin"})
+		replayed, err := replay(ctx, db, "a", d.ID, engine.Replay{At: replayAt, By: "admin"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func TestDB_RecordAttempt(t *testing.T) {
 			DeliveryID: d.ID, Cycle: 1, Attempt: attempt(1, 1, 500, engine.OutcomeRetry),
 			State: engine.StateDead, Reason: "too late", LastStatus: 500, At: replayAt.Add(time.Second),
 		}
-		got, err := db.RecordAttempt(ctx, rec)
+		got, err := recordAttempt(ctx, db, rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,14 +152,14 @@ func TestDB_RecordAttempt(t *testing.T) {
 	t.Run("final state is only logged", func(t *testing.T) {
 		d := mustDelivery(t, db, "a")
 		ok := engine.AttemptRecord{DeliveryID: d.ID, Cycle: 1, State: engine.StateSucceeded, LastStatus: 200, At: t0}
-		if _, err := db.RecordAttempt(ctx, ok); err != nil {
+		if _, err := recordAttempt(ctx, db, ok); err != nil {
 			t.Fatal(err)
 		}
 		late := engine.AttemptRecord{
 			DeliveryID: d.ID, Cycle: 1, State: engine.StatePending, NextAttemptAt: t0.Add(time.Hour),
 			LastStatus: 500, At: t0.Add(time.Second),
 		}
-		got, err := db.RecordAttempt(ctx, late)
+		got, err := recordAttempt(ctx, db, late)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,20 +169,35 @@ func TestDB_RecordAttempt(t *testing.T) {
 		mustCheck(t, db)
 	})
 	t.Run("not found", func(t *testing.T) {
-		_, err := db.RecordAttempt(ctx, engine.AttemptRecord{DeliveryID: "dlv_nope", Cycle: 1, State: engine.StateSucceeded})
+		_, err := recordAttempt(ctx, db, engine.AttemptRecord{DeliveryID: "dlv_nope", Cycle: 1, State: engine.StateSucceeded})
 		wantCode(t, err, engine.CodeDeliveryNotFound, "id")
 	})
-	t.Run("bad record", func(t *testing.T) {
-		d := mustDelivery(t, db, "a")
-		for _, rec := range []engine.AttemptRecord{
-			{DeliveryID: d.ID, Cycle: 1, State: engine.StateDelivering},
-			{DeliveryID: d.ID, Cycle: 1, State: engine.StatePending}, // no NextAttemptAt
-		} {
-			if _, err := db.RecordAttempt(ctx, rec); err == nil {
-				t.Errorf("RecordAttempt(%+v) succeeded", rec)
-			}
+}
+
+// TestDB_UpdateDelivery_refusesStatesItCannotStore: a transition's result
+// that breaks the store's invariant is refused and changes nothing.
+func TestDB_UpdateDelivery_refusesStatesItCannotStore(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	mustTenant(t, db, "a")
+	d := mustDelivery(t, db, "a")
+	for _, bad := range []func(*engine.Delivery){
+		func(d *engine.Delivery) { d.State = engine.StateDelivering },
+		func(d *engine.Delivery) { d.NextAttemptAt = time.Time{} }, // pending, due never
+		func(d *engine.Delivery) { d.TenantID = "b" },
+	} {
+		_, err := db.UpdateDelivery(ctx, d.ID, func(d engine.Delivery) (engine.Delivery, error) {
+			bad(&d)
+			return d, nil
+		})
+		if err == nil {
+			t.Error("UpdateDelivery stored a delivery its invariant forbids")
 		}
-	})
+	}
+	if got, err := db.Delivery(ctx, "a", d.ID); err != nil || !reflect.DeepEqual(got, d) {
+		t.Errorf("after the refusals: %+v, %v; want it unchanged", got, err)
+	}
+	mustCheck(t, db)
 }
 
 func TestDB_Replay(t *testing.T) {
@@ -194,14 +209,14 @@ func TestDB_Replay(t *testing.T) {
 
 	t.Run("dead", func(t *testing.T) {
 		d := mustDelivery(t, db, "a")
-		dead, err := db.RecordAttempt(ctx, engine.AttemptRecord{
+		dead, err := recordAttempt(ctx, db, engine.AttemptRecord{
 			DeliveryID: d.ID, Cycle: 1, Attempt: attempt(1, 1, 404, engine.OutcomePermanent),
 			State: engine.StateDead, Reason: "HTTP 404", LastStatus: 404, At: t0.Add(time.Minute),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := db.Replay(ctx, "a", d.ID, engine.Replay{At: at, By: "admin", Cycle: 99})
+		got, err := replay(ctx, db, "a", d.ID, engine.Replay{At: at, By: "admin", Cycle: 99})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +240,7 @@ func TestDB_Replay(t *testing.T) {
 	})
 	t.Run("pending", func(t *testing.T) {
 		d := mustDelivery(t, db, "a")
-		got, err := db.Replay(ctx, "a", d.ID, engine.Replay{At: at, By: "tok"})
+		got, err := replay(ctx, db, "a", d.ID, engine.Replay{At: at, By: "tok"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,13 +254,13 @@ func TestDB_Replay(t *testing.T) {
 	})
 	t.Run("succeeded, twice", func(t *testing.T) {
 		d := mustDelivery(t, db, "a")
-		if _, err := db.RecordAttempt(ctx, engine.AttemptRecord{DeliveryID: d.ID, Cycle: 1, State: engine.StateSucceeded, At: t0}); err != nil {
+		if _, err := recordAttempt(ctx, db, engine.AttemptRecord{DeliveryID: d.ID, Cycle: 1, State: engine.StateSucceeded, At: t0}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.Replay(ctx, "a", d.ID, engine.Replay{At: at, By: "admin"}); err != nil {
+		if _, err := replay(ctx, db, "a", d.ID, engine.Replay{At: at, By: "admin"}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := db.Replay(ctx, "a", d.ID, engine.Replay{At: at.Add(time.Second), By: "admin"})
+		got, err := replay(ctx, db, "a", d.ID, engine.Replay{At: at.Add(time.Second), By: "admin"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,9 +271,9 @@ func TestDB_Replay(t *testing.T) {
 	})
 	t.Run("other tenant", func(t *testing.T) {
 		d := mustDelivery(t, db, "a")
-		_, err := db.Replay(ctx, "b", d.ID, engine.Replay{At: at})
+		_, err := replay(ctx, db, "b", d.ID, engine.Replay{At: at})
 		wantCode(t, err, engine.CodeDeliveryNotFound, "id")
-		_, err = db.Replay(ctx, "a", "dlv_nope", engine.Replay{At: at})
+		_, err = replay(ctx, db, "a", "dlv_nope", engine.Replay{At: at})
 		wantCode(t, err, engine.CodeDeliveryNotFound, "id")
 	})
 }
@@ -272,7 +287,7 @@ func TestDB_DeadLetters(t *testing.T) {
 	// Five dead letters of a, killed out of creation order; one of b.
 	kill := func(d engine.Delivery, at time.Time) {
 		t.Helper()
-		if _, err := db.RecordAttempt(ctx, engine.AttemptRecord{DeliveryID: d.ID, Cycle: d.Cycle, State: engine.StateDead, Reason: "x", At: at}); err != nil {
+		if _, err := recordAttempt(ctx, db, engine.AttemptRecord{DeliveryID: d.ID, Cycle: d.Cycle, State: engine.StateDead, Reason: "x", At: at}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -334,7 +349,7 @@ func TestDB_DeadLetters(t *testing.T) {
 		// Replay the last of the page (the cursor's own entry goes) and
 		// the first of the next page.
 		for _, id := range []string{page[1].ID, byDeath[2]} {
-			if _, err := db.Replay(ctx, "a", id, engine.Replay{At: t0.Add(time.Hour), By: "admin"}); err != nil {
+			if _, err := replay(ctx, db, "a", id, engine.Replay{At: t0.Add(time.Hour), By: "admin"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -382,13 +397,13 @@ func TestDB_RetryIndex(t *testing.T) {
 	for _, minutes := range []int{3, 1, 2, 1} {
 		d := mustDelivery(t, db, "a")
 		due := t0.Add(time.Duration(minutes) * time.Minute)
-		if _, err := db.RecordAttempt(ctx, engine.AttemptRecord{DeliveryID: d.ID, Cycle: 1, State: engine.StatePending, NextAttemptAt: due, At: t0}); err != nil {
+		if _, err := recordAttempt(ctx, db, engine.AttemptRecord{DeliveryID: d.ID, Cycle: 1, State: engine.StatePending, NextAttemptAt: due, At: t0}); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, engine.RetryEntry{Due: due, DeliveryID: d.ID, EndpointID: d.EndpointID, TenantID: "a"})
 	}
 	done := mustDelivery(t, db, "a")
-	if _, err := db.RecordAttempt(ctx, engine.AttemptRecord{DeliveryID: done.ID, Cycle: 1, State: engine.StateSucceeded, At: t0}); err != nil {
+	if _, err := recordAttempt(ctx, db, engine.AttemptRecord{DeliveryID: done.ID, Cycle: 1, State: engine.StateSucceeded, At: t0}); err != nil {
 		t.Fatal(err)
 	}
 	// Due order, then delivery ID order.

@@ -36,10 +36,6 @@ func (db *DB) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Inges
 	if ev.Type == "" {
 		return engine.IngestResult{}, engine.Errorf(engine.CodeInvalidField, "type", "type is required")
 	}
-	newID := in.NewID
-	if newID == nil {
-		newID = engine.NewID
-	}
 	value, err := encodeEvent(ev) // outside the transaction: it copies the body
 	if err != nil {
 		return engine.IngestResult{}, fmt.Errorf("storage: append event %s: %w", ev.ID, err)
@@ -64,7 +60,7 @@ func (db *DB) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Inges
 	}
 	err = db.update(ctx, func(tx *bolt.Tx) error {
 		var err error
-		res, err = appendEvent(tx, in, value, newID)
+		res, err = appendEvent(tx, in, value)
 		return err
 	})
 	if err != nil {
@@ -114,7 +110,7 @@ func checkIngest(tx *bolt.Tx, in engine.NewEvent) (dup *engine.IngestResult, exp
 
 // appendEvent is the transaction of AppendEvent; value is the encoded
 // event.
-func appendEvent(tx *bolt.Tx, in engine.NewEvent, value []byte, newID func(string) string) (engine.IngestResult, error) {
+func appendEvent(tx *bolt.Tx, in engine.NewEvent, value []byte) (engine.IngestResult, error) {
 	ev := in.Event
 	tenant := ev.TenantID
 	dup, expired, err := checkIngest(tx, in)
@@ -162,7 +158,12 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, value []byte, newID func(strin
 	if err := forEachEndpoint(tx, tenant, func(ep engine.Endpoint) error { eps = append(eps, ep); return nil }); err != nil {
 		return engine.IngestResult{}, err
 	}
-	ds := engine.NewDeliveries(stored, eps, newID)
+	var ds []engine.Delivery
+	if in.Deliveries != nil {
+		ds = in.Deliveries(eps)
+	} else {
+		ds = engine.NewDeliveries(stored, eps, engine.NewID)
+	}
 	for i, d := range ds {
 		if ds[i], err = createDelivery(tx, d, seq); err != nil {
 			return engine.IngestResult{}, err

@@ -100,7 +100,6 @@ func newEvent(tenant, typ, body string) engine.NewEvent {
 			ID: engine.NewID("evt"), TenantID: tenant, Type: typ,
 			Created: t0, APIVersion: "v1", Body: []byte(body),
 		},
-		NewID: engine.NewID,
 	}
 }
 
@@ -213,4 +212,58 @@ func waitQueued(tb testing.TB, db *DB, n int) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// recordAttempt stores rec as the dispatcher does: the engine's transition
+// for it (PauseDelivery for a StatePaused record, RecordAttempt otherwise)
+// through UpdateDelivery, then rec.Endpoint's health merged into the
+// endpoint.
+func recordAttempt(ctx context.Context, db *DB, rec engine.AttemptRecord) (engine.Delivery, error) {
+	d, err := db.UpdateDelivery(ctx, rec.DeliveryID, func(d engine.Delivery) (engine.Delivery, error) {
+		if rec.State == engine.StatePaused {
+			return engine.PauseDelivery(d, rec.Cycle, rec.At), nil
+		}
+		return engine.RecordAttempt(d, rec), nil
+	})
+	if err != nil || rec.Endpoint == nil {
+		return d, err
+	}
+	h := *rec.Endpoint
+	_, err = db.UpdateEndpoint(ctx, h.TenantID, h.ID, func(ep *engine.Endpoint) error {
+		*ep = engine.MergeHealth(*ep, h)
+		return nil
+	})
+	if engine.ErrorCode(err) == engine.CodeEndpointNotFound {
+		err = nil
+	}
+	return d, err
+}
+
+// replay stores delivery id of tenant replayed, as the service does.
+func replay(ctx context.Context, db *DB, tenant, id string, r engine.Replay) (engine.Delivery, error) {
+	return db.UpdateDelivery(ctx, id, func(d engine.Delivery) (engine.Delivery, error) {
+		if d.TenantID != tenant {
+			return engine.Delivery{}, engine.Errorf(engine.CodeDeliveryNotFound, "id", "no such delivery")
+		}
+		return engine.ReplayDelivery(d, r), nil
+	})
+}
+
+// resumePaused resumes at most max paused deliveries of an endpoint, as
+// enabling it does: replayed with deliver, dead without.
+func resumePaused(ctx context.Context, db *DB, tenant, endpointID string, deliver bool, r engine.Replay, max int) ([]engine.Delivery, error) {
+	sel := engine.Selection{Tenant: tenant, State: engine.StatePaused, EndpointID: endpointID}
+	return db.UpdateDeliveries(ctx, sel, max, func(d engine.Delivery) engine.Delivery {
+		if deliver {
+			return engine.ReplayDelivery(d, r)
+		}
+		return engine.DropHeldDelivery(d, r.At)
+	})
+}
+
+// replayDeadLetters replays at most max dead letters that died in
+// [since, until), as a range replay does.
+func replayDeadLetters(ctx context.Context, db *DB, tenant string, since, until time.Time, endpointID string, r engine.Replay, max int) ([]engine.Delivery, error) {
+	sel := engine.Selection{Tenant: tenant, State: engine.StateDead, EndpointID: endpointID, Since: since, Until: until}
+	return db.UpdateDeliveries(ctx, sel, max, func(d engine.Delivery) engine.Delivery { return engine.ReplayDelivery(d, r) })
 }

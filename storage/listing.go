@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -189,53 +188,6 @@ func (db *DB) RecentEvents(ctx context.Context, tenant string, n int) ([]engine.
 	})
 	if err != nil {
 		return nil, wrap("recent events", err)
-	}
-	return out, nil
-}
-
-// ReplayDeadLetters starts a new cycle, as Replay does, for each of tenant's
-// dead deliveries that died in [since, until) (of endpointID when not
-// empty), at most max in this one transaction, and returns them. A dead
-// letter replayed is no longer dead, so a second call for the same range —
-// even while the first one's attempts run — finds nothing to send twice.
-// Call again until fewer than max come back.
-func (db *DB) ReplayDeadLetters(ctx context.Context, tenant string, since, until time.Time, endpointID string, r engine.Replay, max int) ([]engine.Delivery, error) {
-	var out []engine.Delivery
-	err := db.update(ctx, func(tx *bolt.Tx) error {
-		out = []engine.Delivery{}
-		prefix := tenantPrefix(tenant)
-		c := tx.Bucket(bucketDeadLetters).Cursor()
-		var doomed []engine.Delivery
-		scanned := 0
-		for k, _ := c.Seek(append(bytes.Clone(prefix), u64(unixNano(since))...)); k != nil && bytes.HasPrefix(k, prefix) && len(doomed) < max && scanned < maxListScan; k, _ = c.Next() {
-			scanned++
-			deadAt, id, err := decodeDeadLetterSuffix(k[len(prefix):])
-			if err != nil {
-				return err
-			}
-			if !deadAt.Before(until) {
-				break
-			}
-			d, err := getDelivery(tx, id)
-			if err != nil {
-				return err
-			}
-			if endpointID == "" || d.EndpointID == endpointID {
-				doomed = append(doomed, d)
-			}
-		}
-		// Replaying deletes dead-letter keys: not under the live cursor.
-		for _, d := range doomed {
-			d, err := saveDelivery(tx, d, engine.ReplayDelivery(d, r))
-			if err != nil {
-				return err
-			}
-			out = append(out, d)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, wrap("replay dead letters", err)
 	}
 	return out, nil
 }

@@ -22,7 +22,7 @@ func TestDB_ListDeliveries(t *testing.T) {
 	}
 	mustDelivery(t, db, "other")
 	dead := ids[2]
-	if _, err := db.RecordAttempt(ctx, engine.AttemptRecord{DeliveryID: dead, Cycle: 1, State: engine.StateDead, Reason: "HTTP 410", At: t0,
+	if _, err := recordAttempt(ctx, db, engine.AttemptRecord{DeliveryID: dead, Cycle: 1, State: engine.StateDead, Reason: "HTTP 410", At: t0,
 		Attempt: engine.Attempt{Cycle: 1, Number: 1, Outcome: engine.OutcomePermanent}}); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestDB_ListEventsAndReplayDeadLetters(t *testing.T) {
 		d := mustDelivery(t, db, "acme")
 		ds = append(ds, d)
 		if i%2 == 0 { // 0, 2, 4 die, a minute apart
-			_, err := db.RecordAttempt(ctx, engine.AttemptRecord{DeliveryID: d.ID, Cycle: 1, State: engine.StateDead, Reason: "HTTP 410",
+			_, err := recordAttempt(ctx, db, engine.AttemptRecord{DeliveryID: d.ID, Cycle: 1, State: engine.StateDead, Reason: "HTTP 410",
 				At: t0.Add(time.Duration(i) * time.Minute), Attempt: engine.Attempt{Cycle: 1, Number: 1, Outcome: engine.OutcomePermanent}})
 			if err != nil {
 				t.Fatal(err)
@@ -90,11 +90,11 @@ func TestDB_ListEventsAndReplayDeadLetters(t *testing.T) {
 	}
 
 	r := engine.Replay{At: t0.Add(time.Hour), By: "admin"}
-	got, err := db.ReplayDeadLetters(ctx, "acme", t0, t0.Add(3*time.Minute), "", r, 10)
+	got, err := replayDeadLetters(ctx, db, "acme", t0, t0.Add(3*time.Minute), "", r, 10)
 	if err != nil || len(got) != 2 {
 		t.Fatalf("replayed %d, %v; want the two that died in the range", len(got), err)
 	}
-	again, err := db.ReplayDeadLetters(ctx, "acme", t0, t0.Add(3*time.Minute), "", r, 10)
+	again, err := replayDeadLetters(ctx, db, "acme", t0, t0.Add(3*time.Minute), "", r, 10)
 	if err != nil || len(again) != 0 {
 		t.Errorf("a second replay of the range queued %d: it must not send twice", len(again))
 	}

@@ -17,7 +17,7 @@ func TestDB_PausedDeliveries(t *testing.T) {
 
 	// Pending, then found disabled by the dispatcher: paused.
 	d := mustAppend(t, db, newEvent("acme", "order.created", `{}`)).Deliveries[0]
-	got, err := db.RecordAttempt(ctx, engine.AttemptRecord{DeliveryID: d.ID, Cycle: 1, State: engine.StatePaused, At: t0})
+	got, err := recordAttempt(ctx, db, engine.AttemptRecord{DeliveryID: d.ID, Cycle: 1, State: engine.StatePaused, At: t0})
 	if err != nil || got.State != engine.StatePaused || len(got.Attempts) != 0 || !got.NextAttemptAt.IsZero() {
 		t.Fatalf("paused: %+v %v", got, err)
 	}
@@ -32,15 +32,15 @@ func TestDB_PausedDeliveries(t *testing.T) {
 	mustCheck(t, db)
 
 	r := engine.Replay{At: t0.Add(time.Hour), By: "admin"}
-	resumed, err := db.ResumePaused(ctx, "acme", ep.ID, true, r, 1) // one per call
+	resumed, err := resumePaused(ctx, db, "acme", ep.ID, true, r, 1) // one per call
 	if err != nil || len(resumed) != 1 || resumed[0].State != engine.StatePending || resumed[0].Cycle != 2 {
 		t.Fatalf("resume: %+v %v", resumed, err)
 	}
-	dropped, err := db.ResumePaused(ctx, "acme", ep.ID, false, r, 10)
+	dropped, err := resumePaused(ctx, db, "acme", ep.ID, false, r, 10)
 	if err != nil || len(dropped) != 1 || dropped[0].State != engine.StateDead {
 		t.Fatalf("enable from now on: %+v %v", dropped, err)
 	}
-	if more, _ := db.ResumePaused(ctx, "acme", ep.ID, true, r, 10); len(more) != 0 {
+	if more, _ := resumePaused(ctx, db, "acme", ep.ID, true, r, 10); len(more) != 0 {
 		t.Errorf("paused index not emptied: %d more", len(more))
 	}
 	mustCheck(t, db)
@@ -59,7 +59,7 @@ func TestDB_RecordAttemptEndpointHealth(t *testing.T) {
 		t.Helper()
 		h := ep
 		h.FailingSince, h.LastFailure, h.LastFailureAt = failingSince, reason, at
-		_, err := db.RecordAttempt(ctx, engine.AttemptRecord{DeliveryID: d.ID, Cycle: 2, State: engine.StateDead, At: at, Endpoint: &h,
+		_, err := recordAttempt(ctx, db, engine.AttemptRecord{DeliveryID: d.ID, Cycle: 2, State: engine.StateDead, At: at, Endpoint: &h,
 			Attempt: engine.Attempt{Cycle: 2, Number: 1, Outcome: engine.OutcomeRetry}})
 		if err != nil {
 			t.Fatal(err)

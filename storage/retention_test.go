@@ -15,7 +15,7 @@ func TestDB_PruneEvents(t *testing.T) {
 
 	finish := func(d engine.Delivery, state engine.State, at time.Time) {
 		t.Helper()
-		_, err := db.RecordAttempt(ctx, engine.AttemptRecord{
+		_, err := recordAttempt(ctx, db, engine.AttemptRecord{
 			DeliveryID: d.ID, Cycle: d.Cycle, State: state, At: at, Reason: "x",
 			Attempt: engine.Attempt{Cycle: d.Cycle, Number: 1, Start: at, Outcome: engine.OutcomeSuccess},
 		})

@@ -46,7 +46,7 @@ func TestDB_ForEachEvent(t *testing.T) {
 		Attempt: engine.Attempt{Cycle: 1, Number: 1, Start: t0, Status: 200, Outcome: engine.OutcomeSuccess},
 		State:   engine.StateSucceeded, LastStatus: 200, At: t0,
 	}
-	if _, err := db.RecordAttempt(ctx, rec); err != nil {
+	if _, err := recordAttempt(ctx, db, rec); err != nil {
 		t.Fatal(err)
 	}
 

@@ -71,7 +71,7 @@ func BenchmarkDB_RecordAttempt(b *testing.B) {
 	b.ResetTimer()
 	runWriters(b.N, 64, func() {
 		d := ds[next.Add(1)-1]
-		_, err := db.RecordAttempt(context.Background(), engine.AttemptRecord{
+		_, err := recordAttempt(context.Background(), db, engine.AttemptRecord{
 			DeliveryID: d.ID, Cycle: d.Cycle,
 			Attempt: engine.Attempt{Cycle: 1, Number: 1, Start: t0, Duration: time.Millisecond, Status: 204, Outcome: engine.OutcomeSuccess},
 			State:   engine.StateSucceeded, LastStatus: 204, At: t0,

@@ -65,7 +65,7 @@ func TestDB_DeleteTenant(t *testing.T) {
 	}
 	for i, state := range []engine.State{engine.StateSucceeded, engine.StateDead, engine.StatePaused} {
 		rec := engine.AttemptRecord{DeliveryID: victims[i].ID, Cycle: 1, State: state, Reason: "test", At: t0}
-		if _, err := db.RecordAttempt(ctx, rec); err != nil {
+		if _, err := recordAttempt(ctx, db, rec); err != nil {
 			t.Fatal(err)
 		}
 	}
