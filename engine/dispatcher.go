@@ -26,6 +26,7 @@ type DispatcherOptions struct {
 	Workers             int          // attempts in flight at once, all endpoints (and up to recordingPerWorker times as many outcomes being recorded); 0: 64
 	EndpointConcurrency int          // attempts in flight at once per endpoint; 0: 8
 	TenantConcurrency   int          // attempts in flight at once per tenant; 0: three quarters of Workers (at least 1)
+	Scheduler           Scheduler    // who owns due work; nil: NewLocalScheduler(store)
 	EndpointRate        float64      // attempts per second per endpoint; 0: unlimited
 	Client              *http.Client // nil: NewHTTPClient(Workers, EndpointConcurrency, Targets)
 	Logger              *slog.Logger // nil: discard
@@ -88,22 +89,22 @@ type Dispatcher struct {
 	client *http.Client
 	log    *slog.Logger
 
+	sched     Scheduler
+	claimCtx  context.Context    // cancelled by Stop: the claim loop ends
+	endClaims context.CancelFunc //
+
 	mu        sync.Mutex
 	cond      *sync.Cond
-	timers    *timerQueue
 	endpoints map[string]*endpointQueue
-	tenants   map[string]*tenantQueue  // by tenant ID; kept while the process runs
-	tenantOf  map[string]*tenantQueue  // by endpoint ID: an endpoint's tenant never changes
+	tenants   map[string]*tenantQueue  // by tenant ID, while it has work here
 	runnable  []*tenantQueue           // tenants with a runnable endpoint and room, in turn order
-	ready     map[string]bool          // delivery IDs in some endpoint's ready queue
+	ready     map[string]bool          // delivery IDs in some endpoint's ready queue (claimed, not yet attempted)
 	inflight  map[string]bool          // delivery IDs being attempted
-	rerun     map[string]bool          // enqueued while in flight: look again after
 	limiters  map[string]*rate.Limiter // per endpoint, kept while the process runs
-	wake      chan struct{}            // the earliest timer changed
 	recording chan struct{}            // a slot per outcome being recorded (recordLater)
 	started   bool
 	stopping  bool
-	stopped   chan struct{}      // closed when workers and timer loop are gone
+	stopped   chan struct{}      // closed when workers and the claim loop are gone
 	baseCtx   context.Context    // cancelled when Stop gives up waiting
 	cancel    context.CancelFunc //
 	workersWG sync.WaitGroup
@@ -122,13 +123,11 @@ type endpointQueue struct {
 }
 
 // tenantQueue is a tenant's turn: its endpoints with ready work and room,
-// the attempts it has in flight, and the deliveries it holds (see
-// TenantPending).
+// and the attempts it has in flight.
 type tenantQueue struct {
 	id         string
 	runnable   []*endpointQueue // in turn order
 	inflight   int
-	held       int  // deliveries waiting for their time, ready or in flight
 	inRunnable bool // in Dispatcher.runnable
 }
 
@@ -163,23 +162,24 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 		opts:      opts,
 		client:    opts.Client,
 		log:       opts.Logger,
-		timers:    newTimerQueue(),
+		sched:     opts.Scheduler,
 		endpoints: make(map[string]*endpointQueue),
 		tenants:   make(map[string]*tenantQueue),
-		tenantOf:  make(map[string]*tenantQueue),
 		ready:     make(map[string]bool),
 		inflight:  make(map[string]bool),
-		rerun:     make(map[string]bool),
 		limiters:  make(map[string]*rate.Limiter),
-		wake:      make(chan struct{}, 1),
 		recording: make(chan struct{}, recordingPerWorker*opts.Workers),
 		stopped:   make(chan struct{}),
 	}
 	if d.client == nil {
 		d.client = NewHTTPClient(opts.Workers, opts.EndpointConcurrency, opts.Targets)
 	}
+	if d.sched == nil {
+		d.sched = NewLocalScheduler(store)
+	}
 	d.cond = sync.NewCond(&d.mu)
 	d.baseCtx, d.cancel = context.WithCancel(context.Background())
+	d.claimCtx, d.endClaims = context.WithCancel(context.Background())
 	return d
 }
 
@@ -228,13 +228,13 @@ func NewHTTPClient(workers, perHost int, targets TargetPolicy) *http.Client {
 	}
 }
 
-// Start recovers and runs the dispatcher. Recovery contract: every entry of
-// the retry index, which holds exactly the pending deliveries, goes into
-// the timer queue at its due time, so what was pending or in flight when
-// the process stopped (crash included) is attempted again; an entry due in
-// the past is attempted at once. A due time further out than the policy
-// allows (the wall clock went back) is cut to the longest possible wait.
-// Start returns after recovery, with workers running.
+// Start recovers and runs the dispatcher. Recovery contract: the
+// Scheduler learns every pending delivery from the store (Recover), due at
+// its NextAttemptAt, so what was pending or in flight when the process
+// stopped (crash included) is attempted again; an entry due in the past is
+// attempted at once. A due time further out than the policy allows (the
+// wall clock went back) is cut to the longest possible wait. Start returns
+// after recovery, with workers running.
 func (d *Dispatcher) Start(ctx context.Context) error {
 	d.mu.Lock()
 	if d.started {
@@ -244,31 +244,14 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	d.started = true
 	d.mu.Unlock()
 
-	// Entries go into the timer as they are read, not through a slice of
-	// them all: at a million pending that slice was a third of the peak
-	// memory of recovery. No worker runs yet, so holding mu is cheap.
-	pending := 0
-	interned := make(map[string]string)
-	d.mu.Lock()
-	err := d.store.RetryIndex(ctx, func(e RetryEntry) error {
-		ep, ok := interned[e.EndpointID]
-		if !ok {
-			interned[e.EndpointID] = e.EndpointID
-			ep = e.EndpointID
-			d.tenantLocked(ep, e.TenantID)
-		}
-		d.scheduleLocked(e.DeliveryID, ep, d.monotonic(e.Due))
-		pending++
-		return nil
-	})
-	d.mu.Unlock()
+	pending, err := d.sched.Recover(ctx, d.monotonic)
 	if err != nil {
 		return err
 	}
 	d.log.Info("dispatcher recovered", "pending", pending)
 
 	d.workersWG.Add(d.opts.Workers + 1)
-	go d.timerLoop()
+	go d.claimLoop()
 	for range d.opts.Workers {
 		go d.worker()
 	}
@@ -287,55 +270,52 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	d.stopping = true
 	d.cond.Broadcast()
 	d.mu.Unlock()
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
+	d.endClaims()
 	if !started {
 		return nil
 	}
+	var err error
 	select {
 	case <-d.stopped:
-		return nil
 	case <-ctx.Done():
 		d.cancel()
 		<-d.stopped
-		return ctx.Err()
+		err = ctx.Err()
 	}
+	// What was claimed and never attempted goes back to the scheduler.
+	d.mu.Lock()
+	for _, eq := range d.endpoints {
+		for _, id := range eq.ready {
+			d.sched.Release(Work{DeliveryID: id, TenantID: eq.tenant.id, EndpointID: eq.id})
+		}
+	}
+	d.mu.Unlock()
+	return err
 }
 
 // Enqueue hands the dispatcher delivery id of endpoint endpointID of
-// tenant, due at due (wall clock; now or earlier means at once). Safe to
-// call at any time; after Stop it does nothing (the retry index keeps the
-// delivery).
+// tenant, due at due (wall clock; now or earlier means at once), through
+// the Scheduler. Safe to call at any time; after Stop it does nothing (the
+// store keeps the delivery pending).
 func (d *Dispatcher) Enqueue(id, tenant, endpointID string, due time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.stopping {
+	if d.stopping || d.ready[id] { // a ready one is attempted soon anyway
 		return
 	}
-	d.tenantLocked(endpointID, tenant)
-	if d.inflight[id] {
-		d.rerun[id] = true
-		return
+	w := Work{DeliveryID: id, TenantID: tenant, EndpointID: endpointID}
+	if d.sched.Schedule(w, d.monotonic(due)) {
+		d.readyLocked(w)
 	}
-	d.scheduleLocked(id, endpointID, d.monotonic(due))
 }
 
-// tenantLocked returns endpointID's tenant queue, recording that it is
-// tenant's when it is not known yet ("" for an endpoint deleted before a
-// restart: its deliveries share one turn and die at their next attempt).
-// d.mu must be held.
-func (d *Dispatcher) tenantLocked(endpointID, tenant string) *tenantQueue {
-	if tq := d.tenantOf[endpointID]; tq != nil {
-		return tq
-	}
+// tenantQueueLocked returns tenant's turn, made when it has none.
+func (d *Dispatcher) tenantQueueLocked(tenant string) *tenantQueue {
 	tq := d.tenants[tenant]
 	if tq == nil {
 		tq = &tenantQueue{id: tenant}
 		d.tenants[tenant] = tq
 	}
-	d.tenantOf[endpointID] = tq
 	return tq
 }
 
@@ -344,17 +324,12 @@ func (d *Dispatcher) tenantLocked(endpointID, tenant string) *tenantQueue {
 // it. Attempts in flight finish; their outcome finds no delivery to
 // record.
 func (d *Dispatcher) ForgetTenant(tenant string) {
+	d.sched.ForgetTenant(tenant)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	tq := d.tenants[tenant]
 	if tq == nil {
 		return
-	}
-	for id, e := range d.timers.index {
-		if d.tenantOf[e.endpointID] == tq {
-			d.timers.remove(id)
-			tq.held--
-		}
 	}
 	for _, eq := range tq.runnable {
 		eq.inRunnable = false
@@ -368,7 +343,7 @@ func (d *Dispatcher) ForgetTenant(tenant string) {
 		}
 		for _, dl := range eq.ready {
 			delete(d.ready, dl)
-			tq.held--
+			d.sched.Release(Work{DeliveryID: dl, TenantID: tenant, EndpointID: eq.id})
 		}
 		eq.ready = nil
 		if eq.inflight == 0 && !eq.parked {
@@ -380,12 +355,7 @@ func (d *Dispatcher) ForgetTenant(tenant string) {
 // TenantPending returns how many deliveries of tenant the dispatcher
 // holds: waiting for their time, due, or in flight.
 func (d *Dispatcher) TenantPending(tenant string) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if tq := d.tenants[tenant]; tq != nil {
-		return tq.held
-	}
-	return 0
+	return d.sched.Pending(tenant)
 }
 
 // Running reports whether the dispatcher was started and is not stopping.
@@ -398,10 +368,7 @@ func (d *Dispatcher) Running() bool {
 // Holds reports whether the dispatcher has delivery id: waiting for its
 // time, due, or in flight.
 func (d *Dispatcher) Holds(id string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	_, scheduled := d.timers.index[id]
-	return scheduled || d.ready[id] || d.inflight[id]
+	return d.sched.Holds(id)
 }
 
 // InFlight reports whether an attempt of delivery id is running now.
@@ -411,18 +378,22 @@ func (d *Dispatcher) InFlight(id string) bool {
 	return d.inflight[id]
 }
 
-// DispatcherStats is a snapshot of the dispatcher's queues.
+// DispatcherStats is a snapshot of the dispatcher's queues. Their sum is
+// every delivery the dispatcher holds.
 type DispatcherStats struct {
-	Scheduled int // waiting for their due time
-	Ready     int // due, waiting for a worker
-	InFlight  int // being attempted
+	Scheduled int // waiting for their due time (the Scheduler's, unclaimed)
+	Ready     int // claimed, due, waiting for a worker
+	InFlight  int // being attempted, or its outcome recorded
 }
 
 // Stats returns the current queue sizes.
 func (d *Dispatcher) Stats() DispatcherStats {
+	total, waiting := d.sched.Counts()
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	return DispatcherStats{Scheduled: d.timers.len(), Ready: len(d.ready), InFlight: len(d.inflight)}
+	inflight := len(d.inflight)
+	d.mu.Unlock()
+	inflight = min(inflight, total-waiting)
+	return DispatcherStats{Scheduled: waiting, Ready: total - waiting - inflight, InFlight: inflight}
 }
 
 // monotonic turns a wall-clock due time into one with a monotonic reading,
@@ -458,33 +429,13 @@ func (d *Dispatcher) retryAt(updated Delivery, rec AttemptRecord, ended time.Tim
 	return d.after(ended, rec.NextAttemptAt.Sub(rec.Attempt.Start.Add(rec.Attempt.Duration)))
 }
 
-// scheduleLocked puts id in the timer queue, or straight into its
-// endpoint's ready queue when due. d.mu must be held.
-func (d *Dispatcher) scheduleLocked(id, endpointID string, at time.Time) {
-	if d.ready[id] || d.inflight[id] {
-		return
-	}
-	if _, scheduled := d.timers.index[id]; !scheduled {
-		d.tenantLocked(endpointID, "").held++
-	}
-	if !at.After(time.Now()) {
-		d.timers.remove(id)
-		d.readyLocked(id, endpointID)
-		return
-	}
-	if d.timers.set(id, endpointID, at) {
-		select {
-		case d.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// readyLocked appends id to its endpoint's ready queue.
-func (d *Dispatcher) readyLocked(id, endpointID string) {
+// readyLocked appends w, claimed from the Scheduler, to its endpoint's
+// ready queue.
+func (d *Dispatcher) readyLocked(w Work) {
+	id, endpointID := w.DeliveryID, w.EndpointID
 	eq := d.endpoints[endpointID]
 	if eq == nil {
-		eq = &endpointQueue{id: endpointID, tenant: d.tenantLocked(endpointID, "")}
+		eq = &endpointQueue{id: endpointID, tenant: d.tenantQueueLocked(w.TenantID)}
 		if d.opts.EndpointRate > 0 {
 			// The limiter outlives the queue, so that an endpoint whose
 			// queue drains and refills cannot skip its rate.
@@ -520,35 +471,20 @@ func (d *Dispatcher) makeTenantRunnableLocked(tq *tenantQueue) {
 	d.cond.Signal()
 }
 
-// timerLoop moves due entries from the timer queue to the ready queues.
-func (d *Dispatcher) timerLoop() {
+// claimLoop claims due work from the Scheduler into the ready queues until
+// Stop.
+func (d *Dispatcher) claimLoop() {
 	defer d.workersWG.Done()
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
 	for {
+		ws, err := d.sched.Claim(d.claimCtx, 0)
+		if err != nil {
+			return // Stop
+		}
 		d.mu.Lock()
-		if d.stopping {
-			d.mu.Unlock()
-			return
-		}
-		now := time.Now()
-		for {
-			e, ok := d.timers.popDue(now)
-			if !ok {
-				break
-			}
-			d.readyLocked(e.id, e.endpointID)
-		}
-		wait := time.Hour
-		if next, ok := d.timers.next(); ok {
-			wait = next.Sub(now)
+		for _, w := range ws {
+			d.readyLocked(w)
 		}
 		d.mu.Unlock()
-		t.Reset(wait)
-		select {
-		case <-t.C:
-		case <-d.wake:
-		}
 	}
 }
 
@@ -612,14 +548,13 @@ func (d *Dispatcher) finish(id string, eq *endpointQueue, at time.Time, holdsSlo
 		eq.tenant.inflight--
 	}
 	delete(d.inflight, id)
-	eq.tenant.held-- // scheduleLocked counts it again if it stays
-
-	if d.rerun[id] {
-		delete(d.rerun, id)
-		at = time.Now()
-	}
-	if !at.IsZero() && !d.stopping {
-		d.scheduleLocked(id, eq.id, at)
+	w := Work{DeliveryID: id, TenantID: eq.tenant.id, EndpointID: eq.id}
+	if d.sched.Settle(w, at) { // due again at once, or replayed while in flight
+		if d.stopping {
+			d.sched.Release(w)
+		} else {
+			d.readyLocked(w)
+		}
 	}
 	d.makeRunnableLocked(eq)
 	// eq may be gone from d.endpoints already, and a new queue in its place

@@ -34,15 +34,48 @@
 // Order is not guaranteed: attempts of different events run concurrently
 // and retries overtake nothing in particular.
 //
+// # Who decides, who stores
+//
+// The engine decides; a Store stores (store.go). Which deliveries an event
+// creates, how an attempt's outcome, a hold, a pause, a replay or a resume
+// changes a delivery, how an endpoint's health merges, and every reason
+// text are pure functions in transitions.go. A Store saves what they
+// return, in one transaction each (UpdateDelivery, UpdateDeliveries,
+// AppendEvent's fan-out callback), and derives from the new state alone
+// where the delivery is listed: due (Pending), among the dead letters
+// (Dead), or held for its endpoint (Paused). The conformance suite in
+// engine/storetest is the Store contract that every backend must pass.
+//
 // # Durability
 //
-// Every state change of a delivery is a transition (transitions.go) that
-// the store saves in one transaction, its retry index entry following from
-// the new state (Store.UpdateDelivery), so the retry index is the durable
-// schedule. At start the Dispatcher rebuilds its timer queue
-// from it; a delivery that was in flight when the process died is still
-// pending there and is attempted again. An attempt runs outside any
-// transaction; only its outcome is written.
+// Every state change of a delivery is one store transaction, so the
+// store's pending deliveries are the durable schedule. An attempt runs
+// outside any transaction; only its outcome is written. A delivery that
+// was in flight when the process died is still pending in the store and
+// is attempted again (at-least-once).
+//
+// # Who owns due work: claims and leases
+//
+// A Scheduler (scheduler.go) hands due deliveries to the Dispatcher, each
+// claimed by one caller under a lease, and takes them back settled; its
+// doc comment is the contract a scheduler must meet:
+//
+//   - a pending delivery is offered at or after its due time;
+//   - until its claim is settled or its lease ends, no other claim gets
+//     it, so a delivery is never attempted twice at the same time;
+//   - a claim that is never settled (its process died, or it outlived its
+//     lease) is offered again: at-least-once;
+//   - a settled delivery is offered again only at the next time its
+//     outcome gave, or never when it is no longer pending.
+//
+// The order of one attempt: Claim, read the delivery (AttemptInput), make
+// the request, store the outcome (UpdateDelivery with RecordAttempt),
+// Settle with the next due time. A backend shared by several processes
+// claims in the store with leases (a lease ends by time, and a settle
+// must only apply while its lease holds); LocalScheduler, the single
+// process's, keeps every pending delivery in a timer queue in memory,
+// rebuilt at start from the store's retry index (Recover), and its leases
+// last as long as the process: the bbolt file is locked to one process.
 //
 // # Security
 //

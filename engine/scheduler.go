@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// Work is a pending delivery as a Scheduler knows it: enough to queue it
+// fairly (its tenant and endpoint) without reading the Store.
+type Work struct {
+	DeliveryID string
+	TenantID   string // "" when its endpoint was deleted before a restart
+	EndpointID string
+}
+
+// Scheduler owns due work: which pending deliveries are due, and which
+// worker has each. The Dispatcher claims due work from it, attempts each
+// delivery, records the outcome in the Store (UpdateDelivery) and settles
+// the claim. Its contract, for every implementation:
+//
+//   - Offered when due: a delivery that is Pending in the Store is
+//     returned by Claim at or after its NextAttemptAt (or the time
+//     Schedule or Settle gave for it), once the scheduler knows of it:
+//     from Recover, Schedule or Settle in this process, or from the Store
+//     itself for a scheduler shared by several processes.
+//   - Claimed by one: from the moment Claim (or Schedule, or Settle,
+//     reporting claimed) hands a delivery to a caller until that caller
+//     settles it or its lease ends, no Claim anywhere returns it again. A
+//     delivery is never attempted twice at the same time.
+//   - A lease that ends re-offers: a claim that is never settled (its
+//     process died, or held it past its lease) is offered again; this is
+//     where at-least-once comes from. LocalScheduler's lease lasts until
+//     the process ends: a claim dies with its process, and the next
+//     process's Recover offers the delivery again from the Store.
+//   - Settled is done: after Settle(w, next) the delivery is offered
+//     again at next and not before; with next zero (no longer pending:
+//     succeeded, dead, paused or gone) it is not offered again unless
+//     Schedule names it anew. A Schedule of a claimed delivery (a replay
+//     while it is attempted) makes Settle hand it back at once.
+//
+// Times are readings of this process's clock with their monotonic part
+// (time.Now plus a wait), so a jump of the wall clock moves nothing.
+type Scheduler interface {
+	// Recover learns every pending delivery from the Store, due at
+	// dueAt(its NextAttemptAt). The Dispatcher calls it once, from Start,
+	// before any other method, and reports the count.
+	Recover(ctx context.Context, dueAt func(time.Time) time.Time) (int, error)
+	// Schedule says w is pending and due at at (at or before now: due
+	// now). It reports whether it claimed w for the caller at once (w
+	// was due and unclaimed): the caller then has it as if Claim had
+	// returned it. A claimed w is handed back by its Settle instead.
+	Schedule(w Work, at time.Time) (claimed bool)
+	// Claim waits until work is due and returns all of it that is due,
+	// at most max when max > 0, each claimed by the caller; it returns
+	// ctx's error when ctx ends first.
+	Claim(ctx context.Context, max int) ([]Work, error)
+	// Settle ends the caller's claim on w: its outcome is in the Store,
+	// and next is when it is due again (zero: not pending any more). It
+	// reports whether it claimed w for the caller again at once (due
+	// already, or scheduled again while claimed).
+	Settle(w Work, next time.Time) (claimed bool)
+	// Release ends the caller's claim on w without an outcome: the
+	// delivery is left to the scheduler's re-offer (for LocalScheduler,
+	// the next process's Recover). The Dispatcher releases what it
+	// holds when it stops.
+	Release(w Work)
+	// ForgetTenant drops every unclaimed delivery of tenant (the tenant
+	// was deleted, with its deliveries); claimed ones are dropped when
+	// settled.
+	ForgetTenant(tenant string)
+
+	// Holds reports whether the scheduler has delivery id, waiting for
+	// its time or claimed.
+	Holds(id string) bool
+	// Pending counts the deliveries of tenant it has, waiting or
+	// claimed.
+	Pending(tenant string) int
+	// Counts returns how many deliveries it has in all (waiting or
+	// claimed) and how many of them wait (not claimed), in one snapshot.
+	Counts() (total, waiting int)
+}
