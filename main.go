@@ -140,52 +140,42 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 
-	var alerts *engine.AlertSink // set below when [alerts] url is; before the dispatcher starts
-	disp := engine.NewDispatcher(db, engine.DispatcherOptions{
-		Policy:              retryPolicy(cfg.Delivery),
-		Workers:             cfg.Delivery.Workers,
-		EndpointConcurrency: cfg.Delivery.EndpointConcurrency,
-		TenantConcurrency:   cfg.Delivery.TenantConcurrency,
-		EndpointRate:        cfg.Delivery.EndpointRate,
-		Logger:              logger,
-		OnAttempt:           m.observeAttempt,
-		Targets:             cfg.Delivery.targetPolicy(*dev),
-		DisableAfter:        cfg.Delivery.DisableAfter.Duration,
-		KeepGoneEndpoints:   !cfg.Delivery.DisableOnGone,
-		OnAlert: func(a engine.Alert) {
-			if alerts != nil {
-				alerts.Put(a)
-			}
-		},
-	})
-	m.watch(disp, db)
-	purge := make(chan struct{}, 1) // wakes pruneLoop's purge of deleted tenants
-	svc := engine.NewService(db, disp, engine.ServiceOptions{
-		IdempotencyWindow: cfg.Ingest.IdempotencyWindow.Duration,
-		APIVersion:        cfg.Ingest.APIVersion,
-		MaxPending:        cfg.Ingest.MaxPending,
-
-		MaxEndpointsPerTenant: cfg.Limits.EndpointsPerTenant,
-		MaxPendingPerTenant:   cfg.Limits.PendingPerTenant,
-		TenantIngestRate:      cfg.Limits.IngestRatePerTenant,
-		TenantIngestBurst:     cfg.Limits.IngestBurstPerTenant,
-		TenantDeleted: func(string) {
-			select {
-			case purge <- struct{}{}:
-			default: // a purge is already asked for
-			}
-		},
-
-		Targets:                     cfg.Delivery.targetPolicy(*dev),
-		DefaultEnvironment:          engine.Environment(cfg.API.DefaultEnvironment),
-		RequireEndpointVerification: cfg.Delivery.RequireEndpointVerification,
-	})
+	var alerts *engine.AlertOptions
 	if cfg.Alerts.URL != "" {
-		if err := svc.EnsureOperatorEndpoint(ctx, cfg.Alerts.URL, cfg.Alerts.Secret); err != nil {
-			return fmt.Errorf("alerts: %w", err)
-		}
-		alerts = engine.NewAlertSink(svc, func(err error) { logger.Warn("operator alert", "err", err) })
+		alerts = &engine.AlertOptions{URL: cfg.Alerts.URL, Secret: cfg.Alerts.Secret}
 	}
+	node := engine.NewNode(db, engine.NodeOptions{
+		Logger: logger,
+		Dispatcher: engine.DispatcherOptions{
+			Policy:              retryPolicy(cfg.Delivery),
+			Workers:             cfg.Delivery.Workers,
+			EndpointConcurrency: cfg.Delivery.EndpointConcurrency,
+			TenantConcurrency:   cfg.Delivery.TenantConcurrency,
+			EndpointRate:        cfg.Delivery.EndpointRate,
+			OnAttempt:           m.observeAttempt,
+			Targets:             cfg.Delivery.targetPolicy(*dev),
+			DisableAfter:        cfg.Delivery.DisableAfter.Duration,
+			KeepGoneEndpoints:   !cfg.Delivery.DisableOnGone,
+		},
+		Service: engine.ServiceOptions{
+			IdempotencyWindow: cfg.Ingest.IdempotencyWindow.Duration,
+			APIVersion:        cfg.Ingest.APIVersion,
+			MaxPending:        cfg.Ingest.MaxPending,
+
+			MaxEndpointsPerTenant: cfg.Limits.EndpointsPerTenant,
+			MaxPendingPerTenant:   cfg.Limits.PendingPerTenant,
+			TenantIngestRate:      cfg.Limits.IngestRatePerTenant,
+			TenantIngestBurst:     cfg.Limits.IngestBurstPerTenant,
+
+			Targets:                     cfg.Delivery.targetPolicy(*dev),
+			DefaultEnvironment:          engine.Environment(cfg.API.DefaultEnvironment),
+			RequireEndpointVerification: cfg.Delivery.RequireEndpointVerification,
+		},
+		Alerts:  alerts,
+		Janitor: &engine.JanitorOptions{Succeeded: cfg.Retention.Succeeded.Duration, Dead: cfg.Retention.Dead.Duration},
+	})
+	svc := node.Service
+	m.watch(node.Dispatcher, db)
 	api := httpapi.New(svc, httpapi.Options{
 		Tokens:  tokens,
 		MaxBody: int64(cfg.Ingest.MaxBody),
@@ -213,9 +203,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Server.Listen, err)
 	}
-	if err := disp.Start(ctx); err != nil {
+	if err := node.Start(ctx); err != nil {
 		ln.Close()
-		return fmt.Errorf("start dispatcher: %w", err)
+		return err
 	}
 	srv := &http.Server{
 		Handler:           api,
@@ -230,7 +220,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	go pruneLoop(ctx, db, cfg.Retention, purge, logger)
 
 	logger.Info("webhookd started", "version", versionString(), "listen", ln.Addr().String(), "db", cfg.Storage.Path)
 	fmt.Fprintf(stdout, "webhookd listening on http://%s\n", ln.Addr())
@@ -250,11 +239,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		logger.Warn("http shutdown cut short", "err", err)
 		srv.Close()
 	}
-	if err := disp.Stop(sctx); err != nil {
-		logger.Warn("attempts still in flight were cancelled; they are retried at next start", "err", err)
-	}
-	if alerts != nil {
-		alerts.Stop() // store the alerts the last attempts raised
+	if err := node.Stop(sctx); err != nil {
+		logger.Warn("engine stop cut short", "err", err)
 	}
 	if err := db.Close(); err != nil {
 		return fmt.Errorf("close database: %w", err)
@@ -319,90 +305,4 @@ func adminTokens(cfg Config, logger *slog.Logger) ([]string, error) {
 	}
 	logger.Warn("no admin token configured: made one and saved it; use it as 'Authorization: Bearer <token>'", "path", path)
 	return []string{tok}, nil
-}
-
-// pruneLoop runs the retention pruner every minute until ctx ends: expired
-// idempotency records, then finished events past retention (see
-// storage.PruneEvents). Each step is one small transaction, so ingest never
-// waits long behind it.
-//
-// A send on purge (a tenant was deleted) runs the purge of deleted
-// tenants at once instead of at the next minute; the purge also runs once
-// at start, finishing one that a stop cut short.
-func pruneLoop(ctx context.Context, db *storage.DB, r RetentionConfig, purge <-chan struct{}, logger *slog.Logger) {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	if err := purgeDeletedTenants(ctx, db, logger); err != nil && ctx.Err() == nil {
-		logger.Warn("tenant purge", "err", err)
-	}
-	for {
-		var err error
-		select {
-		case <-ctx.Done():
-			return
-		case <-purge:
-			err = purgeDeletedTenants(ctx, db, logger)
-		case <-t.C:
-			err = pruneOnce(ctx, db, r, time.Now())
-		}
-		if err != nil && ctx.Err() == nil {
-			logger.Warn("retention pruner", "err", err)
-		}
-	}
-}
-
-// purgeDeletedTenants deletes the data of every deleted tenant, 500 events
-// to a transaction, so that ingest never waits long behind it.
-func purgeDeletedTenants(ctx context.Context, db *storage.DB, logger *slog.Logger) error {
-	for {
-		res, err := db.PurgeDeletedTenants(ctx, 500)
-		if err != nil || res.Tenant == "" {
-			return err
-		}
-		if res.Done {
-			logger.Info("deleted tenant purged", "tenant", res.Tenant)
-		}
-	}
-}
-
-// expiredTokenKeep is how long an expired tenant access token stays
-// listed (GET .../access-tokens) before the pruner deletes it.
-const expiredTokenKeep = 7 * 24 * time.Hour
-
-// pruneOnce makes one full pass of the pruner: expired idempotency
-// records, tenant access tokens expired more than expiredTokenKeep ago,
-// what is left of deleted tenants, then finished events past retention.
-func pruneOnce(ctx context.Context, db *storage.DB, r RetentionConfig, now time.Time) error {
-	for {
-		n, err := db.PruneIdempotency(ctx, now, 1000)
-		if err != nil {
-			return err
-		}
-		if n < 1000 {
-			break
-		}
-	}
-	for {
-		n, err := db.PruneAccessTokens(ctx, now.Add(-expiredTokenKeep), 1000)
-		if err != nil {
-			return err
-		}
-		if n < 1000 {
-			break
-		}
-	}
-	if err := purgeDeletedTenants(ctx, db, slog.New(slog.DiscardHandler)); err != nil {
-		return err
-	}
-	ret := storage.Retention{SucceededBefore: now.Add(-r.Succeeded.Duration), DeadBefore: now.Add(-r.Dead.Duration)}
-	for cursor := uint64(0); ; {
-		res, err := db.PruneEvents(ctx, cursor, ret, 500)
-		if err != nil {
-			return err
-		}
-		if res.Next == 0 {
-			return nil
-		}
-		cursor = res.Next
-	}
 }

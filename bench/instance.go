@@ -50,7 +50,8 @@ type instanceOptions struct {
 type instance struct {
 	api  *apiClient
 	db   *storage.DB
-	disp *engine.Dispatcher
+	node *engine.Node
+	disp *engine.Dispatcher // nil when the node was not started (ingest only)
 	svc  *engine.Service
 	srv  *http.Server
 
@@ -68,29 +69,34 @@ func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance,
 		return nil, err
 	}
 	in.db, in.opened = db, time.Since(start)
-	if o.dispatch {
-		now := time.Now
-		if shift := o.clockShift; shift != 0 {
-			now = func() time.Time { return time.Now().Add(shift) }
-		}
-		in.disp = engine.NewDispatcher(db, engine.DispatcherOptions{
+	now := time.Now
+	if shift := o.clockShift; shift != 0 {
+		now = func() time.Time { return time.Now().Add(shift) }
+	}
+	// Wired as serve wires it (engine.NewNode), less the janitor and the
+	// alerts; without dispatch the node is never started, so ingest only
+	// stores (what Start's recovery would find).
+	node := engine.NewNode(db, engine.NodeOptions{
+		Dispatcher: engine.DispatcherOptions{
 			Policy: o.policy, Workers: o.workers, EndpointConcurrency: o.perHost, TenantConcurrency: o.perTenant, Now: now,
 			KeepGoneEndpoints: o.keepGone,
 			Targets:           loopbackTargets, // the receivers are on 127.0.0.1, over http
-		})
-	}
-	in.svc = engine.NewService(db, in.disp, engine.ServiceOptions{Targets: loopbackTargets})
+		},
+		Service: engine.ServiceOptions{Targets: loopbackTargets},
+	})
+	in.node, in.svc = node, node.Service
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	if in.disp != nil {
+	if o.dispatch {
+		in.disp = node.Dispatcher
 		start := time.Now()
-		if err := in.disp.Start(ctx); err != nil {
+		if err := node.Start(ctx); err != nil {
 			ln.Close()
 			db.Close()
-			return nil, fmt.Errorf("start dispatcher: %w", err)
+			return nil, err
 		}
 		in.recovered = time.Since(start)
 	}
@@ -148,7 +154,7 @@ func (in *instance) close(grace time.Duration) error {
 		in.srv.Close()
 	}
 	if in.disp != nil {
-		in.disp.Stop(ctx) // a cut-off attempt stays pending: fine here
+		in.node.Stop(ctx) // a cut-off attempt stays pending: fine here
 	}
 	in.api.hc.CloseIdleConnections()
 	return in.db.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -86,22 +87,28 @@ func (s *Service) RaiseAlert(ctx context.Context, a Alert) error {
 }
 
 // AlertSink takes alerts from the dispatcher's workers without blocking
-// them and raises them on a goroutine of its own. Repeated endpoint.failing
-// alerts of one endpoint within a minute are sent once (concurrent attempts
-// each see the first failure).
+// them and raises them on a goroutine of its own, from Start to Stop.
+// Repeated endpoint.failing alerts of one endpoint within a minute are
+// sent once (concurrent attempts each see the first failure).
 type AlertSink struct {
-	svc   *Service
-	ch    chan Alert
-	done  chan struct{}
-	onErr func(error)
+	svc      *Service
+	ch       chan Alert
+	done     chan struct{}
+	onErr    func(error)
+	started  bool
+	stopOnce sync.Once
 }
 
 // NewAlertSink returns a sink that raises alerts through svc; onErr is
 // told of alerts that could not be stored or were dropped.
 func NewAlertSink(svc *Service, onErr func(error)) *AlertSink {
-	k := &AlertSink{svc: svc, ch: make(chan Alert, 1024), done: make(chan struct{}), onErr: onErr}
+	return &AlertSink{svc: svc, ch: make(chan Alert, 1024), done: make(chan struct{}), onErr: onErr}
+}
+
+// Start raises the alerts Put queues until Stop.
+func (k *AlertSink) Start() {
+	k.started = true
 	go k.run()
-	return k
 }
 
 // Put queues a; when 1024 alerts are already waiting it drops a.
@@ -113,11 +120,14 @@ func (k *AlertSink) Put(a Alert) {
 	}
 }
 
-// Stop raises what is queued and stops. Call it once, after the dispatcher
-// has stopped.
+// Stop raises what is queued and stops. Call it after the dispatcher has
+// stopped (nothing may Put after it). Safe to call twice, and before
+// Start.
 func (k *AlertSink) Stop() {
-	close(k.ch)
-	<-k.done
+	k.stopOnce.Do(func() { close(k.ch) })
+	if k.started {
+		<-k.done
+	}
 }
 
 func (k *AlertSink) run() {

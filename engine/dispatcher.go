@@ -295,12 +295,13 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 
 // Enqueue hands the dispatcher delivery id of endpoint endpointID of
 // tenant, due at due (wall clock; now or earlier means at once), through
-// the Scheduler. Safe to call at any time; after Stop it does nothing (the
-// store keeps the delivery pending).
+// the Scheduler. Safe to call at any time; before Start and after Stop it
+// does nothing: the store keeps the delivery pending, and Start's
+// recovery finds it.
 func (d *Dispatcher) Enqueue(id, tenant, endpointID string, due time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.stopping || d.ready[id] { // a ready one is attempted soon anyway
+	if !d.started || d.stopping || d.ready[id] { // a ready one is attempted soon anyway
 		return
 	}
 	w := Work{DeliveryID: id, TenantID: tenant, EndpointID: endpointID}

@@ -36,14 +36,19 @@ func TestService_DuplicateIngestHandsOverLostDeliveries(t *testing.T) {
 	if _, _, err := first.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: "http://127.0.0.1:9/x", EventTypes: []string{"*"}}); err != nil {
 		t.Fatal(err)
 	}
+	// A dispatcher started (its recovery done) before that ingest: it
+	// learns of the delivery only if someone hands it over.
+	disp := engine.NewDispatcher(db, engine.DispatcherOptions{Targets: open})
+	if err := disp.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer disp.Stop(ctx)
+	svc := engine.NewService(db, disp, engine.ServiceOptions{Targets: open})
 	in := engine.IngestInput{Type: "invoice.paid", Data: json.RawMessage(`{}`), IdempotencyKey: "k1"}
 	res, err := first.Ingest(ctx, "acme", in)
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	disp := engine.NewDispatcher(db, engine.DispatcherOptions{Targets: open}) // not started: it only holds
-	svc := engine.NewService(db, disp, engine.ServiceOptions{Targets: open})
 	id := res.Deliveries[0].ID
 	if disp.Holds(id) {
 		t.Fatal("the new dispatcher holds the delivery before the retry")

@@ -86,7 +86,10 @@ type DB struct {
 	probe        writeProbe            // see Writable
 }
 
-var _ engine.Store = (*DB)(nil)
+var (
+	_ engine.Store       = (*DB)(nil)
+	_ engine.Maintenance = (*DB)(nil)
+)
 
 // Open opens (creating if need be) the database file at path. It creates
 // the parent directory (0700) and the file (0600) if they are missing, and

@@ -5,30 +5,11 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/webhookd/webhookd/engine"
 )
-
-// Retention says which finished events PruneEvents may delete.
-type Retention struct {
-	// SucceededBefore: a succeeded delivery last updated before this time
-	// is past retention.
-	SucceededBefore time.Time
-	// DeadBefore: a dead delivery that died before this time is past
-	// retention (its dead letter goes with it).
-	DeadBefore time.Time
-}
-
-// PruneResult counts what one PruneEvents call did.
-type PruneResult struct {
-	Scanned    int    // events looked at
-	Events     int    // events deleted
-	Deliveries int    // deliveries deleted (and their dead letters)
-	Next       uint64 // the cursor for the next call; 0: the log was read to its end
-}
 
 // PruneEvents deletes, in one small transaction, the events after log
 // position cursor (0: from the start) whose every delivery is finished and
@@ -41,7 +22,7 @@ type PruneResult struct {
 // Idempotency records are left to PruneIdempotency: the caller keeps
 // retention at least as long as the idempotency window, so a record that
 // points at a pruned event has expired and is never followed.
-func (db *DB) PruneEvents(ctx context.Context, cursor uint64, r Retention, max int) (PruneResult, error) {
+func (db *DB) PruneEvents(ctx context.Context, cursor uint64, r engine.Retention, max int) (engine.PruneResult, error) {
 	if max <= 0 {
 		max = 500
 	}
@@ -49,9 +30,9 @@ func (db *DB) PruneEvents(ctx context.Context, cursor uint64, r Retention, max i
 	if r.DeadBefore.After(newest) {
 		newest = r.DeadBefore
 	}
-	var res PruneResult
+	var res engine.PruneResult
 	err := db.update(ctx, func(tx *bolt.Tx) error {
-		res = PruneResult{}
+		res = engine.PruneResult{}
 		events := tx.Bucket(bucketEvents)
 		c := events.Cursor()
 		var k, v []byte
@@ -106,14 +87,14 @@ func (db *DB) PruneEvents(ctx context.Context, cursor uint64, r Retention, max i
 		return nil
 	})
 	if err != nil {
-		return PruneResult{}, wrap("prune events", err)
+		return engine.PruneResult{}, wrap("prune events", err)
 	}
 	return res, nil
 }
 
 // prunable reports whether every delivery is finished and past retention;
 // an event that had no subscriber counts as succeeded when it was created.
-func prunable(ev engine.Event, ds []engine.Delivery, r Retention) bool {
+func prunable(ev engine.Event, ds []engine.Delivery, r engine.Retention) bool {
 	if len(ds) == 0 {
 		return ev.Created.Before(r.SucceededBefore)
 	}

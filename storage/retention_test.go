@@ -33,8 +33,8 @@ func TestDB_PruneEvents(t *testing.T) {
 	succeededRecent := mustDelivery(t, db, "acme")
 	finish(succeededRecent, engine.StateSucceeded, recent)
 
-	r := Retention{SucceededBefore: t0.Add(24 * time.Hour), DeadBefore: t0.Add(2 * time.Hour)}
-	var total PruneResult
+	r := engine.Retention{SucceededBefore: t0.Add(24 * time.Hour), DeadBefore: t0.Add(2 * time.Hour)}
+	var total engine.PruneResult
 	cursor := uint64(0)
 	for calls := 0; ; calls++ {
 		res, err := db.PruneEvents(ctx, cursor, r, 1) // one event per call: the cursor must carry on

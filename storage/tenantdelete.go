@@ -57,28 +57,19 @@ func (db *DB) DeleteTenant(ctx context.Context, id string, at time.Time) error {
 	return nil
 }
 
-// PurgeResult counts what one PurgeDeletedTenants call did.
-type PurgeResult struct {
-	Tenant     string // the deleted tenant it worked on; "": none is left to purge
-	Events     int    // events deleted, with their deliveries and every index entry
-	Deliveries int
-	Keys       int  // idempotency keys deleted
-	Done       bool // the tenant's purge is finished and its id free again
-}
-
 // PurgeDeletedTenants deletes, in one transaction, at most max (0: 500)
 // events of the first deleted tenant, each with its deliveries (whatever
 // their state) and every index entry of theirs; once none is left, at most
 // max of its idempotency keys; once none is left either, the tenant's
 // entry in deleted_tenants, which frees its id. Call it until it returns
 // a zero Tenant.
-func (db *DB) PurgeDeletedTenants(ctx context.Context, max int) (PurgeResult, error) {
+func (db *DB) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeResult, error) {
 	if max <= 0 {
 		max = defaultPruneMax
 	}
-	var res PurgeResult
+	var res engine.PurgeResult
 	err := db.update(ctx, func(tx *bolt.Tx) error {
-		res = PurgeResult{}
+		res = engine.PurgeResult{}
 		k, _ := tx.Bucket(bucketDeletedTenants).Cursor().First()
 		if k == nil {
 			return nil
@@ -104,7 +95,7 @@ func (db *DB) PurgeDeletedTenants(ctx context.Context, max int) (PurgeResult, er
 		return tx.Bucket(bucketDeletedTenants).Delete(k)
 	})
 	if err != nil {
-		return PurgeResult{}, wrap("purge deleted tenant", err)
+		return engine.PurgeResult{}, wrap("purge deleted tenant", err)
 	}
 	return res, nil
 }

@@ -1,0 +1,220 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Retention says which finished events may be deleted.
+type Retention struct {
+	// SucceededBefore: a succeeded delivery last updated before this time
+	// is past retention (an event without deliveries: created before it).
+	SucceededBefore time.Time
+	// DeadBefore: a dead delivery that died before this time is past
+	// retention (its dead letter goes with it).
+	DeadBefore time.Time
+}
+
+// PruneResult counts what one Maintenance.PruneEvents call did.
+type PruneResult struct {
+	Scanned    int    // events looked at
+	Events     int    // events deleted
+	Deliveries int    // deliveries deleted (and their dead letters)
+	Next       uint64 // the cursor for the next call; 0: the log was read to its end
+}
+
+// PurgeResult counts what one Maintenance.PurgeDeletedTenants call did.
+type PurgeResult struct {
+	Tenant     string // the deleted tenant it worked on; "": none is left to purge
+	Events     int    // events deleted, with their deliveries and every index entry
+	Deliveries int
+	Keys       int  // idempotency keys deleted
+	Done       bool // the tenant's purge is finished and its id free again
+}
+
+// Maintenance is what the Janitor asks of a store: to delete, in small
+// transactions so that ingest never waits long behind them, what
+// retention no longer keeps and what deleted tenants left. Each method
+// deletes at most max things (0: its own default) and is called again
+// until it says there is no more.
+type Maintenance interface {
+	// PruneIdempotency deletes idempotency records expired at now;
+	// fewer than max deleted means no more.
+	PruneIdempotency(ctx context.Context, now time.Time, max int) (int, error)
+	// PruneAccessTokens deletes tenant access tokens that expired before
+	// before; fewer than max deleted means no more.
+	PruneAccessTokens(ctx context.Context, before time.Time, max int) (int, error)
+	// PruneEvents deletes, after log position cursor (0: from the start),
+	// the events whose every delivery is finished and past r, each with
+	// its deliveries; a zero Next means the log was read to its end.
+	PruneEvents(ctx context.Context, cursor uint64, r Retention, max int) (PruneResult, error)
+	// PurgeDeletedTenants deletes what a deleted tenant left (see
+	// Records.DeleteTenant); a zero Tenant means none is left.
+	PurgeDeletedTenants(ctx context.Context, max int) (PurgeResult, error)
+}
+
+// JanitorOptions configure a Janitor. A zero field means the default
+// named on it.
+type JanitorOptions struct {
+	Succeeded time.Duration // keep an event this long after its last delivery succeeded; zero: 720h
+	Dead      time.Duration // keep a dead letter this long after it died; zero: 720h
+	TokenKeep time.Duration // list an expired access token this long before deleting it; zero: 168h
+	Every     time.Duration // between passes; zero: a minute
+	Now       func() time.Time
+	Logger    *slog.Logger // nil: discard
+}
+
+// Janitor deletes, every JanitorOptions.Every and in small transactions,
+// what retention no longer keeps: expired idempotency records, access
+// tokens expired for TokenKeep, finished events past retention; and what
+// deleted tenants left, at once when Wake says one was deleted. Like the
+// dispatcher, it runs from Start to Stop.
+type Janitor struct {
+	store Maintenance
+	opts  JanitorOptions
+	log   *slog.Logger
+
+	wake     chan struct{}
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+	started  bool
+}
+
+// NewJanitor returns a Janitor over store; Start runs it.
+func NewJanitor(store Maintenance, opts JanitorOptions) *Janitor {
+	if opts.Succeeded == 0 {
+		opts.Succeeded = 720 * time.Hour
+	}
+	if opts.Dead == 0 {
+		opts.Dead = 720 * time.Hour
+	}
+	if opts.TokenKeep == 0 {
+		opts.TokenKeep = 7 * 24 * time.Hour
+	}
+	if opts.Every == 0 {
+		opts.Every = time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Janitor{store: store, opts: opts, log: opts.Logger,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// Start runs the janitor until Stop: first the purge of what deleted
+// tenants left (one that a stop cut short is finished), then a pass every
+// Every.
+func (j *Janitor) Start() {
+	j.started = true
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-j.stop
+		cancel()
+	}()
+	go func() {
+		defer close(j.done)
+		t := time.NewTicker(j.opts.Every)
+		defer t.Stop()
+		j.report(j.PurgeDeletedTenants(ctx))
+		for {
+			select {
+			case <-j.stop:
+				return
+			case <-j.wake:
+				j.report(j.PurgeDeletedTenants(ctx))
+			case <-t.C:
+				j.report(j.RunOnce(ctx, j.opts.Now()))
+			}
+		}
+	}()
+}
+
+func (j *Janitor) report(err error) {
+	select {
+	case <-j.stop:
+		return // cut short by Stop: not a failure
+	default:
+	}
+	if err != nil {
+		j.log.Warn("janitor", "err", err)
+	}
+}
+
+// Stop stops the janitor and waits for the transaction under way. Safe to
+// call twice, and before Start.
+func (j *Janitor) Stop() {
+	j.stopOnce.Do(func() { close(j.stop) })
+	if j.started {
+		<-j.done
+	}
+}
+
+// Wake asks for the purge of deleted tenants now rather than at the next
+// pass. It never blocks.
+func (j *Janitor) Wake() {
+	select {
+	case j.wake <- struct{}{}:
+	default: // a purge is already asked for
+	}
+}
+
+// janitorBatch is how much one of the janitor's transactions deletes.
+const janitorBatch = 500
+
+// RunOnce makes one full pass at now: expired idempotency records, access
+// tokens expired more than TokenKeep ago, what deleted tenants left, then
+// finished events past retention.
+func (j *Janitor) RunOnce(ctx context.Context, now time.Time) error {
+	for {
+		n, err := j.store.PruneIdempotency(ctx, now, janitorBatch)
+		if err != nil {
+			return err
+		}
+		if n < janitorBatch {
+			break
+		}
+	}
+	for {
+		n, err := j.store.PruneAccessTokens(ctx, now.Add(-j.opts.TokenKeep), janitorBatch)
+		if err != nil {
+			return err
+		}
+		if n < janitorBatch {
+			break
+		}
+	}
+	if err := j.PurgeDeletedTenants(ctx); err != nil {
+		return err
+	}
+	r := Retention{SucceededBefore: now.Add(-j.opts.Succeeded), DeadBefore: now.Add(-j.opts.Dead)}
+	for cursor := uint64(0); ; {
+		res, err := j.store.PruneEvents(ctx, cursor, r, janitorBatch)
+		if err != nil {
+			return err
+		}
+		if res.Next == 0 {
+			return nil
+		}
+		cursor = res.Next
+	}
+}
+
+// PurgeDeletedTenants deletes everything deleted tenants left, a batch to
+// a transaction.
+func (j *Janitor) PurgeDeletedTenants(ctx context.Context) error {
+	for {
+		res, err := j.store.PurgeDeletedTenants(ctx, janitorBatch)
+		if err != nil || res.Tenant == "" {
+			return err
+		}
+		if res.Done {
+			j.log.Info("deleted tenant purged", "tenant", res.Tenant)
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/storage"
+)
+
+// TestJanitor prunes a finished event past retention in one pass and
+// keeps a newer one, and purges a deleted tenant as soon as it is woken,
+// not at its next pass.
+func TestJanitor(t *testing.T) {
+	ctx := context.Background()
+	db, err := storage.Open(filepath.Join(t.TempDir(), "webhookd.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	long := 48 * time.Hour
+	then := time.Now().Add(-2 * long)
+	clock := func() time.Time { return then }
+	old := engine.NewService(db, nil, engine.ServiceOptions{Now: clock})
+	svc := engine.NewService(db, nil, engine.ServiceOptions{})
+	for _, tenant := range []string{"acme", "gone"} {
+		if _, _, err := svc.PutTenant(ctx, tenant, engine.TenantInput{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := svc.PutEventType(ctx, "invoice.paid", engine.EventTypeInput{}); err != nil {
+		t.Fatal(err)
+	}
+	in := engine.IngestInput{Type: "invoice.paid", Data: json.RawMessage(`{}`)}
+	stale, err := old.Ingest(ctx, "acme", in) // no endpoint: finished when made
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := svc.Ingest(ctx, "acme", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Ingest(ctx, "gone", in); err != nil {
+		t.Fatal(err)
+	}
+
+	j := engine.NewJanitor(db, engine.JanitorOptions{Succeeded: long, Dead: long, Every: time.Hour})
+	if err := j.RunOnce(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.Event(ctx, "acme", stale.Event.ID); engine.ErrorCode(err) != engine.CodeEventNotFound {
+		t.Errorf("the event past retention: %v, want it pruned", err)
+	}
+	if _, _, err := svc.Event(ctx, "acme", fresh.Event.ID); err != nil {
+		t.Errorf("the event inside retention: %v", err)
+	}
+
+	j.Start()
+	defer j.Stop()
+	if err := svc.DeleteTenant(ctx, "gone", false); err != nil {
+		t.Fatal(err)
+	}
+	j.Wake()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, _, err := svc.PutTenant(ctx, "gone", engine.TenantInput{})
+		if err == nil {
+			break
+		}
+		if engine.ErrorCode(err) != engine.CodeTenantDeleting || time.Now().After(deadline) {
+			t.Fatalf("PutTenant of the deleted id: %v (the janitor did not purge it when woken, an hour before its next pass)", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	j.Stop() // twice is safe
+	if err := db.Check(); err != nil {
+		t.Errorf("Check: %v", err)
+	}
+}
