@@ -21,14 +21,15 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/webhookd/webhookd/verify"
+	"github.com/webhookd/webhookd/verify/boltinbox"
 )
 
 // The drills check the delivery contract end to end, as a receiver lives
 // it: the real webhookd (run() on loopback, testConfig's millisecond
 // schedule and 300ms attempt timeout) delivers to a real receiver built on
-// verify.Handler over a BoltInbox, whose business effect is one write in
-// its own bucket inside the inbox transaction, so effects can be counted
-// exactly. Each drill keeps a record (request times, what the receiver
+// verify.Handler over a boltinbox.Inbox, whose business effect is one
+// write in its own bucket inside the inbox transaction, so effects can be
+// counted exactly. Each drill keeps a record (request times, what the receiver
 // answered and had recorded, the delivery's attempts and final state) and
 // prints it when it fails.
 
@@ -43,11 +44,11 @@ var errBusinessWrite = errors.New("drill: the business write failed")
 // the record.
 type drillAnswer func(rc *drillReceiver, n int, w http.ResponseWriter, r *http.Request) string
 
-// drillReceiver is a loopback receiver: verify.Handler over a BoltInbox in
-// t.TempDir(), behind the drill's answer.
+// drillReceiver is a loopback receiver: verify.Handler over a
+// boltinbox.Inbox in t.TempDir(), behind the drill's answer.
 type drillReceiver struct {
 	t      *testing.T
-	inbox  *verify.BoltInbox
+	inbox  *boltinbox.Inbox
 	srv    *httptest.Server
 	answer drillAnswer
 	logs   *syncBuffer // verify's log
@@ -79,7 +80,7 @@ type drillRequest struct {
 }
 
 func newDrillReceiver(t *testing.T, answer drillAnswer) *drillReceiver {
-	inbox, err := verify.OpenBoltInbox(filepath.Join(t.TempDir(), "receiver-inbox.db"))
+	inbox, err := boltinbox.Open(filepath.Join(t.TempDir(), "receiver-inbox.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func (rc *drillReceiver) setSecret(secret string) {
 // business is the receiver's code: one write in its own bucket, in the
 // inbox transaction.
 func (rc *drillReceiver) business(_ context.Context, tx verify.Tx, m verify.Message) error {
-	b, err := tx.(*verify.BoltTx).Bolt().CreateBucketIfNotExists(drillEffects)
+	b, err := tx.(*boltinbox.Tx).Bolt().CreateBucketIfNotExists(drillEffects)
 	if err != nil {
 		return err
 	}

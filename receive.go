@@ -24,6 +24,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/webhookd/webhookd/verify"
+	"github.com/webhookd/webhookd/verify/boltinbox"
 )
 
 func init() { commands["receive"] = runReceive }
@@ -134,7 +135,7 @@ func runReceive(ctx context.Context, args []string, getenv func(string) string, 
 	if err := os.MkdirAll(filepath.Dir(cfg.Inbox), 0o700); err != nil {
 		return fmt.Errorf("receive: inbox: %w", err)
 	}
-	ib, err := verify.OpenBoltInbox(cfg.Inbox)
+	ib, err := boltinbox.Open(cfg.Inbox)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return fmt.Errorf("receive: inbox %s is in use by another process", cfg.Inbox)
 	}
@@ -247,7 +248,7 @@ var errSimulated = errors.New("simulated failure (-fail-rate): write rolled back
 // receiver's business write, atomic with the inbox record.
 var receiveEventsBucket = []byte("receive.events")
 
-func newReceiveServer(cfg receiveConfig, ib *verify.BoltInbox, out io.Writer, log *slog.Logger) *receiveServer {
+func newReceiveServer(cfg receiveConfig, ib *boltinbox.Inbox, out io.Writer, log *slog.Logger) *receiveServer {
 	rs := &receiveServer{failRate: cfg.FailRate, log: log, out: out}
 	rs.handler = verify.Handler(cfg.Secrets, ib, rs.handle)
 	rs.handler.Verifier.Tolerance = cfg.Tolerance.Duration
@@ -269,7 +270,7 @@ type requestNoteKey struct{}
 func (rs *receiveServer) handle(ctx context.Context, tx verify.Tx, m verify.Message) error {
 	note, _ := ctx.Value(requestNoteKey{}).(*requestNote)
 	err := func() error {
-		b, err := tx.(*verify.BoltTx).Bolt().CreateBucketIfNotExists(receiveEventsBucket)
+		b, err := tx.(*boltinbox.Tx).Bolt().CreateBucketIfNotExists(receiveEventsBucket)
 		if err != nil {
 			return err
 		}

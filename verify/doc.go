@@ -1,7 +1,9 @@
 // Package verify is the receiving side of webhookd's signatures: it checks
 // a delivery's signature, records the event in an idempotent inbox, and
 // runs the receiver's code once per event however often it is delivered.
-// It imports nothing else of webhookd, so a receiver can use it alone.
+// It imports only the standard library, so a receiver can use it alone;
+// the inbox it records in is an interface, and verify/boltinbox implements
+// it in a bbolt file.
 //
 // # Signatures
 //
@@ -30,32 +32,33 @@
 // Inbox.Receive records (sender, event id) and runs the receiver's code in
 // the same transaction: a duplicate does not run it, a failure rolls back
 // both so the redelivery runs it, and a concurrent duplicate waits for the
-// first one's outcome. BoltInbox keeps the inbox in a bbolt file, and the
-// receiver's own writes go through BoltTx.Bolt into the same transaction.
+// first one's outcome. boltinbox.Inbox keeps the inbox in a bbolt file,
+// and the receiver's own writes go through boltinbox.Tx.Bolt into the same
+// transaction.
 //
 // External effects (an email, a payment) cannot be rolled back, so they
 // are enqueued as tasks with the event (Tx.EnqueueTask) and done after the
-// commit by a worker: ClaimTask (pending → processing, one more attempt),
-// the call with Task.IdempotencyKey, then CompleteTask (→ completed) or
-// FailTask (→ pending at a retry time, or failed). A pending task is
+// commit by a worker: boltinbox.Inbox.ClaimTask (pending → processing,
+// one more attempt), the call with Task.IdempotencyKey, then CompleteTask
+// (→ completed) or FailTask (→ pending at a retry time, or failed). A pending task is
 // queued, not done, and the inbox never says otherwise.
 //
 // # Order
 //
 // webhookd does not deliver in order: a retried or replayed event can
 // arrive after a newer one about the same thing. ParseEnvelope gives the
-// envelope's Created time; in fn, BoltTx.Advance(object, version) says
-// whether the event is newer than the last one applied to that object
-// (an order, a customer) and records a Conflict when it is not, so that
+// envelope's Created time; in fn, boltinbox.Tx.Advance(object, version)
+// says whether the event is newer than the last one applied to that object
+// (an order, a customer) and records a conflict when it is not, so that
 // the receiver skips the write instead of putting back older state. The
 // late event is still processed (answered 2xx): retrying it cannot help.
-// BoltInbox.Conflicts lists what was skipped.
+// boltinbox.Inbox.Conflicts lists what was skipped.
 //
 // # Trying it
 //
-// "webhookd receive -secret whsec_…" runs a Handler over a BoltInbox on
-// 127.0.0.1:9000 and prints one line per request: the event id and type,
-// and whether it verified and was new or a duplicate, or why it was
+// "webhookd receive -secret whsec_…" runs a Handler over a boltinbox.Inbox
+// on 127.0.0.1:9000 and prints one line per request: the event id and
+// type, and whether it verified and was new or a duplicate, or why it was
 // rejected.
 //
 // # A receiver
@@ -78,10 +81,11 @@
 //		"time"
 //
 //		"github.com/webhookd/webhookd/verify"
+//		"github.com/webhookd/webhookd/verify/boltinbox"
 //	)
 //
 //	func main() {
-//		inbox, err := verify.OpenBoltInbox("inbox.db")
+//		inbox, err := boltinbox.Open("inbox.db")
 //		if err != nil {
 //			log.Fatal(err)
 //		}
@@ -97,7 +101,7 @@
 //				return err
 //			}
 //			// A local write, atomic with the inbox record.
-//			b, err := tx.(*verify.BoltTx).Bolt().CreateBucketIfNotExists([]byte("orders"))
+//			b, err := tx.(*boltinbox.Tx).Bolt().CreateBucketIfNotExists([]byte("orders"))
 //			if err != nil {
 //				return err
 //			}
@@ -113,7 +117,7 @@
 //		log.Fatal(http.ListenAndServe(":8080", nil))
 //	}
 //
-//	func work(inbox *verify.BoltInbox) {
+//	func work(inbox *boltinbox.Inbox) {
 //		ctx := context.Background()
 //		for {
 //			t, err := inbox.ClaimTask(ctx, time.Minute)

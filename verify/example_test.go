@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/verify"
+	"github.com/webhookd/webhookd/verify/boltinbox"
 )
 
 func ExampleVerifier_Verify() {
@@ -42,7 +43,7 @@ func ExampleVerifier_Verify() {
 func ExampleHandler() {
 	dir, _ := os.MkdirTemp("", "inbox")
 	defer os.RemoveAll(dir)
-	inbox, err := verify.OpenBoltInbox(filepath.Join(dir, "inbox.db"))
+	inbox, err := boltinbox.Open(filepath.Join(dir, "inbox.db"))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,4 +1,4 @@
-package verify
+package verify_test
 
 import (
 	"bytes"
@@ -15,6 +15,10 @@ import (
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/webhookd/webhookd/verify"
+	"github.com/webhookd/webhookd/verify/boltinbox"
 )
 
 // syncBuffer is a log sink safe for the server's goroutines.
@@ -35,16 +39,41 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// openInbox opens a boltinbox.Inbox on a new file in tb.TempDir() and, at
+// cleanup, checks the file's consistency and closes it.
+func openInbox(tb testing.TB) *boltinbox.Inbox {
+	tb.Helper()
+	in, err := boltinbox.Open(filepath.Join(tb.TempDir(), "inbox.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		err := in.DB().View(func(tx *bolt.Tx) error {
+			for err := range tx.Check() {
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			tb.Errorf("bbolt check: %v", err)
+		}
+		if err := in.Close(); err != nil {
+			tb.Errorf("close: %v", err)
+		}
+	})
+	return in
+}
+
 func TestHandler(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	var (
 		mu      sync.Mutex
-		handled []Message
+		handled []verify.Message
 		failing bool
 	)
-	in := MustOpenInbox(t)
+	in := openInbox(t)
 	logs := &syncBuffer{}
-	rc := Handler([]string{testSecret}, in, func(ctx context.Context, tx Tx, m Message) error {
+	rc := verify.Handler([]string{verify.TestSecret}, in, func(ctx context.Context, tx verify.Tx, m verify.Message) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if failing {
@@ -68,7 +97,7 @@ func TestHandler(t *testing.T) {
 		return []byte(`{"id":"` + id + `","type":"invoice.paid","created":"2023-11-14T22:13:20Z","api_version":"1","data":{}}`)
 	}
 	signed := func(id string, body []byte, mutate ...func(http.Header)) http.Header {
-		h, err := Sign([]string{testSecret}, id, now, body)
+		h, err := verify.Sign([]string{verify.TestSecret}, id, now, body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +123,7 @@ func TestHandler(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, strings.TrimSpace(string(b))
 	}
-	stripeOnly := func(h http.Header) { delStd(h) }
+	stripeOnly := func(h http.Header) { verify.DelStd(h) }
 
 	tests := []struct {
 		name       string
@@ -109,20 +138,20 @@ func TestHandler(t *testing.T) {
 		{name: "duplicate", header: signed("evt_1", envelope("evt_1")), body: envelope("evt_1"), wantStatus: 200, wantBody: "already processed"},
 		{name: "x-signature only", header: signed("evt_2", envelope("evt_2"), stripeOnly), body: envelope("evt_2"), wantStatus: 200, wantBody: "processed"},
 		{name: "x-signature with matching webhook-id", header: signed("evt_3", envelope("evt_3"), func(h http.Header) {
-			h.Del(HeaderSignature)
+			h.Del(verify.HeaderSignature)
 		}), body: envelope("evt_3"), wantStatus: 200, wantBody: "processed"},
 		{name: "x-signature with other webhook-id", header: signed("evt_4", envelope("evt_4"), func(h http.Header) {
-			h.Del(HeaderSignature)
-			h.Set(HeaderID, "evt_other")
+			h.Del(verify.HeaderSignature)
+			h.Set(verify.HeaderID, "evt_other")
 		}), body: envelope("evt_4"), wantStatus: 400},
 
 		{name: "bad signature", header: signed("evt_5", envelope("evt_5")), body: envelope("evt_6"), wantStatus: 401, wantBody: "invalid signature"},
 		{name: "no signature", header: http.Header{}, body: envelope("evt_5"), wantStatus: 401, wantBody: "invalid signature"},
 		{name: "stale", header: func() http.Header {
-			h, _ := Sign([]string{testSecret}, "evt_5", now.Add(-time.Hour), envelope("evt_5"))
+			h, _ := verify.Sign([]string{verify.TestSecret}, "evt_5", now.Add(-time.Hour), envelope("evt_5"))
 			return h
 		}(), body: envelope("evt_5"), wantStatus: 401, wantBody: "invalid signature"},
-		{name: "malformed", header: signed("evt_5", envelope("evt_5"), func(h http.Header) { h.Set(HeaderTimestamp, "soon") }),
+		{name: "malformed", header: signed("evt_5", envelope("evt_5"), func(h http.Header) { h.Set(verify.HeaderTimestamp, "soon") }),
 			body: envelope("evt_5"), wantStatus: 401, wantBody: "invalid signature"},
 
 		{name: "not JSON", header: signed("evt_7", []byte("hello")), body: []byte("hello"), wantStatus: 400},
@@ -131,8 +160,8 @@ func TestHandler(t *testing.T) {
 		{name: "numeric id", header: signed("evt_7", []byte(`{"id":7}`)), body: []byte(`{"id":7}`), wantStatus: 400},
 		{name: "id differs from webhook-id", header: signed("evt_7", envelope("evt_8")), body: envelope("evt_8"), wantStatus: 400},
 		{name: "id reused with another body", header: signed("evt_1", []byte(`{"id":"evt_1","x":1}`)), body: []byte(`{"id":"evt_1","x":1}`), wantStatus: 400},
-		{name: "id too long", header: signed(strings.Repeat("x", MaxKeyLen+1), envelope(strings.Repeat("x", MaxKeyLen+1))),
-			body: envelope(strings.Repeat("x", MaxKeyLen+1)), wantStatus: 400},
+		{name: "id too long", header: signed(strings.Repeat("x", verify.MaxKeyLen+1), envelope(strings.Repeat("x", verify.MaxKeyLen+1))),
+			body: envelope(strings.Repeat("x", verify.MaxKeyLen+1)), wantStatus: 400},
 
 		{name: "fn fails", header: signed("evt_9", envelope("evt_9")), body: envelope("evt_9"), failing: true, wantStatus: 500, wantBody: "internal error"},
 		{name: "redelivery after failure", header: signed("evt_9", envelope("evt_9")), body: envelope("evt_9"), wantStatus: 200, wantBody: "processed"},
@@ -173,22 +202,22 @@ func TestHandler(t *testing.T) {
 			t.Errorf("log lacks %q", want)
 		}
 	}
-	for _, f := range expectedSignatures(testSecret, "evt_5", now.Unix(), envelope("evt_6")) {
+	for _, f := range verify.ExpectedSignatures(verify.TestSecret, "evt_5", now.Unix(), envelope("evt_6")) {
 		if strings.Contains(l, f) {
 			t.Errorf("log holds secret material %q", f)
 		}
 	}
 	// The task enqueued with evt_1 is queued, not done.
-	if tk, err := in.Task(t.Context(), "acme", "evt_1", "email"); err != nil || tk.State != TaskPending {
+	if tk, err := in.Task(t.Context(), "acme", "evt_1", "email"); err != nil || tk.State != verify.TaskPending {
 		t.Errorf("task: %v, %v", tk.State, err)
 	}
 }
 
 func TestHandler_misconfigured(t *testing.T) {
 	body := []byte(`{"id":"evt_1"}`)
-	h, _ := Sign([]string{testSecret}, "evt_1", time.Now(), body)
+	h, _ := verify.Sign([]string{verify.TestSecret}, "evt_1", time.Now(), body)
 	for _, secrets := range [][]string{nil, {"not base64!"}} {
-		rc := Handler(secrets, MustOpenInbox(t), nil)
+		rc := verify.Handler(secrets, openInbox(t), nil)
 		rc.Logger = slog.New(slog.DiscardHandler)
 		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
 		req.Header = h.Clone()
@@ -201,12 +230,12 @@ func TestHandler_misconfigured(t *testing.T) {
 }
 
 func TestHandler_nilHandleRecords(t *testing.T) {
-	in := MustOpenInbox(t)
-	rc := Handler([]string{testSecret}, in, nil)
+	in := openInbox(t)
+	rc := verify.Handler([]string{verify.TestSecret}, in, nil)
 	rc.Logger = slog.New(slog.DiscardHandler)
 	body := []byte(`{"id":"evt_1"}`)
 	for _, want := range []string{"processed", "already processed"} {
-		h, _ := Sign([]string{testSecret}, "evt_1", time.Now(), body)
+		h, _ := verify.Sign([]string{verify.TestSecret}, "evt_1", time.Now(), body)
 		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
 		req.Header = h
 		w := httptest.NewRecorder()
@@ -221,25 +250,21 @@ func TestHandler_nilHandleRecords(t *testing.T) {
 // against the official library's.
 func TestHandler_AnswersChallenge(t *testing.T) {
 	secret := "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	inbox, err := OpenBoltInbox(filepath.Join(t.TempDir(), "inbox.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inbox.Close()
-	srv := httptest.NewServer(Handler([]string{secret}, inbox, func(context.Context, Tx, Message) error {
+	inbox := openInbox(t)
+	srv := httptest.NewServer(verify.Handler([]string{secret}, inbox, func(context.Context, verify.Tx, verify.Message) error {
 		t.Error("a challenge ran the event handler")
 		return nil
 	}))
 	defer srv.Close()
 	req, _ := http.NewRequest("POST", srv.URL, nil)
-	req.Header.Set(HeaderChallenge, "Zm9vYmFy")
+	req.Header.Set(verify.HeaderChallenge, "Zm9vYmFy")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	wh, _ := standardwebhooks.NewWebhook(secret)
-	if want := wh.EndpointVerificationResponse("Zm9vYmFy"); resp.StatusCode != 200 || resp.Header.Get(HeaderChallengeResponse) != want {
-		t.Errorf("answered %d %q, want 200 %q", resp.StatusCode, resp.Header.Get(HeaderChallengeResponse), want)
+	if want := wh.EndpointVerificationResponse("Zm9vYmFy"); resp.StatusCode != 200 || resp.Header.Get(verify.HeaderChallengeResponse) != want {
+		t.Errorf("answered %d %q, want 200 %q", resp.StatusCode, resp.Header.Get(verify.HeaderChallengeResponse), want)
 	}
 }

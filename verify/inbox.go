@@ -36,7 +36,7 @@ type Inbox interface {
 
 // Tx is the transaction Inbox.Receive runs fn in. It is valid only until
 // fn returns. An implementation offers its own way to write the
-// receiver's data in the same transaction (BoltTx.Bolt for BoltInbox).
+// receiver's data in the same transaction (boltinbox.Tx.Bolt).
 type Tx interface {
 	// EnqueueTask records a TaskPending task, named name (unique within
 	// the event), carrying payload, in this transaction: it exists if and
@@ -145,33 +145,23 @@ type Task struct {
 }
 
 // IdempotencyKey returns the stable key of a task: 64 hex digits of a
-// SHA-256 over the length-prefixed sender, event id and task name. It
-// depends on nothing else, so every attempt, every process and a rebuilt
-// store agree on it.
+// SHA-256 over AppendEventKey(sender, eventID) followed by the task name.
+// It depends on nothing else, so every attempt, every process and a
+// rebuilt store agree on it.
 func IdempotencyKey(sender, eventID, name string) string {
-	sum := sha256.Sum256(appendTaskKey(nil, sender, eventID, name))
+	sum := sha256.Sum256(append(AppendEventKey(nil, sender, eventID), name...))
 	return hex.EncodeToString(sum[:])
 }
 
-// appendEventKey appends len(sender) ‖ sender ‖ len(eventID) ‖ eventID,
-// lengths as big-endian uint16: keys of one sender are adjacent and no two
-// (sender, eventID) pairs share an encoding.
-func appendEventKey(b []byte, sender, eventID string) []byte {
+// AppendEventKey appends the encoding of (sender, eventID) to b and
+// returns the extended slice: len(sender) ‖ sender ‖ len(eventID) ‖
+// eventID, lengths as big-endian uint16. No two pairs share an encoding
+// and the keys of one sender are adjacent in byte order, so an Inbox may
+// key its records with it. Both strings must be at most MaxKeyLen bytes.
+// The encoding is stable: IdempotencyKey hashes it.
+func AppendEventKey(b []byte, sender, eventID string) []byte {
 	b = binary.BigEndian.AppendUint16(b, uint16(len(sender)))
 	b = append(b, sender...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(eventID)))
 	return append(b, eventID...)
-}
-
-// appendTaskKey appends the event key followed by the task name, so an
-// event's tasks are adjacent.
-func appendTaskKey(b []byte, sender, eventID, name string) []byte {
-	return append(appendEventKey(b, sender, eventID), name...)
-}
-
-func checkKey(sender, eventID string) error {
-	if eventID == "" || len(eventID) > MaxKeyLen || len(sender) > MaxKeyLen {
-		return ErrInvalidKey
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package verify
+package boltinbox
 
 import (
 	"bytes"
@@ -12,20 +12,12 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/webhookd/webhookd/verify"
 )
 
-// Buckets of a BoltInbox, created at open. The receiver's own buckets may
-// live in the same file under other names; it must not write these.
-//
-//	bucket         key                                  value
-//	verify.events  eventKey                             eventRecord v1: 0x01 ‖ receivedAt ‖ sha256(body)
-//	verify.tasks   eventKey ‖ task name                 taskRecord v1 (see encodeTaskRecord)
-//	verify.due     due ‖ eventKey ‖ task name           empty
-//
-// eventKey is len(sender) ‖ sender ‖ len(event id) ‖ event id with
-// big-endian uint16 lengths. Times are int64 Unix nanoseconds, big-endian
-// (zero for "none"). verify.due holds exactly the pending and processing
-// tasks, keyed by their Due time, so its First() is the next task to claim.
+// The inbox's buckets, created at open; doc.go has their key and value
+// layouts.
 var (
 	bucketEvents = []byte("verify.events")
 	bucketTasks  = []byte("verify.tasks")
@@ -39,7 +31,7 @@ const DefaultTaskLease = time.Minute
 // maxLastError bounds the stored text of a task's last failure.
 const maxLastError = 1024
 
-// BoltInbox is an Inbox in a bbolt file, with durable tasks.
+// Inbox is a verify.Inbox in a bbolt file, with durable tasks.
 //
 // Receive runs fn inside a bbolt write transaction, so fn holds bbolt's
 // single writer lock: it must be short and must not do network I/O, wait
@@ -50,7 +42,7 @@ const maxLastError = 1024
 // commit leaves neither the record nor fn's writes, so the redelivery runs
 // fn; a crash after it leaves both. A task a crashed worker was processing
 // is claimed again by ClaimTask when its lease ends.
-type BoltInbox struct {
+type Inbox struct {
 	// Now returns the current time for records and task times; nil means
 	// time.Now. Set it before the inbox is used.
 	Now func() time.Time
@@ -60,14 +52,14 @@ type BoltInbox struct {
 	locks keyLocks
 }
 
-// OpenBoltInbox opens (creating if needed) the bbolt file at path as an
-// inbox. bbolt locks the file: one process at a time. Close it when done.
-func OpenBoltInbox(path string) (*BoltInbox, error) {
+// Open opens (creating if needed) the bbolt file at path as an inbox.
+// bbolt locks the file: one process at a time. Close it when done.
+func Open(path string) (*Inbox, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("verify: open inbox: %w", err)
 	}
-	in, err := NewBoltInbox(db)
+	in, err := New(db)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -76,9 +68,9 @@ func OpenBoltInbox(path string) (*BoltInbox, error) {
 	return in, nil
 }
 
-// NewBoltInbox makes an inbox in an open bbolt database the receiver owns,
+// New makes an inbox in an open bbolt database the receiver owns,
 // creating the inbox's buckets. Close does not close db.
-func NewBoltInbox(db *bolt.DB) (*BoltInbox, error) {
+func New(db *bolt.DB) (*Inbox, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketEvents, bucketTasks, bucketDue} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -90,34 +82,34 @@ func NewBoltInbox(db *bolt.DB) (*BoltInbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verify: create inbox buckets: %w", err)
 	}
-	return &BoltInbox{db: db}, nil
+	return &Inbox{db: db}, nil
 }
 
 // DB returns the underlying database, for the receiver's own reads.
-func (in *BoltInbox) DB() *bolt.DB { return in.db }
+func (in *Inbox) DB() *bolt.DB { return in.db }
 
-// Close closes the database if OpenBoltInbox opened it.
-func (in *BoltInbox) Close() error {
+// Close closes the database if Open opened it.
+func (in *Inbox) Close() error {
 	if !in.owned {
 		return nil
 	}
 	return in.db.Close()
 }
 
-func (in *BoltInbox) now() time.Time {
+func (in *Inbox) now() time.Time {
 	if in.Now != nil {
 		return in.Now()
 	}
 	return time.Now()
 }
 
-// Receive implements Inbox. fn's Tx is a *BoltTx. fn's error is returned
-// as it is; store errors are wrapped with "verify: inbox:".
-func (in *BoltInbox) Receive(ctx context.Context, sender, eventID string, body []byte, fn func(tx Tx) error) (Result, error) {
+// Receive implements verify.Inbox. fn's tx is a *Tx. fn's error is
+// returned as it is; store errors are wrapped with "verify: inbox:".
+func (in *Inbox) Receive(ctx context.Context, sender, eventID string, body []byte, fn func(tx verify.Tx) error) (verify.Result, error) {
 	if err := checkKey(sender, eventID); err != nil {
 		return 0, err
 	}
-	key := appendEventKey(nil, sender, eventID)
+	key := verify.AppendEventKey(nil, sender, eventID)
 	// The key lock makes a concurrent duplicate wait for the first
 	// outcome without holding bbolt's writer lock. Correctness does not
 	// rest on it: the write transaction checks the record again.
@@ -128,7 +120,7 @@ func (in *BoltInbox) Receive(ctx context.Context, sender, eventID string, body [
 	defer unlock()
 
 	digest := sha256.Sum256(body)
-	var res Result
+	var res verify.Result
 	err = in.db.View(func(tx *bolt.Tx) error {
 		var lerr error
 		res, lerr = lookupEvent(tx, key, digest)
@@ -137,7 +129,7 @@ func (in *BoltInbox) Receive(ctx context.Context, sender, eventID string, body [
 	if err != nil {
 		return 0, fmt.Errorf("verify: inbox: receive event %q: %w", eventID, err)
 	}
-	if res == AlreadyProcessed {
+	if res == verify.AlreadyProcessed {
 		return res, nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -147,17 +139,17 @@ func (in *BoltInbox) Receive(ctx context.Context, sender, eventID string, body [
 	var fnErr error
 	err = in.db.Update(func(tx *bolt.Tx) error {
 		var lerr error
-		if res, lerr = lookupEvent(tx, key, digest); lerr != nil || res == AlreadyProcessed {
+		if res, lerr = lookupEvent(tx, key, digest); lerr != nil || res == verify.AlreadyProcessed {
 			return lerr
 		}
 		now := in.now()
-		btx := &BoltTx{tx: tx, sender: sender, eventID: eventID, now: now}
+		btx := &Tx{tx: tx, sender: sender, eventID: eventID, now: now}
 		fnErr = fn(btx)
 		btx.done = true
 		if fnErr != nil {
 			return fnErr
 		}
-		res = Processed
+		res = verify.Processed
 		rec := eventRecord{receivedAt: now, digest: digest}
 		return tx.Bucket(bucketEvents).Put(key, rec.encode())
 	})
@@ -172,7 +164,7 @@ func (in *BoltInbox) Receive(ctx context.Context, sender, eventID string, body [
 
 // lookupEvent returns AlreadyProcessed if key is recorded with digest, 0
 // if it is not recorded, ErrEventConflict if it is with another digest.
-func lookupEvent(tx *bolt.Tx, key []byte, digest [sha256.Size]byte) (Result, error) {
+func lookupEvent(tx *bolt.Tx, key []byte, digest [sha256.Size]byte) (verify.Result, error) {
 	v := tx.Bucket(bucketEvents).Get(key)
 	if v == nil {
 		return 0, nil
@@ -182,13 +174,13 @@ func lookupEvent(tx *bolt.Tx, key []byte, digest [sha256.Size]byte) (Result, err
 		return 0, err
 	}
 	if rec.digest != digest {
-		return 0, ErrEventConflict
+		return 0, verify.ErrEventConflict
 	}
-	return AlreadyProcessed, nil
+	return verify.AlreadyProcessed, nil
 }
 
-// BoltTx is the Tx a BoltInbox hands to Receive's fn.
-type BoltTx struct {
+// Tx is the verify.Tx an Inbox hands to Receive's fn.
+type Tx struct {
 	tx              *bolt.Tx
 	sender, eventID string
 	now             time.Time
@@ -199,28 +191,28 @@ type BoltTx struct {
 // the receiver's writes through it commit or roll back with the record.
 // It must not be kept after fn returns, committed, rolled back, or used to
 // write the inbox's own buckets.
-func (t *BoltTx) Bolt() *bolt.Tx { return t.tx }
+func (t *Tx) Bolt() *bolt.Tx { return t.tx }
 
-// EnqueueTask implements Tx.
-func (t *BoltTx) EnqueueTask(name string, payload []byte) (Task, error) {
+// EnqueueTask implements verify.Tx.
+func (t *Tx) EnqueueTask(name string, payload []byte) (verify.Task, error) {
 	if t.done {
-		return Task{}, errors.New("verify: EnqueueTask after fn returned")
+		return verify.Task{}, errors.New("verify: EnqueueTask after fn returned")
 	}
-	if name == "" || len(name) > MaxKeyLen {
-		return Task{}, ErrInvalidKey
+	if name == "" || len(name) > verify.MaxKeyLen {
+		return verify.Task{}, verify.ErrInvalidKey
 	}
 	tk := appendTaskKey(nil, t.sender, t.eventID, name)
 	tasks := t.tx.Bucket(bucketTasks)
 	if tasks.Get(tk) != nil {
-		return Task{}, fmt.Errorf("%w: %q", ErrTaskExists, name)
+		return verify.Task{}, fmt.Errorf("%w: %q", verify.ErrTaskExists, name)
 	}
 	rec := taskRecord{
-		state:   TaskPending,
+		state:   verify.TaskPending,
 		created: t.now, updated: t.now, due: t.now,
 		payload: bytes.Clone(payload),
 	}
 	if err := putTask(t.tx, tk, rec); err != nil {
-		return Task{}, fmt.Errorf("verify: inbox: enqueue task %q: %w", name, err)
+		return verify.Task{}, fmt.Errorf("verify: inbox: enqueue task %q: %w", name, err)
 	}
 	return rec.task(t.sender, t.eventID, name), nil
 }
@@ -231,38 +223,38 @@ func (t *BoltTx) EnqueueTask(name string, payload []byte) (Task, error) {
 // when none is due. The worker then does the work outside any
 // transaction, with the task's IdempotencyKey, and reports with
 // CompleteTask or FailTask before the lease ends.
-func (in *BoltInbox) ClaimTask(ctx context.Context, lease time.Duration) (Task, error) {
+func (in *Inbox) ClaimTask(ctx context.Context, lease time.Duration) (verify.Task, error) {
 	if err := ctx.Err(); err != nil {
-		return Task{}, err
+		return verify.Task{}, err
 	}
 	if lease <= 0 {
 		lease = DefaultTaskLease
 	}
-	var t Task
+	var t verify.Task
 	err := in.db.Update(func(tx *bolt.Tx) error {
 		now := in.now()
 		k, _ := tx.Bucket(bucketDue).Cursor().First()
 		if k == nil {
-			return ErrNoTask
+			return verify.ErrNoTask
 		}
 		if len(k) < 8+4 {
 			return errors.New("corrupt due key")
 		}
 		if int64(binary.BigEndian.Uint64(k)) > unixNano(now) {
-			return ErrNoTask
+			return verify.ErrNoTask
 		}
 		tk := bytes.Clone(k[8:])
 		rec, err := getTask(tx, tk)
 		if err != nil {
 			return err
 		}
-		if rec.state != TaskPending && rec.state != TaskProcessing {
+		if rec.state != verify.TaskPending && rec.state != verify.TaskProcessing {
 			return fmt.Errorf("due index holds a %s task", rec.state)
 		}
 		if err := deleteDue(tx, tk, rec); err != nil {
 			return err
 		}
-		rec.state = TaskProcessing
+		rec.state = verify.TaskProcessing
 		rec.attempts++
 		rec.updated = now
 		rec.due = now.Add(lease)
@@ -274,10 +266,10 @@ func (in *BoltInbox) ClaimTask(ctx context.Context, lease time.Duration) (Task, 
 		return nil
 	})
 	switch {
-	case errors.Is(err, ErrNoTask):
-		return Task{}, ErrNoTask
+	case errors.Is(err, verify.ErrNoTask):
+		return verify.Task{}, verify.ErrNoTask
 	case err != nil:
-		return Task{}, fmt.Errorf("verify: inbox: claim task: %w", err)
+		return verify.Task{}, fmt.Errorf("verify: inbox: claim task: %w", err)
 	}
 	return t, nil
 }
@@ -285,20 +277,20 @@ func (in *BoltInbox) ClaimTask(ctx context.Context, lease time.Duration) (Task, 
 // CompleteTask records that t's work is done: TaskCompleted, final. It
 // succeeds whatever the task's state (the work was done under the stable
 // idempotency key, so it is done whoever reports it) and is idempotent.
-func (in *BoltInbox) CompleteTask(ctx context.Context, t Task) error {
+func (in *Inbox) CompleteTask(ctx context.Context, t verify.Task) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	tk := appendTaskKey(nil, t.Sender, t.EventID, t.Name)
 	err := in.db.Update(func(tx *bolt.Tx) error {
 		rec, err := getTask(tx, tk)
-		if err != nil || rec.state == TaskCompleted {
+		if err != nil || rec.state == verify.TaskCompleted {
 			return err
 		}
 		if err := deleteDue(tx, tk, rec); err != nil {
 			return err
 		}
-		rec.state = TaskCompleted
+		rec.state = verify.TaskCompleted
 		rec.updated = in.now()
 		rec.due = time.Time{}
 		return putTask(tx, tk, rec)
@@ -314,7 +306,7 @@ func (in *BoltInbox) CompleteTask(ctx context.Context, t Task) error {
 // due at retryAt; with a zero retryAt it becomes TaskFailed, final. It
 // fails with ErrTaskNotClaimed when the task is not processing under t's
 // attempt any more.
-func (in *BoltInbox) FailTask(ctx context.Context, t Task, cause error, retryAt time.Time) error {
+func (in *Inbox) FailTask(ctx context.Context, t verify.Task, cause error, retryAt time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -324,8 +316,8 @@ func (in *BoltInbox) FailTask(ctx context.Context, t Task, cause error, retryAt 
 		if err != nil {
 			return err
 		}
-		if rec.state != TaskProcessing || int(rec.attempts) != t.Attempts {
-			return ErrTaskNotClaimed
+		if rec.state != verify.TaskProcessing || int(rec.attempts) != t.Attempts {
+			return verify.ErrTaskNotClaimed
 		}
 		if err := deleteDue(tx, tk, rec); err != nil {
 			return err
@@ -336,9 +328,9 @@ func (in *BoltInbox) FailTask(ctx context.Context, t Task, cause error, retryAt 
 			rec.lastError = truncate(cause.Error(), maxLastError)
 		}
 		if retryAt.IsZero() {
-			rec.state, rec.due = TaskFailed, time.Time{}
+			rec.state, rec.due = verify.TaskFailed, time.Time{}
 		} else {
-			rec.state, rec.due = TaskPending, retryAt
+			rec.state, rec.due = verify.TaskPending, retryAt
 		}
 		return putTask(tx, tk, rec)
 	})
@@ -349,29 +341,29 @@ func (in *BoltInbox) FailTask(ctx context.Context, t Task, cause error, retryAt 
 }
 
 // Task returns the task named name of an event, or ErrTaskNotFound.
-func (in *BoltInbox) Task(ctx context.Context, sender, eventID, name string) (Task, error) {
+func (in *Inbox) Task(ctx context.Context, sender, eventID, name string) (verify.Task, error) {
 	if err := ctx.Err(); err != nil {
-		return Task{}, err
+		return verify.Task{}, err
 	}
-	var t Task
+	var t verify.Task
 	err := in.db.View(func(tx *bolt.Tx) error {
 		rec, err := getTask(tx, appendTaskKey(nil, sender, eventID, name))
 		t = rec.task(sender, eventID, name)
 		return err
 	})
 	if err != nil {
-		return Task{}, fmt.Errorf("verify: inbox: task %q: %w", name, err)
+		return verify.Task{}, fmt.Errorf("verify: inbox: task %q: %w", name, err)
 	}
 	return t, nil
 }
 
 // Tasks returns the tasks of an event, ordered by name.
-func (in *BoltInbox) Tasks(ctx context.Context, sender, eventID string) ([]Task, error) {
+func (in *Inbox) Tasks(ctx context.Context, sender, eventID string) ([]verify.Task, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var ts []Task
-	prefix := appendEventKey(nil, sender, eventID)
+	var ts []verify.Task
+	prefix := verify.AppendEventKey(nil, sender, eventID)
 	err := in.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketTasks).Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
@@ -392,7 +384,7 @@ func (in *BoltInbox) Tasks(ctx context.Context, sender, eventID string) ([]Task,
 func getTask(tx *bolt.Tx, tk []byte) (taskRecord, error) {
 	v := tx.Bucket(bucketTasks).Get(tk)
 	if v == nil {
-		return taskRecord{}, ErrTaskNotFound
+		return taskRecord{}, verify.ErrTaskNotFound
 	}
 	return decodeTaskRecord(v)
 }
@@ -402,7 +394,7 @@ func putTask(tx *bolt.Tx, tk []byte, rec taskRecord) error {
 	if err := tx.Bucket(bucketTasks).Put(tk, rec.encode()); err != nil {
 		return err
 	}
-	if rec.state == TaskPending || rec.state == TaskProcessing {
+	if rec.state == verify.TaskPending || rec.state == verify.TaskProcessing {
 		return tx.Bucket(bucketDue).Put(dueKey(rec.due, tk), nil)
 	}
 	return nil
@@ -410,7 +402,7 @@ func putTask(tx *bolt.Tx, tk []byte, rec taskRecord) error {
 
 // deleteDue removes rec's due entry, if it has one.
 func deleteDue(tx *bolt.Tx, tk []byte, rec taskRecord) error {
-	if rec.state == TaskPending || rec.state == TaskProcessing {
+	if rec.state == verify.TaskPending || rec.state == verify.TaskProcessing {
 		return tx.Bucket(bucketDue).Delete(dueKey(rec.due, tk))
 	}
 	return nil
@@ -452,6 +444,20 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "")
+}
+
+// appendTaskKey appends the event key (verify.AppendEventKey) followed by
+// the task name, so an event's tasks are adjacent. Its SHA-256 is the
+// task's IdempotencyKey.
+func appendTaskKey(b []byte, sender, eventID, name string) []byte {
+	return append(verify.AppendEventKey(b, sender, eventID), name...)
+}
+
+func checkKey(sender, eventID string) error {
+	if eventID == "" || len(eventID) > verify.MaxKeyLen || len(sender) > verify.MaxKeyLen {
+		return verify.ErrInvalidKey
+	}
+	return nil
 }
 
 // parseTaskKey splits a task key into sender, event id and name.
@@ -515,7 +521,7 @@ func decodeEventRecord(b []byte) (eventRecord, error) {
 // taskRecord is the value of a task; its sender, event id and name are in
 // its key.
 type taskRecord struct {
-	state                 TaskState
+	state                 verify.TaskState
 	attempts              uint32
 	created, updated, due time.Time
 	payload               []byte
@@ -544,12 +550,12 @@ func decodeTaskRecord(b []byte) (taskRecord, error) {
 	if len(b) < taskHeaderLen || b[0] != taskRecordV1 {
 		return taskRecord{}, bad
 	}
-	r := taskRecord{state: TaskState(b[1]), attempts: binary.BigEndian.Uint32(b[2:])}
+	r := taskRecord{state: verify.TaskState(b[1]), attempts: binary.BigEndian.Uint32(b[2:])}
 	var ok1, ok2, ok3 bool
 	r.created, ok1 = readTime(b[6:])
 	r.updated, ok2 = readTime(b[14:])
 	r.due, ok3 = readTime(b[22:])
-	if !ok1 || !ok2 || !ok3 || r.state < TaskPending || r.state > TaskFailed {
+	if !ok1 || !ok2 || !ok3 || r.state < verify.TaskPending || r.state > verify.TaskFailed {
 		return taskRecord{}, bad
 	}
 	n := binary.BigEndian.Uint32(b[30:])
@@ -568,11 +574,11 @@ func decodeTaskRecord(b []byte) (taskRecord, error) {
 	return r, nil
 }
 
-func (r taskRecord) task(sender, eventID, name string) Task {
-	return Task{
+func (r taskRecord) task(sender, eventID, name string) verify.Task {
+	return verify.Task{
 		Sender: sender, EventID: eventID, Name: name,
 		Payload:        r.payload,
-		IdempotencyKey: IdempotencyKey(sender, eventID, name),
+		IdempotencyKey: verify.IdempotencyKey(sender, eventID, name),
 		State:          r.state,
 		Attempts:       int(r.attempts),
 		Due:            r.due,

@@ -1,4 +1,4 @@
-package verify
+package boltinbox
 
 import (
 	"context"
@@ -8,15 +8,17 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/webhookd/webhookd/verify"
 )
 
 // apply runs Receive for eventID and, inside it, Advance on object at
 // version, writing the object's state only when Advance allows it. failAfter
 // makes fn fail after Advance, so that everything rolls back.
-func apply(tb testing.TB, in *BoltInbox, sender, eventID, object string, version int64, failAfter bool) (applied bool, err error) {
+func apply(tb testing.TB, in *Inbox, sender, eventID, object string, version int64, failAfter bool) (applied bool, err error) {
 	tb.Helper()
-	_, err = in.Receive(context.Background(), sender, eventID, []byte(eventID), func(tx Tx) error {
-		btx := tx.(*BoltTx)
+	_, err = in.Receive(context.Background(), sender, eventID, []byte(eventID), func(tx verify.Tx) error {
+		btx := tx.(*Tx)
 		ok, err := btx.Advance(object, version)
 		if err != nil {
 			return err
@@ -41,7 +43,7 @@ func apply(tb testing.TB, in *BoltInbox, sender, eventID, object string, version
 
 var errBoom = errors.New("boom")
 
-func stateOf(tb testing.TB, in *BoltInbox, key string) string {
+func stateOf(tb testing.TB, in *Inbox, key string) string {
 	tb.Helper()
 	var v string
 	in.db.View(func(tx *bolt.Tx) error {
@@ -53,7 +55,7 @@ func stateOf(tb testing.TB, in *BoltInbox, key string) string {
 	return v
 }
 
-func TestBoltTx_Advance(t *testing.T) {
+func TestTx_Advance(t *testing.T) {
 	in := MustOpenInbox(t)
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	in.Now = clock.Now
@@ -118,17 +120,17 @@ func TestBoltTx_Advance(t *testing.T) {
 	}
 }
 
-func TestBoltTx_Advance_misuse(t *testing.T) {
+func TestTx_Advance_misuse(t *testing.T) {
 	in := MustOpenInbox(t)
 	ctx := context.Background()
-	var kept *BoltTx
-	_, err := in.Receive(ctx, "", "evt_1", nil, func(tx Tx) error {
-		kept = tx.(*BoltTx)
-		if _, err := kept.Advance("", 1); !errors.Is(err, ErrInvalidKey) {
-			t.Errorf("empty object: %v, want ErrInvalidKey", err)
+	var kept *Tx
+	_, err := in.Receive(ctx, "", "evt_1", nil, func(tx verify.Tx) error {
+		kept = tx.(*Tx)
+		if _, err := kept.Advance("", 1); !errors.Is(err, verify.ErrInvalidKey) {
+			t.Errorf("empty object: %v, want verify.ErrInvalidKey", err)
 		}
-		if _, err := kept.Advance(string(make([]byte, MaxKeyLen+1)), 1); !errors.Is(err, ErrInvalidKey) {
-			t.Errorf("long object: %v, want ErrInvalidKey", err)
+		if _, err := kept.Advance(string(make([]byte, verify.MaxKeyLen+1)), 1); !errors.Is(err, verify.ErrInvalidKey) {
+			t.Errorf("long object: %v, want verify.ErrInvalidKey", err)
 		}
 		for i := range 2 {
 			if ok, err := kept.Advance("order:1", 5); !ok || err != nil {
@@ -145,22 +147,6 @@ func TestBoltTx_Advance_misuse(t *testing.T) {
 	}
 	if c, err := in.Conflicts(ctx, "", ""); err != nil || len(c) != 0 {
 		t.Errorf("conflicts %+v, %v; want none", c, err)
-	}
-}
-
-func TestParseEnvelope(t *testing.T) {
-	env, err := ParseEnvelope([]byte(`{"id":"evt_1","type":"payment.succeeded","created":"2026-12-02T14:35:10.123Z","api_version":"v1","data":{"amount":4200}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := time.Date(2026, 12, 2, 14, 35, 10, 123e6, time.UTC)
-	if env.ID != "evt_1" || env.Type != "payment.succeeded" || !env.Created.Equal(want) || env.APIVersion != "v1" || string(env.Data) != `{"amount":4200}` {
-		t.Errorf("got %+v", env)
-	}
-	for _, bad := range []string{``, `[]`, `{"type":"x"}`, `{"id":""}`, `{"id":"e","created":"yesterday"}`} {
-		if _, err := ParseEnvelope([]byte(bad)); err == nil {
-			t.Errorf("ParseEnvelope(%q): no error", bad)
-		}
 	}
 }
 
@@ -197,14 +183,14 @@ func FuzzDecodeConflictRecord(f *testing.F) {
 }
 
 func FuzzParseConflictKey(f *testing.F) {
-	f.Add(append(appendEventKey(nil, "s", "order:1"), 0, 0, 0, 0, 0, 0, 0, 1))
+	f.Add(append(verify.AppendEventKey(nil, "s", "order:1"), 0, 0, 0, 0, 0, 0, 0, 1))
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, k []byte) {
 		s, o, ok := parseConflictKey(k)
 		if !ok {
 			return
 		}
-		if got := appendEventKey(nil, s, o); string(got) != string(k[:len(k)-8]) {
+		if got := verify.AppendEventKey(nil, s, o); string(got) != string(k[:len(k)-8]) {
 			t.Fatalf("parse %x: %q, %q re-encode to %x", k, s, o, got)
 		}
 	})

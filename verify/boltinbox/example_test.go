@@ -1,4 +1,4 @@
-package verify_test
+package boltinbox_test
 
 import (
 	"bytes"
@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/verify"
+	"github.com/webhookd/webhookd/verify/boltinbox"
 )
 
-func ExampleBoltTx_Advance() {
+func ExampleTx_Advance() {
 	dir, _ := os.MkdirTemp("", "inbox")
 	defer os.RemoveAll(dir)
-	inbox, err := verify.OpenBoltInbox(filepath.Join(dir, "inbox.db"))
+	inbox, err := boltinbox.Open(filepath.Join(dir, "inbox.db"))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -38,7 +39,7 @@ func ExampleBoltTx_Advance() {
 		}
 		// Only an event newer than the last one applied to the order may
 		// change it.
-		btx := tx.(*verify.BoltTx)
+		btx := tx.(*boltinbox.Tx)
 		newer, err := btx.Advance("order:"+order.ID, env.Created.UnixNano())
 		if err != nil || !newer {
 			return err // a late event: processed, not applied, conflict recorded

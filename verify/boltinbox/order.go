@@ -1,53 +1,24 @@
-package verify
+package boltinbox
 
 import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/webhookd/webhookd/verify"
 )
 
-// Buckets of the ordering helper, created by the first BoltTx.Advance.
-//
-//	bucket            key                        value
-//	verify.versions   objectKey                  0x01 ‖ version ‖ updated ‖ event id
-//	verify.conflicts  objectKey ‖ seq u64        0x01 ‖ at ‖ version ‖ current version ‖ len(event id) u16 ‖ event id ‖ current event id
-//
-// objectKey is len(sender) ‖ sender ‖ len(object) ‖ object, as eventKey;
-// seq comes from the bucket's NextSequence, so an object's conflicts are
-// in arrival order. Versions and times are big-endian int64.
+// The ordering helper's buckets, created by the first Tx.Advance; doc.go
+// has their layouts.
 var (
 	bucketVersions  = []byte("verify.versions")
 	bucketConflicts = []byte("verify.conflicts")
 )
-
-// Envelope is the JSON body webhookd sends:
-// {"id","type","created","api_version","data"}.
-type Envelope struct {
-	ID         string          `json:"id"`
-	Type       string          `json:"type"`
-	Created    time.Time       `json:"created"` // when the event was ingested, to the millisecond
-	APIVersion string          `json:"api_version"`
-	Data       json.RawMessage `json:"data"`
-}
-
-// ParseEnvelope decodes a delivery's body, which must be a JSON object
-// with a non-empty "id". Decode only a body Verify accepted.
-func ParseEnvelope(body []byte) (Envelope, error) {
-	var env Envelope
-	if err := json.Unmarshal(body, &env); err != nil {
-		return Envelope{}, fmt.Errorf("verify: envelope: %w", err)
-	}
-	if env.ID == "" {
-		return Envelope{}, errors.New(`verify: envelope: no "id"`)
-	}
-	return env, nil
-}
 
 // Conflict is the record of an event that arrived after a newer event of
 // the same object and so was not applied: webhookd does not deliver in
@@ -81,18 +52,18 @@ type Conflict struct {
 //
 // object must be 1 to MaxKeyLen bytes (ErrInvalidKey). Advance must not
 // be called after fn returns.
-func (t *BoltTx) Advance(object string, version int64) (bool, error) {
+func (t *Tx) Advance(object string, version int64) (bool, error) {
 	if t.done {
 		return false, errors.New("verify: Advance after fn returned")
 	}
-	if object == "" || len(object) > MaxKeyLen {
-		return false, ErrInvalidKey
+	if object == "" || len(object) > verify.MaxKeyLen {
+		return false, verify.ErrInvalidKey
 	}
 	versions, err := t.tx.CreateBucketIfNotExists(bucketVersions)
 	if err != nil {
 		return false, fmt.Errorf("verify: inbox: versions: %w", err)
 	}
-	key := appendEventKey(nil, t.sender, object)
+	key := verify.AppendEventKey(nil, t.sender, object)
 	if v := versions.Get(key); v != nil {
 		cur, err := decodeVersionRecord(v)
 		if err != nil {
@@ -115,7 +86,7 @@ func (t *BoltTx) Advance(object string, version int64) (bool, error) {
 	return true, nil
 }
 
-func (t *BoltTx) recordConflict(key []byte, rec conflictRecord) error {
+func (t *Tx) recordConflict(key []byte, rec conflictRecord) error {
 	b, err := t.tx.CreateBucketIfNotExists(bucketConflicts)
 	if err != nil {
 		return fmt.Errorf("verify: inbox: conflicts: %w", err)
@@ -134,14 +105,14 @@ func (t *BoltTx) recordConflict(key []byte, rec conflictRecord) error {
 // Conflicts returns the conflicts Advance recorded for sender's object, in
 // the order they happened; with object "" those of all sender's objects,
 // by object.
-func (in *BoltInbox) Conflicts(ctx context.Context, sender, object string) ([]Conflict, error) {
+func (in *Inbox) Conflicts(ctx context.Context, sender, object string) ([]Conflict, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	prefix := binary.BigEndian.AppendUint16(nil, uint16(len(sender)))
 	prefix = append(prefix, sender...)
 	if object != "" {
-		prefix = appendEventKey(nil, sender, object)
+		prefix = verify.AppendEventKey(nil, sender, object)
 	}
 	var out []Conflict
 	err := in.db.View(func(tx *bolt.Tx) error {
