@@ -16,7 +16,7 @@
 // The buckets below are the inbox's; the receiver's own buckets may live
 // in the same file under other names, and it must not write these. Files
 // written by webhookd releases in which this inbox was verify.BoltInbox
-// have this layout and open as they are.
+// have this layout and open as they are (TestOpen_v1File).
 //
 //	bucket            key                                  value
 //	verify.events     eventKey                             eventRecord v1: 0x01 ‖ receivedAt ‖ sha256(body)
