@@ -17,6 +17,30 @@ type Retention struct {
 	DeadBefore time.Time
 }
 
+// Prunable reports whether ev, with its deliveries ds, is past r: every
+// delivery finished (succeeded or dead) and past its retention; an event
+// that had no subscriber counts as succeeded when it was created.
+func (r Retention) Prunable(ev Event, ds []Delivery) bool {
+	if len(ds) == 0 {
+		return ev.Created.Before(r.SucceededBefore)
+	}
+	for _, d := range ds {
+		switch d.State {
+		case StateSucceeded:
+			if !d.Updated.Before(r.SucceededBefore) {
+				return false
+			}
+		case StateDead:
+			if !d.DeadAt.Before(r.DeadBefore) {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // PruneResult counts what one Maintenance.PruneEvents call did.
 type PruneResult struct {
 	Scanned    int    // events looked at

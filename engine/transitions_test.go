@@ -159,3 +159,31 @@ func with2(e Endpoint, change func(*Endpoint)) Endpoint {
 	change(&e)
 	return e
 }
+
+func TestRetention_Prunable(t *testing.T) {
+	r := Retention{SucceededBefore: tt1, DeadBefore: tt2}
+	ev := Event{Created: tt0}
+	ok := Delivery{State: StateSucceeded, Updated: tt0}
+	dead := Delivery{State: StateDead, DeadAt: tt1} // before DeadBefore
+	tests := []struct {
+		name string
+		ev   Event
+		ds   []Delivery
+		want bool
+	}{
+		{"no deliveries, old", ev, nil, true},
+		{"no deliveries, new", Event{Created: tt1}, nil, false},
+		{"all finished and old", ev, []Delivery{ok, dead}, true},
+		{"one succeeded too recently", ev, []Delivery{ok, {State: StateSucceeded, Updated: tt1}}, false},
+		{"one died too recently", ev, []Delivery{ok, {State: StateDead, DeadAt: tt2}}, false},
+		{"one pending", ev, []Delivery{ok, {State: StatePending}}, false},
+		{"one paused", ev, []Delivery{{State: StatePaused}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := r.Prunable(tt.ev, tt.ds); got != tt.want {
+				t.Errorf("Prunable = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

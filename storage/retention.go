@@ -60,7 +60,7 @@ func (db *DB) PruneEvents(ctx context.Context, cursor uint64, r engine.Retention
 			if err != nil {
 				return err
 			}
-			if !prunable(ev, ds, r) {
+			if !r.Prunable(ev, ds) {
 				continue
 			}
 			for _, d := range ds {
@@ -90,27 +90,4 @@ func (db *DB) PruneEvents(ctx context.Context, cursor uint64, r engine.Retention
 		return engine.PruneResult{}, wrap("prune events", err)
 	}
 	return res, nil
-}
-
-// prunable reports whether every delivery is finished and past retention;
-// an event that had no subscriber counts as succeeded when it was created.
-func prunable(ev engine.Event, ds []engine.Delivery, r engine.Retention) bool {
-	if len(ds) == 0 {
-		return ev.Created.Before(r.SucceededBefore)
-	}
-	for _, d := range ds {
-		switch d.State {
-		case engine.StateSucceeded:
-			if !d.Updated.Before(r.SucceededBefore) {
-				return false
-			}
-		case engine.StateDead:
-			if !d.DeadAt.Before(r.DeadBefore) {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
 }
