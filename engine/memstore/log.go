@@ -1,0 +1,308 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+// AppendEvent is ingest (see engine.Store): the tenant must exist
+// (CodeTenantNotFound) and the type be in the catalogue
+// (CodeUnknownEventType); a live idempotency record with the same request
+// hash gives the first event and its deliveries as they are now
+// (Duplicate), with another hash CodeIdempotencyConflict. Otherwise the
+// event gets the next sequence number and the deliveries in.Deliveries
+// returns for the tenant's endpoints (in ID order), returned in ID order.
+func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.IngestResult, error) {
+	ev := in.Event
+	if ev.ID == "" || strings.ContainsRune(ev.ID, 0) {
+		return engine.IngestResult{}, engine.Errorf(engine.CodeInvalidField, "id", "event id must not be empty or contain a NUL byte")
+	}
+	if ev.Type == "" {
+		return engine.IngestResult{}, engine.Errorf(engine.CodeInvalidField, "type", "type is required")
+	}
+	if err := s.lock(ctx); err != nil {
+		return engine.IngestResult{}, err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.tenants[ev.TenantID]; !ok {
+		return engine.IngestResult{}, errTenantNotFound()
+	}
+	if _, ok := s.eventTypes[ev.Type]; !ok {
+		return engine.IngestResult{}, engine.Errorf(engine.CodeUnknownEventType, "type",
+			"event type %q is not in the catalogue; add it with PUT /v1/event-types/%s", ev.Type, ev.Type)
+	}
+	key := idempotencyKey{ev.TenantID, in.IdempotencyKey}
+	if rec, ok := s.idempotency[key]; ok && in.IdempotencyKey != "" && ev.Created.Before(rec.expires) {
+		if rec.hash != in.RequestHash {
+			return engine.IngestResult{}, engine.Errorf(engine.CodeIdempotencyConflict, "Idempotency-Key",
+				"this Idempotency-Key was used with a different request; send a new key for a new event")
+		}
+		first, ok := s.events[rec.eventID]
+		if !ok {
+			return engine.IngestResult{}, fmt.Errorf("memstore: append event %s: idempotency record points at event %s, not in the log", ev.ID, rec.eventID)
+		}
+		return engine.IngestResult{Event: copyEvent(first.ev), Deliveries: s.deliveriesOf(first), Duplicate: true}, nil
+	}
+	if _, ok := s.events[ev.ID]; ok {
+		return engine.IngestResult{}, fmt.Errorf("memstore: append event %s: event id exists", ev.ID)
+	}
+
+	stored := copyEvent(ev)
+	stored.Seq = s.seq + 1
+	eps := s.endpointsOf(ev.TenantID)
+	var made []engine.Delivery
+	if in.Deliveries != nil {
+		made = in.Deliveries(eps)
+	} else {
+		made = engine.NewDeliveries(stored, eps, engine.NewID)
+	}
+	ds := make([]engine.Delivery, len(made))
+	seen := map[string]bool{}
+	for i, d := range made {
+		if err := checkNew(d, stored); err != nil {
+			return engine.IngestResult{}, fmt.Errorf("memstore: append event %s: %w", ev.ID, err)
+		}
+		if _, ok := s.deliveries[d.ID]; ok || seen[d.ID] {
+			return engine.IngestResult{}, fmt.Errorf("memstore: append event %s: delivery id %s exists", ev.ID, d.ID)
+		}
+		seen[d.ID] = true
+		ds[i] = copyDelivery(d)
+	}
+	slices.SortFunc(ds, func(a, b engine.Delivery) int { return strings.Compare(a.ID, b.ID) })
+
+	s.seq++
+	e := &event{ev: stored, deliveries: make([]string, len(ds))}
+	for i, d := range ds {
+		e.deliveries[i] = d.ID
+		s.deliveries[d.ID] = &d
+		ds[i] = copyDelivery(d)
+	}
+	s.events[ev.ID] = e
+	s.log[ev.TenantID] = append(s.log[ev.TenantID], e)
+	if in.IdempotencyKey != "" {
+		s.idempotency[key] = idempotencyRecord{eventID: ev.ID, hash: in.RequestHash, expires: utc(in.IdempotencyExpires)}
+	}
+	return engine.IngestResult{Event: copyEvent(stored), Deliveries: ds}, nil
+}
+
+// checkNew refuses a new delivery of ev that the store cannot keep.
+func checkNew(d engine.Delivery, ev engine.Event) error {
+	if d.ID == "" || d.TenantID != ev.TenantID || d.EventID != ev.ID {
+		return fmt.Errorf("delivery %q is not one of event %s of tenant %s", d.ID, ev.ID, ev.TenantID)
+	}
+	return checkState(d)
+}
+
+// checkState refuses a delivery whose state cannot be stored as it is: a
+// state that is never stored (Delivering), or a Pending one with no time
+// to be due at.
+func checkState(d engine.Delivery) error {
+	switch d.State {
+	case engine.StatePending:
+		if d.NextAttemptAt.IsZero() {
+			return fmt.Errorf("delivery %s: pending without a time to be due at", d.ID)
+		}
+	case engine.StateSucceeded, engine.StateDead, engine.StatePaused:
+	default:
+		return fmt.Errorf("delivery %s: state %q is never stored", d.ID, d.State)
+	}
+	return nil
+}
+
+// deliveriesOf returns copies of e's deliveries, in ID order.
+func (s *Store) deliveriesOf(e *event) []engine.Delivery {
+	out := make([]engine.Delivery, 0, len(e.deliveries))
+	for _, id := range e.deliveries {
+		out = append(out, copyDelivery(*s.deliveries[id]))
+	}
+	return out
+}
+
+// Event returns event id of tenant and its deliveries in ID order, or
+// CodeEventNotFound (also when it is another tenant's).
+func (s *Store) Event(ctx context.Context, tenant, id string) (engine.Event, []engine.Delivery, error) {
+	if err := s.lock(ctx); err != nil {
+		return engine.Event{}, nil, err
+	}
+	defer s.mu.Unlock()
+	e, ok := s.events[id]
+	if !ok || e.ev.TenantID != tenant {
+		return engine.Event{}, nil, errEventNotFound()
+	}
+	return copyEvent(e.ev), s.deliveriesOf(e), nil
+}
+
+// Delivery returns delivery id of tenant, or CodeDeliveryNotFound (also
+// when it is another tenant's).
+func (s *Store) Delivery(ctx context.Context, tenant, id string) (engine.Delivery, error) {
+	if err := s.lock(ctx); err != nil {
+		return engine.Delivery{}, err
+	}
+	defer s.mu.Unlock()
+	d, ok := s.deliveries[id]
+	if !ok || d.TenantID != tenant {
+		return engine.Delivery{}, errDeliveryNotFound()
+	}
+	return copyDelivery(*d), nil
+}
+
+// AttemptInput returns delivery id (of any tenant; CodeDeliveryNotFound),
+// its event's body and its endpoint (EndpointFound false when deleted).
+func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.AttemptInput, error) {
+	if err := s.lock(ctx); err != nil {
+		return engine.AttemptInput{}, err
+	}
+	defer s.mu.Unlock()
+	d, ok := s.deliveries[deliveryID]
+	if !ok {
+		return engine.AttemptInput{}, errDeliveryNotFound()
+	}
+	e, ok := s.events[d.EventID]
+	if !ok {
+		return engine.AttemptInput{}, fmt.Errorf("memstore: attempt input of delivery %s: event %s of the delivery is not in the log", deliveryID, d.EventID)
+	}
+	in := engine.AttemptInput{Delivery: copyDelivery(*d), Body: copyEvent(e.ev).Body}
+	if ep, ok := s.endpoints[d.TenantID][d.EndpointID]; ok {
+		in.Endpoint, in.EndpointFound = copyEndpoint(ep), true
+	}
+	return in, nil
+}
+
+// UpdateDelivery calls fn with a copy of delivery id (of any tenant;
+// CodeDeliveryNotFound) and stores what it returns; an error from fn is
+// returned as is and stores nothing. A result that changes whose delivery
+// it is, or that cannot be stored (see checkState), is refused.
+func (s *Store) UpdateDelivery(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, error) {
+	if err := s.lock(ctx); err != nil {
+		return engine.Delivery{}, err
+	}
+	defer s.mu.Unlock()
+	d, ok := s.deliveries[id]
+	if !ok {
+		return engine.Delivery{}, errDeliveryNotFound()
+	}
+	after, err := fn(copyDelivery(*d))
+	if err != nil {
+		return engine.Delivery{}, err
+	}
+	if err := checkNext(*d, after); err != nil {
+		return engine.Delivery{}, fmt.Errorf("memstore: update delivery %s: %w", id, err)
+	}
+	*d = copyDelivery(after)
+	return copyDelivery(*d), nil
+}
+
+// checkNext refuses after as the next state of before when it changes
+// whose delivery it is or cannot be stored.
+func checkNext(before, after engine.Delivery) error {
+	if after.ID != before.ID || after.TenantID != before.TenantID || after.EndpointID != before.EndpointID || after.EventID != before.EventID {
+		return fmt.Errorf("delivery %s: a transition changed who it belongs to", before.ID)
+	}
+	return checkState(after)
+}
+
+// UpdateDeliveries applies fn to at most n of the deliveries sel
+// selects, all or none, and returns them as stored. It selects the
+// paused deliveries of sel.EndpointID in ID order, or the dead letters
+// that died in [sel.Since, sel.Until) (no upper bound when Until is zero),
+// of sel.EndpointID when set, in death order.
+func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, n int, fn func(engine.Delivery) engine.Delivery) ([]engine.Delivery, error) {
+	if sel.State != engine.StatePaused && sel.State != engine.StateDead {
+		return nil, fmt.Errorf("memstore: update deliveries: cannot select by state %q", sel.State)
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var selected []*engine.Delivery
+	if sel.State == engine.StatePaused {
+		selected = s.tenantDeliveries(sel.Tenant, func(d *engine.Delivery) bool {
+			return d.State == engine.StatePaused && d.EndpointID == sel.EndpointID
+		}, byID)
+	} else {
+		selected = s.tenantDeliveries(sel.Tenant, func(d *engine.Delivery) bool {
+			return d.State == engine.StateDead && !d.DeadAt.Before(sel.Since) &&
+				(sel.Until.IsZero() || d.DeadAt.Before(sel.Until)) &&
+				(sel.EndpointID == "" || d.EndpointID == sel.EndpointID)
+		}, byDeath)
+	}
+	selected = selected[:min(len(selected), max(n, 0))]
+	out := make([]engine.Delivery, len(selected))
+	for i, d := range selected {
+		after := fn(copyDelivery(*d))
+		if err := checkNext(*d, after); err != nil {
+			return nil, fmt.Errorf("memstore: update %s deliveries of %s: %w", sel.State, sel.Tenant, err)
+		}
+		out[i] = copyDelivery(after)
+	}
+	for i, d := range selected {
+		*d = copyDelivery(out[i])
+	}
+	return out, nil
+}
+
+// tenantDeliveries returns the stored deliveries of tenant that keep
+// passes, ordered by cmp.
+func (s *Store) tenantDeliveries(tenant string, keep func(*engine.Delivery) bool, cmp func(a, b *engine.Delivery) int) []*engine.Delivery {
+	var out []*engine.Delivery
+	for _, e := range s.log[tenant] {
+		for _, id := range e.deliveries {
+			if d := s.deliveries[id]; keep(d) {
+				out = append(out, d)
+			}
+		}
+	}
+	slices.SortFunc(out, cmp)
+	return out
+}
+
+func byID(a, b *engine.Delivery) int { return strings.Compare(a.ID, b.ID) }
+
+// byDeath is the dead letters' order: by DeadAt, then by ID.
+func byDeath(a, b *engine.Delivery) int {
+	if c := a.DeadAt.Compare(b.DeadAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+// RetryIndex calls fn for every pending delivery, in due order, then
+// delivery ID order, from a snapshot taken at the call: fn runs without
+// the store's mutex and may call the Store. An error from fn (or the end
+// of ctx) stops the walk and is returned as is.
+func (s *Store) RetryIndex(ctx context.Context, fn func(engine.RetryEntry) error) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	var entries []engine.RetryEntry
+	for _, d := range s.deliveries {
+		if d.State != engine.StatePending {
+			continue
+		}
+		e := engine.RetryEntry{Due: d.NextAttemptAt, DeliveryID: d.ID, EndpointID: d.EndpointID}
+		if _, ok := s.endpoints[d.TenantID][d.EndpointID]; ok {
+			e.TenantID = d.TenantID
+		}
+		entries = append(entries, e)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(entries, func(a, b engine.RetryEntry) int {
+		if c := a.Due.Compare(b.Due); c != 0 {
+			return c
+		}
+		return strings.Compare(a.DeliveryID, b.DeliveryID)
+	})
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
