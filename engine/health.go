@@ -110,7 +110,7 @@ func (s *Service) SetEndpointEnabled(ctx context.Context, tenant, id string, ena
 			}
 		}
 		total += len(ds)
-		if len(ds) < replayBatch {
+		if len(ds) == 0 {
 			return ep, total, nil
 		}
 	}

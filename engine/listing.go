@@ -152,7 +152,7 @@ func (s *Service) ReplayDeadLetters(ctx context.Context, tenant string, since, u
 			}
 		}
 		total += len(ds)
-		if len(ds) < replayBatch {
+		if len(ds) == 0 {
 			return total, nil
 		}
 	}

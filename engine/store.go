@@ -105,8 +105,8 @@ type Log interface {
 	// UpdateDeliveries is UpdateDelivery, in one transaction, for at most
 	// max of the deliveries sel selects; it returns them as stored. fn
 	// must move each out of sel (a replay of a dead letter, a paused
-	// delivery resumed): a caller that loops until fewer than max come
-	// back then meets each once.
+	// delivery resumed): a caller that loops until none come back then
+	// meets each once. It returns none only when none is selected.
 	UpdateDeliveries(ctx context.Context, sel Selection, max int, fn func(Delivery) Delivery) ([]Delivery, error)
 	// RetryIndex calls fn for every pending delivery in due order. It is
 	// how a single process rebuilds its timer at start. fn must not call

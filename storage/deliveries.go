@@ -140,27 +140,41 @@ func (db *DB) UpdateDelivery(ctx context.Context, id string, fn func(engine.Deli
 }
 
 // UpdateDeliveries applies fn, in one transaction, to at most max of the
-// deliveries sel selects (see engine.Selection), read through the paused
-// index or the dead letters, and returns them as stored. A selection of
-// dead letters looks at no more than maxListScan of them.
+// deliveries sel selects (see engine.Selection), found through the paused
+// index or the dead letters, and returns them as stored; none only when
+// none is selected (or every one found moved before the write). The
+// deliveries are found in a
+// read transaction first, however many other dead letters it must read
+// past, so that the write transaction, which holds the commit loop, only
+// reads again (each must still be selected) and writes what it changes.
 func (db *DB) UpdateDeliveries(ctx context.Context, sel engine.Selection, max int, fn func(engine.Delivery) engine.Delivery) ([]engine.Delivery, error) {
 	if sel.State != engine.StatePaused && sel.State != engine.StateDead {
 		return nil, fmt.Errorf("storage: update deliveries: cannot select by state %q", sel.State)
 	}
+	if !validTenantID(sel.Tenant) {
+		return []engine.Delivery{}, nil
+	}
+	var ids []string
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		var err error
+		ids, err = selectDeliveries(tx, sel, max)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("select "+string(sel.State)+" deliveries of "+sel.Tenant, err)
+	}
 	var out []engine.Delivery
-	err := db.update(ctx, func(tx *bolt.Tx) error {
+	err = db.update(ctx, func(tx *bolt.Tx) error {
 		out = []engine.Delivery{}
-		if !validTenantID(sel.Tenant) {
-			return nil
-		}
-		ds, err := selectDeliveries(tx, sel, max)
-		if err != nil {
-			return err
-		}
-		// The transitions move index keys: not under the live cursor.
-		for _, d := range ds {
-			d, err := saveDelivery(tx, d, fn(d))
+		for _, id := range ids {
+			d, err := getDelivery(tx, id)
 			if err != nil {
+				return err
+			}
+			if !selected(sel, d) {
+				continue // moved meanwhile
+			}
+			if d, err = saveDelivery(tx, d, fn(d)); err != nil {
 				return err
 			}
 			out = append(out, d)
@@ -173,26 +187,35 @@ func (db *DB) UpdateDeliveries(ctx context.Context, sel engine.Selection, max in
 	return out, nil
 }
 
-// selectDeliveries reads at most max of the deliveries sel selects.
-func selectDeliveries(tx *bolt.Tx, sel engine.Selection, max int) ([]engine.Delivery, error) {
-	var ds []engine.Delivery
+// selected reports whether d is among the deliveries sel selects.
+func selected(sel engine.Selection, d engine.Delivery) bool {
+	if d.TenantID != sel.Tenant || d.State != sel.State || sel.EndpointID != "" && d.EndpointID != sel.EndpointID {
+		return false
+	}
+	if sel.State == engine.StateDead {
+		return !d.DeadAt.Before(sel.Since) && (sel.Until.IsZero() || d.DeadAt.Before(sel.Until))
+	}
+	return true
+}
+
+// selectDeliveries returns the IDs of at most max of the deliveries sel
+// selects, in the order of their index.
+func selectDeliveries(tx *bolt.Tx, sel engine.Selection, max int) ([]string, error) {
+	var ids []string
 	if sel.State == engine.StatePaused {
+		if sel.EndpointID == "" {
+			return nil, nil
+		}
 		prefix := pausedKey(sel.Tenant, sel.EndpointID, "")
 		c := tx.Bucket(bucketPaused).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(ds) < max; k, _ = c.Next() {
-			d, err := getDelivery(tx, string(k[len(prefix):]))
-			if err != nil {
-				return nil, err
-			}
-			ds = append(ds, d)
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(ids) < max; k, _ = c.Next() {
+			ids = append(ids, string(k[len(prefix):]))
 		}
-		return ds, nil
+		return ids, nil
 	}
 	prefix := tenantPrefix(sel.Tenant)
 	c := tx.Bucket(bucketDeadLetters).Cursor()
-	scanned := 0
-	for k, _ := c.Seek(append(bytes.Clone(prefix), u64(unixNano(sel.Since))...)); k != nil && bytes.HasPrefix(k, prefix) && len(ds) < max && scanned < maxListScan; k, _ = c.Next() {
-		scanned++
+	for k, _ := c.Seek(append(bytes.Clone(prefix), u64(unixNano(sel.Since))...)); k != nil && bytes.HasPrefix(k, prefix) && len(ids) < max; k, _ = c.Next() {
 		deadAt, id, err := decodeDeadLetterSuffix(k[len(prefix):])
 		if err != nil {
 			return nil, err
@@ -200,15 +223,18 @@ func selectDeliveries(tx *bolt.Tx, sel engine.Selection, max int) ([]engine.Deli
 		if !sel.Until.IsZero() && !deadAt.Before(sel.Until) {
 			break
 		}
-		d, err := getDelivery(tx, id)
-		if err != nil {
-			return nil, err
+		if sel.EndpointID != "" {
+			d, err := getDelivery(tx, id)
+			if err != nil {
+				return nil, err
+			}
+			if d.EndpointID != sel.EndpointID {
+				continue
+			}
 		}
-		if sel.EndpointID == "" || d.EndpointID == sel.EndpointID {
-			ds = append(ds, d)
-		}
+		ids = append(ids, id)
 	}
-	return ds, nil
+	return ids, nil
 }
 
 // DeadLetters lists tenant's dead deliveries, oldest death first, starting

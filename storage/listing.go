@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -48,6 +49,13 @@ func backfillTenantIndexes(tx *bolt.Tx) error {
 // than reading a tenant's whole history in one request.
 const maxListScan = 20000
 
+// sinceSlack is how far creation times may run against log order: an
+// ingest stamps its event's creation time, then commits, so concurrent
+// ingests can be logged in the other order by the time that takes. A
+// listing since T reads on past T until a delivery created before T minus
+// this, and filters on T itself.
+const sinceSlack = time.Minute
+
 // ListDeliveries lists tenant's deliveries newest first (by their event's
 // place in the log), filtered by f, at most f.Limit, from f.Cursor on. It
 // returns the cursor of the next page, empty at the end. A page is read
@@ -81,7 +89,7 @@ func (db *DB) ListDeliveries(ctx context.Context, tenant string, f engine.Delive
 			if err != nil {
 				return err
 			}
-			if !f.Since.IsZero() && d.Created.Before(f.Since) {
+			if !f.Since.IsZero() && d.Created.Before(f.Since.Add(-sinceSlack)) {
 				return nil // the rest are older still
 			}
 			if f.Matches(d) {
