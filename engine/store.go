@@ -18,6 +18,11 @@ import (
 // means the write did not happen (or, for CodeUnavailable, may be retried
 // later).
 //
+// Throughout: times come back as stored, in UTC; an empty list is empty,
+// not nil; a not-found error names its field ("tenant" for a tenant, "id"
+// for a thing named by its ID); a write whose context has ended writes
+// nothing. engine/storetest holds these to every store.
+//
 // The store decides nothing about a delivery: the engine's transitions
 // (transitions.go) do, and the store saves their result. It keeps one
 // invariant that follows from a delivery's state alone: a Pending
@@ -108,9 +113,10 @@ type Log interface {
 	// delivery resumed): a caller that loops until none come back then
 	// meets each once. It returns none only when none is selected.
 	UpdateDeliveries(ctx context.Context, sel Selection, max int, fn func(Delivery) Delivery) ([]Delivery, error)
-	// RetryIndex calls fn for every pending delivery in due order. It is
-	// how a single process rebuilds its timer at start. fn must not call
-	// the Store.
+	// RetryIndex calls fn for every pending delivery, in due order then
+	// by delivery ID. It is how a single process rebuilds its timer at
+	// start (LocalScheduler.Recover). fn must not call the Store; its
+	// error, or the end of ctx, stops the walk and is returned.
 	RetryIndex(ctx context.Context, fn func(RetryEntry) error) error
 }
 
@@ -152,8 +158,11 @@ type NewEvent struct {
 	IdempotencyExpires time.Time
 
 	// Deliveries returns the event's deliveries among its tenant's
-	// endpoints, as the store reads them inside the append's transaction
-	// (NewDeliveries). Nil: NewDeliveries with NewID.
+	// endpoints, as the store reads them inside the append's transaction,
+	// in creation order and perhaps with their secrets still sealed
+	// (NewDeliveries). It may be called more than once; the last call's
+	// result is stored, and each delivery must be of this event and
+	// tenant. Nil: NewDeliveries with NewID.
 	Deliveries func(endpoints []Endpoint) []Delivery
 }
 

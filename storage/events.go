@@ -165,6 +165,9 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, value []byte) (engine.IngestRe
 		ds = engine.NewDeliveries(stored, eps, engine.NewID)
 	}
 	for i, d := range ds {
+		if d.EventID != stored.ID || d.TenantID != stored.TenantID {
+			return engine.IngestResult{}, fmt.Errorf("delivery %s is not of event %s of tenant %s", d.ID, stored.ID, stored.TenantID)
+		}
 		if ds[i], err = createDelivery(tx, d, seq); err != nil {
 			return engine.IngestResult{}, err
 		}
