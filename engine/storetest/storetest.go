@@ -47,6 +47,14 @@ type Harness struct {
 	// tenant's id is free again. Nil: DeleteTenant purges before it
 	// returns, so an id is free again at once.
 	Purge func(ctx context.Context, s engine.Store) error
+
+	// Scheduler, when set, returns a new scheduler over s: one process's
+	// (see SchedulerTests). Nil: engine.NewLocalScheduler(s).
+	Scheduler func(s engine.Store) engine.Scheduler
+	// EndLeases, when set, ends every lease sched holds, as the time
+	// passing (or its process dying) would. Nil: a scheduler's leases end
+	// when it is dropped, as LocalScheduler's end with their process.
+	EndLeases func(sched engine.Scheduler)
 }
 
 // Run runs the whole suite against h.
@@ -65,6 +73,7 @@ func Run(t *testing.T, h Harness) {
 		{"Deliveries", deliveryTests},
 		{"Listings", listingTests},
 		{"DeleteTenant", deleteTenantTests},
+		{"Scheduler", schedulerTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

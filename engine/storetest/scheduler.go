@@ -1,0 +1,168 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+// The Scheduler contract (engine/scheduler.go), over the store under
+// test: each scheduler stands for one process. The suite's deliveries are
+// due at t0 and just after; a scheduler sees them due now.
+
+// scheduler returns a new scheduler over f's store, recovered.
+func (f *fixture) scheduler(t *testing.T) (engine.Scheduler, int) {
+	t.Helper()
+	var s engine.Scheduler
+	if f.h.Scheduler != nil {
+		s = f.h.Scheduler(f.s)
+	} else {
+		s = engine.NewLocalScheduler(f.s)
+	}
+	now := time.Now()
+	n, err := s.Recover(t.Context(), func(due time.Time) time.Time { return now.Add(due.Sub(t0) - time.Hour) })
+	if err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	return s, n
+}
+
+// claim returns what s hands out within d.
+func claim(t *testing.T, s engine.Scheduler, d time.Duration) []engine.Work {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	ws, err := s.Claim(ctx, 0)
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Claim: %v", err)
+	}
+	return ws
+}
+
+// workIDs returns the delivery IDs of ws, sorted.
+func workIDs(ws []engine.Work) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.DeliveryID)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// settleAs stores w's attempt as the dispatcher does, leaving it in
+// state, and settles w due again wait from now (a zero wait: no longer
+// pending). It returns when w is due again.
+func (f *fixture) settleAs(t *testing.T, s engine.Scheduler, w engine.Work, state engine.State, wait time.Duration) time.Time {
+	t.Helper()
+	if _, err := f.s.UpdateDelivery(t.Context(), w.DeliveryID, func(d engine.Delivery) (engine.Delivery, error) {
+		return engine.RecordAttempt(d, attemptRecord(d, state, t0.Add(time.Minute), t0.Add(2*time.Minute))), nil
+	}); err != nil {
+		t.Fatalf("UpdateDelivery: %v", err)
+	}
+	var next time.Time
+	if wait > 0 {
+		next = time.Now().Add(wait)
+	}
+	if s.Settle(w, next) {
+		t.Fatalf("Settle handed %s back at once", w.DeliveryID)
+	}
+	return next
+}
+
+var schedulerTests = []test{
+	{"offered when due, to one claim", func(t *testing.T, f *fixture) {
+		f.tenant(t, "acme")
+		ep, typ := f.lane(t, "acme")
+		a, b := f.deliver(t, ep, typ), f.deliver(t, ep, typ)
+		s, n := f.scheduler(t)
+		if n != 2 {
+			t.Fatalf("Recover found %d pending, want 2", n)
+		}
+		got := workIDs(claim(t, s, time.Second))
+		if want := []string{a.ID, b.ID}; !slices.Equal(got, want) {
+			t.Fatalf("Claim = %v, want %v", got, want)
+		}
+		if again := claim(t, s, 20*time.Millisecond); len(again) != 0 {
+			t.Errorf("claimed again before settling: %v", workIDs(again))
+		}
+		if s.Pending("acme") != 2 || !s.Holds(a.ID) {
+			t.Errorf("claimed: pending %d, holds %v; want 2, true", s.Pending("acme"), s.Holds(a.ID))
+		}
+	}},
+	{"settled is never offered again", func(t *testing.T, f *fixture) {
+		f.tenant(t, "acme")
+		ep, typ := f.lane(t, "acme")
+		f.deliver(t, ep, typ)
+		s, _ := f.scheduler(t)
+		ws := claim(t, s, time.Second)
+		if len(ws) != 1 {
+			t.Fatalf("Claim = %v, want one", workIDs(ws))
+		}
+		f.settleAs(t, s, ws[0], engine.StateSucceeded, 0)
+		if again := claim(t, s, 20*time.Millisecond); len(again) != 0 || s.Holds(ws[0].DeliveryID) {
+			t.Errorf("offered again after it succeeded: %v", workIDs(again))
+		}
+		next, n := f.scheduler(t) // the next process
+		if n != 0 {
+			t.Errorf("the next process recovered %d pending, want 0", n)
+		}
+		if again := claim(t, next, 20*time.Millisecond); len(again) != 0 {
+			t.Errorf("the next process offered %v", workIDs(again))
+		}
+	}},
+	{"a claim whose lease ends is offered again", func(t *testing.T, f *fixture) {
+		f.tenant(t, "acme")
+		ep, typ := f.lane(t, "acme")
+		d := f.deliver(t, ep, typ)
+		first, _ := f.scheduler(t)
+		if ws := claim(t, first, time.Second); len(ws) != 1 {
+			t.Fatalf("Claim = %v, want one", workIDs(ws))
+		}
+		// Never settled: its process dies, or holds it past its lease.
+		if f.h.EndLeases != nil {
+			f.h.EndLeases(first)
+		}
+		second, _ := f.scheduler(t)
+		if got := workIDs(claim(t, second, time.Second)); !slices.Equal(got, []string{d.ID}) {
+			t.Errorf("after the lease ended: Claim = %v, want %s again", got, d.ID)
+		}
+	}},
+	{"settled with a next time is offered then, not before", func(t *testing.T, f *fixture) {
+		f.tenant(t, "acme")
+		ep, typ := f.lane(t, "acme")
+		f.deliver(t, ep, typ)
+		s, _ := f.scheduler(t)
+		ws := claim(t, s, time.Second)
+		if len(ws) != 1 {
+			t.Fatalf("Claim = %v, want one", workIDs(ws))
+		}
+		next := f.settleAs(t, s, ws[0], engine.StatePending, 50*time.Millisecond)
+		got := workIDs(claim(t, s, 5*time.Second))
+		if at := time.Now(); at.Before(next) {
+			t.Errorf("offered %s before its time", next.Sub(at))
+		}
+		if !slices.Equal(got, workIDs(ws)) {
+			t.Errorf("at its time: Claim = %v, want %v", got, workIDs(ws))
+		}
+	}},
+	{"scheduled while claimed is handed back at settle", func(t *testing.T, f *fixture) {
+		f.tenant(t, "acme")
+		ep, typ := f.lane(t, "acme")
+		f.deliver(t, ep, typ)
+		s, _ := f.scheduler(t)
+		ws := claim(t, s, time.Second)
+		if len(ws) != 1 {
+			t.Fatalf("Claim = %v, want one", workIDs(ws))
+		}
+		if s.Schedule(ws[0], time.Now()) {
+			t.Fatal("Schedule of a claimed delivery claimed it a second time")
+		}
+		if !s.Settle(ws[0], time.Time{}) {
+			t.Error("Settle did not hand back a delivery scheduled (replayed) while claimed")
+		}
+	}},
+}
