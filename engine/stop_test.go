@@ -55,7 +55,18 @@ func TestDispatcher_StopRecordsOutcomes(t *testing.T) {
 	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- disp.Stop(ctx) }()
-	time.Sleep(20 * time.Millisecond) // Stop is waiting now
+	// Stop has begun (the dispatcher no longer runs) and must wait: every
+	// worker's request is still held at the receiver.
+	for deadline := time.Now().Add(10 * time.Second); disp.Running(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Stop did not begin")
+		}
+	}
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) while %d attempts were in flight", err, workers)
+	default:
+	}
 	for range workers {
 		release <- struct{}{}
 	}
