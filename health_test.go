@@ -119,7 +119,8 @@ func TestEndpointHealth_FailingTooLongAndAlerts(t *testing.T) {
 		w.WriteHeader(200)
 	}
 	cfg := testConfig + "\n[alerts]\nurl = \"" + op.srv.URL + "\"\nsecret = \"" + opSecret + "\"\n"
-	cfg = strings.Replace(cfg, `attempt_timeout = "300ms"`, "attempt_timeout = \"300ms\"\ndisable_after = \"100ms\"", 1)
+	cfg = strings.Replace(cfg, `attempt_timeout = "300ms"`, "attempt_timeout = \"300ms\"\ndisable_after = \"500ms\"", 1)
+	cfg = strings.Replace(cfg, `schedule = ["20ms", "40ms", "80ms"]`, `schedule = ["20ms", "40ms", "1s"]`, 1)
 	in := startInstance(t, t.TempDir(), cfg)
 	in.setup()
 	rc := newReceiver(t, status(500))
@@ -127,8 +128,9 @@ func TestEndpointHealth_FailingTooLongAndAlerts(t *testing.T) {
 	rc.setSecret(ep.Secret)
 
 	d := in.ingest("invoice.paid", `{"n":1}`).Deliveries[0].ID
-	// 20ms, 40ms, 80ms apart: the run of failures passes 100ms before the
-	// fourth attempt, which disables the endpoint.
+	// 20ms, 40ms, 1s apart: the run of failures passes 500ms at the
+	// fourth attempt, which disables the endpoint (and is the delivery's
+	// last), however slowly the first three are made.
 	in.waitState(d, "dead")
 	waitFor(t, "the endpoint disabled", func() bool { return in.endpoint(ep.ID).Disabled })
 	if got := in.endpoint(ep.ID); !strings.Contains(got.DisabledReason, "failing every attempt since") || got.LastFailure == "" {

@@ -133,42 +133,53 @@ func TestReceive_Lines(t *testing.T) {
 	if !strings.Contains(p.out.String(), "(inbox "+inbox+", 2 secrets)") {
 		t.Errorf("start line %q does not name the inbox and the number of secrets", p.out.String())
 	}
-	now := time.Now()
 	var sent []http.Header
 	send := func(method string, h http.Header, body string) int {
 		sent = append(sent, h)
 		return p.post(method, h, body)
 	}
+	// sign signs an event as it is sent, dated offset from then.
+	sign := func(secret, id string, offset time.Duration, body string) func() http.Header {
+		return func() http.Header { return signed(t, []string{secret}, id, time.Now().Add(offset), body) }
+	}
+	unsigned := func() http.Header { return http.Header{} }
+	// The "too old" line says how far behind the clock the timestamp is,
+	// truncated to seconds, and webhook-timestamp is whole seconds: signed
+	// at the start of a second, it reads 10m0s for the whole second.
+	tooOld := func() http.Header {
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+		return sign(newSecret, "evt_3", -10*time.Minute, envelopeBody("evt_3", "payment.succeeded"))()
+	}
 
 	tests := []struct {
 		name   string
 		method string
-		header http.Header
+		header func() http.Header
 		body   string
 		status int
 		line   string // regexp after the timestamp
 	}{
-		{"new", "POST", signed(t, []string{newSecret}, "evt_1", now, envelopeBody("evt_1", "payment.succeeded")), envelopeBody("evt_1", "payment.succeeded"),
+		{"new", "POST", sign(newSecret, "evt_1", 0, envelopeBody("evt_1", "payment.succeeded")), envelopeBody("evt_1", "payment.succeeded"),
 			200, `evt_1 payment\.succeeded verified new$`},
-		{"duplicate, signed afresh", "POST", signed(t, []string{newSecret}, "evt_1", now.Add(time.Second), envelopeBody("evt_1", "payment.succeeded")), envelopeBody("evt_1", "payment.succeeded"),
+		{"duplicate, signed afresh", "POST", sign(newSecret, "evt_1", time.Second, envelopeBody("evt_1", "payment.succeeded")), envelopeBody("evt_1", "payment.succeeded"),
 			200, `evt_1 payment\.succeeded verified duplicate$`},
-		{"old secret during rotation", "POST", signed(t, []string{oldSecret}, "evt_2", now, envelopeBody("evt_2", "invoice.paid")), envelopeBody("evt_2", "invoice.paid"),
+		{"old secret during rotation", "POST", sign(oldSecret, "evt_2", 0, envelopeBody("evt_2", "invoice.paid")), envelopeBody("evt_2", "invoice.paid"),
 			200, `evt_2 invoice\.paid verified new$`},
-		{"timestamp too old", "POST", signed(t, []string{newSecret}, "evt_3", now.Add(-10*time.Minute), envelopeBody("evt_3", "payment.succeeded")), envelopeBody("evt_3", "payment.succeeded"),
+		{"timestamp too old", "POST", tooOld, envelopeBody("evt_3", "payment.succeeded"),
 			401, `evt_3 payment\.succeeded rejected \(401\): invalid signature \(timestamp too old: 10m0s behind the clock, tolerance 5m0s\)$`},
-		{"unknown secret", "POST", signed(t, []string{otherSecret}, "evt_4", now, envelopeBody("evt_4", "payment.succeeded")), envelopeBody("evt_4", "payment.succeeded"),
+		{"unknown secret", "POST", sign(otherSecret, "evt_4", 0, envelopeBody("evt_4", "payment.succeeded")), envelopeBody("evt_4", "payment.succeeded"),
 			401, `evt_4 payment\.succeeded rejected \(401\): invalid signature \(no signature matches \(webhook-signature\)\)$`},
-		{"body changed", "POST", signed(t, []string{newSecret}, "evt_5", now, envelopeBody("evt_5", "payment.succeeded")), envelopeBody("evt_5", "payment.failed"),
+		{"body changed", "POST", sign(newSecret, "evt_5", 0, envelopeBody("evt_5", "payment.succeeded")), envelopeBody("evt_5", "payment.failed"),
 			401, `evt_5 payment\.failed rejected \(401\): invalid signature \(no signature matches \(webhook-signature\)\)$`},
-		{"unsigned", "POST", http.Header{}, envelopeBody("evt_6", "payment.succeeded"),
+		{"unsigned", "POST", unsigned, envelopeBody("evt_6", "payment.succeeded"),
 			401, `evt_6 payment\.succeeded rejected \(401\): invalid signature \(no signature header\)$`},
-		{"envelope id differs from the signed id", "POST", signed(t, []string{newSecret}, "evt_7", now, envelopeBody("evt_8", "payment.succeeded")), envelopeBody("evt_8", "payment.succeeded"),
+		{"envelope id differs from the signed id", "POST", sign(newSecret, "evt_7", 0, envelopeBody("evt_8", "payment.succeeded")), envelopeBody("evt_8", "payment.succeeded"),
 			400, `evt_7 payment\.succeeded verified refused \(400\): envelope id differs from webhook-id$`},
-		{"not a POST", "GET", http.Header{}, "",
+		{"not a POST", "GET", unsigned, "",
 			405, `- - rejected \(405\): method not allowed$`},
 	}
 	for i, tt := range tests {
-		if got := send(tt.method, tt.header, tt.body); got != tt.status {
+		if got := send(tt.method, tt.header(), tt.body); got != tt.status {
 			t.Errorf("%s: status %d, want %d", tt.name, got, tt.status)
 		}
 		// Lines come in request order: one request at a time.
