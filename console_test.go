@@ -192,15 +192,9 @@ func TestConsole_Browser(t *testing.T) {
 	if notice := text("#notice"); !strings.Contains(notice, "Resent") {
 		t.Errorf("notice after Resend: %q", notice)
 	}
-	state := ""
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		do("reload the delivery", chromedp.Navigate(deliveryURL), chromedp.WaitVisible(chromedp.ID("state")))
-		if state = text("#state"); state == "succeeded" || time.Now().After(deadline) {
-			break
-		}
-	}
-	do("screenshot", shot("5-resent"))
-	if state != "succeeded" {
+	in.waitState(first, "succeeded") // then the page must show it
+	do("reload the delivery", chromedp.Navigate(deliveryURL), chromedp.WaitVisible(chromedp.ID("state")), shot("5-resent"))
+	if state := text("#state"); state != "succeeded" {
 		t.Fatalf("after Resend the delivery is %q, want succeeded", state)
 	}
 	if replays := text("#replays"); !strings.Contains(replays, "token "+tok.ID) {

@@ -228,12 +228,6 @@ func (rc *crashReceiver) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (rc *crashReceiver) requestCount() int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return rc.requests
-}
-
 // crashIngest is one ingest a client made, as the client saw it.
 type crashIngest struct {
 	client, n int
@@ -248,24 +242,45 @@ type crashIngest struct {
 // Idempotency-Key until it is acknowledged (across restarts), half send it
 // once and move on whatever happens.
 type crashClients struct {
-	base   atomic.Pointer[string] // "" while webhookd is down
 	client *http.Client
 	stop   chan struct{}
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
+	base    string        // "" while webhookd is down
+	up      chan struct{} // closed while base is set
 	ingests []*crashIngest
 	errs    []string
 }
 
-func (cc *crashClients) baseURL() string {
-	if p := cc.base.Load(); p != nil {
-		return *p
+func newCrashClients() *crashClients {
+	return &crashClients{
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
+		stop:   make(chan struct{}),
+		up:     make(chan struct{}),
 	}
-	return ""
 }
 
-func (cc *crashClients) setBase(b string) { cc.base.Store(&b) }
+// current returns webhookd's base URL, "" while it is down, and a channel
+// closed once it is up.
+func (cc *crashClients) current() (string, <-chan struct{}) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.base, cc.up
+}
+
+// setBase sets the base URL the clients send to: "" while webhookd is down.
+func (cc *crashClients) setBase(b string) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	switch {
+	case b != "" && cc.base == "":
+		close(cc.up)
+	case b == "" && cc.base != "":
+		cc.up = make(chan struct{})
+	}
+	cc.base = b
+}
 
 func (cc *crashClients) stopped() bool {
 	select {
@@ -296,24 +311,27 @@ func (cc *crashClients) run(c int, retry bool, rate int, seed uint64) {
 		in.data = fmt.Sprintf(`{"c":%d,"n":%d,"pad":"%s"}`, c, n, pad)
 		body := fmt.Sprintf(`{"type":%q,"data":%s}`, in.typ, in.data)
 		for tries := 0; ; tries++ {
-			base := cc.baseURL()
+			base, up := cc.current()
 			if base == "" {
 				if cc.stopped() { // only when the test ends early
 					break
 				}
-				time.Sleep(2 * time.Millisecond)
+				select { // until webhookd is restarted
+				case <-up:
+				case <-cc.stop:
+				}
 				continue
 			}
 			in.sent = true
 			if cc.post(in, base, body) || !retry || tries > 2000 {
 				break
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the client's pause before it retries (the behaviour of a client)
 		}
 		cc.mu.Lock()
 		cc.ingests = append(cc.ingests, in)
 		cc.mu.Unlock()
-		time.Sleep(pace)
+		time.Sleep(pace) // the client's rate (the load under test)
 	}
 }
 
@@ -430,11 +448,7 @@ func TestCrash_KillNine(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	rc := newCrashReceiver(t)
-	cc := &crashClients{
-		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
-		stop:   make(chan struct{}),
-	}
-	cc.setBase("")
+	cc := newCrashClients()
 	stopClients := sync.OnceFunc(func() { close(cc.stop); cc.wg.Wait() })
 	defer stopClients()
 
@@ -484,7 +498,8 @@ func TestCrash_KillNine(t *testing.T) {
 		p := startProc(t, bin, cfgPath, dbPath, logs)
 		current = p
 		if k > 0 && rng.IntN(5) == 0 {
-			// Kill during start-up or recovery, or just after.
+			// Kill during start-up or recovery, or just after: the random
+			// moment of the kill is the behaviour under test.
 			earlyKills++
 			time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
 		} else {
@@ -498,6 +513,8 @@ func TestCrash_KillNine(t *testing.T) {
 				}
 			}
 			cc.setBase(base)
+			// Ingest and deliver for a random while, then the kill: the
+			// moment is the behaviour under test.
 			time.Sleep(time.Duration(100+rng.IntN(500)) * time.Millisecond)
 		}
 		cc.setBase("")
@@ -507,18 +524,20 @@ func TestCrash_KillNine(t *testing.T) {
 
 	// The last run: no more chaos, no more kills. Clients stop (those that
 	// retry get their last ingest acknowledged), then webhookd runs until
-	// nothing is pending and stops cleanly.
+	// nothing is pending and stops cleanly. The log is read after the stop
+	// and another run made while anything is pending there.
 	rc.chaos.Store(false)
 	rounds := 0
 	var events map[string]crashEvent
 	for ; rounds < 5; rounds++ {
 		p := startProc(t, bin, cfgPath, dbPath, logs)
 		current = p
-		cc.setBase(p.waitListening(t))
+		base := p.waitListening(t)
+		cc.setBase(base)
 		if rounds == 0 {
 			stopClients()
 		}
-		waitQuiet(rc, 30*time.Second)
+		waitDrained(base, 30*time.Second)
 		cc.setBase("")
 		p.terminate(t)
 		checkFile("after the clean stop")
@@ -692,15 +711,12 @@ func readCrashLog(t *testing.T, path string) (map[string]crashEvent, int) {
 	return events, pending
 }
 
-// waitQuiet waits until the receiver has had no request for 1s (longer
-// than the longest wait of the crash schedule), or limit has passed.
-func waitQuiet(rc *crashReceiver, limit time.Duration) {
-	end := time.Now().Add(limit)
-	last, since := rc.requestCount(), time.Now()
-	for time.Now().Before(end) && time.Since(since) < time.Second {
-		time.Sleep(20 * time.Millisecond)
-		if n := rc.requestCount(); n != last {
-			last, since = n, time.Now()
-		}
-	}
+// waitDrained waits until the webhookd at base holds no pending delivery
+// (webhookd_pending_deliveries: waiting, due or in flight), or limit has
+// passed.
+func waitDrained(base string, limit time.Duration) {
+	poll(limit, func() bool {
+		m, err := scrapeMetrics(base)
+		return err == nil && m["webhookd_pending_deliveries"] == 0
+	})
 }

@@ -177,7 +177,7 @@ func TestDelivery_EndToEnd(t *testing.T) {
 			t.Errorf("after a 410 the endpoint is %+v, want disabled", ep)
 		}
 		in.mustCall(200, "PATCH", "/v1/tenants/acme/endpoints/"+eps[gone].ID, `{"disabled": false}`, nil)
-		time.Sleep(1100 * time.Millisecond) // so the timestamp can differ
+		afterSecond(t, first.timestamp) // so the timestamp can differ
 		var d deliveryView
 		in.mustCall(202, "POST", "/v1/tenants/acme/deliveries/"+id+"/replay", nil, &d)
 		d = in.waitState(id, "succeeded")
@@ -346,9 +346,7 @@ func TestRestart_ResumesPendingAndInFlight(t *testing.T) {
 		t.Fatal("the slow endpoint never got its request")
 	}
 	for _, id := range pending[:5] {
-		for in.delivery(id).LastStatus != 503 {
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitFor(t, "the first attempt's 503", func() bool { return in.delivery(id).LastStatus == 503 })
 	}
 	if d := in.delivery(slowEv.Deliveries[0].ID); d.State != "delivering" {
 		t.Errorf("the slow delivery is %q while its attempt is in flight, want delivering", d.State)

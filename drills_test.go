@@ -278,17 +278,11 @@ func (d *drill) send() string {
 // attempts, or fails after 15s.
 func (d *drill) waitAttempts(id string, n int, state string) deliveryView {
 	d.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		dv := d.in.delivery(id)
-		if dv.State == state && len(dv.Attempts) >= n {
-			return dv
-		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("delivery %s is %s with %d attempts, want %s with %d", id, dv.State, len(dv.Attempts), state, n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var dv deliveryView
+	if !poll(15*time.Second, func() bool { dv = d.in.delivery(id); return dv.State == state && len(dv.Attempts) >= n }) {
+		d.t.Fatalf("delivery %s is %s with %d attempts, want %s with %d", id, dv.State, len(dv.Attempts), state, n)
 	}
+	return dv
 }
 
 // check asserts what every drill ends with: the delivery in final state
@@ -475,12 +469,7 @@ func TestDrill_DeliveredTwice(t *testing.T) {
 		id := d.send()
 		d.in.waitState(id, "succeeded")
 		first := d.rc.got()[0]
-		// webhook-timestamp is in seconds: replay in the next one.
-		ts, err := strconv.ParseInt(first.timestamp, 10, 64)
-		if err != nil {
-			t.Fatalf("webhook-timestamp %q: %v", first.timestamp, err)
-		}
-		time.Sleep(time.Until(time.Unix(ts+1, 0)))
+		ts := afterSecond(t, first.timestamp)
 		d.in.mustCall(202, "POST", "/v1/tenants/acme/deliveries/"+id+"/replay", nil, nil)
 		dv := d.waitAttempts(id, 2, "succeeded")
 		d.check(dv, 200, 200)

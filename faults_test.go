@@ -126,6 +126,8 @@ func TestFaults_Receivers(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 
 	var hugeWritten atomic.Int64
+	hugeDone := make(chan struct{}) // closed when the 50 MB answer ends
+	hugeEnded := sync.OnceFunc(func() { close(hugeDone) })
 	scenarios := []struct {
 		typ    string
 		answer func(n int, w http.ResponseWriter, r *http.Request)
@@ -153,12 +155,12 @@ func TestFaults_Receivers(t *testing.T) {
 				select { // 200, but after the attempt timed out
 				case <-time.After(2 * timeout):
 				case <-r.Context().Done():
-					time.Sleep(20 * time.Millisecond)
 				}
 			}
 			w.WriteHeader(http.StatusOK)
 		}},
 		{"fault.huge_body", func(n int, w http.ResponseWriter, r *http.Request) {
+			defer hugeEnded() // the whole body written, or a write failed
 			w.WriteHeader(http.StatusOK)
 			chunk := bytes.Repeat([]byte("0123456789abcdef"), 2048) // 32 KiB
 			for written := 0; written < 50<<20; written += len(chunk) {
@@ -269,10 +271,10 @@ func TestFaults_Receivers(t *testing.T) {
 		if a.Duration > timeout/2 {
 			t.Errorf("the attempt took %s: it read far more of the body than it keeps", a.Duration)
 		}
-		// Wait for the receiver's writes to stop, then see how far it got.
-		for last, end := int64(-1), time.Now().Add(5*time.Second); hugeWritten.Load() != last && time.Now().Before(end); {
-			last = hugeWritten.Load()
-			time.Sleep(50 * time.Millisecond)
+		// Wait for the receiver's writes to end, then see how far it got.
+		select {
+		case <-hugeDone:
+		case <-time.After(5 * time.Second):
 		}
 		if n := hugeWritten.Load(); n >= 50<<20 {
 			t.Errorf("the receiver wrote all %d bytes: the body was read to its end", n)
@@ -452,9 +454,7 @@ func TestFaults_StorageWriteFails(t *testing.T) {
 		acked = append(acked, in.ingest("invoice.paid", fmt.Sprintf(`{"acked":%d}`, i)))
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(rc.got()) < 3 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll(time.Until(deadline), func() bool { return len(rc.got()) >= 3 })
 
 	store.failWrites.Store(true)
 	for i := range 3 {
@@ -462,9 +462,8 @@ func TestFaults_StorageWriteFails(t *testing.T) {
 		wantProblem(t, resp, raw, 503, "unavailable", "1")
 	}
 	close(hold) // the receiver answers 200; the outcome cannot be recorded
-	for store.failedAttempts.Load() < 6 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // first records, then their retries a second later
-	}
+	// First the attempts' records fail, then their retries a second later.
+	poll(time.Until(deadline), func() bool { return store.failedAttempts.Load() >= 6 })
 	if n := store.failedAttempts.Load(); n < 6 {
 		t.Fatalf("%d recordings failed, want every attempt's and its retry's (6)", n)
 	}
@@ -699,11 +698,13 @@ func TestFaults_HangingReceiverDoesNotSlowIngest(t *testing.T) {
 	base := measure(n)
 
 	hang.Store(true)
-	deadline := time.Now().Add(10 * time.Second)
-	for hanging.Load() < 16 && time.Now().Before(deadline) {
+	poll(10*time.Second, func() bool {
+		if hanging.Load() >= 16 {
+			return true
+		}
 		in.ingest("payment.succeeded", `{"warm":true}`)
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 	if got := hanging.Load(); got < 16 {
 		t.Fatalf("%d attempts hanging, want all 16 workers", got)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -51,14 +52,21 @@ type instance struct {
 	logs   *syncBuffer
 }
 
+// syncBuffer is an output a test reads while it is written. The zero
+// value is empty and ready.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	written chan struct{} // closed by the next Write; nil until next asks
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.written != nil {
+		close(s.written)
+		s.written = nil
+	}
 	return s.b.Write(p)
 }
 
@@ -66,6 +74,18 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// next returns what was written so far and a channel that the next Write
+// closes: a reader that finds no answer in the text waits on the channel
+// instead of polling.
+func (s *syncBuffer) next() (string, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.written == nil {
+		s.written = make(chan struct{})
+	}
+	return s.b.String(), s.written
 }
 
 // startInstance runs webhookd on dir's database with config (TOML) and
@@ -81,9 +101,10 @@ func startInstance(t *testing.T, dir, config string) *instance {
 	in := &instance{t: t, cancel: cancel, done: make(chan error, 1), logs: logs}
 	args := []string{"-config", cfgPath, "-listen", "127.0.0.1:0", "-db", filepath.Join(dir, "webhookd.db")}
 	go func() { in.done <- run(ctx, args, func(string) string { return "" }, stdout, logs) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if s := stdout.String(); strings.Contains(s, "listening on ") {
+	timeout := time.After(10 * time.Second)
+	for {
+		s, written := stdout.next()
+		if strings.Contains(s, "listening on ") {
 			in.base = strings.TrimSpace(s[strings.Index(s, "http://"):])
 			t.Cleanup(func() { in.stop() })
 			return in
@@ -91,12 +112,12 @@ func startInstance(t *testing.T, dir, config string) *instance {
 		select {
 		case err := <-in.done:
 			t.Fatalf("webhookd exited at start: %v\n%s", err, logs.String())
-		case <-time.After(5 * time.Millisecond):
+		case <-written:
+		case <-timeout:
+			cancel()
+			t.Fatalf("webhookd did not start\n%s", logs.String())
 		}
 	}
-	cancel()
-	t.Fatalf("webhookd did not start\n%s", logs.String())
-	return nil
 }
 
 // stop shuts the instance down as SIGTERM would, and waits for run to end.
@@ -242,15 +263,10 @@ func (in *instance) delivery(id string) deliveryView {
 // waitState polls a delivery until it is in state, or fails after 15s.
 func (in *instance) waitState(id, state string) deliveryView {
 	in.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
 	var d deliveryView
-	for time.Now().Before(deadline) {
-		if d = in.delivery(id); d.State == state {
-			return d
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll(15*time.Second, func() bool { d = in.delivery(id); return d.State == state }) {
+		in.t.Fatalf("delivery %s is %s (reason %q, %d attempts), want %s", id, d.State, d.Reason, len(d.Attempts), state)
 	}
-	in.t.Fatalf("delivery %s is %s (reason %q, %d attempts), want %s", id, d.State, d.Reason, len(d.Attempts), state)
 	return d
 }
 
@@ -325,15 +341,41 @@ func status(code int) func(int, http.ResponseWriter, *http.Request) {
 	return func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) }
 }
 
-// waitFor polls cond every 10ms until it holds, failing the test after 15s.
+// waitFor polls cond until it holds, failing the test after 15s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	if !poll(15*time.Second, cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// afterSecond waits until the Unix second after webhook-timestamp ts (as
+// a receiver got it) has begun, so that an attempt signed from now on
+// carries a later timestamp: the clock passing is what the caller tests.
+// It returns ts as a number.
+func afterSecond(t *testing.T, ts string) int64 {
+	t.Helper()
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		t.Fatalf("webhook-timestamp %q: %v", ts, err)
+	}
+	time.Sleep(time.Until(time.Unix(sec+1, 0)))
+	return sec
+}
+
+// poll is the tests' one bounded poller, for a condition that nothing
+// signals (a delivery's state in the API, a gauge): it calls cond at once
+// and then every 10ms until it holds or limit has passed, and reports
+// whether it held.
+func poll(limit time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(limit); ; time.Sleep(10 * time.Millisecond) {
 		if cond() {
-			return
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
 		}
 	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 func TestExtraProc(t *testing.T) {

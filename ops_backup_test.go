@@ -296,6 +296,7 @@ func TestBackup_StalledClientIsCut(t *testing.T) {
 	}
 	began := time.Now()
 	var got int64
+	// The pause between reads is the steady pace under test.
 	for buf := make([]byte, 64<<10); ; time.Sleep(50 * time.Millisecond) {
 		n, err := io.ReadFull(resp.Body, buf)
 		f.Write(buf[:n])

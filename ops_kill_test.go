@@ -391,6 +391,8 @@ func TestOps_KillNine(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		// Start webhookd 1/5, 2/5, 3/5 into the compaction: the moment is
+		// the behaviour under test.
 		time.Sleep(compactTook * time.Duration(1+round) / 5)
 		p := startProc(t, o.bin, waitCfg, o.dbPath, o.logs)
 		if err := cmd.Wait(); err != nil {

@@ -35,6 +35,7 @@ func TestBackup_DuringLiveIngest(t *testing.T) {
 
 	var mu sync.Mutex
 	var acked []string
+	hundred := make(chan struct{}) // closed at the 100th acknowledgement
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	for c := range 4 {
@@ -44,19 +45,19 @@ func TestBackup_DuringLiveIngest(t *testing.T) {
 			for i := 0; i < 500 && !stop.Load(); i++ {
 				ev := in.ingest("invoice.paid", fmt.Sprintf(`{"client":%d,"n":%d}`, c, i))
 				mu.Lock()
-				acked = append(acked, ev.ID)
+				if acked = append(acked, ev.ID); len(acked) == 100 {
+					close(hundred)
+				}
 				mu.Unlock()
 			}
 		}()
 	}
-	for {
-		mu.Lock()
-		n := len(acked)
-		mu.Unlock()
-		if n >= 100 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
+	select {
+	case <-hundred:
+	case <-time.After(15 * time.Second):
+		stop.Store(true)
+		wg.Wait()
+		t.Fatalf("%d events acknowledged in 15s, want 100 before the backup", len(acked)) // the clients have ended
 	}
 	mu.Lock()
 	before := append([]string(nil), acked...)
@@ -245,8 +246,8 @@ func TestMetrics(t *testing.T) {
 	// The delivery reads as succeeded a moment before its worker lets go of
 	// it, so poll until the gauges settle.
 	var text string
-	missing := wants
-	for deadline := time.Now().Add(5 * time.Second); len(missing) > 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	var missing []string
+	poll(5*time.Second, func() bool {
 		text = in.scrape()
 		missing = nil
 		for _, want := range wants {
@@ -254,7 +255,8 @@ func TestMetrics(t *testing.T) {
 				missing = append(missing, want)
 			}
 		}
-	}
+		return len(missing) == 0
+	})
 	for _, m := range missing {
 		t.Errorf("/metrics lacks %s", m)
 	}

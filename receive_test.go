@@ -34,9 +34,10 @@ func startReceive(t *testing.T, env map[string]string, args ...string) *receiveP
 	go func() {
 		p.done <- run(ctx, append([]string{"receive"}, args...), func(k string) string { return env[k] }, p.out, p.stderr)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if s := p.out.String(); strings.Contains(s, "listening on http://") {
+	timeout := time.After(10 * time.Second)
+	for {
+		s, written := p.out.next()
+		if strings.Contains(s, "listening on http://") {
 			s = s[strings.Index(s, "http://"):]
 			p.base = s[:strings.IndexAny(s, " \n")]
 			t.Cleanup(p.stop)
@@ -45,12 +46,12 @@ func startReceive(t *testing.T, env map[string]string, args ...string) *receiveP
 		select {
 		case err := <-p.done:
 			t.Fatalf("receive exited at start: %v\n%s", err, p.stderr.String())
-		case <-time.After(5 * time.Millisecond):
+		case <-written:
+		case <-timeout:
+			cancel()
+			t.Fatalf("receive did not start\n%s", p.stderr.String())
 		}
 	}
-	cancel()
-	t.Fatalf("receive did not start\n%s", p.stderr.String())
-	return nil
 }
 
 // stop cancels the receiver's context and waits for run to return nil.
@@ -96,18 +97,20 @@ func (p *receiveProc) post(method string, h http.Header, body string) int {
 func (p *receiveProc) waitLine(from int, re string) int {
 	p.t.Helper()
 	rx := regexp.MustCompile(re)
-	deadline := time.Now().Add(10 * time.Second)
+	timeout := time.After(10 * time.Second)
 	for {
-		lines := strings.Split(p.out.String(), "\n")
+		out, written := p.out.next()
+		lines := strings.Split(out, "\n")
 		for i := from; i < len(lines); i++ {
 			if rx.MatchString(lines[i]) {
 				return i
 			}
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-written:
+		case <-timeout:
 			p.t.Fatalf("no line after line %d matches %q; stdout:\n%s", from, re, p.out.String())
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

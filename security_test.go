@@ -168,6 +168,7 @@ func TestSecurity_RotationAndRevocation(t *testing.T) {
 		want(t, c, ep.Secret, true, "old key during grace")
 		want(t, c, rot.Secret, true, "new key during grace")
 	})
+	// The grace window passing is what the next case tests.
 	time.Sleep(time.Until(rotatedAt.Add(2100 * time.Millisecond)))
 	t.Run("after grace: the new key only", func(t *testing.T) {
 		c := deliver()
@@ -385,15 +386,12 @@ func TestSecurity_EndpointVerification(t *testing.T) {
 	deafEp := in.createEndpoint(deaf.srv.URL, "invoice.paid")
 	ev = in.ingest("invoice.paid", `{"n":2}`)
 	id := ev.Deliveries[0].ID
-	deadline := time.Now().Add(10 * time.Second)
 	var d deliveryView
-	for time.Now().Before(deadline) {
+	poll(10*time.Second, func() bool {
 		// pending, or delivering while a challenge is in flight
-		if d = in.delivery(id); d.State == "pending" && strings.Contains(d.Reason, "endpoint not verified") && len(deaf.requests()) >= 2 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		d = in.delivery(id)
+		return d.State == "pending" && strings.Contains(d.Reason, "endpoint not verified") && len(deaf.requests()) >= 2
+	})
 	if d.State != "pending" || len(d.Attempts) != 0 || d.NextAttemptAt.IsZero() || !strings.Contains(d.Reason, "without a webhook-challenge-response header") {
 		t.Fatalf("held delivery: %+v; want pending, no attempt, a next attempt time and the reason", d)
 	}
@@ -505,6 +503,17 @@ func TestSecurity_NoSecretsInLogs(t *testing.T) {
 	json.Unmarshal(record("POST", "/v1/tenants/acme/endpoints/"+deniedID+"/secret/rotate", map[string]string{"grace": "1h"}, testToken, 200), &rot)
 	secrets = append(secrets, rot.Secret)
 
+	// settle waits (10s at most) until none of the deliveries ids is
+	// pending or in flight: every attempt they make has been made.
+	settle := func(ids []string) {
+		deadline := time.Now().Add(10 * time.Second)
+		for _, id := range ids {
+			poll(time.Until(deadline), func() bool {
+				d := in.delivery(id)
+				return d.State != "pending" && d.State != "delivering"
+			})
+		}
+	}
 	var ids []string
 	for i := range 4 {
 		var res ingestResponse
@@ -513,15 +522,7 @@ func TestSecurity_NoSecretsInLogs(t *testing.T) {
 			ids = append(ids, d.ID)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for _, id := range ids {
-		for time.Now().Before(deadline) {
-			if d := in.delivery(id); d.State != "pending" && d.State != "delivering" {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	settle(ids)
 	record("POST", "/v1/tenants/acme/deliveries/"+ids[1]+"/replay", nil, testToken, 202)
 	record("POST", "/v1/tenants/acme/endpoints/"+deniedID+"/verify", nil, testToken, 200)
 	// Refusals: wrong and near-miss tokens, a test token on live data, bad input.
@@ -532,10 +533,15 @@ func TestSecurity_NoSecretsInLogs(t *testing.T) {
 	record("POST", "/v1/tenants/acme/events", map[string]any{"type": "payment.succeeded", "data": map[string]string{"leak": secrets[0]}}, testTok, 403)
 	record("POST", "/v1/tenants/acme/endpoints/"+deniedID+"/secret/rotate", map[string]string{"grace": secrets[1]}, testToken, 422)
 	record("PATCH", "/v1/tenants/acme/endpoints/"+deniedID, map[string]string{"url": "ftp://" + secrets[1]}, testToken, 422)
+	last := []string{ids[1]} // replayed above
 	for range 10 {
-		record("POST", "/v1/tenants/acme/events", map[string]any{"type": "payment.succeeded", "data": 1}, testToken, 0)
+		var res ingestResponse // no deliveries in a refusal (429)
+		json.Unmarshal(record("POST", "/v1/tenants/acme/events", map[string]any{"type": "payment.succeeded", "data": 1}, testToken, 0), &res)
+		for _, d := range res.Deliveries {
+			last = append(last, d.ID)
+		}
 	}
-	time.Sleep(200 * time.Millisecond) // let the last attempts log
+	settle(last) // so that their attempts are in the logs
 	in.stop()
 
 	// Everything secret that went by: secrets, tokens, and each complete

@@ -314,15 +314,13 @@ sampling:
 	// Drain: every delivery succeeds or dies within the 2m deadline.
 	drainStart := time.Now()
 	var pending float64 = -1
-	for time.Since(drainStart) < 90*time.Second {
+	poll(90*time.Second, func() bool {
 		m, err := scrapeMetrics(base)
 		if err == nil {
-			if pending = m["webhookd_pending_deliveries"]; pending == 0 {
-				break
-			}
+			pending = m["webhookd_pending_deliveries"]
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return pending == 0
+	})
 	drained := time.Since(drainStart)
 	p.terminate(t)
 

@@ -90,12 +90,9 @@ func TestSecurity_OversizedResponseHeaders(t *testing.T) {
 	}
 	var finished []deliveryView
 	for _, id := range ids {
-		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if d := in.delivery(id); d.State == "dead" || d.State == "succeeded" || time.Now().After(deadline) {
-				finished = append(finished, d)
-				break
-			}
-		}
+		var d deliveryView
+		poll(15*time.Second, func() bool { d = in.delivery(id); return d.State == "dead" || d.State == "succeeded" })
+		finished = append(finished, d)
 	}
 	runtime.ReadMemStats(&after)
 	attempts := requests.Load()
@@ -245,12 +242,11 @@ func TestDelivery_RetryAfterBeyondInt64(t *testing.T) {
 	// Until the first attempt is recorded and let go of: a delivery reads
 	// as delivering from its claim until its outcome is recorded and the
 	// claim settled.
-	for deadline := time.Now().Add(10 * time.Second); len(d.Attempts) == 0 || d.State == "delivering"; {
-		if time.Now().After(deadline) {
-			t.Fatalf("no attempt recorded: %+v", d)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !poll(10*time.Second, func() bool {
 		in.mustCall(200, "GET", "/v1/tenants/acme/deliveries/"+id, nil, &d)
+		return len(d.Attempts) > 0 && d.State != "delivering"
+	}) {
+		t.Fatalf("no attempt recorded: %+v", d)
 	}
 	a := d.Attempts[0]
 	if wait := d.NextAttemptAt.Sub(a.Start.Add(a.Duration)); d.State != "pending" || wait < 1900*time.Millisecond || wait > 2500*time.Millisecond {
