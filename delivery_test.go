@@ -303,6 +303,8 @@ func TestRestart_ResumesPendingAndInFlight(t *testing.T) {
 	cfg := strings.Replace(testConfig, `schedule = ["20ms", "40ms", "80ms"]`, `schedule = ["1s", "1s", "1s", "1s", "1s"]`, 1)
 	cfg = strings.Replace(cfg, `shutdown_timeout = "2s"`, `shutdown_timeout = "200ms"`, 1)
 	cfg = strings.Replace(cfg, `attempt_timeout = "300ms"`, `attempt_timeout = "5s"`, 1)
+	// The second process below gives up on the file lock after this.
+	cfg += "[storage]\nlock_timeout = \"100ms\"\n"
 
 	var healthy atomic.Bool
 	failing := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {

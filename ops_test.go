@@ -125,11 +125,17 @@ func TestBackupAndCompact_StoppedFile(t *testing.T) {
 		in.waitState(ev.Deliveries[0].ID, "succeeded")
 	}
 
-	// While it runs, the file cannot be copied or compacted directly.
-	if msg, err := runCmd(t, "backup", "-o", filepath.Join(dir, "b0.db"), "-db", dbPath); err == nil || !strings.Contains(err.Error(), "in use") {
+	// While it runs, the file cannot be copied or compacted directly. The
+	// commands give up on the lock after [storage] lock_timeout (1s unless
+	// set): 100ms here.
+	lockCfg := filepath.Join(t.TempDir(), "lock.toml")
+	if err := os.WriteFile(lockCfg, []byte("[storage]\nlock_timeout = \"100ms\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := runCmd(t, "backup", "-config", lockCfg, "-o", filepath.Join(dir, "b0.db"), "-db", dbPath); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Errorf("backup -db of a running database: %v %s, want an 'in use' error", err, msg)
 	}
-	if _, err := runCmd(t, "compact", "-o", filepath.Join(dir, "c0.db"), "-db", dbPath); err == nil || !strings.Contains(err.Error(), "stop webhookd first") {
+	if _, err := runCmd(t, "compact", "-config", lockCfg, "-o", filepath.Join(dir, "c0.db"), "-db", dbPath); err == nil || !strings.Contains(err.Error(), "stop webhookd first") {
 		t.Errorf("compact of a running database: %v, want 'stop webhookd first'", err)
 	}
 	in.stop()
