@@ -50,20 +50,42 @@ func reliabilityReport(t testing.TB, format string, args ...any) {
 	fmt.Fprintf(f, "%s %s: %s\n", time.Now().UTC().Format(time.RFC3339), t.Name(), line)
 }
 
+// built is the webhookd binary that buildWebhookd builds once for every
+// test of the run; TestMain removes its directory at the end.
+var built struct {
+	once sync.Once
+	dir  string // the temporary directory holding bin
+	bin  string
+	skip string // why tests that need it skip
+	err  error
+}
+
 // buildWebhookd builds this package into a binary in a temporary
-// directory, once per test. It skips the test when there is no go
-// command to build with.
+// directory, once for all the tests that run it, and returns its path. It
+// skips the test when there is no go command to build with.
 func buildWebhookd(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("the go command is not on PATH: cannot build a webhookd binary to kill")
+	built.once.Do(func() {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			built.skip = "the go command is not on PATH: cannot build a webhookd binary to run"
+			return
+		}
+		if built.dir, built.err = os.MkdirTemp("", "webhookd-test-bin-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "webhookd")
+		if out, err := exec.Command(goBin, "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.skip != "" {
+		t.Skip(built.skip)
 	}
-	bin := filepath.Join(t.TempDir(), "webhookd")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
 }
 
 // proc is one webhookd process.

@@ -20,6 +20,15 @@ import (
 	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 )
 
+// TestMain runs the tests, then removes the binary buildWebhookd built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
 // testConfig is a millisecond schedule so the suite stays fast: 4 attempts,
 // 20/40/80 ms apart, no jitter.
 const testConfig = `
