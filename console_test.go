@@ -51,6 +51,7 @@ func TestConsole_Browser(t *testing.T) {
 		t.Skip("the browser test runs in the full suite (go test ./...), not with -short")
 	}
 	chromium := chromiumPath(t)
+	t.Parallel()
 	start := time.Now()
 
 	in := startInstance(t, t.TempDir(), testConfig)

@@ -431,6 +431,7 @@ func TestCrash_KillNine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the kill -9 test runs without -short (CI's plain go test ./...)")
 	}
+	t.Parallel() // a process of its own, on its own files and ports
 	started := time.Now()
 	kills := crashKills(t)
 	bin := buildWebhookd(t)

@@ -17,6 +17,7 @@ import (
 // behave differently and checks each delivery's log, the dead letters, the
 // signatures (with the official libraries) and a replay.
 func TestDelivery_EndToEnd(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
 
@@ -212,6 +213,7 @@ func equalInts(a, b []int) bool {
 }
 
 func TestIngest_IdempotencyKey(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
 	rc := newReceiver(t, status(200))
@@ -240,6 +242,7 @@ func TestIngest_IdempotencyKey(t *testing.T) {
 }
 
 func TestIngest_BadInputChangesNothing(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
 	rc := newReceiver(t, status(200))
@@ -299,6 +302,7 @@ func TestIngest_BadInputChangesNothing(t *testing.T) {
 // waiting for a retry and one attempt in flight, starts it again on the same
 // file, and expects every delivery to complete.
 func TestRestart_ResumesPendingAndInFlight(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := strings.Replace(testConfig, `schedule = ["20ms", "40ms", "80ms"]`, `schedule = ["1s", "1s", "1s", "1s", "1s"]`, 1)
 	cfg = strings.Replace(cfg, `shutdown_timeout = "2s"`, `shutdown_timeout = "200ms"`, 1)

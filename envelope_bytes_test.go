@@ -17,6 +17,7 @@ import (
 // exactly those bytes: a reconciler that hashes the feed's envelope gets
 // the delivered body's SHA-256. Its created has three fraction digits.
 func TestDelivery_BodyIsTheFeedsEnvelope(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
 	rc := newReceiver(t, status(200))

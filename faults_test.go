@@ -121,6 +121,7 @@ func trickle(w http.ResponseWriter, r *http.Request, status int) {
 // flip between 500 and 200, and checks each delivery's final state and
 // attempt count (testConfig: 4 attempts, a 300ms attempt timeout).
 func TestFaults_Receivers(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
 	const timeout = 300 * time.Millisecond
@@ -416,6 +417,7 @@ func wantProblem(t *testing.T, resp *http.Response, raw []byte, status int, code
 // writes work again everything acknowledged is delivered and nothing
 // refused was stored.
 func TestFaults_StorageWriteFails(t *testing.T) {
+	t.Parallel()
 	db, err := storage.Open(filepath.Join(t.TempDir(), "webhookd.db"), storage.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -522,7 +524,7 @@ func TestFaults_StorageWriteFails(t *testing.T) {
 // than losing or half-writing anything, that the service goes on once the
 // file system has room again, and that every acknowledged event is kept
 // and delivered. It needs to mount a tmpfs (root, or CAP_SYS_ADMIN) and
-// skips otherwise.
+// skips otherwise. Not parallel: it mounts.
 func TestFaults_DiskFull(t *testing.T) {
 	mnt := mountTmpfs(t, "1m")
 	in := startInstance(t, mnt, testConfig)
@@ -650,6 +652,8 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // endpoints that hang for the whole attempt timeout and measures ingest
 // latency meanwhile. An attempt never holds a write transaction (nor
 // anything ingest waits for), so ingest stays as fast as without them.
+//
+// Not parallel: it measures ingest latency.
 func TestFaults_HangingReceiverDoesNotSlowIngest(t *testing.T) {
 	const timeout = 2 * time.Second
 	cfg := configWith(t, testConfig, map[string]any{
@@ -727,6 +731,7 @@ func TestFaults_HangingReceiverDoesNotSlowIngest(t *testing.T) {
 // attempt: the seventh ingest is refused with 503 overloaded and
 // Retry-After, and ingest works again once the backlog drains.
 func TestIngest_Backpressure(t *testing.T) {
+	t.Parallel()
 	cfg := configWith(t, testConfig, map[string]any{
 		"ingest.max_pending":       6,
 		"delivery.attempt_timeout": "10s",

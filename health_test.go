@@ -31,6 +31,7 @@ func (in *instance) endpoint(id string) endpointView {
 // enabling it with deliver_held sends them; enabling "from now on"
 // dead-letters what was held.
 func TestEndpointHealth_410DisablesAndHoldsDeliveries(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
 	var gone atomic.Bool
@@ -99,6 +100,7 @@ func TestEndpointHealth_410DisablesAndHoldsDeliveries(t *testing.T) {
 // the operator endpoint receives signed endpoint.failing,
 // endpoint.disabled and delivery.dead events.
 func TestEndpointHealth_FailingTooLongAndAlerts(t *testing.T) {
+	t.Parallel()
 	opSecret := "whsec_" + strings.Repeat("QUJD", 8) // 24 bytes
 	type alert struct {
 		Type string         `json:"type"`

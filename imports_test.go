@@ -18,6 +18,7 @@ func TestImports(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go tool")
 	}
+	t.Parallel()
 	const mod = "github.com/webhookd/webhookd"
 	ours := func(p string) bool { return p == mod || strings.HasPrefix(p, mod+"/") }
 	list := func(t *testing.T, format, pkg string, deps bool) []string {

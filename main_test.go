@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +23,21 @@ import (
 )
 
 // TestMain runs the tests, then removes the binary buildWebhookd built.
+//
+// Unless -test.parallel is given (or -test.fuzz, for which it counts the
+// fuzzing processes), the parallel tests run 4 per CPU rather than go
+// test's 1: most of their time goes to waiting for retry schedules,
+// receivers and child processes, not to computing, and with one per CPU
+// the longest of them (the kill tests) often start last.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) {
+		given = given || f.Name == "test.parallel" || f.Name == "test.fuzz" || f.Name == "test.fuzzworker"
+	})
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0)))
+	}
 	code := m.Run()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)

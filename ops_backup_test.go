@@ -26,6 +26,7 @@ import (
 // any request and says what to pass; -token-file, WEBHOOKD_TOKEN and the
 // token file beside the database each work.
 func TestBackup_HashOnlyConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "webhookd.db")
 	sum := httpapi.TokenHash(testToken)
@@ -210,6 +211,8 @@ func (c *slowBackupClient) finished() bool {
 // backup that streamed from its read transaction stalled every ingest
 // until the client finished or went away. Each ingest must answer, and
 // well within a few seconds.
+//
+// Not parallel: it measures ingest latency.
 func TestBackup_SlowReaderDoesNotStallIngest(t *testing.T) {
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "webhookd.db")
@@ -273,6 +276,9 @@ func backupTempFiles(t *testing.T) int {
 // longer than the timeout; one that stops reading is cut once a piece of
 // the answer has waited for it longer than the timeout, and the backup's
 // temporary copy goes with it.
+//
+// Not parallel: the steady reader must be scheduled in time, every piece
+// read well within the write timeout.
 func TestBackup_StalledClientIsCut(t *testing.T) {
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "webhookd.db")
@@ -347,7 +353,8 @@ func TestBackup_StalledClientIsCut(t *testing.T) {
 // backup needs room for its temporary copy plus 64 MiB left for ingest, so
 // it is refused with 503 before anything is written (a copy that filled
 // the disk would make every ingest fail meanwhile); with room, it works.
-// It needs to mount a tmpfs (root) and skips otherwise.
+// It needs to mount a tmpfs (root) and skips otherwise. Not parallel: it
+// mounts, and counts the backup copies the whole process holds open.
 func TestBackup_NoSpaceForCopy(t *testing.T) {
 	mnt := mountTmpfs(t, "32m")
 	in := startInstance(t, mnt, testConfig)

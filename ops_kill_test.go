@@ -272,6 +272,7 @@ func TestOps_KillNine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the kill test of the offline commands runs without -short")
 	}
+	t.Parallel() // processes of its own, on its own files and ports
 	started := time.Now()
 	kills, mib := opsKillSettings(t)
 	seed := uint64(time.Now().UnixNano())

@@ -27,6 +27,7 @@ func runCmd(t *testing.T, args ...string) (string, error) {
 // clients ingest, starts a second webhookd on the copy, and finds every
 // event acknowledged before the backup began, with its deliveries.
 func TestBackup_DuringLiveIngest(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
 	rc := newReceiver(t, status(200))
@@ -105,6 +106,7 @@ func TestBackup_DuringLiveIngest(t *testing.T) {
 }
 
 func TestBackupAndCompact_StoppedFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "webhookd.db")
 	in := startInstance(t, dir, testConfig)
@@ -173,6 +175,7 @@ func TestBackupAndCompact_StoppedFile(t *testing.T) {
 }
 
 func TestVersionAndReady(t *testing.T) {
+	t.Parallel()
 	msg, err := runCmd(t, "version")
 	if err != nil || !strings.HasPrefix(msg, "webhookd dev (commit ") {
 		t.Errorf("version: %q %v", msg, err)
@@ -189,6 +192,7 @@ func TestVersionAndReady(t *testing.T) {
 // dead deliveries or permanent failures must see a series (at 0) before
 // the first one happens, not "no data".
 func TestMetrics_KnownLabelsStartAtZero(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	text := in.scrape()
 	for _, want := range []string{
@@ -223,6 +227,7 @@ func (in *instance) scrape() string {
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
 	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {

@@ -130,6 +130,7 @@ func signed(t *testing.T, secrets []string, id string, at time.Time, body string
 const lineTime = `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ `
 
 func TestReceive_Lines(t *testing.T) {
+	t.Parallel()
 	newSecret, oldSecret, otherSecret := engine.NewSecret(), engine.NewSecret(), engine.NewSecret()
 	inbox := filepath.Join(t.TempDir(), "sub", "inbox.db") // the directory is made
 	p := startReceive(t, nil, "-listen", "127.0.0.1:0", "-inbox", inbox, "-secret", newSecret+","+oldSecret)
@@ -236,6 +237,7 @@ func TestReceive_Lines(t *testing.T) {
 // TestReceive_FailRate checks that a failed business write leaves nothing
 // behind: the same event is new to the next receiver on the inbox.
 func TestReceive_FailRate(t *testing.T) {
+	t.Parallel()
 	secret := engine.NewSecret()
 	inbox := filepath.Join(t.TempDir(), "inbox.db")
 	body := envelopeBody("evt_1", "payment.succeeded")
@@ -254,6 +256,7 @@ func TestReceive_FailRate(t *testing.T) {
 }
 
 func TestReceive_ConfigFile(t *testing.T) {
+	t.Parallel()
 	fileSecret, envSecret := engine.NewSecret(), engine.NewSecret()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "receive.toml")
@@ -341,8 +344,13 @@ func TestReceive_LineField(t *testing.T) {
 // an event to `webhookd receive`, and a replay of it is a duplicate; also
 // when webhookd first challenges the endpoint to prove it holds the secret.
 func TestReceive_WithWebhookd(t *testing.T) {
-	t.Run("plain", func(t *testing.T) { receiveWithWebhookd(t, testConfig, false) })
+	t.Parallel()
+	t.Run("plain", func(t *testing.T) {
+		t.Parallel()
+		receiveWithWebhookd(t, testConfig, false)
+	})
 	t.Run("endpoint verification required", func(t *testing.T) {
+		t.Parallel()
 		cfg := strings.Replace(testConfig, "[delivery]\n", "[delivery]\nrequire_endpoint_verification = true\n", 1)
 		receiveWithWebhookd(t, cfg, true)
 	})

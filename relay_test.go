@@ -79,6 +79,7 @@ func relay(ctx context.Context, app *bolt.DB, webhookd, token string, crashAfter
 }
 
 func TestOutboxRelay_CrashBetweenPostAndMarkSent(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
 	rc := newReceiver(t, status(200))

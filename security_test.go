@@ -123,6 +123,7 @@ type secretAnswer struct {
 // not after it, and that a revocation or a zero grace drops old keys at
 // once.
 func TestSecurity_RotationAndRevocation(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
 	rc := newRecorder(t, nil)
@@ -205,6 +206,7 @@ func TestSecurity_RotationAndRevocation(t *testing.T) {
 // endpoint URL that is plain http or names an internal address is refused
 // when it is created, with a problem that names the setting.
 func TestSecurity_TargetsRefusedAtCreate(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), strictConfig)
 	in.setup()
 	for _, u := range []string{
@@ -231,6 +233,7 @@ func TestSecurity_TargetsRefusedAtCreate(t *testing.T) {
 // never sees a request. The reason names the host, not the address it
 // resolved to.
 func TestSecurity_TargetsRefusedAtDial(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in := startInstance(t, dir, testConfig)
 	in.setup()
@@ -266,6 +269,7 @@ func TestSecurity_TargetsRefusedAtDial(t *testing.T) {
 // TestSecurity_Transport: redirects are not followed, a response body is
 // read up to a cap, and the attempt timeout covers the body.
 func TestSecurity_Transport(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
 	target := newRecorder(t, nil)
@@ -340,6 +344,7 @@ func TestSecurity_Transport(t *testing.T) {
 // not has its deliveries held as pending, visible in the API, until it
 // does.
 func TestSecurity_EndpointVerification(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), withDelivery(testConfig, "require_endpoint_verification = true"))
 	in.setup()
 
@@ -427,6 +432,7 @@ func TestSecurity_EndpointVerification(t *testing.T) {
 // endpoint that never answers the challenge is dead at its deadline, with
 // a reason that says so, and can be replayed.
 func TestSecurity_EndpointVerificationDeadline(t *testing.T) {
+	t.Parallel()
 	cfg := strings.Replace(withDelivery(testConfig, "require_endpoint_verification = true"), `deadline = "30s"`, `deadline = "1s"`, 1)
 	in := startInstance(t, t.TempDir(), cfg)
 	in.setup()
@@ -447,6 +453,7 @@ func TestSecurity_EndpointVerificationDeadline(t *testing.T) {
 // refused requests, at debug level, and looks for every secret, token and
 // complete signature in the logs and in every error body.
 func TestSecurity_NoSecretsInLogs(t *testing.T) {
+	t.Parallel()
 	testTok := "whk_test_" + strings.Repeat("t", 20)
 	cfg := strings.Replace(withDelivery(testConfig, "require_endpoint_verification = false"),
 		`tokens = ["test-admin-token-0123456789"]`,
@@ -593,6 +600,7 @@ func TestSecurity_NoSecretsInLogs(t *testing.T) {
 // a new key, and deliveries keep verifying with the secrets the endpoints
 // had.
 func TestSecurity_EncryptionAtRest(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeKey := func(name string) string {
 		var k [32]byte
@@ -674,6 +682,7 @@ func TestSecurity_EncryptionAtRest(t *testing.T) {
 // by the server before any handler; bodies over max_body are a 413
 // problem.
 func TestSecurity_HeaderAndBodyCaps(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
 	req, _ := http.NewRequest("GET", in.base+"/v1/tenants/acme", nil)

@@ -148,6 +148,11 @@ func TestSoak(t *testing.T) {
 		t.Skip("the soak runs without -short; WEBHOOKD_SOAK=5m for a real one")
 	}
 	o := soakSettings(t)
+	if !o.full {
+		// The smoke run checks no bound of latency or memory, so it may
+		// share the machine; a real soak measures and runs alone.
+		t.Parallel()
+	}
 	bin := buildWebhookd(t)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "webhookd.db")

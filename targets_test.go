@@ -71,6 +71,8 @@ func hostileHeaderReceiver(t *testing.T, size int) (string, *atomic.Int64) {
 // KiB", retried like a connection error), and webhookd reads no more than
 // the bound: what it allocates over all the attempts is far below what the
 // headers weigh.
+//
+// Not parallel: it counts the allocations of the whole process.
 func TestSecurity_OversizedResponseHeaders(t *testing.T) {
 	const size = 4 << 20
 	const events = 8
@@ -121,6 +123,7 @@ var addressLike = regexp.MustCompile(`\d+\.\d+\.\d+\.\d+|\[[0-9a-fA-F:.]+\]|:53\
 // fails its attempts with a reason that names the host and not the
 // resolver's address; the operator's log keeps the resolver's error.
 func TestSecurity_ReasonsHideInternalDNS(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
 	in.createEndpoint("http://nonexistent.invalid/hooks", "payment.succeeded")
@@ -144,6 +147,7 @@ func TestSecurity_ReasonsHideInternalDNS(t *testing.T) {
 // is created, with the class named; globally reachable ones next to them
 // are accepted.
 func TestSecurity_SpecialPurposeRefusedAtCreate(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), strictConfig)
 	in.setup()
 	for _, tt := range []struct{ host, class string }{
@@ -193,6 +197,7 @@ func TestSecurity_SpecialPurposeRefusedAtCreate(t *testing.T) {
 // that would otherwise have arrived; TestTargetPolicy_dialControl [engine]
 // covers every other class.
 func TestSecurity_TranslatedAddressRefusedAtDial(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in := startInstance(t, dir, testConfig)
 	in.setup()
@@ -217,6 +222,7 @@ func TestSecurity_TranslatedAddressRefusedAtDial(t *testing.T) {
 // retry_after_max; and when retry_after_max passes the deadline, the
 // delivery is dead by the deadline at once.
 func TestDelivery_RetryAfterBeyondInt64(t *testing.T) {
+	t.Parallel()
 	const huge = "99999999999999999999999"
 	in := startInstance(t, t.TempDir(), testConfig) // retry_after_max = "2s"
 	in.setup()

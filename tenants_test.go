@@ -44,6 +44,7 @@ func holdingReceiver(t *testing.T) (*receiver, func()) {
 // [limits] endpoints_per_tenant endpoints; one over is 409 limit_reached
 // naming the key, and changes nothing; another tenant is not affected.
 func TestTenantLimits_Endpoints(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), configWith(t, testConfig, map[string]any{"limits.endpoints_per_tenant": 3}))
 	in.setup()
 	for range 3 {
@@ -71,6 +72,7 @@ func TestTenantLimits_Endpoints(t *testing.T) {
 // Retry-After, naming the key; another tenant's ingest is still 202, and
 // /readyz stays 200 (the node takes work).
 func TestTenantLimits_Pending(t *testing.T) {
+	t.Parallel()
 	cfg := configWith(t, testConfig, map[string]any{
 		"limits.pending_per_tenant": 4,
 		"delivery.attempt_timeout":  "10s",
@@ -110,6 +112,7 @@ func TestTenantLimits_Pending(t *testing.T) {
 // gets 429 rate_limited with Retry-After, naming the key, while another
 // tenant's ingest through the same token goes on.
 func TestTenantLimits_IngestRate(t *testing.T) {
+	t.Parallel()
 	cfg := configWith(t, testConfig, map[string]any{
 		"limits.ingest_rate_per_tenant":  0.5,
 		"limits.ingest_burst_per_tenant": 2,
@@ -139,6 +142,8 @@ func TestTenantLimits_IngestRate(t *testing.T) {
 // delivered at once, not after the first tenant's attempts time out,
 // because no tenant may hold more than [delivery] tenant_concurrency
 // workers and workers take tenants in turn.
+//
+// Not parallel: it bounds how long a delivery takes.
 func TestTenantFairness_BackloggedTenantDoesNotDelayAnother(t *testing.T) {
 	const hang = 3 * time.Second
 	cfg := configWith(t, testConfig, map[string]any{
@@ -194,6 +199,7 @@ func TestTenantFairness_BackloggedTenantDoesNotDelayAnother(t *testing.T) {
 // again) and its data soon after, when its id can be used again, empty;
 // another tenant keeps everything. A tenant token may not delete.
 func TestTenantDelete(t *testing.T) {
+	t.Parallel()
 	cfg := configWith(t, testConfig, map[string]any{"delivery.attempt_timeout": "10s"})
 	in := startInstance(t, t.TempDir(), cfg)
 	in.setup()
@@ -273,6 +279,7 @@ func TestTenantDelete(t *testing.T) {
 // DELETE is 404; adding it back makes it work again for the endpoints
 // that subscribe to it.
 func TestEventTypeDelete(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
 	rc := newReceiver(t, status(200))

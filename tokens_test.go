@@ -29,6 +29,7 @@ func (in *instance) callAs(token, method, path string) (int, string) {
 // the configured default lifetime, the tenant's routes only, revocation at
 // once, tokens that survive a restart, and the all-tenants report.
 func TestTenantTokens(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := strings.Replace(testConfig, "[api]\n", "[api]\ntenant_token_ttl = \"2h\"\n", 1)
 	in := startInstance(t, dir, cfg)

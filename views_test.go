@@ -12,6 +12,7 @@ import (
 // TestSubscriberViews drives the delivery log, the reconciliation feed,
 // range replay and the report over the real API.
 func TestSubscriberViews(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
 	var healthy atomic.Bool
