@@ -376,13 +376,16 @@ func TestDrill_TimeoutThenDelivered(t *testing.T) {
 	}
 	t.Run("the receiver stops when the sender hangs up", func(t *testing.T) {
 		t.Parallel()
+		firstDone := make(chan struct{})
 		d := startDrill(t, func(rc *drillReceiver, n int, w http.ResponseWriter, r *http.Request) string {
 			if n == 1 {
+				defer close(firstDone)
 				waitForHangUp(t, r)
 				// verify's handler sees the cancelled request: nothing runs.
 				respond(w, rc.process(n, r))
 				return "answered after webhookd hung up"
 			}
+			<-firstDone // what request 1 left is noted before the retry is handled
 			return processAndRespond(rc, n, w, r)
 		})
 		id := d.send()
