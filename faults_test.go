@@ -325,13 +325,13 @@ func (s *failingStore) AppendEvent(ctx context.Context, in engine.NewEvent) (eng
 	return s.DB.AppendEvent(ctx, in)
 }
 
-// UpdateDelivery is how the dispatcher records an attempt's outcome.
-func (s *failingStore) UpdateDelivery(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, error) {
+// RecordOutcome is how the dispatcher records an attempt's outcome.
+func (s *failingStore) RecordOutcome(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health func(*engine.Endpoint)) (engine.Delivery, error) {
 	if s.failWrites.Load() {
 		s.failedAttempts.Add(1)
 		return engine.Delivery{}, errStorageFull()
 	}
-	return s.DB.UpdateDelivery(ctx, id, fn)
+	return s.DB.RecordOutcome(ctx, id, fn, health)
 }
 
 // testClient is the attempts' client for services wired by hand: plain

@@ -30,11 +30,8 @@ func (in *instance) endpoint(id string) endpointView {
 // endpoint at once; later events are held as paused, not dropped, and
 // enabling it with deliver_held sends them; enabling "from now on"
 // dead-letters what was held.
-//
-// Not parallel: the dispatcher commits the dead delivery and the disabled
-// endpoint one after the other, and on a loaded machine the test's read
-// of the endpoint falls between the two (1 run in 3 of the parallel suite).
 func TestEndpointHealth_410DisablesAndHoldsDeliveries(t *testing.T) {
+	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
 	var gone atomic.Bool

@@ -700,23 +700,17 @@ func (d *Dispatcher) record(in *AttemptInput, rec *AttemptRecord, ended time.Tim
 			rec.Endpoint = &health
 		}
 	}
-	ctx := context.WithoutCancel(d.baseCtx)
-	updated, err := d.store.UpdateDelivery(ctx, rec.DeliveryID, func(cur Delivery) (Delivery, error) {
+	var health func(*Endpoint)
+	if rec.Endpoint != nil {
+		seen := rec.Endpoint
+		health = func(ep *Endpoint) { *ep = MergeHealth(*ep, *seen) }
+	}
+	updated, err := d.store.RecordOutcome(context.WithoutCancel(d.baseCtx), rec.DeliveryID, func(cur Delivery) (Delivery, error) {
 		return RecordAttempt(cur, *rec), nil
-	})
+	}, health)
 	if err != nil {
 		d.log.Error("record attempt", "delivery", dl.ID, "event", dl.EventID, "endpoint", dl.EndpointID, "err", err)
 		return time.Now().Add(storeRetryDelay)
-	}
-	if rec.Endpoint != nil {
-		health := *rec.Endpoint
-		_, err := d.store.UpdateEndpoint(ctx, health.TenantID, health.ID, func(ep *Endpoint) error {
-			*ep = MergeHealth(*ep, health)
-			return nil
-		})
-		if err != nil && ErrorCode(err) != CodeEndpointNotFound {
-			d.log.Error("record endpoint health", "endpoint", health.ID, "err", err)
-		}
 	}
 	d.logAttempt(dl, *rec)
 	if d.opts.OnAttempt != nil {

@@ -102,10 +102,10 @@ type slowDisk struct {
 	waiting atomic.Int64
 }
 
-func (s *slowDisk) UpdateDelivery(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, error) {
+func (s *slowDisk) RecordOutcome(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health func(*engine.Endpoint)) (engine.Delivery, error) {
 	s.waiting.Add(1)
 	<-s.open
-	return s.DB.UpdateDelivery(ctx, id, fn)
+	return s.DB.RecordOutcome(ctx, id, fn, health)
 }
 
 // TestDispatcher_RecordingBackpressure: while the disk does not answer,

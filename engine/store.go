@@ -107,6 +107,14 @@ type Log interface {
 	// aborts the update and is returned as is. fn may run more than once:
 	// it must be a transition (transitions.go), with no other effect.
 	UpdateDelivery(ctx context.Context, id string, fn func(Delivery) (Delivery, error)) (Delivery, error)
+	// RecordOutcome is UpdateDelivery that also, in the same transaction,
+	// updates the delivery's endpoint with health (as UpdateEndpoint
+	// would) when health is not nil and the endpoint still exists; a
+	// deleted endpoint is not an error. The dispatcher records an
+	// attempt's outcome and what it showed of the endpoint with it, so no
+	// reader sees one without the other: an ingest right after a 410 that
+	// killed a delivery finds its endpoint disabled.
+	RecordOutcome(ctx context.Context, id string, fn func(Delivery) (Delivery, error), health func(*Endpoint)) (Delivery, error)
 	// UpdateDeliveries is UpdateDelivery, in one transaction, for at most
 	// max of the deliveries sel selects; it returns them as stored. fn
 	// must move each out of sel (a replay of a dead letter, a paused
@@ -194,10 +202,9 @@ type AttemptRecord struct {
 
 	// Endpoint, when set, is the endpoint's health after the attempt
 	// (FailingSince, LastFailure, LastFailureAt, Disabled, DisabledReason,
-	// DisabledAt), merged into the stored endpoint (MergeHealth) after
-	// the delivery is recorded, in a transaction of its own: a crash in
-	// between loses one observation, which the next attempt makes again.
-	// Nil: the endpoint is not touched.
+	// DisabledAt), merged into the stored endpoint (MergeHealth) in the
+	// transaction that records the outcome (Log.RecordOutcome). Nil: the
+	// endpoint is not touched.
 	Endpoint *Endpoint
 }
 

@@ -117,6 +117,12 @@ func (db *DB) AttemptInput(ctx context.Context, deliveryID string) (engine.Attem
 // (see saveDelivery), in one transaction. An error from fn aborts the
 // update and is returned as is.
 func (db *DB) UpdateDelivery(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, error) {
+	return db.RecordOutcome(ctx, id, fn, nil)
+}
+
+// RecordOutcome is UpdateDelivery and, with health set, UpdateEndpoint of
+// the delivery's endpoint (if it still exists) in the same transaction.
+func (db *DB) RecordOutcome(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health func(*engine.Endpoint)) (engine.Delivery, error) {
 	var out engine.Delivery
 	err := db.update(ctx, func(tx *bolt.Tx) error {
 		d, err := getDelivery(tx, id)
@@ -127,7 +133,16 @@ func (db *DB) UpdateDelivery(ctx context.Context, id string, fn func(engine.Deli
 		if err != nil {
 			return &callerError{err}
 		}
-		out, err = saveDelivery(tx, d, after)
+		if out, err = saveDelivery(tx, d, after); err != nil {
+			return err
+		}
+		if health == nil {
+			return nil
+		}
+		_, err = db.updateEndpoint(tx, d.TenantID, d.EndpointID, func(ep *engine.Endpoint) error { health(ep); return nil })
+		if engine.ErrorCode(err) == engine.CodeEndpointNotFound {
+			return nil // deleted: its deliveries stay
+		}
 		return err
 	})
 	if ce := (*callerError)(nil); errors.As(err, &ce) {

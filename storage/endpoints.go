@@ -289,34 +289,9 @@ func (e *callerError) Error() string { return e.err.Error() }
 func (db *DB) UpdateEndpoint(ctx context.Context, tenant, id string, fn func(*engine.Endpoint) error) (engine.Endpoint, error) {
 	var out engine.Endpoint
 	err := db.update(ctx, func(tx *bolt.Tx) error {
-		ep, found, err := getEndpoint(tx, tenant, id)
-		if err != nil {
-			return err
-		}
-		if !found {
-			return errEndpointNotFound()
-		}
-		created := ep.Created
-		if err := db.openSecrets(&ep); err != nil {
-			return err
-		}
-		if err := fn(&ep); err != nil {
-			return &callerError{err}
-		}
-		if ep.ID != id || ep.TenantID != tenant || !ep.Created.Equal(created) {
-			return errors.New("the update changed the endpoint's id, tenant or creation time")
-		}
-		v, err := encodeEndpoint(db.sealSecrets(ep))
-		if err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketEndpoints).Put(endpointKey(tenant, id), v); err != nil {
-			return err
-		}
-		if out, err = decodeEndpoint(v); err != nil {
-			return err
-		}
-		return db.openSecrets(&out)
+		var err error
+		out, err = db.updateEndpoint(tx, tenant, id, fn)
+		return err
 	})
 	if ce := (*callerError)(nil); errors.As(err, &ce) {
 		return engine.Endpoint{}, ce.err
@@ -325,6 +300,40 @@ func (db *DB) UpdateEndpoint(ctx context.Context, tenant, id string, fn func(*en
 		return engine.Endpoint{}, wrap("update endpoint "+id, err)
 	}
 	return out, nil
+}
+
+// updateEndpoint is UpdateEndpoint inside tx; an error of fn comes back
+// as a *callerError.
+func (db *DB) updateEndpoint(tx *bolt.Tx, tenant, id string, fn func(*engine.Endpoint) error) (engine.Endpoint, error) {
+	ep, found, err := getEndpoint(tx, tenant, id)
+	if err != nil {
+		return engine.Endpoint{}, err
+	}
+	if !found {
+		return engine.Endpoint{}, errEndpointNotFound()
+	}
+	created := ep.Created
+	if err := db.openSecrets(&ep); err != nil {
+		return engine.Endpoint{}, err
+	}
+	if err := fn(&ep); err != nil {
+		return engine.Endpoint{}, &callerError{err}
+	}
+	if ep.ID != id || ep.TenantID != tenant || !ep.Created.Equal(created) {
+		return engine.Endpoint{}, errors.New("the update changed the endpoint's id, tenant or creation time")
+	}
+	v, err := encodeEndpoint(db.sealSecrets(ep))
+	if err != nil {
+		return engine.Endpoint{}, err
+	}
+	if err := tx.Bucket(bucketEndpoints).Put(endpointKey(tenant, id), v); err != nil {
+		return engine.Endpoint{}, err
+	}
+	out, err := decodeEndpoint(v)
+	if err != nil {
+		return engine.Endpoint{}, err
+	}
+	return out, db.openSecrets(&out)
 }
 
 // DeleteEndpoint removes endpoint id of tenant (CodeEndpointNotFound). Its

@@ -177,6 +177,12 @@ func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.Att
 // returned as is and stores nothing. A result that changes whose delivery
 // it is, or that cannot be stored (see checkState), is refused.
 func (s *Store) UpdateDelivery(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, error) {
+	return s.RecordOutcome(ctx, id, fn, nil)
+}
+
+// RecordOutcome is UpdateDelivery and, with health set, an update of the
+// delivery's endpoint (if it still exists), under the one lock.
+func (s *Store) RecordOutcome(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health func(*engine.Endpoint)) (engine.Delivery, error) {
 	if err := s.lock(ctx); err != nil {
 		return engine.Delivery{}, err
 	}
@@ -193,6 +199,12 @@ func (s *Store) UpdateDelivery(ctx context.Context, id string, fn func(engine.De
 		return engine.Delivery{}, fmt.Errorf("memstore: update delivery %s: %w", id, err)
 	}
 	*d = copyDelivery(after)
+	if old, ok := s.endpoints[d.TenantID][d.EndpointID]; ok && health != nil {
+		ep := copyEndpoint(old)
+		health(&ep)
+		ep.ID, ep.TenantID, ep.Created = old.ID, old.TenantID, old.Created // health touches health only
+		s.endpoints[d.TenantID][d.EndpointID] = copyEndpoint(ep)
+	}
 	return copyDelivery(*d), nil
 }
 

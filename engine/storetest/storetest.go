@@ -73,6 +73,7 @@ func Run(t *testing.T, h Harness) {
 		{"Deliveries", deliveryTests},
 		{"Listings", listingTests},
 		{"DeleteTenant", deleteTenantTests},
+		{"RecordOutcome", outcomeTests},
 		{"Scheduler", schedulerTests},
 	}
 	for _, g := range groups {
