@@ -43,6 +43,21 @@ func claim(t *testing.T, s engine.Scheduler, d time.Duration) []engine.Work {
 	return ws
 }
 
+// claimedOne makes one pending delivery in a store of its own tenant and
+// lane, and returns a scheduler over the store that has claimed it.
+func (f *fixture) claimedOne(t *testing.T) (engine.Scheduler, engine.Work) {
+	t.Helper()
+	f.tenant(t, "acme")
+	ep, typ := f.lane(t, "acme")
+	d := f.deliver(t, ep, typ)
+	s, _ := f.scheduler(t)
+	ws := claim(t, s, time.Second)
+	if len(ws) != 1 || ws[0].DeliveryID != d.ID {
+		t.Fatalf("Claim = %v, want %s", workIDs(ws), d.ID)
+	}
+	return s, ws[0]
+}
+
 // workIDs returns the delivery IDs of ws, sorted.
 func workIDs(ws []engine.Work) []string {
 	var out []string
@@ -94,16 +109,9 @@ var schedulerTests = []test{
 		}
 	}},
 	{"settled is never offered again", func(t *testing.T, f *fixture) {
-		f.tenant(t, "acme")
-		ep, typ := f.lane(t, "acme")
-		f.deliver(t, ep, typ)
-		s, _ := f.scheduler(t)
-		ws := claim(t, s, time.Second)
-		if len(ws) != 1 {
-			t.Fatalf("Claim = %v, want one", workIDs(ws))
-		}
-		f.settleAs(t, s, ws[0], engine.StateSucceeded, 0)
-		if again := claim(t, s, 20*time.Millisecond); len(again) != 0 || s.Holds(ws[0].DeliveryID) {
+		s, w := f.claimedOne(t)
+		f.settleAs(t, s, w, engine.StateSucceeded, 0)
+		if again := claim(t, s, 20*time.Millisecond); len(again) != 0 || s.Holds(w.DeliveryID) {
 			t.Errorf("offered again after it succeeded: %v", workIDs(again))
 		}
 		next, n := f.scheduler(t) // the next process
@@ -115,53 +123,33 @@ var schedulerTests = []test{
 		}
 	}},
 	{"a claim whose lease ends is offered again", func(t *testing.T, f *fixture) {
-		f.tenant(t, "acme")
-		ep, typ := f.lane(t, "acme")
-		d := f.deliver(t, ep, typ)
-		first, _ := f.scheduler(t)
-		if ws := claim(t, first, time.Second); len(ws) != 1 {
-			t.Fatalf("Claim = %v, want one", workIDs(ws))
-		}
+		first, w := f.claimedOne(t)
 		// Never settled: its process dies, or holds it past its lease.
 		if f.h.EndLeases != nil {
 			f.h.EndLeases(first)
 		}
 		second, _ := f.scheduler(t)
-		if got := workIDs(claim(t, second, time.Second)); !slices.Equal(got, []string{d.ID}) {
-			t.Errorf("after the lease ended: Claim = %v, want %s again", got, d.ID)
+		if got := workIDs(claim(t, second, time.Second)); !slices.Equal(got, []string{w.DeliveryID}) {
+			t.Errorf("after the lease ended: Claim = %v, want %s again", got, w.DeliveryID)
 		}
 	}},
 	{"settled with a next time is offered then, not before", func(t *testing.T, f *fixture) {
-		f.tenant(t, "acme")
-		ep, typ := f.lane(t, "acme")
-		f.deliver(t, ep, typ)
-		s, _ := f.scheduler(t)
-		ws := claim(t, s, time.Second)
-		if len(ws) != 1 {
-			t.Fatalf("Claim = %v, want one", workIDs(ws))
-		}
-		next := f.settleAs(t, s, ws[0], engine.StatePending, 50*time.Millisecond)
+		s, w := f.claimedOne(t)
+		next := f.settleAs(t, s, w, engine.StatePending, 50*time.Millisecond)
 		got := workIDs(claim(t, s, 5*time.Second))
 		if at := time.Now(); at.Before(next) {
 			t.Errorf("offered %s before its time", next.Sub(at))
 		}
-		if !slices.Equal(got, workIDs(ws)) {
-			t.Errorf("at its time: Claim = %v, want %v", got, workIDs(ws))
+		if !slices.Equal(got, []string{w.DeliveryID}) {
+			t.Errorf("at its time: Claim = %v, want %v", got, []string{w.DeliveryID})
 		}
 	}},
 	{"scheduled while claimed is handed back at settle", func(t *testing.T, f *fixture) {
-		f.tenant(t, "acme")
-		ep, typ := f.lane(t, "acme")
-		f.deliver(t, ep, typ)
-		s, _ := f.scheduler(t)
-		ws := claim(t, s, time.Second)
-		if len(ws) != 1 {
-			t.Fatalf("Claim = %v, want one", workIDs(ws))
-		}
-		if s.Schedule(ws[0], time.Now()) {
+		s, w := f.claimedOne(t)
+		if s.Schedule(w, time.Now()) {
 			t.Fatal("Schedule of a claimed delivery claimed it a second time")
 		}
-		if !s.Settle(ws[0], time.Time{}) {
+		if !s.Settle(w, time.Time{}) {
 			t.Error("Settle did not hand back a delivery scheduled (replayed) while claimed")
 		}
 	}},
