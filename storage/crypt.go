@@ -3,37 +3,22 @@ package storage
 import (
 	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/sealing"
 )
 
 // Encryption at rest of endpoint secrets.
 //
-// With Options.SecretKey set, every endpoint secret is stored sealed with
-// AES-256-GCM, so that a copy of the database file (a backup, a stolen
-// disk) does not give away the keys that sign webhooks. A sealed secret is
-// the string
-//
-//	"sealed:v1:" ‖ base64url(key ID(8) ‖ nonce(12) ‖ ciphertext ‖ tag(16))
-//
-// in the secret's place in the endpoint record. The nonce is random; the
-// additional data is "webhookd endpoint secret" ‖ 0x00 ‖ tenant ‖ 0x00 ‖
-// endpoint ID, so a sealed secret copied into another endpoint's record
-// does not open. The key ID is the first 8 bytes of
-// HMAC-SHA256(key, "webhookd secret key id"): it names a key without
-// revealing it.
+// With Options.SecretKey set, every endpoint secret is stored sealed by
+// package sealing (AES-256-GCM; the format is in its doc), so that a copy of
+// the database file (a backup, a stolen disk) does not give away the keys
+// that sign webhooks.
 //
 // The meta bucket's "secret_key_id" holds the ID of the key the file's
 // secrets are sealed with, and is absent while they are stored in plain.
@@ -47,156 +32,47 @@ import (
 // plain. Nothing here ever logs or returns a key or a secret.
 
 // SecretKeySize is the size of Options.SecretKey: AES-256.
-const SecretKeySize = 32
-
-// sealedPrefix starts a sealed secret in an endpoint record. A plain
-// secret starts with "whsec_", so the two never mix up.
-const sealedPrefix = "sealed:v1:"
+const SecretKeySize = sealing.KeySize
 
 // keySecretKeyID is the meta key that holds the ID of the key the secrets
 // are sealed with.
 var keySecretKeyID = []byte("secret_key_id")
 
 // ErrSecretKeyRequired is returned (wrapped) by Open for a file whose
-// secrets are sealed when Options.SecretKey is not set.
-var ErrSecretKeyRequired = errors.New("the endpoint secrets in this database are encrypted and no secret key is configured")
+// secrets are sealed when Options.SecretKey is not set. It is
+// sealing.ErrKeyRequired.
+var ErrSecretKeyRequired = sealing.ErrKeyRequired
 
 // ErrSecretKeyMismatch is returned (wrapped) by Open when Options.SecretKey
-// is not the key the file's secrets are sealed with.
-var ErrSecretKeyMismatch = errors.New("the configured secret key is not the one this database's endpoint secrets are encrypted with")
-
-// sealer seals and opens endpoint secrets under one key.
-type sealer struct {
-	aead cipher.AEAD
-	id   [8]byte
-}
-
-// newSealer returns a sealer for key, or nil for an empty key.
-func newSealer(key []byte) (*sealer, error) {
-	if len(key) == 0 {
-		return nil, nil
-	}
-	if len(key) != SecretKeySize {
-		return nil, fmt.Errorf("secret key is %d bytes, want %d", len(key), SecretKeySize)
-	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	s := &sealer{aead: aead}
-	s.id = SecretKeyID(key)
-	return s, nil
-}
+// is not the key the file's secrets are sealed with. It is
+// sealing.ErrKeyMismatch.
+var ErrSecretKeyMismatch = sealing.ErrKeyMismatch
 
 // SecretKeyID returns the 8-byte ID of key, as stored in the meta bucket
 // and shown (in hex) in errors: it tells keys apart without revealing them.
-func SecretKeyID(key []byte) [8]byte {
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte("webhookd secret key id"))
-	var id [8]byte
-	copy(id[:], mac.Sum(nil))
-	return id
-}
-
-// secretAAD binds a sealed secret to its endpoint.
-func secretAAD(tenant, endpointID string) []byte {
-	b := make([]byte, 0, 26+len(tenant)+len(endpointID))
-	b = append(b, "webhookd endpoint secret"...)
-	b = append(b, 0)
-	b = append(b, tenant...)
-	b = append(b, 0)
-	return append(b, endpointID...)
-}
-
-// seal returns secret sealed for endpoint (tenant, endpointID).
-func (s *sealer) seal(tenant, endpointID, secret string) string {
-	out := make([]byte, 8, 8+s.aead.NonceSize()+len(secret)+s.aead.Overhead())
-	copy(out, s.id[:])
-	nonce := make([]byte, s.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		panic("storage: crypto/rand failed: " + err.Error())
-	}
-	out = append(out, nonce...)
-	out = s.aead.Seal(out, nonce, []byte(secret), secretAAD(tenant, endpointID))
-	return sealedPrefix + base64.RawURLEncoding.EncodeToString(out)
-}
-
-// open returns the secret sealed in v for endpoint (tenant, endpointID).
-// Its errors say what is wrong, never what the secret is.
-func (s *sealer) open(tenant, endpointID, v string) (string, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(v, sealedPrefix))
-	ns := s.aead.NonceSize()
-	if err != nil || len(raw) < 8+ns+s.aead.Overhead() {
-		return "", errors.New("malformed sealed secret")
-	}
-	if !bytes.Equal(raw[:8], s.id[:]) {
-		return "", fmt.Errorf("secret sealed with key id %x, not the configured key %x", raw[:8], s.id)
-	}
-	plain, err := s.aead.Open(nil, raw[8:8+ns], raw[8+ns:], secretAAD(tenant, endpointID))
-	if err != nil {
-		return "", errors.New("sealed secret does not open: tampered with, or moved from another endpoint")
-	}
-	return string(plain), nil
-}
-
-// sealed reports whether a stored secret is sealed.
-func sealed(v string) bool { return strings.HasPrefix(v, sealedPrefix) }
-
-// sealSecrets returns ep with its secrets sealed by s (a new slice; ep's is
-// not changed). A nil s, or a secret already sealed, leaves it as is.
-func (s *sealer) sealSecrets(ep engine.Endpoint) engine.Endpoint {
-	if s == nil || len(ep.Secrets) == 0 {
-		return ep
-	}
-	out := make([]engine.Secret, len(ep.Secrets))
-	for i, sec := range ep.Secrets {
-		if !sealed(sec.Key) {
-			sec.Key = s.seal(ep.TenantID, ep.ID, sec.Key)
-		}
-		out[i] = sec
-	}
-	ep.Secrets = out
-	return ep
-}
-
-// openSecrets replaces the sealed secrets of ep by their plain text, in
-// place. A sealed secret without a sealer is an error (Open prevents it).
-func (s *sealer) openSecrets(ep *engine.Endpoint) error {
-	for i, sec := range ep.Secrets {
-		if !sealed(sec.Key) {
-			continue
-		}
-		if s == nil {
-			return fmt.Errorf("endpoint %s: %w", ep.ID, ErrSecretKeyRequired)
-		}
-		plain, err := s.open(ep.TenantID, ep.ID, sec.Key)
-		if err != nil {
-			return fmt.Errorf("endpoint %s: secret %d: %w", ep.ID, i, err)
-		}
-		ep.Secrets[i].Key = plain
-	}
-	return nil
-}
+// It is sealing.KeyID.
+func SecretKeyID(key []byte) [8]byte { return sealing.KeyID(key) }
 
 // initSecrets makes the file's secrets agree with s at Open: see the
 // comment at the top of this file.
-func initSecrets(tx *bolt.Tx, s *sealer) error {
+func initSecrets(tx *bolt.Tx, s *sealing.Sealer) error {
 	meta := tx.Bucket(bucketMeta)
 	stored := meta.Get(keySecretKeyID)
+	if s == nil {
+		if stored != nil {
+			return fmt.Errorf("%w (key id %x): set WEBHOOKD_SECRET_KEY or [storage] secret_key_file to the key they were encrypted with", ErrSecretKeyRequired, stored)
+		}
+		return nil
+	}
+	id := s.ID()
 	switch {
-	case stored != nil && s == nil:
-		return fmt.Errorf("%w (key id %x): set WEBHOOKD_SECRET_KEY or [storage] secret_key_file to the key they were encrypted with", ErrSecretKeyRequired, stored)
-	case stored != nil && !bytes.Equal(stored, s.id[:]):
-		return fmt.Errorf("%w (the file's key id is %x, the configured key's %x); to change keys, stop webhookd and run webhookd rotate-key", ErrSecretKeyMismatch, stored, s.id)
-	case stored == nil && s != nil:
+	case stored != nil && !bytes.Equal(stored, id[:]):
+		return fmt.Errorf("%w (the file's key id is %x, the configured key's %x); to change keys, stop webhookd and run webhookd rotate-key", ErrSecretKeyMismatch, stored, id)
+	case stored == nil:
 		if _, err := resealAll(tx, nil, s); err != nil {
 			return err
 		}
-		return meta.Put(keySecretKeyID, bytes.Clone(s.id[:]))
+		return meta.Put(keySecretKeyID, id[:])
 	}
 	return nil
 }
@@ -204,7 +80,7 @@ func initSecrets(tx *bolt.Tx, s *sealer) error {
 // resealAll rewrites every endpoint record with its secrets opened by from
 // (nil: they are plain) and sealed by to (nil: stored plain). It returns
 // how many endpoints it rewrote.
-func resealAll(tx *bolt.Tx, from, to *sealer) (int, error) {
+func resealAll(tx *bolt.Tx, from, to *sealing.Sealer) (int, error) {
 	b := tx.Bucket(bucketEndpoints)
 	var keys, values [][]byte
 	err := b.ForEach(func(k, v []byte) error {
@@ -212,10 +88,10 @@ func resealAll(tx *bolt.Tx, from, to *sealer) (int, error) {
 		if err != nil {
 			return fmt.Errorf("endpoint %q: %w", k, err)
 		}
-		if err := from.openSecrets(&ep); err != nil {
+		if err := from.OpenSecrets(&ep); err != nil {
 			return err
 		}
-		nv, err := encodeEndpoint(to.sealSecrets(ep))
+		nv, err := encodeEndpoint(to.SealSecrets(ep))
 		if err != nil {
 			return err
 		}
@@ -235,13 +111,13 @@ func resealAll(tx *bolt.Tx, from, to *sealer) (int, error) {
 
 // openSecrets opens ep's sealed secrets with the database's key.
 func (db *DB) openSecrets(ep *engine.Endpoint) error {
-	return db.secrets.openSecrets(ep)
+	return db.secrets.OpenSecrets(ep)
 }
 
 // sealSecrets returns ep with its secrets sealed with the database's key
 // (as is when it has none).
 func (db *DB) sealSecrets(ep engine.Endpoint) engine.Endpoint {
-	return db.secrets.sealSecrets(ep)
+	return db.secrets.SealSecrets(ep)
 }
 
 // SecretKeyID returns the hex ID of the key the database's secrets are
@@ -250,7 +126,8 @@ func (db *DB) SecretKeyID() string {
 	if db.secrets == nil {
 		return ""
 	}
-	return hex.EncodeToString(db.secrets.id[:])
+	id := db.secrets.ID()
+	return hex.EncodeToString(id[:])
 }
 
 // RotateResult is what RotateSecretKey did.
@@ -283,7 +160,7 @@ type RotateResult struct {
 // rewrite done (AlreadyRotated), and a stale .rotate is replaced (Stale).
 func RotateSecretKey(path string, oldKey, newKey []byte, opts Options) (RotateResult, error) {
 	var res RotateResult
-	to, err := newSealer(newKey)
+	to, err := sealing.New(newKey)
 	if err != nil {
 		return res, fmt.Errorf("storage: rotate secret key: new key: %w", err)
 	}
@@ -308,7 +185,8 @@ func RotateSecretKey(path string, oldKey, newKey []byte, opts Options) (RotateRe
 			if res.Endpoints, err = resealAll(tx, db.secrets, to); err != nil {
 				return err
 			}
-			return tx.Bucket(bucketMeta).Put(keySecretKeyID, bytes.Clone(to.id[:]))
+			id := to.ID()
+			return tx.Bucket(bucketMeta).Put(keySecretKeyID, id[:])
 		})
 		if err != nil {
 			return res, fmt.Errorf("storage: rotate secret key of %s: %w", path, err)

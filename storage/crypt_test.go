@@ -15,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/sealing"
 )
 
 func newKey(tb testing.TB) []byte {
@@ -54,56 +55,6 @@ func fileLeaks(tb testing.TB, path string, secrets ...string) []string {
 		}
 	}
 	return leaked
-}
-
-func TestSealer(t *testing.T) {
-	s, err := newSealer(newKey(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret := engine.NewSecret()
-	v := s.seal("acme", "ep_1", secret)
-	if !sealed(v) || strings.Contains(v, strings.TrimPrefix(secret, "whsec_")) {
-		t.Fatalf("sealed form %q", v)
-	}
-	if v2 := s.seal("acme", "ep_1", secret); v2 == v {
-		t.Error("two seals of one secret are equal: the nonce is not random")
-	}
-	got, err := s.open("acme", "ep_1", v)
-	if err != nil || got != secret {
-		t.Fatalf("open = %v; want the secret back", err)
-	}
-	t.Run("moved to another endpoint", func(t *testing.T) {
-		if _, err := s.open("acme", "ep_2", v); err == nil {
-			t.Error("a secret sealed for ep_1 opened for ep_2")
-		}
-		if _, err := s.open("evil", "ep_1", v); err == nil {
-			t.Error("a secret sealed for acme opened for another tenant")
-		}
-	})
-	t.Run("tampered", func(t *testing.T) {
-		raw, _ := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(v, sealedPrefix))
-		raw[len(raw)-1] ^= 1
-		if _, err := s.open("acme", "ep_1", sealedPrefix+base64.RawURLEncoding.EncodeToString(raw)); err == nil {
-			t.Error("a tampered secret opened")
-		}
-		if _, err := s.open("acme", "ep_1", sealedPrefix+"!!"); err == nil {
-			t.Error("garbage opened")
-		}
-	})
-	t.Run("other key", func(t *testing.T) {
-		other, _ := newSealer(newKey(t))
-		_, err := other.open("acme", "ep_1", v)
-		if err == nil || !strings.Contains(err.Error(), "key id") {
-			t.Errorf("open with another key: %v, want a key id mismatch", err)
-		}
-		if strings.Contains(err.Error(), secret) {
-			t.Error("the error shows the secret")
-		}
-	})
-	if _, err := newSealer(make([]byte, 16)); err == nil {
-		t.Error("a 16-byte key was accepted")
-	}
 }
 
 func TestOpen_secretKey(t *testing.T) {
@@ -148,7 +99,7 @@ func TestOpen_secretKey(t *testing.T) {
 			return tx.Bucket(bucketEndpoints).ForEach(func(_, v []byte) error {
 				rec, err := decodeEndpoint(v)
 				for _, s := range rec.Secrets {
-					if !sealed(s.Key) {
+					if !sealing.Sealed(s.Key) {
 						t.Errorf("secret stored as %q", s.Key)
 					}
 				}

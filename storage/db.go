@@ -17,6 +17,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/sealing"
 )
 
 // Options configure Open. The zero value of each field means the default
@@ -66,9 +67,9 @@ type DB struct {
 	bolt             *bolt.DB
 	maxBatch         int
 	onCommit         func(int, time.Duration)
-	secrets          *sealer       // Options.SecretKey; nil: secrets stored in plain
-	attemptEndpoints endpointCache // the endpoints AttemptInput decoded
-	attemptBodies    bodyCache     // the event bodies AttemptInput read
+	secrets          *sealing.Sealer // Options.SecretKey; nil: secrets stored in plain
+	attemptEndpoints endpointCache   // the endpoints AttemptInput decoded
+	attemptBodies    bodyCache       // the event bodies AttemptInput read
 
 	// closeMu guards closed and the send on ops: Close closes ops only
 	// when no writer is sending.
@@ -105,7 +106,7 @@ func Open(path string, opts Options) (*DB, error) {
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = defaultMaxBatch
 	}
-	secrets, err := newSealer(opts.SecretKey)
+	secrets, err := sealing.New(opts.SecretKey)
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}

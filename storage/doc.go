@@ -65,8 +65,8 @@
 //
 // With Options.SecretKey set, endpoint secrets are sealed with AES-256-GCM
 // before they are written and opened after they are read, outside the
-// encoding functions; crypt.go has the format, the key ID in meta and what
-// Open does with a file and a key that do not agree.
+// encoding functions; package sealing has the format, crypt.go the key ID
+// in meta and what Open does with a file and a key that do not agree.
 //
 // # Group commit
 //

@@ -73,7 +73,7 @@ type endpointRecord struct {
 }
 
 type secretRecord struct {
-	Key     string    `json:"key"` // "whsec_…", or sealed (crypt.go)
+	Key     string    `json:"key"` // "whsec_…", or sealed (package sealing)
 	Expires time.Time `json:"expires,omitzero"`
 }
 

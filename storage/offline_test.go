@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/sealing"
 )
 
 // openFilesOf returns how many of this process's file descriptors refer
@@ -277,12 +278,13 @@ func TestRotateSecretKey_interrupted(t *testing.T) {
 		}
 	}
 	// The first half of a rotation: the re-seal, committed.
-	to, _ := newSealer(newKey1)
+	to, _ := sealing.New(newKey1)
 	if err := db.update(context.Background(), func(tx *bolt.Tx) error {
 		if _, err := resealAll(tx, db.secrets, to); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketMeta).Put(keySecretKeyID, to.id[:])
+		id := to.ID()
+		return tx.Bucket(bucketMeta).Put(keySecretKeyID, id[:])
 	}); err != nil {
 		t.Fatal(err)
 	}
