@@ -11,9 +11,11 @@ import (
 // shares) and, beyond that and the standard library, only x/time/rate;
 // nothing engine depends on, however indirectly, is another package of
 // ours or infrastructure (a storage driver, the bbolt file format, the
-// HTTP router); storage and httpapi do not import each other; verify
-// depends on the standard library alone, so a receiver can use it alone
-// and engine inherits nothing through it.
+// HTTP router); storage and httpapi do not import each other; sealing
+// imports only the standard library and engine, so any store can seal
+// secrets without another store's driver; verify depends on the standard
+// library alone, so a receiver can use it alone and engine inherits nothing
+// through it.
 func TestImports(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go tool")
@@ -62,6 +64,13 @@ func TestImports(t *testing.T) {
 			}
 		})
 	}
+	t.Run("sealing", func(t *testing.T) {
+		for _, p := range list(t, `{{range .Imports}}{{.}} {{end}}`, "sealing", false) {
+			if strings.Contains(strings.SplitN(p, "/", 2)[0], ".") && p != mod+"/engine" {
+				t.Errorf("sealing imports %s", p)
+			}
+		}
+	})
 	t.Run("verify", func(t *testing.T) {
 		for _, p := range list(t, nonStd, "verify", true) {
 			if p != mod+"/verify" {
