@@ -708,6 +708,10 @@ func (d *Dispatcher) record(in *AttemptInput, rec *AttemptRecord, ended time.Tim
 	updated, err := d.store.RecordOutcome(context.WithoutCancel(d.baseCtx), rec.DeliveryID, func(cur Delivery) (Delivery, error) {
 		return RecordAttempt(cur, *rec), nil
 	}, health)
+	if errors.Is(err, ErrClaimLost) {
+		d.log.Warn("attempt not recorded: its lease ended and another node holds the delivery", "delivery", dl.ID, "event", dl.EventID, "endpoint", dl.EndpointID)
+		return time.Time{}
+	}
 	if err != nil {
 		d.log.Error("record attempt", "delivery", dl.ID, "event", dl.EventID, "endpoint", dl.EndpointID, "err", err)
 		return time.Now().Add(storeRetryDelay)

@@ -2,8 +2,15 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 )
+
+// ErrClaimLost is a Store's answer to the record of an attempt whose
+// claim is no longer its recorder's: the lease ended and another process
+// claimed the delivery (a shared Scheduler's stores only). Nothing is
+// recorded; the new holder's attempt counts instead.
+var ErrClaimLost = errors.New("the claim on this delivery ended and another node holds it now")
 
 // Work is a pending delivery as a Scheduler knows it: enough to queue it
 // fairly (its tenant and endpoint) without reading the Store.
