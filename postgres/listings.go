@@ -1,0 +1,249 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+// A page cursor of the dead letters and the delivery log is base64url of
+// a position in its listing: a time or an event's place in the log (8
+// bytes, big-endian) and a delivery ID, as in the other stores.
+
+func encodeCursor(n int64, id string) string {
+	return base64.RawURLEncoding.EncodeToString(append(binary.BigEndian.AppendUint64(nil, uint64(n)), id...))
+}
+
+func decodeCursor(cursor string) (int64, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil {
+		return 0, "", err
+	}
+	if len(b) < 9 || !utf8.Valid(b[8:]) || bytes.IndexByte(b[8:], 0) >= 0 {
+		return 0, "", errors.New("not a cursor")
+	}
+	return int64(binary.BigEndian.Uint64(b)), string(b[8:]), nil
+}
+
+// DeadLetters lists tenant's dead deliveries, oldest death first (then by
+// ID), after cursor, at most limit; the next page's cursor is the
+// position of this page's last dead letter, so a replay between pages
+// neither repeats nor skips one.
+func (s *Store) DeadLetters(ctx context.Context, tenant, cursor string, limit int) ([]engine.Delivery, string, error) {
+	if limit < 1 {
+		return nil, "", errLimit("limit")
+	}
+	var after int64 = -1 << 63
+	afterID := ""
+	if cursor != "" {
+		var err error
+		if after, afterID, err = decodeCursor(cursor); err != nil {
+			return nil, "", engine.Errorf(engine.CodeInvalidField, "cursor", "cursor is not one this server returned")
+		}
+	}
+	ds, err := collectDocs[engine.Delivery](ctx, s.pool, `SELECT doc FROM deliveries
+		WHERE tenant_id = $1 AND state = 'dead' AND (dead_at, id) > ($2, $3)
+		ORDER BY dead_at, id LIMIT $4`, tenant, after, afterID, limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(ds) <= limit {
+		return ds, "", nil
+	}
+	last := ds[limit-1]
+	return ds[:limit], encodeCursor(last.DeadAt.UnixNano(), last.ID), nil
+}
+
+// ListDeliveries lists tenant's deliveries that f matches, newest first
+// (by their event's place in the log, then by ID, highest first), at most
+// f.Limit, from f.Cursor on; the next page's cursor is the position the
+// next page starts at, so deliveries made meanwhile never shift it.
+func (s *Store) ListDeliveries(ctx context.Context, tenant string, f engine.DeliveryFilter) ([]engine.Delivery, string, error) {
+	if f.Limit < 1 {
+		return nil, "", errLimit("limit")
+	}
+	var from *int64 // nil: from the newest
+	fromID := ""
+	if f.Cursor != "" {
+		seq, id, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return nil, "", engine.Errorf(engine.CodeInvalidField, "cursor", "cursor is not one this listing returned")
+		}
+		from, fromID = &seq, id
+	}
+	state := f.State
+	if state == engine.StateDelivering {
+		state = engine.StatePending
+	}
+	var since, until *int64
+	if !f.Since.IsZero() {
+		since = ns(f.Since)
+	}
+	if !f.Until.IsZero() {
+		until = ns(f.Until)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT event_seq, doc FROM deliveries
+		WHERE tenant_id = $1 AND ($2::bigint IS NULL OR (event_seq, id) <= ($2, $3))
+		AND ($4 = '' OR state = $4) AND ($5 = '' OR event_type = $5) AND ($6 = '' OR endpoint_id = $6)
+		AND ($7::bigint IS NULL OR created >= $7) AND ($8::bigint IS NULL OR created < $8)
+		ORDER BY event_seq DESC, id DESC LIMIT $9`,
+		tenant, from, fromID, string(state), f.Type, f.EndpointID, since, until, f.Limit+1)
+	if err != nil {
+		return nil, "", storeError(err)
+	}
+	type entry struct {
+		seq int64
+		d   engine.Delivery
+	}
+	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (entry, error) {
+		var e entry
+		var doc []byte
+		if err := r.Scan(&e.seq, &doc); err != nil {
+			return e, err
+		}
+		e.d, err = decode[engine.Delivery](doc)
+		return e, err
+	})
+	if err != nil {
+		return nil, "", storeError(err)
+	}
+	out := make([]engine.Delivery, 0, min(len(entries), f.Limit))
+	for _, e := range entries[:min(len(entries), f.Limit)] {
+		out = append(out, e.d)
+	}
+	if len(entries) <= f.Limit {
+		return out, "", nil
+	}
+	next := entries[f.Limit]
+	return out, encodeCursor(next.seq, next.d.ID), nil
+}
+
+// feedWait bounds how long ListEvents waits for transactions that began
+// before the newest events it sees to end (see the schema's comment on
+// events.seq); after it, the page ends below them.
+const feedWait = time.Second
+
+// ListEvents lists tenant's events in log order after f.After (the
+// decimal place in the log a previous page returned), of f.Type and
+// created at or after f.Since when set, at most f.Limit; the next page's
+// cursor is empty when the log was read to its end. It reads only below
+// the oldest transaction still running (anywhere in the PostgreSQL
+// server): an event it does not return yet can only come after the last
+// one it does, so a reader following the cursors never misses one.
+func (s *Store) ListEvents(ctx context.Context, tenant string, f engine.EventFilter) ([]engine.Event, string, error) {
+	if f.Limit < 1 {
+		return nil, "", errLimit("limit")
+	}
+	var after int64 = -1
+	if f.After != "" {
+		a, err := strconv.ParseUint(f.After, 10, 63)
+		if err != nil {
+			return nil, "", engine.Errorf(engine.CodeInvalidField, "after", "after is not a cursor this feed returned")
+		}
+		after = int64(a)
+	}
+	var since int64 = -1 << 63
+	if !f.Since.IsZero() {
+		since = f.Since.UnixNano()
+	}
+	deadline := time.Now().Add(feedWait)
+	for {
+		var out []engine.Event
+		var held bool
+		err := s.readTx(ctx, func(tx pgx.Tx) error {
+			var horizon int64
+			if err := tx.QueryRow(ctx, "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 65536").Scan(&horizon); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, `SELECT seq, id, tenant_id, type, created, api_version, body FROM events
+				WHERE tenant_id = $1 AND seq > $2 AND seq < $3 AND ($4 = '' OR type = $4) AND created >= $5
+				ORDER BY seq LIMIT $6`, tenant, after, horizon, f.Type, since, f.Limit+1)
+			if err != nil {
+				return err
+			}
+			if out, err = pgx.CollectRows(rows, scanEvent); err != nil {
+				return err
+			}
+			if len(out) > f.Limit {
+				return nil
+			}
+			return tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM events WHERE tenant_id = $1 AND seq >= $2)", tenant, max(after+1, horizon)).Scan(&held)
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		if held && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return nil, "", ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+			continue
+		}
+		if out == nil {
+			out = []engine.Event{}
+		}
+		if len(out) <= f.Limit {
+			return out, "", nil
+		}
+		return out[:f.Limit], strconv.FormatUint(out[f.Limit-1].Seq, 10), nil
+	}
+}
+
+// scanEvent reads an event from (seq, id, tenant_id, type, created,
+// api_version, body).
+func scanEvent(r pgx.CollectableRow) (engine.Event, error) {
+	var ev engine.Event
+	var seq, created int64
+	if err := r.Scan(&seq, &ev.ID, &ev.TenantID, &ev.Type, &created, &ev.APIVersion, &ev.Body); err != nil {
+		return ev, err
+	}
+	ev.Seq, ev.Created = uint64(seq), time.Unix(0, created).UTC()
+	return ev, nil
+}
+
+// RecentEvents returns tenant's last n events, newest first, each with
+// its deliveries in ID order, without their bodies.
+func (s *Store) RecentEvents(ctx context.Context, tenant string, n int) ([]engine.EventDeliveries, error) {
+	out := []engine.EventDeliveries{}
+	err := s.readTx(ctx, func(tx pgx.Tx) error {
+		out = out[:0]
+		rows, err := tx.Query(ctx, `SELECT seq, id, tenant_id, type, created, api_version, NULL::bytea FROM events
+			WHERE tenant_id = $1 ORDER BY seq DESC LIMIT $2`, tenant, n)
+		if err != nil {
+			return err
+		}
+		evs, err := pgx.CollectRows(rows, scanEvent)
+		if err != nil {
+			return err
+		}
+		ids := make([]string, len(evs))
+		at := make(map[string]int, len(evs))
+		for i, ev := range evs {
+			ids[i], at[ev.ID] = ev.ID, i
+			out = append(out, engine.EventDeliveries{Event: ev, Deliveries: []engine.Delivery{}})
+		}
+		ds, err := collectDocs[engine.Delivery](ctx, tx, "SELECT doc FROM deliveries WHERE event_id = ANY($1) ORDER BY id", ids)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			i := at[d.EventID]
+			out[i].Deliveries = append(out[i].Deliveries, d)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

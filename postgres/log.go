@@ -1,0 +1,563 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+// seqSQL is the next place in the log for an event of the current
+// transaction: its ID × 65 536 plus the count of events it has appended
+// before (a transaction-local setting), so at most 65 536 events per
+// transaction. See the schema's comment on events.seq.
+const seqSQL = `(pg_current_xact_id()::text::bigint * 65536 +
+	set_config('webhookd.events_in_tx', (coalesce(nullif(current_setting('webhookd.events_in_tx', true), ''), '0')::int + 1)::text, true)::int - 1)`
+
+// AppendEvent is ingest, in one transaction (see engine.Store): the
+// tenant must exist (CodeTenantNotFound; its row is share-locked, so a
+// DeleteTenant waits for the ingest or the ingest for it) and the type be
+// in the catalogue (CodeUnknownEventType). A live idempotency record
+// with the same request hash gives the first event and its deliveries
+// (Duplicate), with another hash CodeIdempotencyConflict; a concurrent
+// ingest with the same key waits for the first one's commit and then
+// sees its record. Otherwise the event is appended with the deliveries
+// in.Deliveries returns for the tenant's endpoints, returned in ID order.
+func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.IngestResult, error) {
+	var res engine.IngestResult
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		res, err = s.appendEvent(ctx, tx, in)
+		return err
+	})
+	if err != nil && !errors.Is(err, errDuplicate) {
+		return engine.IngestResult{}, err
+	}
+	return res, nil
+}
+
+// appendEvent is AppendEvent in tx, which the caller commits.
+func (s *Store) appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.IngestResult, error) {
+	ev := in.Event
+	if ev.ID == "" || strings.ContainsRune(ev.ID, 0) {
+		return engine.IngestResult{}, engine.Errorf(engine.CodeInvalidField, "id", "event id must not be empty or contain a NUL byte")
+	}
+	if ev.Type == "" {
+		return engine.IngestResult{}, engine.Errorf(engine.CodeInvalidField, "type", "type is required")
+	}
+	if _, err := tenant(ctx, tx, ev.TenantID, "FOR SHARE"); err != nil {
+		return engine.IngestResult{}, err
+	}
+	var known bool
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM event_types WHERE name = $1)", ev.Type).Scan(&known); err != nil {
+		return engine.IngestResult{}, err
+	}
+	if !known {
+		return engine.IngestResult{}, engine.Errorf(engine.CodeUnknownEventType, "type",
+			"event type %q is not in the catalogue; add it with PUT /v1/event-types/%s", ev.Type, ev.Type)
+	}
+	if in.IdempotencyKey != "" {
+		dup, err := s.claimIdempotencyKey(ctx, tx, in)
+		if dup != nil {
+			return *dup, err // errDuplicate: rolled back, nothing written
+		}
+		if err != nil {
+			return engine.IngestResult{}, err
+		}
+	}
+	rows, err := tx.Query(ctx, "SELECT doc, secrets FROM endpoints WHERE tenant_id = $1 ORDER BY id", ev.TenantID)
+	if err != nil {
+		return engine.IngestResult{}, err
+	}
+	// Secrets stay sealed: making deliveries needs none.
+	eps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.Endpoint, error) { return scanEndpoint(r, nil) })
+	if err != nil {
+		return engine.IngestResult{}, err
+	}
+	if eps == nil {
+		eps = []engine.Endpoint{}
+	}
+
+	stored := ev
+	stored.Created = utc(ev.Created)
+	stored.Body = slices.Clone(ev.Body)
+	if err := tx.QueryRow(ctx, `INSERT INTO events (seq, id, tenant_id, type, created, api_version, body)
+		VALUES (`+seqSQL+`, $1, $2, $3, $4, $5, $6) RETURNING seq`,
+		ev.ID, ev.TenantID, ev.Type, stored.Created.UnixNano(), ev.APIVersion, stored.Body).Scan(&stored.Seq); err != nil {
+		return engine.IngestResult{}, err
+	}
+	var made []engine.Delivery
+	if in.Deliveries != nil {
+		made = in.Deliveries(eps)
+	} else {
+		made = engine.NewDeliveries(stored, eps, engine.NewID)
+	}
+	ds := make([]engine.Delivery, len(made))
+	for i, d := range made {
+		if d.ID == "" || d.TenantID != ev.TenantID || d.EventID != ev.ID {
+			return engine.IngestResult{}, fmt.Errorf("postgres: append event %s: delivery %q is not one of event %s of tenant %s", ev.ID, d.ID, ev.ID, ev.TenantID)
+		}
+		if err := checkState(d); err != nil {
+			return engine.IngestResult{}, fmt.Errorf("postgres: append event %s: %w", ev.ID, err)
+		}
+		ds[i] = normalizeDelivery(d)
+	}
+	slices.SortFunc(ds, func(a, b engine.Delivery) int { return strings.Compare(a.ID, b.ID) })
+	for _, d := range ds {
+		doc, err := json.Marshal(d)
+		if err != nil {
+			return engine.IngestResult{}, err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO deliveries (id, tenant_id, event_id, event_seq, event_type, endpoint_id, state, created, next_attempt_at, due_at, dead_at, doc)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11)`,
+			d.ID, d.TenantID, d.EventID, int64(stored.Seq), d.EventType, d.EndpointID, string(d.State), d.Created.UnixNano(),
+			dueAt(d), deadAt(d), doc); err != nil {
+			return engine.IngestResult{}, err
+		}
+	}
+	return engine.IngestResult{Event: stored, Deliveries: ds}, nil
+}
+
+// claimIdempotencyKey records in's Idempotency-Key for its event, unless
+// a live record has it: then it returns the duplicate's result (the
+// first event, as it is now) or CodeIdempotencyConflict. An expired
+// record is replaced.
+func (s *Store) claimIdempotencyKey(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (*engine.IngestResult, error) {
+	ev := in.Event
+	created := ev.Created.UnixNano()
+	tag, err := tx.Exec(ctx, `INSERT INTO idempotency (tenant_id, key, request_hash, event_id, expires) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = excluded.request_hash, event_id = excluded.event_id, expires = excluded.expires
+		WHERE idempotency.expires <= $6`,
+		ev.TenantID, in.IdempotencyKey, in.RequestHash[:], ev.ID, in.IdempotencyExpires.UnixNano(), created)
+	if err != nil {
+		return nil, err
+	}
+	if tag.RowsAffected() == 1 {
+		return nil, nil
+	}
+	var hash []byte
+	var first string
+	if err := tx.QueryRow(ctx, "SELECT request_hash, event_id FROM idempotency WHERE tenant_id = $1 AND key = $2",
+		ev.TenantID, in.IdempotencyKey).Scan(&hash, &first); err != nil {
+		return nil, err
+	}
+	if string(hash) != string(in.RequestHash[:]) {
+		return nil, engine.Errorf(engine.CodeIdempotencyConflict, "Idempotency-Key",
+			"this Idempotency-Key was used with a different request; send a new key for a new event")
+	}
+	e, ds, err := eventByID(ctx, tx, first)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: append event %s: idempotency record points at event %s: %w", ev.ID, first, err)
+	}
+	return &engine.IngestResult{Event: e, Deliveries: ds, Duplicate: true}, errDuplicate
+}
+
+// errDuplicate rolls back the transaction of an ingest that found its
+// idempotency key live with the same request: nothing of it is written.
+var errDuplicate = errors.New("postgres: duplicate ingest")
+
+// dueAt is the next_attempt_at column of d, and its due_at as written
+// by a writer that holds no lease: its next attempt's time while pending.
+func dueAt(d engine.Delivery) *int64 {
+	if d.State != engine.StatePending {
+		return nil
+	}
+	return ns(d.NextAttemptAt)
+}
+
+func deadAt(d engine.Delivery) *int64 {
+	if d.State != engine.StateDead {
+		return nil
+	}
+	n := d.DeadAt.UnixNano()
+	return &n
+}
+
+// checkState refuses a delivery whose state cannot be stored as it is: a
+// state that is never stored (Delivering), or a Pending one with no time
+// to be due at.
+func checkState(d engine.Delivery) error {
+	switch d.State {
+	case engine.StatePending:
+		if d.NextAttemptAt.IsZero() {
+			return fmt.Errorf("delivery %s: pending without a time to be due at", d.ID)
+		}
+	case engine.StateSucceeded, engine.StateDead, engine.StatePaused:
+	default:
+		return fmt.Errorf("delivery %s: state %q is never stored", d.ID, d.State)
+	}
+	return nil
+}
+
+// normalizeDelivery gives d's times in UTC without a monotonic reading,
+// as they are read back.
+func normalizeDelivery(d engine.Delivery) engine.Delivery {
+	d.CycleStart, d.NextAttemptAt, d.DeadAt = utc(d.CycleStart), utc(d.NextAttemptAt), utc(d.DeadAt)
+	d.Created, d.Updated = utc(d.Created), utc(d.Updated)
+	if d.Attempts != nil {
+		as := make([]engine.Attempt, len(d.Attempts))
+		for i, a := range d.Attempts {
+			a.Start = utc(a.Start)
+			as[i] = a
+		}
+		d.Attempts = as
+	}
+	if d.Replays != nil {
+		rs := make([]engine.Replay, len(d.Replays))
+		for i, r := range d.Replays {
+			r.At = utc(r.At)
+			rs[i] = r
+		}
+		d.Replays = rs
+	}
+	return d
+}
+
+// eventByID reads event id (of any tenant) and its deliveries in ID order.
+func eventByID(ctx context.Context, q querier, id string) (engine.Event, []engine.Delivery, error) {
+	var ev engine.Event
+	var seq, created int64
+	err := q.QueryRow(ctx, "SELECT seq, id, tenant_id, type, created, api_version, body FROM events WHERE id = $1", id).
+		Scan(&seq, &ev.ID, &ev.TenantID, &ev.Type, &created, &ev.APIVersion, &ev.Body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return engine.Event{}, nil, errEventNotFound()
+	}
+	if err != nil {
+		return engine.Event{}, nil, err
+	}
+	ev.Seq, ev.Created = uint64(seq), time.Unix(0, created).UTC()
+	ds, err := collectDocs[engine.Delivery](ctx, q, "SELECT doc FROM deliveries WHERE event_id = $1 ORDER BY id", id)
+	return ev, ds, err
+}
+
+// Event returns event id of tenant and its deliveries in ID order, or
+// CodeEventNotFound (also when it is another tenant's).
+func (s *Store) Event(ctx context.Context, tenant, id string) (engine.Event, []engine.Delivery, error) {
+	var ev engine.Event
+	var ds []engine.Delivery
+	err := s.readTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		ev, ds, err = eventByID(ctx, tx, id)
+		if err == nil && ev.TenantID != tenant {
+			err = errEventNotFound()
+		}
+		return err
+	})
+	if err != nil {
+		return engine.Event{}, nil, err
+	}
+	return ev, ds, nil
+}
+
+// readTx runs fn in a read-only, repeatable-read transaction: one
+// snapshot for all it reads.
+func (s *Store) readTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+	if err != nil {
+		return storeError(err)
+	}
+	return nil
+}
+
+// Delivery returns delivery id of tenant, or CodeDeliveryNotFound (also
+// when it is another tenant's).
+func (s *Store) Delivery(ctx context.Context, tenant, id string) (engine.Delivery, error) {
+	var doc []byte
+	err := s.pool.QueryRow(ctx, "SELECT doc FROM deliveries WHERE id = $1 AND tenant_id = $2", id, tenant).Scan(&doc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return engine.Delivery{}, errDeliveryNotFound()
+	}
+	if err != nil {
+		return engine.Delivery{}, storeError(err)
+	}
+	return decode[engine.Delivery](doc)
+}
+
+// AttemptInput reads delivery id (of any tenant; CodeDeliveryNotFound),
+// its event's body and its endpoint (EndpointFound false when deleted),
+// in one statement.
+func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.AttemptInput, error) {
+	var doc, body, epDoc, epSecrets []byte
+	err := s.pool.QueryRow(ctx, `SELECT d.doc, e.body, ep.doc, ep.secrets FROM deliveries d
+		JOIN events e ON e.id = d.event_id
+		LEFT JOIN endpoints ep ON ep.tenant_id = d.tenant_id AND ep.id = d.endpoint_id
+		WHERE d.id = $1`, deliveryID).Scan(&doc, &body, &epDoc, &epSecrets)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return engine.AttemptInput{}, errDeliveryNotFound()
+	}
+	if err != nil {
+		return engine.AttemptInput{}, storeError(err)
+	}
+	in := engine.AttemptInput{Body: body}
+	if in.Delivery, err = decode[engine.Delivery](doc); err != nil {
+		return engine.AttemptInput{}, err
+	}
+	if epDoc != nil {
+		if in.Endpoint, err = s.endpointFrom(epDoc, epSecrets); err != nil {
+			return engine.AttemptInput{}, err
+		}
+		in.EndpointFound = true
+	}
+	return in, nil
+}
+
+// UpdateDelivery calls fn with delivery id (of any tenant;
+// CodeDeliveryNotFound), read under a row lock, and stores what it
+// returns; an error from fn is returned as is and stores nothing. A
+// delivery another node holds a lease on stays claimed: made pending
+// again (a replay while it is attempted) it is due when the lease ends
+// at the earliest, and its holder's record hands it back at once.
+func (s *Store) UpdateDelivery(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, error) {
+	return s.update(ctx, id, fn, nil, false)
+}
+
+// RecordOutcome is UpdateDelivery that also updates the delivery's
+// endpoint with health, in the same transaction, when the endpoint
+// still exists. It is how the holder of a claim records an attempt: when
+// this process holds the delivery's lease (Scheduler), the record
+// applies only while the lease is still its own (engine.ErrClaimLost
+// otherwise: another node claimed it after the lease ended), and it
+// ends the lease.
+func (s *Store) RecordOutcome(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health func(*engine.Endpoint)) (engine.Delivery, error) {
+	return s.update(ctx, id, fn, health, true)
+}
+
+// update is UpdateDelivery and RecordOutcome.
+func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health func(*engine.Endpoint), holder bool) (engine.Delivery, error) {
+	var out engine.Delivery
+	var kept leaseChange
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		row, err := lockDelivery(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		change := leaseKeep
+		if holder {
+			if token, ok := s.claims.token(id); ok {
+				if row.leaseToken == nil || *row.leaseToken != token {
+					return engine.ErrClaimLost
+				}
+				change = leaseEnd
+			}
+		}
+		after, err := fn(row.d)
+		if err != nil {
+			return &callerError{err}
+		}
+		if err := checkNext(row.d, after); err != nil {
+			return fmt.Errorf("postgres: update delivery %s: %w", id, err)
+		}
+		if out, kept, err = s.saveDelivery(ctx, tx, row, after, change); err != nil {
+			return err
+		}
+		if health != nil {
+			_, err := s.updateEndpoint(ctx, tx, out.TenantID, out.EndpointID, func(ep *engine.Endpoint) error {
+				old := *ep
+				health(ep)
+				ep.ID, ep.TenantID, ep.Created = old.ID, old.TenantID, old.Created // health touches health only
+				return nil
+			})
+			if err != nil && engine.ErrorCode(err) != engine.CodeEndpointNotFound {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return engine.Delivery{}, err
+	}
+	s.claims.recorded(id, kept)
+	return out, nil
+}
+
+// storedDelivery is a delivery as read under its row lock, with the
+// columns of its lease.
+type storedDelivery struct {
+	d          engine.Delivery
+	leaseToken *int64
+	leaseUntil *int64
+}
+
+// lockDelivery reads delivery id under a row lock; CodeDeliveryNotFound.
+func lockDelivery(ctx context.Context, tx pgx.Tx, id string) (storedDelivery, error) {
+	var row storedDelivery
+	var doc []byte
+	err := tx.QueryRow(ctx, "SELECT doc, lease_token, lease_until FROM deliveries WHERE id = $1 FOR UPDATE", id).Scan(&doc, &row.leaseToken, &row.leaseUntil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return row, errDeliveryNotFound()
+	}
+	if err != nil {
+		return row, err
+	}
+	row.d, err = decode[engine.Delivery](doc)
+	return row, err
+}
+
+// checkNext refuses after as the next state of before when it changes
+// whose delivery it is or cannot be stored.
+func checkNext(before, after engine.Delivery) error {
+	if after.ID != before.ID || after.TenantID != before.TenantID || after.EndpointID != before.EndpointID || after.EventID != before.EventID {
+		return fmt.Errorf("delivery %s: a transition changed who it belongs to", before.ID)
+	}
+	return checkState(after)
+}
+
+// leaseChange says what a write of a delivery does to its lease.
+type leaseChange int
+
+const (
+	// leaseKeep: the writer holds no lease (an API call, another node):
+	// a live lease stays, and a pending delivery is not due before it
+	// ends.
+	leaseKeep leaseChange = iota
+	// leaseEnd: the holder recorded its attempt; the lease ends, unless
+	// the delivery is due again at once (replayed while it was
+	// attempted), when the holder keeps it under a renewed lease.
+	leaseEnd
+	// leaseRenewed is what leaseEnd came to when the holder keeps it.
+	leaseRenewed
+)
+
+// saveDelivery writes after over row, as change says, and returns it as
+// stored with what became of the lease.
+func (s *Store) saveDelivery(ctx context.Context, tx pgx.Tx, row storedDelivery, after engine.Delivery, change leaseChange) (engine.Delivery, leaseChange, error) {
+	after = normalizeDelivery(after)
+	doc, err := json.Marshal(after)
+	if err != nil {
+		return engine.Delivery{}, change, err
+	}
+	next := dueAt(after)
+	due, token, until := next, row.leaseToken, row.leaseUntil
+	now := s.now().UnixNano()
+	switch {
+	case after.State != engine.StatePending:
+		token, until = nil, nil
+	case change == leaseEnd && *due <= now:
+		renewed := now + s.lease.Nanoseconds()
+		due, until, change = &renewed, &renewed, leaseRenewed
+	case change == leaseEnd:
+		token, until = nil, nil
+	case until != nil && *until > now && *until > *due:
+		due = until // claimed elsewhere: not due before its lease ends
+	}
+	_, err = tx.Exec(ctx, `UPDATE deliveries SET state = $2, next_attempt_at = $3, due_at = $4, dead_at = $5, lease_token = $6, lease_until = $7, doc = $8 WHERE id = $1`,
+		after.ID, string(after.State), next, due, deadAt(after), token, until, doc)
+	return after, change, err
+}
+
+// UpdateDeliveries applies fn to at most max of the deliveries sel
+// selects, in one transaction, and returns them as stored: the paused
+// deliveries of sel.EndpointID in ID order, or the dead letters that died
+// in [sel.Since, sel.Until) (no upper bound when Until is zero), of
+// sel.EndpointID when set, in death order.
+func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, max int, fn func(engine.Delivery) engine.Delivery) ([]engine.Delivery, error) {
+	var sql string
+	var args []any
+	switch sel.State {
+	case engine.StatePaused:
+		sql = `SELECT doc, lease_token, lease_until FROM deliveries WHERE tenant_id = $1 AND state = 'paused' AND endpoint_id = $2
+			ORDER BY id LIMIT $3 FOR UPDATE`
+		args = []any{sel.Tenant, sel.EndpointID, max}
+	case engine.StateDead:
+		sql = `SELECT doc, lease_token, lease_until FROM deliveries WHERE tenant_id = $1 AND state = 'dead'
+			AND dead_at >= $2 AND ($3::bigint IS NULL OR dead_at < $3) AND ($4 = '' OR endpoint_id = $4)
+			ORDER BY dead_at, id LIMIT $5 FOR UPDATE`
+		var since int64 = -1 << 63
+		if !sel.Since.IsZero() {
+			since = sel.Since.UnixNano()
+		}
+		args = []any{sel.Tenant, since, ns(sel.Until), sel.EndpointID, max}
+	default:
+		return nil, fmt.Errorf("postgres: update deliveries: cannot select by state %q", sel.State)
+	}
+	if max <= 0 {
+		return []engine.Delivery{}, nil
+	}
+	var out []engine.Delivery
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		out = []engine.Delivery{}
+		rows, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		selected, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storedDelivery, error) {
+			var row storedDelivery
+			var doc []byte
+			if err := r.Scan(&doc, &row.leaseToken, &row.leaseUntil); err != nil {
+				return row, err
+			}
+			row.d, err = decode[engine.Delivery](doc)
+			return row, err
+		})
+		if err != nil {
+			return err
+		}
+		for _, row := range selected {
+			after := fn(row.d)
+			if err := checkNext(row.d, after); err != nil {
+				return fmt.Errorf("postgres: update %s deliveries of %s: %w", sel.State, sel.Tenant, err)
+			}
+			stored, _, err := s.saveDelivery(ctx, tx, row, after, leaseKeep)
+			if err != nil {
+				return err
+			}
+			out = append(out, stored)
+		}
+		return s.notifyDue(ctx, tx, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// notifyDue wakes the schedulers of every node (LISTEN) when one of ds
+// is pending: made due by a replay or a resume. The notification is sent
+// at commit, not before.
+func (s *Store) notifyDue(ctx context.Context, tx pgx.Tx, ds []engine.Delivery) error {
+	for _, d := range ds {
+		if d.State == engine.StatePending {
+			_, err := tx.Exec(ctx, "SELECT pg_notify($1, '')", s.channel())
+			return err
+		}
+	}
+	return nil
+}
+
+// RetryIndex calls fn for every pending delivery, in due order, then
+// delivery ID order, from one snapshot. A delivery a node holds is due
+// when its lease ends. fn must not call the Store.
+func (s *Store) RetryIndex(ctx context.Context, fn func(engine.RetryEntry) error) error {
+	return s.readTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT d.due_at, d.id, d.endpoint_id, ep.tenant_id FROM deliveries d
+			LEFT JOIN endpoints ep ON ep.tenant_id = d.tenant_id AND ep.id = d.endpoint_id
+			WHERE d.state = 'pending' ORDER BY d.due_at, d.id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var due int64
+			var e engine.RetryEntry
+			var tenant *string
+			if err := rows.Scan(&due, &e.DeliveryID, &e.EndpointID, &tenant); err != nil {
+				return err
+			}
+			e.Due = time.Unix(0, due).UTC()
+			if tenant != nil {
+				e.TenantID = *tenant
+			}
+			if err := fn(e); err != nil {
+				return &callerError{err}
+			}
+		}
+		return rows.Err()
+	})
+}

@@ -1,0 +1,161 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+// defaultPruneMax is how much one maintenance call deletes when its
+// caller says 0.
+const defaultPruneMax = 500
+
+// PruneIdempotency deletes at most max idempotency records expired at
+// now; fewer than max means no more.
+func (s *Store) PruneIdempotency(ctx context.Context, now time.Time, max int) (int, error) {
+	return s.deleteSome(ctx, `DELETE FROM idempotency WHERE (tenant_id, key) IN
+		(SELECT tenant_id, key FROM idempotency WHERE expires <= $1 LIMIT $2)`, now.UnixNano(), orDefault(max))
+}
+
+// PruneAccessTokens deletes at most max access tokens that expired
+// before before.
+func (s *Store) PruneAccessTokens(ctx context.Context, before time.Time, max int) (int, error) {
+	return s.deleteSome(ctx, `DELETE FROM access_tokens WHERE hash IN
+		(SELECT hash FROM access_tokens WHERE expires < $1 LIMIT $2)`, before.UnixNano(), orDefault(max))
+}
+
+func orDefault(max int) int {
+	if max <= 0 {
+		return defaultPruneMax
+	}
+	return max
+}
+
+// deleteSome runs one DELETE and returns how many rows it deleted.
+func (s *Store) deleteSome(ctx context.Context, sql string, args ...any) (int, error) {
+	tag, err := s.pool.Exec(ctx, sql, args...)
+	if err != nil {
+		return 0, storeError(err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// PruneEvents deletes, in one transaction, among at most max events after
+// log position cursor (0: from the start), those whose every delivery is
+// finished and past r, each with its deliveries. Next is where the next
+// call starts, 0 when the log was read to its end (or the rest is newer
+// than either retention). Idempotency records are PruneIdempotency's.
+func (s *Store) PruneEvents(ctx context.Context, cursor uint64, r engine.Retention, max int) (engine.PruneResult, error) {
+	max = orDefault(max)
+	newest := r.SucceededBefore
+	if r.DeadBefore.After(newest) {
+		newest = r.DeadBefore
+	}
+	var res engine.PruneResult
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		res = engine.PruneResult{}
+		rows, err := tx.Query(ctx, `SELECT seq, id, tenant_id, type, created, api_version, NULL::bytea FROM events
+			WHERE seq > $1 ORDER BY seq LIMIT $2`, int64(cursor), max+1)
+		if err != nil {
+			return err
+		}
+		evs, err := pgx.CollectRows(rows, scanEvent)
+		if err != nil {
+			return err
+		}
+		if len(evs) > max {
+			res.Next = evs[max-1].Seq
+			evs = evs[:max]
+		}
+		for _, ev := range evs {
+			res.Scanned++
+			if !ev.Created.Before(newest) {
+				res.Next = 0 // every later event is newer still
+				break
+			}
+			ds, err := collectDocs[engine.Delivery](ctx, tx, "SELECT doc FROM deliveries WHERE event_id = $1 FOR UPDATE", ev.ID)
+			if err != nil {
+				return err
+			}
+			if !r.Prunable(ev, ds) {
+				continue
+			}
+			tag, err := tx.Exec(ctx, "DELETE FROM deliveries WHERE event_id = $1", ev.ID)
+			if err != nil {
+				return err
+			}
+			res.Deliveries += int(tag.RowsAffected())
+			if _, err := tx.Exec(ctx, "DELETE FROM events WHERE seq = $1", int64(ev.Seq)); err != nil {
+				return err
+			}
+			res.Events++
+		}
+		return nil
+	})
+	if err != nil {
+		return engine.PruneResult{}, err
+	}
+	return res, nil
+}
+
+// PurgeDeletedTenants deletes, in one transaction, at most max (0: 500)
+// events of the first deleted tenant, each with its deliveries (whatever
+// their state); once none is left, at most max of its idempotency keys;
+// once none is left either, the tenant's row, which frees its id. Call it
+// until it returns a zero Tenant.
+func (s *Store) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeResult, error) {
+	max = orDefault(max)
+	var res engine.PurgeResult
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		res = engine.PurgeResult{}
+		err := tx.QueryRow(ctx, "SELECT id FROM tenants WHERE deleted_at IS NOT NULL ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED").Scan(&res.Tenant)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var events []int64
+		rows, err := tx.Query(ctx, "SELECT seq FROM events WHERE tenant_id = $1 ORDER BY seq LIMIT $2", res.Tenant, max)
+		if err != nil {
+			return err
+		}
+		if events, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+			return err
+		}
+		if len(events) > 0 {
+			tag, err := tx.Exec(ctx, "DELETE FROM deliveries WHERE event_id IN (SELECT id FROM events WHERE seq = ANY($1))", events)
+			if err != nil {
+				return err
+			}
+			res.Deliveries = int(tag.RowsAffected())
+			tag, err = tx.Exec(ctx, "DELETE FROM events WHERE seq = ANY($1)", events)
+			res.Events = int(tag.RowsAffected())
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM idempotency WHERE (tenant_id, key) IN
+			(SELECT tenant_id, key FROM idempotency WHERE tenant_id = $1 LIMIT $2)`, res.Tenant, max)
+		if err != nil {
+			return err
+		}
+		if res.Keys = int(tag.RowsAffected()); res.Keys > 0 {
+			return nil
+		}
+		// Deliveries whose event is gone cannot be, but the id is about to
+		// be free: make sure.
+		if _, err := tx.Exec(ctx, "DELETE FROM deliveries WHERE tenant_id = $1", res.Tenant); err != nil {
+			return err
+		}
+		res.Done = true
+		_, err = tx.Exec(ctx, "DELETE FROM tenants WHERE id = $1", res.Tenant)
+		return err
+	})
+	if err != nil {
+		return engine.PurgeResult{}, err
+	}
+	return res, nil
+}

@@ -1,0 +1,168 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The schema, as numbered migrations. Each runs once, in its own
+// transaction, in order; schema_version records the last one applied.
+// Open runs those not applied yet under an advisory lock, so nodes that
+// start at once migrate once. A migration, once released, never changes:
+// a change is a new one at the end.
+//
+// Layout, in the words of the bbolt store's buckets:
+//   - Every time is a bigint of Unix nanoseconds (UTC): the engine's times
+//     have nanoseconds and come back equal, which timestamptz (microseconds)
+//     would not give. A zero time is NULL.
+//   - Every ID and name is text COLLATE "C", so that the order of IDs is
+//     their byte order (engine.NewID's time order) whatever the database's
+//     locale.
+//   - A record the engine keeps whole (a tenant, an endpoint, a delivery
+//     with its attempts and replays, an access token) is one JSON document
+//     (doc, bytea: a receiver's response excerpt may hold a NUL, which
+//     text and jsonb refuse); the columns beside it are what SQL selects
+//     and orders by, written from the same value in the same statement.
+//     Secrets are a document of their own, sealed when a key is set.
+//   - The retry index is the partial index deliveries_due on
+//     (due_at, id) WHERE state = 'pending', the dead letters
+//     deliveries_dead, the paused deliveries deliveries_paused: a
+//     delivery is in one of them if and only if its state says so, by
+//     construction. next_attempt_at is the pending delivery's next
+//     attempt's time; due_at when it may be claimed: the same, or later
+//     while a node holds it (lease_until).
+//   - An event's seq (its place in the log) is its transaction's ID
+//     (xid8) × 65 536 plus its number within the transaction (seqSQL): the
+//     log's order is the order transactions began writing, and every
+//     event a transaction still running may add has a seq above that
+//     transaction's ID × 65 536. The reconciliation feed reads only below
+//     the oldest transaction still running, so an event committed late
+//     never lands behind a cursor a reader has passed.
+var migrations = []string{
+	1: `
+CREATE TABLE meta (
+	key   text COLLATE "C" PRIMARY KEY,
+	value text NOT NULL
+);
+CREATE TABLE tenants (
+	id         text COLLATE "C" PRIMARY KEY,
+	deleted_at bigint,
+	doc        bytea NOT NULL
+);
+CREATE TABLE event_types (
+	name text COLLATE "C" PRIMARY KEY,
+	doc  bytea NOT NULL
+);
+CREATE TABLE endpoints (
+	tenant_id text COLLATE "C" NOT NULL,
+	id        text COLLATE "C" NOT NULL,
+	doc       bytea NOT NULL,
+	secrets   bytea NOT NULL,
+	PRIMARY KEY (tenant_id, id)
+);
+CREATE TABLE access_tokens (
+	hash      bytea PRIMARY KEY,
+	tenant_id text COLLATE "C" NOT NULL,
+	id        text COLLATE "C" NOT NULL,
+	expires   bigint NOT NULL,
+	doc       bytea NOT NULL,
+	UNIQUE (tenant_id, id)
+);
+CREATE INDEX access_tokens_expires ON access_tokens (expires);
+CREATE TABLE events (
+	seq         bigint PRIMARY KEY,
+	id          text COLLATE "C" NOT NULL UNIQUE,
+	tenant_id   text COLLATE "C" NOT NULL,
+	type        text COLLATE "C" NOT NULL,
+	created     bigint NOT NULL,
+	api_version text NOT NULL,
+	body        bytea NOT NULL
+);
+CREATE INDEX events_log ON events (tenant_id, seq);
+CREATE TABLE deliveries (
+	id          text COLLATE "C" PRIMARY KEY,
+	tenant_id   text COLLATE "C" NOT NULL,
+	event_id    text COLLATE "C" NOT NULL,
+	event_seq   bigint NOT NULL,
+	event_type  text COLLATE "C" NOT NULL,
+	endpoint_id text COLLATE "C" NOT NULL,
+	state       text NOT NULL,
+	created     bigint NOT NULL,
+	next_attempt_at bigint,
+	due_at      bigint,
+	dead_at     bigint,
+	lease_token bigint,
+	lease_until bigint,
+	doc         bytea NOT NULL,
+	CHECK ((state = 'pending') = (due_at IS NOT NULL)),
+	CHECK ((state = 'pending') = (next_attempt_at IS NOT NULL)),
+	CHECK ((state = 'dead') = (dead_at IS NOT NULL))
+);
+CREATE INDEX deliveries_due ON deliveries (due_at, id) WHERE state = 'pending';
+CREATE INDEX deliveries_dead ON deliveries (tenant_id, dead_at, id) WHERE state = 'dead';
+CREATE INDEX deliveries_paused ON deliveries (tenant_id, endpoint_id, id) WHERE state = 'paused';
+CREATE INDEX deliveries_log ON deliveries (tenant_id, event_seq DESC, id DESC);
+CREATE INDEX deliveries_event ON deliveries (event_id);
+CREATE INDEX deliveries_leased ON deliveries (endpoint_id) WHERE state = 'pending' AND lease_token IS NOT NULL;
+CREATE TABLE idempotency (
+	tenant_id    text COLLATE "C" NOT NULL,
+	key          text COLLATE "C" NOT NULL,
+	request_hash bytea NOT NULL,
+	event_id     text COLLATE "C" NOT NULL,
+	expires      bigint NOT NULL,
+	PRIMARY KEY (tenant_id, key)
+);
+CREATE INDEX idempotency_expires ON idempotency (expires);
+`,
+}
+
+// migrationLock is the advisory lock key Open holds while it migrates:
+// "webhookd" in ASCII, so it does not collide with an application's.
+const migrationLock = 0x7765626b686f6f64
+
+// migrate brings the schema of conn's search path up to the last
+// migration, holding the advisory lock, and returns the version it found.
+func migrate(ctx context.Context, conn *pgx.Conn, schema string) (int, error) {
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(migrationLock)); err != nil {
+		return 0, fmt.Errorf("postgres: take the migration lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(migrationLock))
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return 0, fmt.Errorf("postgres: create schema %s: %w", schema, err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT set_config('search_path', $1, false)", pgx.Identifier{schema}.Sanitize()); err != nil {
+		return 0, fmt.Errorf("postgres: search_path: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS schema_version (version int NOT NULL)"); err != nil {
+		return 0, fmt.Errorf("postgres: schema_version: %w", err)
+	}
+	var found int
+	err := conn.QueryRow(ctx, "SELECT version FROM schema_version").Scan(&found)
+	switch {
+	case err == pgx.ErrNoRows:
+		if _, err := conn.Exec(ctx, "INSERT INTO schema_version VALUES (0)"); err != nil {
+			return 0, fmt.Errorf("postgres: schema_version: %w", err)
+		}
+	case err != nil:
+		return 0, fmt.Errorf("postgres: read schema_version: %w", err)
+	}
+	last := len(migrations) - 1
+	if found > last {
+		return found, fmt.Errorf("postgres: the database's schema is version %d, newer than this webhookd knows (%d): run a newer webhookd", found, last)
+	}
+	for v := found + 1; v <= last; v++ {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, migrations[v]); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "UPDATE schema_version SET version = $1", v)
+			return err
+		})
+		if err != nil {
+			return found, fmt.Errorf("postgres: migration %d: %w", v, err)
+		}
+	}
+	return found, nil
+}

@@ -1,0 +1,300 @@
+// Package postgres is webhookd's PostgreSQL driver: an engine.Store kept
+// in a PostgreSQL database (through pgx), shared by any number of
+// webhookd nodes, and a Scheduler whose claims are leases in that
+// database, so that every node takes due work from the same retry index
+// and a dead node's work comes back to the others when its leases end.
+//
+// The bbolt file (package storage) stays the single-node default; this
+// store is cluster mode (README, "Running a cluster"; docs/cluster.md).
+// Both pass the same conformance suite, engine/storetest.
+//
+// Durability: a write returns after PostgreSQL's COMMIT, which with the
+// server's default synchronous_commit=on (and a synchronous standby, if
+// the operator runs one) is on disk. webhookd never lowers it.
+package postgres
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/sealing"
+)
+
+// DefaultSchema is the schema webhookd's tables live in unless
+// Options.Schema names another.
+const DefaultSchema = "webhookd"
+
+// Options configure Open.
+type Options struct {
+	// Schema is the PostgreSQL schema of webhookd's tables, made when
+	// missing; "": DefaultSchema.
+	Schema string
+	// SecretKey, when set, seals endpoint secrets at rest (package
+	// sealing), as [storage] secret_key does for the bbolt file.
+	SecretKey []byte
+	// MaxConns bounds the connection pool; zero: pgxpool's default (the
+	// larger of 4 and the number of CPUs) unless the URL sets
+	// pool_max_conns.
+	MaxConns int32
+	// Lease is how long a claim lasts without renewal (Scheduler); zero:
+	// DefaultLease.
+	Lease time.Duration
+	// Now is the clock of due times and leases; nil: time.Now. Every
+	// node's clock must agree (NTP): a node whose clock runs ahead sees
+	// deliveries due early and other nodes' leases end early.
+	Now    func() time.Time
+	Logger *slog.Logger // nil: discard
+}
+
+// Store is an engine.Store (and engine.Maintenance) in PostgreSQL. It is
+// safe for concurrent use, by any number of processes at once.
+type Store struct {
+	pool   *pgxpool.Pool
+	schema string
+	sealer *sealing.Sealer
+	lease  time.Duration
+	clock  func() time.Time
+	log    *slog.Logger
+
+	claims *claims // the leases this process holds (Scheduler)
+}
+
+var (
+	_ engine.Store       = (*Store)(nil)
+	_ engine.Maintenance = (*Store)(nil)
+)
+
+// Open connects to the database at url (a libpq URL or key/value string;
+// a multi-host URL with target_session_attrs=read-write follows a
+// failover), brings the schema up to date and checks the secret key
+// against the one the stored secrets are sealed with.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	if opts.Schema == "" {
+		opts.Schema = DefaultSchema
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = DefaultLease
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: database url: %w", err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
+	cfg.ConnConfig.RuntimeParams["application_name"] = "webhookd"
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	sealer, err := sealing.New(opts.SecretKey)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	s := &Store{pool: pool, schema: opts.Schema, sealer: sealer, lease: opts.Lease, clock: opts.Now, log: opts.Logger, claims: newClaims()}
+	if err := s.init(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// init migrates the schema and settles the secret key.
+func (s *Store) init(ctx context.Context) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: connect: %w", err)
+	}
+	defer conn.Release()
+	if _, err := migrate(ctx, conn.Conn(), s.schema); err != nil {
+		return err
+	}
+	return s.initSecrets(ctx)
+}
+
+// Close closes the pool. Claims still held end with their leases.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Schema returns the schema the store's tables are in.
+func (s *Store) Schema() string { return s.schema }
+
+// SecretKeyID is the hex ID of the key endpoint secrets are sealed with,
+// "" when they are stored in plain.
+func (s *Store) SecretKeyID() string {
+	if s.sealer == nil {
+		return ""
+	}
+	id := s.sealer.ID()
+	return hex.EncodeToString(id[:])
+}
+
+// initSecrets makes the stored secrets agree with the configured key,
+// as the bbolt store's Open does: meta's secret_key_id names the key the
+// secrets are sealed with; without it they are plain. Plain secrets with
+// a key configured are sealed, in one transaction with writing the ID.
+func (s *Store) initSecrets(ctx context.Context) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "LOCK TABLE meta IN EXCLUSIVE MODE"); err != nil {
+			return err
+		}
+		var stored string
+		err := tx.QueryRow(ctx, "SELECT value FROM meta WHERE key = 'secret_key_id'").Scan(&stored)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		switch {
+		case stored != "" && s.sealer == nil:
+			return fmt.Errorf("postgres: %w (key id %s)", sealing.ErrKeyRequired, stored)
+		case stored != "" && stored != s.SecretKeyID():
+			return fmt.Errorf("postgres: %w (the database's key id is %s, the configured one %s)", sealing.ErrKeyMismatch, stored, s.SecretKeyID())
+		case stored != "" || s.sealer == nil:
+			return nil
+		}
+		rows, err := tx.Query(ctx, "SELECT doc, secrets FROM endpoints FOR UPDATE")
+		if err != nil {
+			return err
+		}
+		eps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.Endpoint, error) { return scanEndpoint(r, nil) })
+		if err != nil {
+			return err
+		}
+		for _, ep := range eps {
+			sec, err := json.Marshal(s.sealer.SealSecrets(ep).Secrets)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "UPDATE endpoints SET secrets = $3 WHERE tenant_id = $1 AND id = $2", ep.TenantID, ep.ID, sec); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Exec(ctx, "INSERT INTO meta (key, value) VALUES ('secret_key_id', $1)", s.SecretKeyID())
+		return err
+	})
+}
+
+// maxTxAttempts bounds how often tx runs a transaction that failed on a
+// deadlock or a serialization failure.
+const maxTxAttempts = 5
+
+// tx runs fn in a read-committed transaction and commits it, again from
+// the start when PostgreSQL aborted it for a deadlock or a serialization
+// failure. Errors come back as storeError makes them.
+func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginFunc(ctx, s.pool, fn)
+		if err == nil {
+			return nil
+		}
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01") && attempt < maxTxAttempts && ctx.Err() == nil {
+			continue
+		}
+		return storeError(err)
+	}
+}
+
+// callerError carries an error of a function the caller passed in (an
+// UpdateEndpoint's fn) out of a transaction, to be returned as is.
+type callerError struct{ err error }
+
+func (e *callerError) Error() string { return e.err.Error() }
+
+// storeError returns err as the Store contract wants it: a caller's
+// error or an *engine.Error as is; a database that cannot take writes
+// now (unreachable, shutting down, read-only after a failover, in
+// recovery) as CodeUnavailable with the cause wrapped; anything else
+// wrapped with the package's name.
+func storeError(err error) error {
+	var ce *callerError
+	if errors.As(err, &ce) {
+		return ce.err
+	}
+	var ee *engine.Error
+	if errors.As(err, &ee) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if unavailable(err) {
+		return &engine.Error{Code: engine.CodeUnavailable, Message: "the database cannot take writes now; retry later", Err: err}
+	}
+	return fmt.Errorf("postgres: %w", err)
+}
+
+// unavailable reports whether err says the database is not there or not
+// writable now, as opposed to a fault of the statement.
+func unavailable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "25006", // read_only_sql_transaction: a standby, or a demoted primary
+			pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03", // shutting down, starting up
+			pe.Code == "53300",                       // too_many_connections
+			len(pe.Code) == 5 && pe.Code[:2] == "08": // connection exceptions
+			return true
+		}
+		return false
+	}
+	var ne net.Error
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ne) || errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.Is(err, net.ErrClosed)
+}
+
+// ns is t in Unix nanoseconds, or nil (NULL) for the zero time.
+func ns(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	n := t.UnixNano()
+	return &n
+}
+
+// fromNS is the time of n Unix nanoseconds in UTC; NULL is the zero time.
+func fromNS(n *int64) time.Time {
+	if n == nil {
+		return time.Time{}
+	}
+	return time.Unix(0, *n).UTC()
+}
+
+// The errors every store gives for what is not there.
+
+func errTenantNotFound() error {
+	return engine.Errorf(engine.CodeTenantNotFound, "tenant", "no such tenant")
+}
+
+func errEndpointNotFound() error {
+	return engine.Errorf(engine.CodeEndpointNotFound, "id", "no such endpoint")
+}
+
+func errEventNotFound() error {
+	return engine.Errorf(engine.CodeEventNotFound, "id", "no such event")
+}
+
+func errDeliveryNotFound() error {
+	return engine.Errorf(engine.CodeDeliveryNotFound, "id", "no such delivery")
+}
+
+func errLimit(field string) error {
+	return engine.Errorf(engine.CodeInvalidField, field, "limit must be at least 1")
+}
+
+func errTenantDeleting(id string) error {
+	return engine.Errorf(engine.CodeTenantDeleting, "tenant", "tenant %s was deleted and its data is still being removed; try again in a minute", id)
+}
