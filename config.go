@@ -73,8 +73,25 @@ type ServerConfig struct {
 	IdleTimeout Duration `toml:"idle_timeout"`
 }
 
-// StorageConfig is the [storage] section: the database file.
+// StorageConfig is the [storage] section: where the state is kept.
 type StorageConfig struct {
+	// Driver is "bbolt" (one file, one node: the default) or "postgres"
+	// (a PostgreSQL database shared by any number of nodes: cluster mode,
+	// README "Running a cluster").
+	Driver string `toml:"driver"`
+	// URL is the PostgreSQL connection URL of the postgres driver (a
+	// multi-host URL with target_session_attrs=read-write follows a
+	// failover); the environment variable WEBHOOKD_DATABASE_URL may hold
+	// it instead, which keeps a password out of the file. Never logged.
+	URL string `toml:"url"`
+	// Schema is the PostgreSQL schema of webhookd's tables, made at the
+	// first start.
+	Schema string `toml:"schema"`
+	// Lease is how long a node's claim on a delivery lasts without
+	// renewal (postgres): a node that dies has its deliveries offered to
+	// the others at most this long after. Longer than
+	// delivery.attempt_timeout.
+	Lease Duration `toml:"lease"`
 	// Path is the database file, relative to the working directory unless
 	// absolute. Its directory is created (0700) if it is missing.
 	Path string `toml:"path"`
@@ -248,6 +265,10 @@ func defaultConfig() Config {
 			IdleTimeout:     Duration{2 * time.Minute},
 		},
 		Storage: StorageConfig{
+			Driver:      "bbolt",
+			URL:         "",
+			Schema:      "webhookd",
+			Lease:       Duration{30 * time.Second},
 			Path:        "data/webhookd.db",
 			LockTimeout: Duration{time.Second},
 		},
@@ -422,6 +443,18 @@ func (c Config) validate(name string) error {
 		v.add("storage.path", c.Storage.Path, "must name the database file")
 	}
 	v.positive("storage.lock_timeout", c.Storage.LockTimeout)
+	switch c.Storage.Driver {
+	case "bbolt":
+	case "postgres":
+		if c.Storage.Schema == "" {
+			v.add("storage.schema", c.Storage.Schema, "must name a schema (default \"webhookd\")")
+		}
+		if c.Storage.Lease.Duration <= c.Delivery.AttemptTimeout.Duration {
+			v.add("storage.lease", c.Storage.Lease, fmt.Sprintf("must be longer than delivery.attempt_timeout (%q): a claim must outlast its attempt", c.Delivery.AttemptTimeout))
+		}
+	default:
+		v.add("storage.driver", c.Storage.Driver, `must be "bbolt" or "postgres"`)
+	}
 
 	for i, tok := range c.API.Tokens {
 		if len(tok) < 16 || !printableASCII(tok) {

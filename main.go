@@ -30,7 +30,6 @@ import (
 
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/httpapi"
-	"github.com/webhookd/webhookd/storage"
 )
 
 func main() {
@@ -126,12 +125,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 
 	m := newMetrics()
-	db, err := storage.Open(cfg.Storage.Path, storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration, OnCommit: m.observeCommit, SecretKey: key})
+	be, err := openBackend(ctx, cfg, key, getenv, m, logger)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	if id := db.SecretKeyID(); id != "" {
+	defer be.close()
+	if id := be.store.(interface{ SecretKeyID() string }).SecretKeyID(); id != "" {
 		logger.Info("endpoint secrets are encrypted at rest", "key_id", id)
 	}
 
@@ -144,9 +143,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if cfg.Alerts.URL != "" {
 		alerts = &engine.AlertOptions{URL: cfg.Alerts.URL, Secret: cfg.Alerts.Secret}
 	}
-	node := engine.NewNode(db, engine.NodeOptions{
+	node := engine.NewNode(be.store, engine.NodeOptions{
 		Logger: logger,
 		Dispatcher: engine.DispatcherOptions{
+			Scheduler:           be.sched,
 			Policy:              retryPolicy(cfg.Delivery),
 			Workers:             cfg.Delivery.Workers,
 			EndpointConcurrency: cfg.Delivery.EndpointConcurrency,
@@ -175,12 +175,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Janitor: &engine.JanitorOptions{Succeeded: cfg.Retention.Succeeded.Duration, Dead: cfg.Retention.Dead.Duration},
 	})
 	svc := node.Service
-	m.watch(node.Dispatcher, db)
+	m.watch(node.Dispatcher, be)
 	api := httpapi.New(svc, httpapi.Options{
 		Tokens:  tokens,
 		MaxBody: int64(cfg.Ingest.MaxBody),
 		Logger:  logger,
-		Backup:  db,
+		Backup:  be.backup,
 		Metrics: m.handler(),
 
 		TestTokens:  cfg.API.TestTokens,
@@ -191,9 +191,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 		ObserveRequest: m.observeRequest,
 		Ready: func() error {
-			// Not ready while ingest would answer 503 for the disk.
-			if err := db.Writable(ctx, int(cfg.Ingest.MaxBody)); err != nil {
-				return errors.New("storage cannot write now (the last commit failed: disk full or I/O error; see the log)")
+			if err := be.ready(ctx); err != nil {
+				return err
 			}
 			return svc.Ready()
 		},
@@ -221,7 +220,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
-	logger.Info("webhookd started", "version", versionString(), "listen", ln.Addr().String(), "db", cfg.Storage.Path)
+	logger.Info("webhookd started", "version", versionString(), "listen", ln.Addr().String(), "storage", cfg.Storage.Driver, "db", be.where)
 	fmt.Fprintf(stdout, "webhookd listening on http://%s\n", ln.Addr())
 
 	select {
@@ -242,7 +241,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err := node.Stop(sctx); err != nil {
 		logger.Warn("engine stop cut short", "err", err)
 	}
-	if err := db.Close(); err != nil {
+	if err := be.close(); err != nil {
 		return fmt.Errorf("close database: %w", err)
 	}
 	logger.Info("stopped")
@@ -286,6 +285,11 @@ func adminTokens(cfg Config, logger *slog.Logger) ([]string, error) {
 		return []string{tok}, nil
 	case !errors.Is(err, os.ErrNotExist):
 		return nil, fmt.Errorf("read admin token: %w", err)
+	}
+	if cfg.Storage.Driver == "postgres" {
+		// Every node of a cluster must accept the same tokens: one made
+		// here would be this node's alone.
+		return nil, fmt.Errorf("no admin token: with [storage] driver = \"postgres\" set [api] tokens (the same on every node) or put one in %s", path)
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {

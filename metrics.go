@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/webhookd/webhookd/engine"
-	"github.com/webhookd/webhookd/storage"
 )
 
 // maxEndpointLabels bounds the endpoint label of the per-endpoint failure
@@ -81,7 +80,7 @@ func newMetrics() *metrics {
 
 // watch registers the gauges read at scrape time from the dispatcher and
 // the store.
-func (m *metrics) watch(disp *engine.Dispatcher, db *storage.DB) {
+func (m *metrics) watch(disp *engine.Dispatcher, be *backend) {
 	gauge := func(name, help string, fn func() float64) {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
 	}
@@ -92,13 +91,15 @@ func (m *metrics) watch(disp *engine.Dispatcher, db *storage.DB) {
 	gauge("webhookd_due_deliveries", "Deliveries due now and waiting for a worker.", func() float64 { return float64(disp.Stats().Ready) })
 	gauge("webhookd_inflight_attempts", "Attempts in flight.", func() float64 { return float64(disp.Stats().InFlight) })
 	gauge("webhookd_oldest_pending_overdue_seconds", "How long the most overdue pending delivery has been due (0 when none is overdue).", func() float64 {
-		due, ok, err := db.OldestDue(context.Background())
+		due, ok, err := be.oldestDue(context.Background())
 		if err != nil || !ok {
 			return 0
 		}
 		return max(0, time.Since(due).Seconds())
 	})
-	gauge("webhookd_database_bytes", "Size of the database file.", func() float64 { return float64(db.FileSize()) })
+	if be.size != nil {
+		gauge("webhookd_database_bytes", "Size of the database file.", func() float64 { return float64(be.size()) })
+	}
 }
 
 func (m *metrics) handler() http.Handler {

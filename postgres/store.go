@@ -298,3 +298,29 @@ func errLimit(field string) error {
 func errTenantDeleting(id string) error {
 	return engine.Errorf(engine.CodeTenantDeleting, "tenant", "tenant %s was deleted and its data is still being removed; try again in a minute", id)
 }
+
+// Writable reports whether the database takes writes now: reachable, and
+// a primary (not a standby in recovery, not read-only). It is /readyz's
+// probe in cluster mode.
+func (s *Store) Writable(ctx context.Context) error {
+	var readOnly bool
+	err := s.pool.QueryRow(ctx, "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool").Scan(&readOnly)
+	if err != nil {
+		return fmt.Errorf("the database is unreachable: %w", storeError(err))
+	}
+	if readOnly {
+		return errors.New("the database is read-only (a standby, or a primary demoted by a failover)")
+	}
+	return nil
+}
+
+// OldestDue returns the due time of the pending delivery due first (a
+// delivery a node holds is due when its lease ends), and whether there is
+// one.
+func (s *Store) OldestDue(ctx context.Context) (time.Time, bool, error) {
+	var due *int64
+	if err := s.pool.QueryRow(ctx, "SELECT min(due_at) FROM deliveries WHERE state = 'pending'").Scan(&due); err != nil {
+		return time.Time{}, false, storeError(err)
+	}
+	return fromNS(due), due != nil, nil
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/postgres"
+	"github.com/webhookd/webhookd/storage"
+)
+
+// databaseURLEnv names the environment variable that may hold [storage]
+// url, so that a password stays out of the config file.
+const databaseURLEnv = "WEBHOOKD_DATABASE_URL"
+
+// backend is the store serve runs on, with what each driver gives beside
+// the engine.Store: the bbolt file or the PostgreSQL database.
+type backend struct {
+	store engine.Store
+	sched engine.Scheduler // nil: the dispatcher's LocalScheduler
+	// backup is the hot backup of GET /v1/admin/backup; nil where the
+	// database has its own (pg_dump).
+	backup io.WriterTo
+	// ready says whether ingest can be acknowledged now.
+	ready func(ctx context.Context) error
+	// oldestDue is the due time of the most overdue pending delivery.
+	oldestDue func(ctx context.Context) (time.Time, bool, error)
+	size      func() int64 // the database file's size; nil: not measured here
+	where     string       // for the log: the file, or the database without its password
+	close     func() error
+}
+
+// openBackend opens the store cfg names.
+func openBackend(ctx context.Context, cfg Config, key []byte, getenv func(string) string, m *metrics, logger *slog.Logger) (*backend, error) {
+	switch cfg.Storage.Driver {
+	case "postgres":
+		return openPostgres(ctx, cfg, key, getenv, logger)
+	default:
+		db, err := storage.Open(cfg.Storage.Path, storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration, OnCommit: m.observeCommit, SecretKey: key})
+		if err != nil {
+			return nil, err
+		}
+		return &backend{
+			store:  db,
+			backup: db,
+			ready: func(ctx context.Context) error {
+				// Not ready while ingest would answer 503 for the disk.
+				if err := db.Writable(ctx, int(cfg.Ingest.MaxBody)); err != nil {
+					return errors.New("storage cannot write now (the last commit failed: disk full or I/O error; see the log)")
+				}
+				return nil
+			},
+			oldestDue: db.OldestDue,
+			size:      db.FileSize,
+			where:     cfg.Storage.Path,
+			close:     db.Close,
+		}, nil
+	}
+}
+
+// databaseURL returns [storage] url or WEBHOOKD_DATABASE_URL (one of
+// them, not both).
+func databaseURL(c StorageConfig, getenv func(string) string) (string, error) {
+	env := strings.TrimSpace(getenv(databaseURLEnv))
+	switch {
+	case env != "" && c.URL != "":
+		return "", fmt.Errorf("the database URL is set twice, in %s and in [storage] url: set one", databaseURLEnv)
+	case env != "":
+		return env, nil
+	case c.URL != "":
+		return c.URL, nil
+	}
+	return "", fmt.Errorf("[storage] driver = \"postgres\" needs a database URL: set [storage] url or %s", databaseURLEnv)
+}
+
+// redactURL returns a database URL fit for a log: without its password.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return "(a key/value connection string)"
+	}
+	return u.Redacted()
+}
+
+func openPostgres(ctx context.Context, cfg Config, key []byte, getenv func(string) string, logger *slog.Logger) (*backend, error) {
+	dsn, err := databaseURL(cfg.Storage, getenv)
+	if err != nil {
+		return nil, err
+	}
+	octx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	st, err := postgres.Open(octx, dsn, postgres.Options{
+		Schema:    cfg.Storage.Schema,
+		SecretKey: key,
+		Lease:     cfg.Storage.Lease.Duration,
+		Logger:    logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sched := st.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: cfg.Delivery.EndpointConcurrency})
+	return &backend{
+		store: st,
+		sched: sched,
+		ready: func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			return st.Writable(ctx)
+		},
+		oldestDue: st.OldestDue,
+		where:     redactURL(dsn) + " schema " + cfg.Storage.Schema,
+		close: func() error {
+			sched.Close()
+			return st.Close()
+		},
+	}, nil
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/postgres/pgtest"
+)
+
+// clusterConfig is testConfig on the postgres driver: every node on the
+// same schema of the test server (pgtest), with a short lease.
+func clusterConfig(t *testing.T, schema string, lease time.Duration, extra string) string {
+	t.Helper()
+	url := pgtest.URL(t)
+	if i := strings.Index(testConfig, "[delivery]"); i >= 0 {
+		return fmt.Sprintf("%s\n[storage]\ndriver = \"postgres\"\nurl = %q\nschema = %q\nlease = %q\n%s\n%s",
+			testConfig[:i], url, schema, lease, testConfig[i:], extra)
+	}
+	t.Fatal("testConfig has no [delivery] section")
+	return ""
+}
+
+// TestCluster_NodesShareOneDatabase runs two nodes on one PostgreSQL
+// schema: what one node configures the other serves, events ingested
+// through both are delivered once each (at-least-once allows more, and
+// with nothing failing there is none), signed as on a single node, and
+// each node's delivery log shows every delivery.
+func TestCluster_NodesShareOneDatabase(t *testing.T) {
+	schema := pgtest.Schema(t)
+	cfg := clusterConfig(t, schema, 30*time.Second, "")
+	a := startInstance(t, t.TempDir(), cfg)
+	b := startInstance(t, t.TempDir(), cfg)
+	a.setup()
+
+	var mu sync.Mutex
+	seen := map[string]int{}
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("webhook-id")]++
+		mu.Unlock()
+		w.WriteHeader(204)
+	})
+	ep := b.createEndpoint(rc.srv.URL, "payment.succeeded")
+	rc.setSecret(ep.Secret)
+
+	const n = 40
+	var ids []string
+	for i := range n {
+		node := a
+		if i%2 == 1 {
+			node = b
+		}
+		res := node.ingest("payment.succeeded", fmt.Sprintf(`{"n":%d}`, i))
+		if len(res.Deliveries) != 1 {
+			t.Fatalf("ingest %d: %d deliveries, want 1", i, len(res.Deliveries))
+		}
+		ids = append(ids, res.Deliveries[0].ID)
+	}
+	for i, id := range ids {
+		node := []*instance{a, b}[i%2]
+		node.waitState(id, "succeeded")
+	}
+	rc.checkSignatures()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != n {
+		t.Errorf("the receiver saw %d events, want %d", len(seen), n)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("event %s arrived %d times with nothing failing", id, c)
+		}
+	}
+}
