@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -74,5 +76,34 @@ func TestCluster_NodesShareOneDatabase(t *testing.T) {
 		if c != 1 {
 			t.Errorf("event %s arrived %d times with nothing failing", id, c)
 		}
+	}
+}
+
+// TestCluster_FileCommandsSayWhatToDo: backup, compact and rotate-key
+// work on the bbolt file; with the postgres driver each refuses, writes
+// nothing, and says what to use instead.
+func TestCluster_FileCommandsSayWhatToDo(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "webhookd.toml")
+	if err := os.WriteFile(cfg, []byte("[storage]\ndriver = \"postgres\"\nurl = \"postgres://nobody@127.0.0.1:1/none\"\n[api]\ntokens = [\"test-admin-token-0123456789\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "backup.db")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"backup", "-config", cfg, "-o", out}, "pg_dump --schema=webhookd"},
+		{[]string{"compact", "-config", cfg, "-in-place"}, "autovacuum"},
+		{[]string{"rotate-key", "-config", cfg, "-new-key-file", filepath.Join(dir, "k")}, "not with [storage] driver = \"postgres\""},
+	} {
+		var stdout, stderr strings.Builder
+		err := run(t.Context(), tc.args, func(string) string { return "" }, &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want one that says %q", tc.args[0], err, tc.want)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("backup wrote %s: %v", out, err)
 	}
 }

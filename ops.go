@@ -81,6 +81,9 @@ func runBackup(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
+	if err := bboltOnly(cfg, "backup", *dbPath != ""); err != nil {
+		return err
+	}
 	f, err := storage.NewReplacement(*out, ".partial")
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
@@ -255,6 +258,9 @@ func runCompact(_ context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	if err := bboltOnly(cfg, "compact", false); err != nil {
+		return err
+	}
 	src := cfg.Storage.Path
 	if *dbPath != "" {
 		src = *dbPath
@@ -285,4 +291,20 @@ func runCompact(_ context.Context, args []string, getenv func(string) string, st
 	fmt.Fprintf(stdout, "compacted %s (%d bytes) to %s (%d bytes) in %s; or compact it in place: webhookd compact -in-place\n",
 		src, res.Before, *out, res.After, took)
 	return nil
+}
+
+// bboltOnly refuses an offline command of the bbolt file when the config
+// runs webhookd on PostgreSQL, and says what to do there instead; a
+// command given a file explicitly (fileGiven) works on that file.
+func bboltOnly(cfg Config, command string, fileGiven bool) error {
+	if cfg.Storage.Driver != "postgres" || fileGiven {
+		return nil
+	}
+	switch command {
+	case "backup":
+		return fmt.Errorf("backup: with [storage] driver = \"postgres\" the state is in PostgreSQL, not in a file: back it up with the database's own tools, e.g. pg_dump --schema=%s (a consistent snapshot while nodes run), continuous archiving (pg_basebackup and WAL) or your managed service's snapshots; see README, Running a cluster", cfg.Storage.Schema)
+	case "compact":
+		return errors.New("compact: with [storage] driver = \"postgres\" there is no file to compact: PostgreSQL's autovacuum reclaims space (VACUUM FULL, or pg_repack, to give it back to the disk)")
+	}
+	return fmt.Errorf("%s: works on the bbolt file, not with [storage] driver = \"postgres\"", command)
 }

@@ -51,6 +51,9 @@ func runRotateKey(_ context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
+	if err := bboltOnly(cfg, "rotate-key", false); err != nil {
+		return err
+	}
 	if *dbPath != "" {
 		cfg.Storage.Path = *dbPath
 	}
