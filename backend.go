@@ -24,6 +24,9 @@ const databaseURLEnv = "WEBHOOKD_DATABASE_URL"
 type backend struct {
 	store engine.Store
 	sched engine.Scheduler // nil: the dispatcher's LocalScheduler
+	// claimAhead is the dispatcher's ClaimAhead: a node of a cluster
+	// claims only what its workers can start soon.
+	claimAhead int
 	// backup is the hot backup of GET /v1/admin/backup; nil where the
 	// database has its own (pg_dump).
 	backup io.WriterTo
@@ -104,10 +107,11 @@ func openPostgres(ctx context.Context, cfg Config, key []byte, getenv func(strin
 	if err != nil {
 		return nil, err
 	}
-	sched := st.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: cfg.Delivery.EndpointConcurrency})
+	sched := st.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: cfg.Delivery.EndpointConcurrency, EndpointRate: cfg.Delivery.EndpointRate})
 	return &backend{
-		store: st,
-		sched: sched,
+		store:      st,
+		sched:      sched,
+		claimAhead: 2 * cfg.Delivery.Workers,
 		ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()

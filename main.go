@@ -147,6 +147,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Logger: logger,
 		Dispatcher: engine.DispatcherOptions{
 			Scheduler:           be.sched,
+			ClaimAhead:          be.claimAhead,
 			Policy:              retryPolicy(cfg.Delivery),
 			Workers:             cfg.Delivery.Workers,
 			EndpointConcurrency: cfg.Delivery.EndpointConcurrency,

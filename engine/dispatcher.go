@@ -22,17 +22,24 @@ import (
 // DispatcherOptions configure a Dispatcher. A zero field means the default
 // named on it.
 type DispatcherOptions struct {
-	Policy              RetryPolicy  // zero Deadline: DefaultRetryPolicy()
-	Workers             int          // attempts in flight at once, all endpoints (and up to recordingPerWorker times as many outcomes being recorded); 0: 64
-	EndpointConcurrency int          // attempts in flight at once per endpoint; 0: 8
-	TenantConcurrency   int          // attempts in flight at once per tenant; 0: three quarters of Workers (at least 1)
-	Scheduler           Scheduler    // who owns due work; nil: NewLocalScheduler(store)
-	EndpointRate        float64      // attempts per second per endpoint; 0: unlimited
-	Client              *http.Client // nil: NewHTTPClient(Workers, EndpointConcurrency, Targets)
-	Logger              *slog.Logger // nil: discard
-	UserAgent           string       // "": "webhookd"
-	Now                 func() time.Time
-	Random              func() float64 // jitter source in [0, 1); nil: math/rand/v2
+	Policy              RetryPolicy // zero Deadline: DefaultRetryPolicy()
+	Workers             int         // attempts in flight at once, all endpoints (and up to recordingPerWorker times as many outcomes being recorded); 0: 64
+	EndpointConcurrency int         // attempts in flight at once per endpoint; 0: 8
+	TenantConcurrency   int         // attempts in flight at once per tenant; 0: three quarters of Workers (at least 1)
+	Scheduler           Scheduler   // who owns due work; nil: NewLocalScheduler(store)
+	// ClaimAhead, when not 0, bounds the deliveries claimed and waiting
+	// for a worker: the claim loop claims only while fewer wait, so with
+	// a Scheduler shared by several processes no process takes more due
+	// work than it can start soon. Zero: all that is due is claimed at
+	// once (LocalScheduler: it is this process's anyway, and the fair
+	// queues choose among it).
+	ClaimAhead   int
+	EndpointRate float64      // attempts per second per endpoint; 0: unlimited
+	Client       *http.Client // nil: NewHTTPClient(Workers, EndpointConcurrency, Targets)
+	Logger       *slog.Logger // nil: discard
+	UserAgent    string       // "": "webhookd"
+	Now          func() time.Time
+	Random       func() float64 // jitter source in [0, 1); nil: math/rand/v2
 	// OnAttempt, when set, is told of every attempt whose outcome was
 	// recorded, with the state the delivery moved to (for metrics). It runs
 	// on a worker: it must be fast and must not block.
@@ -95,6 +102,7 @@ type Dispatcher struct {
 
 	mu        sync.Mutex
 	cond      *sync.Cond
+	claimCond *sync.Cond // the claim loop waits on it for room (ClaimAhead)
 	endpoints map[string]*endpointQueue
 	tenants   map[string]*tenantQueue  // by tenant ID, while it has work here
 	runnable  []*tenantQueue           // tenants with a runnable endpoint and room, in turn order
@@ -178,6 +186,7 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 		d.sched = NewLocalScheduler(store)
 	}
 	d.cond = sync.NewCond(&d.mu)
+	d.claimCond = sync.NewCond(&d.mu)
 	d.baseCtx, d.cancel = context.WithCancel(context.Background())
 	d.claimCtx, d.endClaims = context.WithCancel(context.Background())
 	return d
@@ -269,6 +278,7 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	started := d.started
 	d.stopping = true
 	d.cond.Broadcast()
+	d.claimCond.Broadcast()
 	d.mu.Unlock()
 	d.endClaims()
 	if !started {
@@ -477,7 +487,16 @@ func (d *Dispatcher) makeTenantRunnableLocked(tq *tenantQueue) {
 func (d *Dispatcher) claimLoop() {
 	defer d.workersWG.Done()
 	for {
-		ws, err := d.sched.Claim(d.claimCtx, 0)
+		room := 0
+		if d.opts.ClaimAhead > 0 {
+			d.mu.Lock()
+			for len(d.ready) >= d.opts.ClaimAhead && !d.stopping {
+				d.claimCond.Wait()
+			}
+			room = d.opts.ClaimAhead - len(d.ready)
+			d.mu.Unlock()
+		}
+		ws, err := d.sched.Claim(d.claimCtx, room)
 		if err != nil {
 			return // Stop
 		}
@@ -529,6 +548,9 @@ func (d *Dispatcher) next() (id string, eq *endpointQueue, ok bool) {
 		eq.ready[0] = ""
 		eq.ready = eq.ready[1:]
 		delete(d.ready, id)
+		if d.opts.ClaimAhead > 0 && len(d.ready) < d.opts.ClaimAhead {
+			d.claimCond.Signal()
+		}
 		eq.inflight++
 		tq.inflight++
 		d.inflight[id] = true

@@ -28,13 +28,18 @@ import (
 // records nothing (engine.ErrClaimLost). A record by the holder ends the
 // lease: due_at becomes the delivery's next attempt time again.
 //
-// Per-endpoint concurrency holds across the cluster: claims run one at a
-// time (a transaction-scoped advisory lock), and a claim takes no more
-// deliveries of an endpoint than its concurrency minus the deliveries of
-// it under a live lease anywhere. So at most EndpointConcurrency
-// attempts of one endpoint are in flight in the whole cluster, as long
-// as no node holds an attempt past its lease (the lease is longer than
-// an attempt's timeout; see DefaultLease).
+// Per-endpoint concurrency and rate hold across the cluster: claims run
+// one at a time (a transaction-scoped advisory lock), and a claim takes
+// no more deliveries of an endpoint than its concurrency minus the
+// deliveries of it under a live lease anywhere, nor more than the
+// endpoint's pace in endpoint_pace allows. So at most
+// EndpointConcurrency attempts of one endpoint are in flight in the whole
+// cluster, as long as no node holds an attempt past its lease (the lease
+// is longer than an attempt's timeout; see DefaultLease), and at most
+// EndpointRate are claimed per second after a burst of one second's
+// worth. A claimed delivery is attempted soon after (a node claims no
+// more than its workers can start), so the rate of attempts follows the
+// rate of claims.
 //
 // Wake-ups: a node's own ingest and replays wake its claim loop at once;
 // other nodes hear of replays and resumes by LISTEN/NOTIFY; and each
@@ -56,6 +61,9 @@ type SchedulerOptions struct {
 	// EndpointConcurrency bounds the attempts of one endpoint in flight
 	// in the whole cluster; zero: no bound.
 	EndpointConcurrency int
+	// EndpointRate bounds the attempts per second of one endpoint in the
+	// whole cluster, with a burst of one second's worth; zero: no bound.
+	EndpointRate float64
 	// Batch is how many deliveries one claim takes at most; zero: 100.
 	Batch int
 	// Poll is the longest a claim loop sleeps without a wake-up; zero:
@@ -290,7 +298,12 @@ func (c *Scheduler) claim(ctx context.Context, limit int) ([]engine.Work, time.T
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(claimLock)); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, claimSQL, now.UnixNano(), limit, c.opts.EndpointConcurrency, token, until)
+		var interval, burst int64
+		if c.opts.EndpointRate > 0 {
+			interval = int64(float64(time.Second) / c.opts.EndpointRate)
+			burst = interval * int64(max(1, int(c.opts.EndpointRate))) // as the dispatcher's own limiter
+		}
+		rows, err := tx.Query(ctx, claimSQL, now.UnixNano(), limit, c.opts.EndpointConcurrency, token, until, interval, burst)
 		if err != nil {
 			return err
 		}
@@ -321,10 +334,13 @@ func (c *Scheduler) claim(ctx context.Context, limit int) ([]engine.Work, time.T
 
 // claimSQL claims the due deliveries, earliest first, at most $2, and of
 // each endpoint no more than $3 (when not 0) minus those under a live
-// lease; $1 is now, $4 the lease token, $5 the lease's end. It scans a
-// window of the earliest due deliveries ten times the batch: an endpoint
-// at its bound with many due does not hide the others behind it beyond
-// that window.
+// lease, and no more than its pace allows: with $6 nanoseconds between
+// attempts (when not 0) and a burst of $7 nanoseconds' worth, a
+// generic cell rate algorithm whose theoretical arrival time per
+// endpoint is endpoint_pace.tat. $1 is now, $4 the lease token, $5 the
+// lease's end. It scans a window of the earliest due deliveries ten
+// times the batch: an endpoint at its bound with many due does not hide
+// the others behind it beyond that window.
 const claimSQL = `
 WITH due AS (
 	SELECT id, endpoint_id, due_at FROM deliveries
@@ -337,15 +353,24 @@ WITH due AS (
 	AND endpoint_id IN (SELECT endpoint_id FROM due)
 	GROUP BY endpoint_id
 ), ranked AS (
-	SELECT due.id, due.due_at, row_number() OVER (PARTITION BY due.endpoint_id ORDER BY due.due_at, due.id) + coalesce(busy.n, 0) AS place
+	SELECT due.id, due.due_at, due.endpoint_id, coalesce(busy.n, 0) AS busy,
+		row_number() OVER (PARTITION BY due.endpoint_id ORDER BY due.due_at, due.id) AS place
 	FROM due LEFT JOIN busy USING (endpoint_id)
 ), chosen AS (
-	SELECT id FROM ranked WHERE $3 = 0 OR place <= $3
-	ORDER BY due_at, id LIMIT $2
+	SELECT r.id FROM ranked r LEFT JOIN endpoint_pace p USING (endpoint_id)
+	WHERE ($3 = 0 OR r.place + r.busy <= $3)
+	AND ($6 = 0 OR r.place <= floor(($1 + $7 - greatest(coalesce(p.tat, 0), $1))::float8 / $6))
+	ORDER BY r.due_at, r.id LIMIT $2
+), claimed AS (
+	UPDATE deliveries d SET lease_token = $4, lease_until = $5, due_at = $5
+	FROM chosen WHERE d.id = chosen.id
+	RETURNING d.id, d.tenant_id, d.endpoint_id
+), paced AS (
+	INSERT INTO endpoint_pace (endpoint_id, tat)
+	SELECT endpoint_id, $1 + count(*) * $6 FROM claimed WHERE $6 > 0 GROUP BY endpoint_id
+	ON CONFLICT (endpoint_id) DO UPDATE SET tat = greatest(endpoint_pace.tat, $1) + (excluded.tat - $1)
 )
-UPDATE deliveries d SET lease_token = $4, lease_until = $5, due_at = $5
-FROM chosen WHERE d.id = chosen.id
-RETURNING d.id, d.tenant_id, d.endpoint_id`
+SELECT id, tenant_id, endpoint_id FROM claimed`
 
 // Settle ends this process's claim on w. When the holder's record kept
 // the lease (the delivery is due again at once: replayed while it was

@@ -106,6 +106,10 @@ CREATE INDEX deliveries_paused ON deliveries (tenant_id, endpoint_id, id) WHERE 
 CREATE INDEX deliveries_log ON deliveries (tenant_id, event_seq DESC, id DESC);
 CREATE INDEX deliveries_event ON deliveries (event_id);
 CREATE INDEX deliveries_leased ON deliveries (endpoint_id) WHERE state = 'pending' AND lease_token IS NOT NULL;
+CREATE TABLE endpoint_pace (
+	endpoint_id text COLLATE "C" PRIMARY KEY,
+	tat         bigint NOT NULL
+);
 CREATE TABLE idempotency (
 	tenant_id    text COLLATE "C" NOT NULL,
 	key          text COLLATE "C" NOT NULL,
