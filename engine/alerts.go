@@ -43,11 +43,19 @@ func (s *Service) EnsureOperatorEndpoint(ctx context.Context, url, secret string
 		return err
 	}
 	if len(eps) == 0 {
-		return s.store.CreateEndpoint(ctx, Endpoint{
+		err := s.store.CreateEndpoint(ctx, Endpoint{
 			ID: NewID("ep"), TenantID: OperatorTenant, URL: url, EventTypes: []string{AllEventTypes},
 			Description: "operator alerts ([alerts] url)", Created: now, Updated: now,
 			Secrets: []Secret{{Key: secret}},
 		}, 1)
+		if ErrorCode(err) != CodeLimitReached {
+			return err
+		}
+		// Another node of a cluster, starting at the same time, made it
+		// first (the limit of 1 let only one through): update that one.
+		if eps, err = s.store.Endpoints(ctx, OperatorTenant); err != nil {
+			return err
+		}
 	}
 	_, err = s.store.UpdateEndpoint(ctx, OperatorTenant, eps[0].ID, func(ep *Endpoint) error {
 		ep.URL, ep.Secrets, ep.Disabled, ep.Updated = url, []Secret{{Key: secret}}, false, now
