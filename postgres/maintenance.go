@@ -10,6 +10,10 @@ import (
 	"github.com/webhookd/webhookd/engine"
 )
 
+// pruneLock is the advisory lock key of PruneEvents: "whprunes" in
+// ASCII.
+const pruneLock = 0x77687072756e6573
+
 // defaultPruneMax is how much one maintenance call deletes when its
 // caller says 0.
 const defaultPruneMax = 500
@@ -58,6 +62,12 @@ func (s *Store) PruneEvents(ctx context.Context, cursor uint64, r engine.Retenti
 	var res engine.PruneResult
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		res = engine.PruneResult{}
+		// Every node runs a janitor; one prunes at a time, and the
+		// others find the log read to its end for this pass.
+		var mine bool
+		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1)", int64(pruneLock)).Scan(&mine); err != nil || !mine {
+			return err
+		}
 		rows, err := tx.Query(ctx, `SELECT seq, id, tenant_id, type, created, api_version, NULL::bytea FROM events
 			WHERE seq > $1 ORDER BY seq LIMIT $2`, int64(cursor), max+1)
 		if err != nil {
