@@ -31,12 +31,12 @@ func (c *manualClock) add(d time.Duration) {
 
 // nodes opens n stores on one schema, as n webhookd processes would, on
 // clock.
-func nodes(t *testing.T, n int, clock *manualClock) []*Store {
+func nodes(t testing.TB, n int, clock *manualClock) []*Store {
 	t.Helper()
 	url, schema := pgtest.URL(t), pgtest.Schema(t)
 	var out []*Store
 	for range n {
-		s, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 4, Now: clock.now})
+		s, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 16, Now: clock.now})
 		if err != nil {
 			t.Fatal(err)
 		}
