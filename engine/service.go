@@ -28,8 +28,8 @@ type Service struct {
 // ServiceOptions configure a Service. The zero value of each field means the
 // default named on it.
 type ServiceOptions struct {
-	IdempotencyWindow time.Duration    // zero: 24h
-	APIVersion        string           // api_version when ingest names none; "": "v1"
+	IdempotencyWindow time.Duration    // zero: DefaultIdempotencyWindow
+	APIVersion        string           // api_version when ingest names none; "": DefaultAPIVersion
 	Now               func() time.Time // zero: time.Now
 
 	// Targets is checked when an endpoint URL is created or changed. The
@@ -82,10 +82,10 @@ type ServiceOptions struct {
 // NewService returns a Service over store that hands work to disp.
 func NewService(store Store, disp *Dispatcher, opts ServiceOptions) *Service {
 	if opts.IdempotencyWindow == 0 {
-		opts.IdempotencyWindow = 24 * time.Hour
+		opts.IdempotencyWindow = DefaultIdempotencyWindow
 	}
 	if opts.APIVersion == "" {
-		opts.APIVersion = "v1"
+		opts.APIVersion = DefaultAPIVersion
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -412,39 +412,12 @@ func (s *Service) Ingest(ctx context.Context, tenant string, in IngestInput) (In
 // ingest is Ingest for a tenant id already accepted: a customer's, or
 // OperatorTenant, which no API request can name.
 func (s *Service) ingest(ctx context.Context, tenant string, in IngestInput) (IngestResult, error) {
-	if in.Type == "" {
-		return IngestResult{}, Errorf(CodeInvalidField, "type", "type is required")
-	}
-	if err := ValidateEventType("type", in.Type); err != nil {
-		return IngestResult{}, err
-	}
-	requestedVersion := in.APIVersion
-	if in.APIVersion == "" {
-		in.APIVersion = s.opts.APIVersion
-	}
-	if err := validText("api_version", in.APIVersion, MaxAPIVersionLen); err != nil {
-		return IngestResult{}, err
-	}
-	if len(bytes.TrimSpace(in.Data)) == 0 {
-		return IngestResult{}, Errorf(CodeInvalidField, "data", "data is required (any JSON value)")
-	}
-	// The idempotency hash covers the request as sent (api_version before
-	// the default is filled in), so a change of the default within the
-	// window does not turn a retry into a conflict: it is the SHA-256 of
-	// type, NUL, api_version as sent, NUL, compacted data. The data is
-	// compacted right after that prefix, so the hash reads one buffer.
-	hashed := make([]byte, 0, len(in.Type)+len(requestedVersion)+2+len(in.Data))
-	hashed = append(hashed, in.Type...)
-	hashed = append(hashed, 0)
-	hashed = append(hashed, requestedVersion...)
-	hashed = append(hashed, 0)
-	prefix := len(hashed)
-	hashed, err := appendData(hashed, in.Data)
+	ne, err := PrepareEvent(tenant, in, IngestOptions{
+		APIVersion:        s.opts.APIVersion,
+		IdempotencyWindow: s.opts.IdempotencyWindow,
+		Now:               s.opts.Now,
+	})
 	if err != nil {
-		return IngestResult{}, err
-	}
-	data := hashed[prefix:]
-	if err := validText("Idempotency-Key", in.IdempotencyKey, MaxIdempotencyKey); err != nil {
 		return IngestResult{}, err
 	}
 	if err := s.checkBacklog(); err != nil {
@@ -453,21 +426,7 @@ func (s *Service) ingest(ctx context.Context, tenant string, in IngestInput) (In
 	if err := s.checkTenantLimits(tenant); err != nil {
 		return IngestResult{}, err
 	}
-
-	now := s.now()
-	created := now.Truncate(time.Millisecond)
-	id := NewID("evt")
-	body := encodeEnvelope(id, in.Type, created, in.APIVersion, data)
-	hash := sha256.Sum256(hashed)
-
-	ev := Event{ID: id, TenantID: tenant, Type: in.Type, Created: created, APIVersion: in.APIVersion, Body: body}
-	res, err := s.store.AppendEvent(ctx, NewEvent{
-		Event:              ev,
-		IdempotencyKey:     in.IdempotencyKey,
-		RequestHash:        hash,
-		IdempotencyExpires: now.Add(s.opts.IdempotencyWindow),
-		Deliveries:         func(eps []Endpoint) []Delivery { return NewDeliveries(ev, eps, NewID) },
-	})
+	res, err := s.store.AppendEvent(ctx, ne)
 	if err != nil {
 		return IngestResult{}, err
 	}
@@ -484,6 +443,94 @@ func (s *Service) ingest(ctx context.Context, tenant string, in IngestInput) (In
 		}
 	}
 	return res, nil
+}
+
+// Defaults of ingest, for ServiceOptions and IngestOptions.
+const (
+	DefaultAPIVersion        = "v1"
+	DefaultIdempotencyWindow = 24 * time.Hour
+)
+
+// IngestOptions configure PrepareEvent. The zero value of each field means
+// the default named on it.
+type IngestOptions struct {
+	APIVersion        string           // api_version when the input names none; "": DefaultAPIVersion
+	IdempotencyWindow time.Duration    // how long an Idempotency-Key is remembered; zero: DefaultIdempotencyWindow
+	Now               func() time.Time // the event's created time; nil: time.Now
+}
+
+// PrepareEvent turns an ingest request of tenant into the NewEvent a
+// Store appends: it validates in (CodeInvalidField or CodeInvalidJSON
+// naming type, api_version, data or Idempotency-Key), compacts the data,
+// builds the envelope every endpoint receives, and sets the event's ID,
+// its created time (opts.Now, in UTC, truncated to milliseconds), the
+// request hash of the idempotency record and its expiry. It reads no
+// store: whether the tenant exists and the type is in the catalogue is
+// the append's check. tenant is taken as it is; a caller that gets it
+// from outside validates it first (ValidateTenantID), as Ingest does.
+//
+// Every ingest path calls it, so that they validate and hash alike: a
+// retry with the same Idempotency-Key is a duplicate whichever path the
+// first request took. Service's per-node checks (MaxPending, the tenant
+// limits) are not part of it.
+func PrepareEvent(tenant string, in IngestInput, opts IngestOptions) (NewEvent, error) {
+	if opts.APIVersion == "" {
+		opts.APIVersion = DefaultAPIVersion
+	}
+	if opts.IdempotencyWindow == 0 {
+		opts.IdempotencyWindow = DefaultIdempotencyWindow
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if in.Type == "" {
+		return NewEvent{}, Errorf(CodeInvalidField, "type", "type is required")
+	}
+	if err := ValidateEventType("type", in.Type); err != nil {
+		return NewEvent{}, err
+	}
+	requestedVersion := in.APIVersion
+	if in.APIVersion == "" {
+		in.APIVersion = opts.APIVersion
+	}
+	if err := validText("api_version", in.APIVersion, MaxAPIVersionLen); err != nil {
+		return NewEvent{}, err
+	}
+	if len(bytes.TrimSpace(in.Data)) == 0 {
+		return NewEvent{}, Errorf(CodeInvalidField, "data", "data is required (any JSON value)")
+	}
+	// The idempotency hash covers the request as sent (api_version before
+	// the default is filled in), so a change of the default within the
+	// window does not turn a retry into a conflict: it is the SHA-256 of
+	// type, NUL, api_version as sent, NUL, compacted data. The data is
+	// compacted right after that prefix, so the hash reads one buffer.
+	hashed := make([]byte, 0, len(in.Type)+len(requestedVersion)+2+len(in.Data))
+	hashed = append(hashed, in.Type...)
+	hashed = append(hashed, 0)
+	hashed = append(hashed, requestedVersion...)
+	hashed = append(hashed, 0)
+	prefix := len(hashed)
+	hashed, err := appendData(hashed, in.Data)
+	if err != nil {
+		return NewEvent{}, err
+	}
+	data := hashed[prefix:]
+	if err := validText("Idempotency-Key", in.IdempotencyKey, MaxIdempotencyKey); err != nil {
+		return NewEvent{}, err
+	}
+
+	now := opts.Now().UTC()
+	created := now.Truncate(time.Millisecond)
+	id := NewID("evt")
+	body := encodeEnvelope(id, in.Type, created, in.APIVersion, data)
+	ev := Event{ID: id, TenantID: tenant, Type: in.Type, Created: created, APIVersion: in.APIVersion, Body: body}
+	return NewEvent{
+		Event:              ev,
+		IdempotencyKey:     in.IdempotencyKey,
+		RequestHash:        sha256.Sum256(hashed),
+		IdempotencyExpires: now.Add(opts.IdempotencyWindow),
+		Deliveries:         func(eps []Endpoint) []Delivery { return NewDeliveries(ev, eps, NewID) },
+	}, nil
 }
 
 // Ready reports whether the service takes work: nil, or why not (the
