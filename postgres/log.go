@@ -34,7 +34,7 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 	var res engine.IngestResult
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
-		res, err = s.appendEvent(ctx, tx, in)
+		res, err = appendEvent(ctx, tx, in)
 		return err
 	})
 	if err != nil && !errors.Is(err, errDuplicate) {
@@ -43,8 +43,10 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 	return res, nil
 }
 
-// appendEvent is AppendEvent in tx, which the caller commits.
-func (s *Store) appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.IngestResult, error) {
+// appendEvent is AppendEvent in tx, which the caller commits. It needs
+// no Store, only tx's search_path on the store's schema: EnqueueTx runs
+// it in an application's transaction.
+func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.IngestResult, error) {
 	ev := in.Event
 	if ev.ID == "" || strings.ContainsRune(ev.ID, 0) {
 		return engine.IngestResult{}, engine.Errorf(engine.CodeInvalidField, "id", "event id must not be empty or contain a NUL byte")
@@ -64,7 +66,7 @@ func (s *Store) appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) 
 			"event type %q is not in the catalogue; add it with PUT /v1/event-types/%s", ev.Type, ev.Type)
 	}
 	if in.IdempotencyKey != "" {
-		dup, err := s.claimIdempotencyKey(ctx, tx, in)
+		dup, err := claimIdempotencyKey(ctx, tx, in)
 		if dup != nil {
 			return *dup, err // errDuplicate: rolled back, nothing written
 		}
@@ -129,7 +131,7 @@ func (s *Store) appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) 
 // a live record has it: then it returns the duplicate's result (the
 // first event, as it is now) or CodeIdempotencyConflict. An expired
 // record is replaced.
-func (s *Store) claimIdempotencyKey(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (*engine.IngestResult, error) {
+func claimIdempotencyKey(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (*engine.IngestResult, error) {
 	ev := in.Event
 	created := ev.Created.UnixNano()
 	tag, err := tx.Exec(ctx, `INSERT INTO idempotency (tenant_id, key, request_hash, event_id, expires) VALUES ($1, $2, $3, $4, $5)
