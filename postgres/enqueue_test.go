@@ -114,6 +114,25 @@ func (a *enqueueApp) searchPath(t *testing.T, q querier) {
 	}
 }
 
+// placeOrder begins a transaction of the application, inserts order id
+// and enqueues its event with key; the caller ends the transaction.
+func (a *enqueueApp) placeOrder(t *testing.T, ctx context.Context, id, key string) (pgx.Tx, engine.IngestResult) {
+	t.Helper()
+	tx, err := a.conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, "INSERT INTO orders VALUES ($1)", id); err != nil {
+		t.Fatal(err)
+	}
+	res, err := EnqueueTx(ctx, tx, "acme", orderIn(id, key), a.opts)
+	if err != nil {
+		t.Fatalf("EnqueueTx: %v", err)
+	}
+	return tx, res
+}
+
 // orderIn is an ingest of order id.
 func orderIn(id, key string) engine.IngestInput {
 	return engine.IngestInput{Type: "order.created", Data: json.RawMessage(`{"order": "` + id + `"}`), IdempotencyKey: key}
@@ -148,17 +167,7 @@ func TestEnqueueTx_Commit(t *testing.T) {
 		claimed <- ws
 	}()
 
-	tx, err := a.conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "INSERT INTO orders VALUES ('o1')"); err != nil {
-		t.Fatal(err)
-	}
-	res, err := EnqueueTx(ctx, tx, "acme", orderIn("o1", "k1"), a.opts)
-	if err != nil {
-		t.Fatalf("EnqueueTx: %v", err)
-	}
+	tx, res := a.placeOrder(t, ctx, "o1", "k1")
 	a.searchPath(t, tx)
 	if _, err := tx.Exec(ctx, "INSERT INTO orders VALUES ('o2')"); err != nil {
 		t.Fatalf("the application's own table after EnqueueTx: %v", err)
@@ -216,17 +225,7 @@ func TestEnqueueTx_Commit(t *testing.T) {
 func TestEnqueueTx_Rollback(t *testing.T) {
 	a := newEnqueueApp(t)
 	ctx := context.Background()
-	tx, err := a.conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "INSERT INTO orders VALUES ('o1')"); err != nil {
-		t.Fatal(err)
-	}
-	res, err := EnqueueTx(ctx, tx, "acme", orderIn("o1", "k1"), a.opts)
-	if err != nil {
-		t.Fatalf("EnqueueTx: %v", err)
-	}
+	tx, res := a.placeOrder(t, ctx, "o1", "k1")
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
