@@ -203,32 +203,13 @@ func exportAll(tx *bolt.Tx, sealer *sealing.Sealer, sink ExportSink, n *ExportCo
 // exportEvents hands sink every event in log order with its deliveries,
 // and checks that no delivery was left out.
 func exportEvents(tx *bolt.Tx, sink ExportSink, n *ExportCounts) error {
-	byEvent := tx.Bucket(bucketEventDeliveries).Cursor()
-	c := tx.Bucket(bucketEvents).Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		seq, err := decodeSeq(k)
-		if err != nil {
-			return fmt.Errorf("event key %x: %w", k, err)
-		}
-		ev, err := decodeEvent(v)
-		if err != nil {
-			return fmt.Errorf("event %d: %w", seq, err)
-		}
-		ev.Seq = seq
-		ds := []engine.Delivery{}
-		prefix := eventDeliveryKey(ev.ID, "")
-		for dk, _ := byEvent.Seek(prefix); dk != nil && bytes.HasPrefix(dk, prefix); dk, _ = byEvent.Next() {
-			d, err := getDelivery(tx, string(dk[len(prefix):]))
-			if err != nil {
-				return fmt.Errorf("delivery of event %s: %w", ev.ID, err)
-			}
-			ds = append(ds, d)
-		}
+	err := eachEvent(tx, nil, func(ev engine.Event, ds []engine.Delivery) error {
 		n.Events++
 		n.Deliveries += len(ds)
-		if err := sink.Event(ev, ds); err != nil {
-			return err
-		}
+		return sink.Event(ev, ds)
+	})
+	if err != nil {
+		return err
 	}
 	if all := tx.Bucket(bucketDeliveries).Stats().KeyN; all != n.Deliveries {
 		return fmt.Errorf("the file has %d deliveries and its events list %d of them: the file is damaged", all, n.Deliveries)

@@ -29,44 +29,57 @@ const scanCheckEvery = 256
 // ctx stops it with ctx's error, wrapped.
 func (db *DB) ForEachEvent(ctx context.Context, fn func(engine.Event, []engine.Delivery) error) error {
 	err := db.view(ctx, func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketEvents).Cursor()
-		byEvent := tx.Bucket(bucketEventDeliveries).Cursor()
-		n := 0
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			if n++; n%scanCheckEvery == 0 {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-			}
-			seq, err := decodeSeq(k)
-			if err != nil {
-				return fmt.Errorf("event key %x: %w", k, err)
-			}
-			ev, err := decodeEvent(v) // copies the body
-			if err != nil {
-				return fmt.Errorf("event %d: %w", seq, err)
-			}
-			ev.Seq = seq
-			ds := []engine.Delivery{}
-			prefix := eventDeliveryKey(ev.ID, "")
-			for dk, _ := byEvent.Seek(prefix); dk != nil && bytes.HasPrefix(dk, prefix); dk, _ = byEvent.Next() {
-				d, err := getDelivery(tx, string(dk[len(prefix):]))
-				if err != nil {
-					return fmt.Errorf("delivery of event %s: %w", ev.ID, err)
-				}
-				ds = append(ds, d)
-			}
+		return eachEvent(tx, ctx.Err, func(ev engine.Event, ds []engine.Delivery) error {
 			if err := fn(ev, ds); err != nil {
 				return &callerError{err}
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 	if ce := (*callerError)(nil); errors.As(err, &ce) {
 		return ce.err
 	}
 	if err != nil {
 		return wrap("scan events", err)
+	}
+	return nil
+}
+
+// eachEvent calls fn for every event of tx in log order, Seq set and body
+// copied, with its deliveries in ID order. Every scanCheckEvery events it
+// stops with stop's error, when stop is not nil and returns one; fn's
+// error is returned as is.
+func eachEvent(tx *bolt.Tx, stop func() error, fn func(engine.Event, []engine.Delivery) error) error {
+	c := tx.Bucket(bucketEvents).Cursor()
+	byEvent := tx.Bucket(bucketEventDeliveries).Cursor()
+	n := 0
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if n++; stop != nil && n%scanCheckEvery == 0 {
+			if err := stop(); err != nil {
+				return err
+			}
+		}
+		seq, err := decodeSeq(k)
+		if err != nil {
+			return fmt.Errorf("event key %x: %w", k, err)
+		}
+		ev, err := decodeEvent(v) // copies the body
+		if err != nil {
+			return fmt.Errorf("event %d: %w", seq, err)
+		}
+		ev.Seq = seq
+		ds := []engine.Delivery{}
+		prefix := eventDeliveryKey(ev.ID, "")
+		for dk, _ := byEvent.Seek(prefix); dk != nil && bytes.HasPrefix(dk, prefix); dk, _ = byEvent.Next() {
+			d, err := getDelivery(tx, string(dk[len(prefix):]))
+			if err != nil {
+				return fmt.Errorf("delivery of event %s: %w", ev.ID, err)
+			}
+			ds = append(ds, d)
+		}
+		if err := fn(ev, ds); err != nil {
+			return err
+		}
 	}
 	return nil
 }
