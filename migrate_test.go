@@ -1,0 +1,432 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/postgres"
+	"github.com/webhookd/webhookd/postgres/pgtest"
+	"github.com/webhookd/webhookd/storage"
+)
+
+// migrateT0 is the clock of the migration's source file.
+var migrateT0 = time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.UTC)
+
+// source is what a bbolt file holds, as the bbolt store reads it back.
+type source struct {
+	tenants   []engine.Tenant
+	endpoints map[string][]engine.Endpoint
+	events    map[string][]engine.Event // per tenant, in log order
+	dlvs      map[string][]engine.Delivery
+	tokens    map[[sha256.Size]byte]engine.AccessToken
+	idem      []engine.NewEvent // ingests with an Idempotency-Key
+	pending   []string          // IDs of the pending deliveries
+}
+
+// writeSource makes a bbolt file at path through the bbolt store, with
+// secrets sealed with key: tenants, a deleted tenant not yet purged,
+// endpoints, events with deliveries in every state (pending, with and
+// without attempts; succeeded; dead with attempts and a replay; paused),
+// access tokens (one revoked) and Idempotency-Keys.
+func writeSource(t *testing.T, path string, key []byte) source {
+	t.Helper()
+	ctx := context.Background()
+	db, err := storage.Open(path, storage.Options{SecretKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"acme", "beta", "gone"} {
+		_, _, err := db.PutTenant(ctx, engine.Tenant{ID: id, Name: "Tenant " + id, Created: migrateT0, Updated: migrateT0})
+		must(err)
+	}
+	for _, name := range []string{"order.created", "invoice.paid"} {
+		_, _, err := db.PutEventType(ctx, engine.EventType{Name: name, Description: "d " + name, Created: migrateT0, Updated: migrateT0})
+		must(err)
+	}
+	for i, tenant := range []string{"acme", "acme", "beta", "gone"} {
+		ep := engine.Endpoint{
+			ID: engine.NewID("ep"), TenantID: tenant, URL: fmt.Sprintf("https://example.com/hook/%d", i),
+			EventTypes: []string{"order.created"}, Created: migrateT0, Updated: migrateT0,
+			Secrets: []engine.Secret{{Key: engine.NewSecret()}, {Key: engine.NewSecret(), Expires: migrateT0.Add(time.Hour)}},
+		}
+		must(db.CreateEndpoint(ctx, ep, 0))
+	}
+	var ingests []engine.NewEvent
+	for i := range 8 {
+		tenant := []string{"acme", "beta"}[i%2]
+		if i == 7 {
+			tenant = "gone"
+		}
+		in := engine.NewEvent{Event: engine.Event{
+			ID: engine.NewID("evt"), TenantID: tenant, Type: "order.created", Created: migrateT0.Add(time.Duration(i) * time.Millisecond),
+			APIVersion: "2030-01-01", Body: []byte(fmt.Sprintf("{\"n\": %d,\n \"raw\":\"\\u00e9\"}\n", i)),
+		}}
+		if i%3 == 0 {
+			in.IdempotencyKey = fmt.Sprintf("key-%d", i)
+			in.RequestHash = sha256.Sum256([]byte(in.IdempotencyKey))
+			in.IdempotencyExpires = migrateT0.Add(24 * time.Hour)
+		}
+		res, err := db.AppendEvent(ctx, in)
+		must(err)
+		if in.IdempotencyKey != "" && tenant != "gone" {
+			ingests = append(ingests, in)
+		}
+		// The deliveries through every state.
+		for j, d := range res.Deliveries {
+			var fn func(engine.Delivery) engine.Delivery
+			switch (i + j) % 5 {
+			case 1: // retried, pending again
+				fn = func(d engine.Delivery) engine.Delivery {
+					return engine.RecordAttempt(d, attemptRecord(d, engine.StatePending, 503, migrateT0.Add(time.Hour)))
+				}
+			case 2:
+				fn = func(d engine.Delivery) engine.Delivery {
+					return engine.RecordAttempt(d, attemptRecord(d, engine.StateSucceeded, 200, time.Time{}))
+				}
+			case 3: // dead, replayed and dead again
+				fn = func(d engine.Delivery) engine.Delivery {
+					d = engine.RecordAttempt(d, attemptRecord(d, engine.StateDead, 410, time.Time{}))
+					d.Replays = append(d.Replays, engine.Replay{At: migrateT0.Add(time.Minute), By: "tok_x", Cycle: 2})
+					d.Cycle, d.State, d.NextAttemptAt, d.DeadAt = 2, engine.StatePending, migrateT0.Add(time.Minute), time.Time{}
+					return engine.RecordAttempt(d, attemptRecord(d, engine.StateDead, 410, time.Time{}))
+				}
+			case 4:
+				fn = func(d engine.Delivery) engine.Delivery {
+					d.State, d.NextAttemptAt, d.Reason = engine.StatePaused, time.Time{}, engine.ReasonPaused
+					return d
+				}
+			}
+			if fn != nil {
+				_, err := db.UpdateDelivery(ctx, d.ID, func(d engine.Delivery) (engine.Delivery, error) { return fn(d), nil })
+				must(err)
+			}
+		}
+	}
+	for i, tenant := range []string{"acme", "beta"} {
+		tok := engine.AccessToken{ID: engine.NewID("tok"), TenantID: tenant, Environment: engine.EnvironmentLive, Created: migrateT0, Expires: migrateT0.Add(24 * time.Hour)}
+		hash := sha256.Sum256([]byte("whk_" + tenant))
+		must(db.CreateAccessToken(ctx, hash, tok))
+		if i == 1 {
+			_, err := db.RevokeAccessToken(ctx, tenant, tok.ID, migrateT0.Add(time.Minute))
+			must(err)
+		}
+	}
+	must(db.DeleteTenant(ctx, "gone", migrateT0.Add(time.Hour)))
+
+	src := source{endpoints: map[string][]engine.Endpoint{}, events: map[string][]engine.Event{}, dlvs: map[string][]engine.Delivery{},
+		tokens: map[[sha256.Size]byte]engine.AccessToken{}, idem: ingests}
+	states := map[engine.State]int{}
+	defer func() {
+		for _, s := range []engine.State{engine.StatePending, engine.StateSucceeded, engine.StateDead, engine.StatePaused} {
+			if states[s] == 0 {
+				t.Fatalf("the source has no %s delivery: %v", s, states)
+			}
+		}
+	}()
+	src.tenants, err = db.Tenants(ctx)
+	must(err)
+	for _, tn := range src.tenants {
+		src.endpoints[tn.ID], err = db.Endpoints(ctx, tn.ID)
+		must(err)
+		evs, _, err := db.ListEvents(ctx, tn.ID, engine.EventFilter{Limit: 1000})
+		must(err)
+		for _, ev := range evs {
+			ev, ds, err := db.Event(ctx, tn.ID, ev.ID)
+			must(err)
+			src.events[tn.ID] = append(src.events[tn.ID], ev)
+			src.dlvs[ev.ID] = ds
+			for _, d := range ds {
+				states[d.State]++
+				if d.State == engine.StateDead && (len(d.Attempts) < 2 || len(d.Replays) == 0) {
+					t.Fatalf("dead delivery %s without attempts and a replay", d.ID)
+				}
+				if d.State == engine.StatePending {
+					src.pending = append(src.pending, d.ID)
+				}
+			}
+		}
+		toks, err := db.AccessTokens(ctx, tn.ID)
+		must(err)
+		for _, tok := range toks {
+			src.tokens[sha256.Sum256([]byte("whk_"+tn.ID))] = tok
+		}
+	}
+	return src
+}
+
+// attemptRecord is an attempt of d now that moves it to state.
+func attemptRecord(d engine.Delivery, state engine.State, status int, next time.Time) engine.AttemptRecord {
+	at := migrateT0.Add(time.Second)
+	outcome := map[engine.State]engine.Outcome{engine.StatePending: engine.OutcomeRetry, engine.StateSucceeded: engine.OutcomeSuccess, engine.StateDead: engine.OutcomePermanent}[state]
+	return engine.AttemptRecord{
+		DeliveryID: d.ID, Cycle: d.Cycle, At: at, State: state, NextAttemptAt: next, LastStatus: status, Reason: "status " + strconv.Itoa(status),
+		Attempt: engine.Attempt{Cycle: d.Cycle, Number: d.CycleAttempts + 1, Start: at, Duration: 3 * time.Millisecond, Status: status, Response: "body\x00 of the response", Outcome: outcome},
+	}
+}
+
+// runMigrateCmd runs webhookd migrate with env as the environment.
+func runMigrateCmd(t *testing.T, env map[string]string, args ...string) (string, error) {
+	t.Helper()
+	var out, errs syncBuffer
+	err := run(context.Background(), append([]string{"migrate"}, args...), func(k string) string { return env[k] }, &out, &errs)
+	return out.String() + errs.String(), err
+}
+
+// migrateEnv returns the test server's URL with a password added (the
+// server trusts loopback, so it is not checked: the output must not show
+// it), and an environment with key as the secret key.
+func migrateEnv(t *testing.T, key []byte) (string, map[string]string) {
+	u, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), "hunter2-secret")
+	return u.String(), map[string]string{secretKeyEnv: base64.StdEncoding.EncodeToString(key)}
+}
+
+// TestMigrate migrates a bbolt file into a schema of its own and reads
+// everything back through the PostgreSQL store: equal tenants,
+// endpoints with their secrets, events with their bodies and deliveries,
+// tokens; the log in its order; an Idempotency-Key still makes a
+// duplicate; the deleted tenant is still being purged; a Scheduler claims
+// exactly the pending deliveries. Then it refuses to migrate again into
+// the same schema, and a file held by a running store.
+func TestMigrate(t *testing.T) {
+	dbURL, env := migrateEnv(t, bytes.Repeat([]byte{9}, 32))
+	key := bytes.Repeat([]byte{9}, 32)
+	schema := pgtest.Schema(t)
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	src := writeSource(t, path, key)
+
+	out, err := runMigrateCmd(t, env, "-from", "bbolt:"+path, "-to", dbURL, "-schema", schema)
+	if err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	t.Logf("migrate:\n%s", out)
+	if strings.Contains(out, "hunter2") {
+		t.Errorf("the output shows the URL's password:\n%s", out)
+	}
+	for _, want := range []string{
+		"tenants  2  =  2", "deleted tenants (still being purged)  1  =  1", "endpoints  3  =  3",
+		"events  8  =  8", "access tokens  2  =  2", "idempotency keys  3  =  3", "migration complete",
+	} {
+		if !strings.Contains(squeeze(out), want) {
+			t.Errorf("the output has no %q:\n%s", want, out)
+		}
+	}
+
+	ctx := context.Background()
+	far := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	pg, err := postgres.Open(ctx, dbURL, postgres.Options{Schema: schema, SecretKey: key, Now: func() time.Time { return far }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	if got, err := pg.Tenants(ctx); err != nil || !reflect.DeepEqual(got, src.tenants) {
+		t.Errorf("tenants %+v %v, want %+v", got, err, src.tenants)
+	}
+	for tenant, want := range src.endpoints {
+		if got, err := pg.Endpoints(ctx, tenant); err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("endpoints of %s: %+v %v, want %+v", tenant, got, err, want)
+		}
+	}
+	for tenant, want := range src.events {
+		feed, _, err := pg.ListEvents(ctx, tenant, engine.EventFilter{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(feed) != len(want) {
+			t.Fatalf("%s: %d events in the feed, want %d", tenant, len(feed), len(want))
+		}
+		for i, ev := range want {
+			got, ds, err := pg.Event(ctx, tenant, ev.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if feed[i].ID != ev.ID {
+				t.Errorf("%s: feed[%d] is %s, want %s (log order)", tenant, i, feed[i].ID, ev.ID)
+			}
+			got.Seq = ev.Seq // a new place in the log, in the same order
+			if !reflect.DeepEqual(got, ev) {
+				t.Errorf("event %+v, want %+v", got, ev)
+			}
+			if !reflect.DeepEqual(ds, src.dlvs[ev.ID]) {
+				t.Errorf("deliveries of %s: %+v, want %+v", ev.ID, ds, src.dlvs[ev.ID])
+			}
+		}
+	}
+	for hash, want := range src.tokens {
+		if got, ok, err := pg.AccessTokenByHash(ctx, hash); err != nil || !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("token %x: %+v %v %v, want %+v", hash[:4], got, ok, err, want)
+		}
+	}
+	for _, in := range src.idem {
+		first := in.Event.ID
+		in.Event.ID = engine.NewID("evt")
+		res, err := pg.AppendEvent(ctx, in)
+		if err != nil || !res.Duplicate || res.Event.ID != first {
+			t.Errorf("re-ingest with %s: %+v %v, want a duplicate of %s", in.IdempotencyKey, res.Event.ID, err, first)
+		}
+	}
+	if _, _, err := pg.PutTenant(ctx, engine.Tenant{ID: "gone"}); engine.ErrorCode(err) != engine.CodeTenantDeleting {
+		t.Errorf("PutTenant of the deleted tenant: %v, want %s", err, engine.CodeTenantDeleting)
+	}
+	purged := 0
+	for range 10 {
+		res, err := pg.PurgeDeletedTenants(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		purged += res.Events
+		if res.Done {
+			break
+		}
+	}
+	if purged != 1 {
+		t.Errorf("the purge of the deleted tenant took %d events, want its 1", purged)
+	}
+
+	sched := pg.Scheduler(postgres.SchedulerOptions{Batch: 1000})
+	defer sched.Close()
+	if _, err := sched.Recover(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ws, err := sched.Claim(cctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claimed []string
+	for _, w := range ws {
+		claimed = append(claimed, w.DeliveryID)
+	}
+	slices.Sort(claimed)
+	slices.Sort(src.pending)
+	if len(src.pending) == 0 || !slices.Equal(claimed, src.pending) {
+		t.Errorf("claimed %v, want the pending deliveries %v", claimed, src.pending)
+	}
+
+	if out, err := runMigrateCmd(t, env, "-from", "bbolt:"+path, "-to", dbURL, "-schema", schema); err == nil || !strings.Contains(err.Error(), "never merges") {
+		t.Errorf("a second migrate into the schema: %v\n%s", err, out)
+	}
+
+	// A file held by a running store: refused, after [storage] lock_timeout.
+	held, err := storage.Open(path, storage.Options{SecretKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	cfg := filepath.Join(t.TempDir(), "lock.toml")
+	if err := os.WriteFile(cfg, []byte("[storage]\nlock_timeout = \"100ms\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runMigrateCmd(t, env, "-config", cfg, "-from", "bbolt:"+path, "-to", dbURL, "-schema", pgtest.Schema(t)); err == nil || !strings.Contains(err.Error(), "stop webhookd first") {
+		t.Errorf("migrate of a file in use: %v\n%s", err, out)
+	}
+	if _, err := runMigrateCmd(t, env, "-from", path, "-to", dbURL); err == nil || !strings.Contains(err.Error(), "bbolt:PATH") {
+		t.Errorf("migrate -from without bbolt: %v", err)
+	}
+}
+
+// squeeze collapses runs of spaces to two, as the output's columns are
+// padded.
+func squeeze(s string) string {
+	for strings.Contains(s, "   ") {
+		s = strings.ReplaceAll(s, "   ", "  ")
+	}
+	return s
+}
+
+// TestMigrate_Volume migrates a file of many 1 KiB events, each with
+// two deliveries (WEBHOOKD_MIGRATE_EVENTS of them; 2 500 by default, 300
+// with -short: more than one batch), and logs how long it took.
+func TestMigrate_Volume(t *testing.T) {
+	n := 2500
+	if testing.Short() {
+		n = 300
+	}
+	if v := os.Getenv("WEBHOOKD_MIGRATE_EVENTS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			t.Fatalf("WEBHOOKD_MIGRATE_EVENTS: %v", err)
+		}
+	}
+	dbURL, env := migrateEnv(t, nil)
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	ctx := context.Background()
+	db, err := storage.Open(path, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.PutTenant(ctx, engine.Tenant{ID: "acme", Created: migrateT0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.PutEventType(ctx, engine.EventType{Name: "order.created", Created: migrateT0}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		ep := engine.Endpoint{ID: engine.NewID("ep"), TenantID: "acme", URL: "https://example.com/", Created: migrateT0, Secrets: []engine.Secret{{Key: engine.NewSecret()}}}
+		if err := db.CreateEndpoint(ctx, ep, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := []byte(`{"pad":"` + strings.Repeat("x", 1000) + `"}`)
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for w := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 32 {
+				ev := engine.Event{ID: engine.NewID("evt"), TenantID: "acme", Type: "order.created", Created: migrateT0, Body: body}
+				if _, err := db.AppendEvent(ctx, engine.NewEvent{Event: ev}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %d events to bbolt in %s", n, time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	out, err := runMigrateCmd(t, env, "-from", "bbolt:"+path, "-to", dbURL, "-schema", pgtest.Schema(t))
+	if err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	took := time.Since(start)
+	if want := fmt.Sprintf("events  %d  =  %d", n, n); !strings.Contains(squeeze(out), want) {
+		t.Errorf("the output has no %q:\n%s", want, out)
+	}
+	t.Logf("migrated %d events (%d deliveries) in %s: %.0f events/s", n, 2*n, took.Round(time.Millisecond), float64(n)/took.Seconds())
+}
