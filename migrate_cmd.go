@@ -66,7 +66,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 
 	start := time.Now()
 	fmt.Fprintf(stdout, "migrating bbolt:%s to %s, schema %s\n", path, target, *schema)
-	store, err := postgres.Open(ctx, *to, postgres.Options{Schema: *schema, SecretKey: key, MaxConns: 2})
+	store, err := postgres.Open(ctx, *to, postgres.Options{Schema: *schema, SecretKey: key, MaxConns: 2, Importing: true})
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/postgres/pgtest"
 )
 
 var importT0 = time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
@@ -122,4 +123,33 @@ func TestImport(t *testing.T) {
 	if _, _, err := other.Import(ctx, "test"); err == nil || !strings.Contains(err.Error(), "not empty (tenants") {
 		t.Errorf("Import into a schema with a tenant: %v", err)
 	}
+}
+
+// TestImport_NodeRefusesUnfinished: a node does not start on a schema an
+// import is still filling (or left half-filled); the import's rerun
+// opens it.
+func TestImport_NodeRefusesUnfinished(t *testing.T) {
+	ctx := context.Background()
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	s, err := Open(ctx, url, Options{Schema: schema, Importing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	im, _, err := s.Import(ctx, "bbolt:/tmp/old.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	im.Close()
+	if node, err := Open(ctx, url, Options{Schema: schema}); err == nil || !strings.Contains(err.Error(), "did not finish") {
+		if node != nil {
+			node.Close()
+		}
+		t.Errorf("a node's Open of a half-imported schema: %v, want a refusal", err)
+	}
+	again, err := Open(ctx, url, Options{Schema: schema, Importing: true})
+	if err != nil {
+		t.Fatalf("the import's rerun cannot open it: %v", err)
+	}
+	again.Close()
 }

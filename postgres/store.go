@@ -55,6 +55,10 @@ type Options struct {
 	// deliveries due early and other nodes' leases end early.
 	Now    func() time.Time
 	Logger *slog.Logger // nil: discard
+	// Importing opens the store to import into it (webhookd migrate):
+	// an import that did not finish does not stop Open, as it does for a
+	// node (which must not start on half of a migrated database).
+	Importing bool
 }
 
 // Store is an engine.Store (and engine.Maintenance) in PostgreSQL. It is
@@ -67,7 +71,8 @@ type Store struct {
 	clock  func() time.Time
 	log    *slog.Logger
 
-	claims *claims // the leases this process holds (Scheduler)
+	claims    *claims // the leases this process holds (Scheduler)
+	importing bool
 }
 
 var (
@@ -106,7 +111,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	s := &Store{pool: pool, schema: opts.Schema, sealer: sealer, lease: opts.Lease, clock: opts.Now, log: opts.Logger, claims: newClaims()}
+	s := &Store{importing: opts.Importing, pool: pool, schema: opts.Schema, sealer: sealer, lease: opts.Lease, clock: opts.Now, log: opts.Logger, claims: newClaims()}
 	if err := s.init(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -123,6 +128,14 @@ func (s *Store) init(ctx context.Context) error {
 	defer conn.Release()
 	if _, err := migrate(ctx, conn.Conn(), s.schema); err != nil {
 		return err
+	}
+	var mark []byte
+	err = conn.QueryRow(ctx, "SELECT value FROM meta WHERE key = $1", metaMigration).Scan(&mark)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("postgres: read the migration mark: %w", err)
+	}
+	if m, derr := decode[migrationMark](mark); err == nil && derr == nil && m.State != "complete" && !s.importing {
+		return fmt.Errorf("postgres: schema %s holds a webhookd migrate that did not finish (from %s, started %s): run the same migrate command again before starting webhookd on it", s.schema, m.Source, m.Started.Format(time.RFC3339))
 	}
 	return s.initSecrets(ctx)
 }
@@ -231,11 +244,22 @@ func storeError(err error) error {
 	if errors.As(err, &ee) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	var de *dbError
+	if errors.As(err, &de) {
+		return err // made here already (a helper's error, out of a transaction)
+	}
 	if unavailable(err) {
 		return &engine.Error{Code: engine.CodeUnavailable, Message: "the database cannot take writes now; retry later", Err: err}
 	}
-	return fmt.Errorf("postgres: %w", err)
+	return &dbError{err}
 }
+
+// dbError is an error of the database that is not the caller's: it
+// names the package once, however many layers pass it on.
+type dbError struct{ err error }
+
+func (e *dbError) Error() string { return "postgres: " + e.err.Error() }
+func (e *dbError) Unwrap() error { return e.err }
 
 // unavailable reports whether err says the database is not there or not
 // writable now, as opposed to a fault of the statement.
