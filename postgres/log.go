@@ -54,46 +54,82 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.Ing
 	if ev.Type == "" {
 		return engine.IngestResult{}, engine.Errorf(engine.CodeInvalidField, "type", "type is required")
 	}
-	if _, err := tenant(ctx, tx, ev.TenantID, "FOR SHARE"); err != nil {
-		return engine.IngestResult{}, err
-	}
-	var known bool
-	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM event_types WHERE name = $1)", ev.Type).Scan(&known); err != nil {
-		return engine.IngestResult{}, err
-	}
-	if !known {
-		return engine.IngestResult{}, engine.Errorf(engine.CodeUnknownEventType, "type",
-			"event type %q is not in the catalogue; add it with PUT /v1/event-types/%s", ev.Type, ev.Type)
-	}
-	if in.IdempotencyKey != "" {
-		dup, err := claimIdempotencyKey(ctx, tx, in)
-		if dup != nil {
-			return *dup, err // errDuplicate: rolled back, nothing written
-		}
-		if err != nil {
-			return engine.IngestResult{}, err
-		}
-	}
-	rows, err := tx.Query(ctx, "SELECT doc, secrets FROM endpoints WHERE tenant_id = $1 ORDER BY id", ev.TenantID)
-	if err != nil {
-		return engine.IngestResult{}, err
-	}
-	// Secrets stay sealed: making deliveries needs none.
-	eps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.Endpoint, error) { return scanEndpoint(r, nil) })
-	if err != nil {
-		return engine.IngestResult{}, err
-	}
-	if eps == nil {
-		eps = []engine.Endpoint{}
-	}
-
 	stored := ev
 	stored.Created = utc(ev.Created)
 	stored.Body = slices.Clone(ev.Body)
-	if err := tx.QueryRow(ctx, `INSERT INTO events (seq, id, tenant_id, type, created, api_version, body)
-		VALUES (`+seqSQL+`, $1, $2, $3, $4, $5, $6) RETURNING seq`,
-		ev.ID, ev.TenantID, ev.Type, stored.Created.UnixNano(), ev.APIVersion, stored.Body).Scan(&stored.Seq); err != nil {
+
+	// One round trip for the checks, the key, the endpoints and the event;
+	// one for the deliveries. A check that fails rolls all of it back.
+	b := &pgx.Batch{}
+	b.Queue("SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1 AND deleted_at IS NULL FOR SHARE)", ev.TenantID)
+	b.Queue("SELECT EXISTS (SELECT 1 FROM event_types WHERE name = $1)", ev.Type)
+	if in.IdempotencyKey != "" {
+		b.Queue(claimKeySQL, ev.TenantID, in.IdempotencyKey, in.RequestHash[:], ev.ID, in.IdempotencyExpires.UnixNano(), ev.Created.UnixNano())
+	}
+	// Only the documents: making deliveries needs no secret (and an
+	// application's role enqueueing events needs no grant on them).
+	b.Queue("SELECT doc FROM endpoints WHERE tenant_id = $1 ORDER BY id", ev.TenantID)
+	b.Queue(`INSERT INTO events (seq, id, tenant_id, type, created, api_version, body)
+		VALUES (`+seqSQL+`, $1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING seq`,
+		ev.ID, ev.TenantID, ev.Type, stored.Created.UnixNano(), ev.APIVersion, stored.Body)
+	var tenantFound, known, keyClaimed, inserted bool
+	var eps []engine.Endpoint
+	err := func() error {
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		if err := br.QueryRow().Scan(&tenantFound); err != nil {
+			return err
+		}
+		if err := br.QueryRow().Scan(&known); err != nil {
+			return err
+		}
+		if in.IdempotencyKey != "" {
+			tag, err := br.Exec()
+			if err != nil {
+				return err
+			}
+			keyClaimed = tag.RowsAffected() == 1
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		eps, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.Endpoint, error) {
+			var doc []byte
+			if err := r.Scan(&doc); err != nil {
+				return engine.Endpoint{}, err
+			}
+			return decode[engine.Endpoint](doc)
+		})
+		if err != nil {
+			return err
+		}
+		err = br.QueryRow().Scan(&stored.Seq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // an event of that ID exists: a duplicate, or refused below
+		}
+		inserted = err == nil
+		return err
+	}()
+	switch {
+	case err != nil:
 		return engine.IngestResult{}, err
+	case !tenantFound:
+		return engine.IngestResult{}, errTenantNotFound()
+	case !known:
+		return engine.IngestResult{}, engine.Errorf(engine.CodeUnknownEventType, "type",
+			"event type %q is not in the catalogue; add it with PUT /v1/event-types/%s", ev.Type, ev.Type)
+	case in.IdempotencyKey != "" && !keyClaimed:
+		dup, err := duplicateOf(ctx, tx, in)
+		if err != nil {
+			return engine.IngestResult{}, err
+		}
+		return *dup, errDuplicate // rolled back: nothing written
+	case !inserted:
+		return engine.IngestResult{}, fmt.Errorf("postgres: append event %s: event id exists", ev.ID)
+	}
+	if eps == nil {
+		eps = []engine.Endpoint{}
 	}
 	var made []engine.Delivery
 	if in.Deliveries != nil {
@@ -112,38 +148,36 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.Ing
 		ds[i] = normalizeDelivery(d)
 	}
 	slices.SortFunc(ds, func(a, b engine.Delivery) int { return strings.Compare(a.ID, b.ID) })
-	for _, d := range ds {
-		doc, err := json.Marshal(d)
-		if err != nil {
-			return engine.IngestResult{}, err
+	if len(ds) > 0 {
+		b := &pgx.Batch{}
+		for _, d := range ds {
+			doc, err := json.Marshal(d)
+			if err != nil {
+				return engine.IngestResult{}, err
+			}
+			b.Queue(`INSERT INTO deliveries (id, tenant_id, event_id, event_seq, event_type, endpoint_id, state, created, next_attempt_at, due_at, dead_at, doc)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11)`,
+				d.ID, d.TenantID, d.EventID, int64(stored.Seq), d.EventType, d.EndpointID, string(d.State), d.Created.UnixNano(),
+				dueAt(d), deadAt(d), doc)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO deliveries (id, tenant_id, event_id, event_seq, event_type, endpoint_id, state, created, next_attempt_at, due_at, dead_at, doc)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11)`,
-			d.ID, d.TenantID, d.EventID, int64(stored.Seq), d.EventType, d.EndpointID, string(d.State), d.Created.UnixNano(),
-			dueAt(d), deadAt(d), doc); err != nil {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return engine.IngestResult{}, err
 		}
 	}
 	return engine.IngestResult{Event: stored, Deliveries: ds}, nil
 }
 
-// claimIdempotencyKey records in's Idempotency-Key for its event, unless
-// a live record has it: then it returns the duplicate's result (the
-// first event, as it is now) or CodeIdempotencyConflict. An expired
-// record is replaced.
-func claimIdempotencyKey(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (*engine.IngestResult, error) {
+// claimKeySQL records an Idempotency-Key for its event unless a live
+// record has it (then it changes no row); an expired record is replaced.
+const claimKeySQL = `INSERT INTO idempotency (tenant_id, key, request_hash, event_id, expires) VALUES ($1, $2, $3, $4, $5)
+	ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = excluded.request_hash, event_id = excluded.event_id, expires = excluded.expires
+	WHERE idempotency.expires <= $6`
+
+// duplicateOf is the result of an ingest whose Idempotency-Key a live
+// record holds: the first event and its deliveries as they are now, or
+// CodeIdempotencyConflict when the request differs.
+func duplicateOf(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (*engine.IngestResult, error) {
 	ev := in.Event
-	created := ev.Created.UnixNano()
-	tag, err := tx.Exec(ctx, `INSERT INTO idempotency (tenant_id, key, request_hash, event_id, expires) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = excluded.request_hash, event_id = excluded.event_id, expires = excluded.expires
-		WHERE idempotency.expires <= $6`,
-		ev.TenantID, in.IdempotencyKey, in.RequestHash[:], ev.ID, in.IdempotencyExpires.UnixNano(), created)
-	if err != nil {
-		return nil, err
-	}
-	if tag.RowsAffected() == 1 {
-		return nil, nil
-	}
 	var hash []byte
 	var first string
 	if err := tx.QueryRow(ctx, "SELECT request_hash, event_id FROM idempotency WHERE tenant_id = $1 AND key = $2",
@@ -158,7 +192,7 @@ func claimIdempotencyKey(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (*e
 	if err != nil {
 		return nil, fmt.Errorf("postgres: append event %s: idempotency record points at event %s: %w", ev.ID, first, err)
 	}
-	return &engine.IngestResult{Event: e, Deliveries: ds, Duplicate: true}, errDuplicate
+	return &engine.IngestResult{Event: e, Deliveries: ds, Duplicate: true}, nil
 }
 
 // errDuplicate rolls back the transaction of an ingest that found its

@@ -160,7 +160,7 @@ func (s *Store) now() time.Time {
 }
 
 // channel is the NOTIFY channel of the store's schema.
-func (s *Store) channel() string { return "webhookd_due:" + s.schema }
+func (s *Store) channel() string { return dueChannel(s.schema) }
 
 // newToken returns a random lease token.
 func newToken() int64 {
