@@ -81,30 +81,45 @@ func (s *Store) PruneEvents(ctx context.Context, cursor uint64, r engine.Retenti
 			res.Next = evs[max-1].Seq
 			evs = evs[:max]
 		}
-		for _, ev := range evs {
-			res.Scanned++
+		ids := make([]string, 0, len(evs))
+		for i, ev := range evs {
 			if !ev.Created.Before(newest) {
-				res.Next = 0 // every later event is newer still
+				evs, res.Next = evs[:i], 0 // every later event is newer still
 				break
 			}
-			ds, err := collectDocs[engine.Delivery](ctx, tx, "SELECT doc FROM deliveries WHERE event_id = $1 FOR UPDATE", ev.ID)
-			if err != nil {
-				return err
-			}
-			if !r.Prunable(ev, ds) {
-				continue
-			}
-			tag, err := tx.Exec(ctx, "DELETE FROM deliveries WHERE event_id = $1", ev.ID)
-			if err != nil {
-				return err
-			}
-			res.Deliveries += int(tag.RowsAffected())
-			if _, err := tx.Exec(ctx, "DELETE FROM events WHERE seq = $1", int64(ev.Seq)); err != nil {
-				return err
-			}
-			res.Events++
+			ids = append(ids, ev.ID)
 		}
-		return nil
+		res.Scanned = len(evs)
+		if len(ids) == 0 {
+			return nil
+		}
+		ds, err := collectDocs[engine.Delivery](ctx, tx, "SELECT doc FROM deliveries WHERE event_id = ANY($1) FOR UPDATE", ids)
+		if err != nil {
+			return err
+		}
+		of := make(map[string][]engine.Delivery, len(ids))
+		for _, d := range ds {
+			of[d.EventID] = append(of[d.EventID], d)
+		}
+		var doomed []string
+		var seqs []int64
+		for _, ev := range evs {
+			if r.Prunable(ev, of[ev.ID]) {
+				doomed = append(doomed, ev.ID)
+				seqs = append(seqs, int64(ev.Seq))
+			}
+		}
+		if len(doomed) == 0 {
+			return nil
+		}
+		tag, err := tx.Exec(ctx, "DELETE FROM deliveries WHERE event_id = ANY($1)", doomed)
+		if err != nil {
+			return err
+		}
+		res.Deliveries = int(tag.RowsAffected())
+		tag, err = tx.Exec(ctx, "DELETE FROM events WHERE seq = ANY($1)", seqs)
+		res.Events = int(tag.RowsAffected())
+		return err
 	})
 	if err != nil {
 		return engine.PruneResult{}, err

@@ -54,3 +54,42 @@ func TestPruneEvents_OneNodeAtATime(t *testing.T) {
 		t.Errorf("after: %+v, %v; want 3 events pruned", res, err)
 	}
 }
+
+// BenchmarkPruneEvents is retention's cost per event: b.N events past
+// retention, each with one succeeded delivery, pruned in the janitor's
+// batches (500 events per transaction). It is what decides whether the
+// events and deliveries tables need partitions by time (docs/cluster.md,
+// Retention).
+func BenchmarkPruneEvents(b *testing.B) {
+	clock := &manualClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := nodes(b, 1, clock)[0]
+	ctx := b.Context()
+	old := time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := s.pool.Exec(ctx, `INSERT INTO events (seq, id, tenant_id, type, created, api_version, body)
+		SELECT i, 'evt_' || i, 'acme', 'order.created', $2, '1', convert_to(repeat('x', 1024), 'UTF8') FROM generate_series(1, $1) AS i`,
+		b.N, old.UnixNano()); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO deliveries (id, tenant_id, event_id, event_seq, event_type, endpoint_id, state, created, doc)
+		SELECT 'dlv_' || i, 'acme', 'evt_' || i, i, 'order.created', 'ep_1', 'succeeded', $2,
+			convert_to('{"id":"dlv_' || i || '","tenant":"acme","event_id":"evt_' || i || '","event_type":"order.created","endpoint_id":"ep_1","state":"succeeded","cycle":1,"created":"2029-01-01T00:00:00Z","updated":"2029-01-01T00:00:00Z","attempts":[],"replays":[]}', 'UTF8')
+		FROM generate_series(1, $1) AS i`, b.N, old.UnixNano()); err != nil {
+		b.Fatal(err)
+	}
+	r := engine.Retention{SucceededBefore: clock.now(), DeadBefore: clock.now()}
+	b.ResetTimer()
+	pruned, cursor := 0, uint64(0)
+	for {
+		res, err := s.PruneEvents(ctx, cursor, r, 500)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pruned += res.Events
+		if cursor = res.Next; cursor == 0 {
+			break
+		}
+	}
+	if pruned != b.N {
+		b.Fatalf("pruned %d of %d events", pruned, b.N)
+	}
+}
