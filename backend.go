@@ -102,6 +102,7 @@ func openPostgres(ctx context.Context, cfg Config, key []byte, getenv func(strin
 		Schema:    cfg.Storage.Schema,
 		SecretKey: key,
 		Lease:     cfg.Storage.Lease.Duration,
+		MaxConns:  int32(cfg.Storage.MaxConnections),
 		Logger:    logger,
 	})
 	if err != nil {

@@ -92,6 +92,10 @@ type StorageConfig struct {
 	// the others at most this long after. Longer than
 	// delivery.attempt_timeout.
 	Lease Duration `toml:"lease"`
+	// MaxConnections bounds a node's connections to PostgreSQL (postgres;
+	// one more listens for wake-ups). Mind the server's max_connections
+	// across all nodes.
+	MaxConnections int `toml:"max_connections"`
 	// Path is the database file, relative to the working directory unless
 	// absolute. Its directory is created (0700) if it is missing.
 	Path string `toml:"path"`
@@ -265,12 +269,13 @@ func defaultConfig() Config {
 			IdleTimeout:     Duration{2 * time.Minute},
 		},
 		Storage: StorageConfig{
-			Driver:      "bbolt",
-			URL:         "",
-			Schema:      "webhookd",
-			Lease:       Duration{30 * time.Second},
-			Path:        "data/webhookd.db",
-			LockTimeout: Duration{time.Second},
+			Driver:         "bbolt",
+			URL:            "",
+			Schema:         "webhookd",
+			Lease:          Duration{30 * time.Second},
+			MaxConnections: 20,
+			Path:           "data/webhookd.db",
+			LockTimeout:    Duration{time.Second},
 		},
 		API: APIConfig{
 			Tokens:             []string{},
@@ -448,6 +453,9 @@ func (c Config) validate(name string) error {
 	case "postgres":
 		if c.Storage.Schema == "" {
 			v.add("storage.schema", c.Storage.Schema, "must name a schema (default \"webhookd\")")
+		}
+		if c.Storage.MaxConnections < 2 || c.Storage.MaxConnections > 1000 {
+			v.add("storage.max_connections", c.Storage.MaxConnections, "must be from 2 to 1000")
 		}
 		if c.Storage.Lease.Duration <= c.Delivery.AttemptTimeout.Duration {
 			v.add("storage.lease", c.Storage.Lease, fmt.Sprintf("must be longer than delivery.attempt_timeout (%q): a claim must outlast its attempt", c.Delivery.AttemptTimeout))

@@ -513,7 +513,6 @@ func (c *Scheduler) listenLoop(ctx context.Context) {
 			return
 		}
 		c.s.log.Debug("listen for due deliveries; reconnecting", "err", err)
-		c.signal() // what was notified meanwhile is found by a claim
 		select {
 		case <-ctx.Done():
 		case <-time.After(c.opts.Poll):
@@ -521,18 +520,20 @@ func (c *Scheduler) listenLoop(ctx context.Context) {
 	}
 }
 
+// listen holds a connection of its own, outside the pool, for as long as
+// it listens: the pool's connections are the work's.
 func (c *Scheduler) listen(ctx context.Context) error {
-	conn, err := c.s.pool.Acquire(ctx)
+	conn, err := pgx.ConnectConfig(ctx, c.s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
 	}
-	defer conn.Release()
+	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{c.s.channel()}.Sanitize()); err != nil {
 		return err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "UNLISTEN *")
+	c.signal() // what was notified before this LISTEN is found by a claim
 	for {
-		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return err
 		}
 		c.signal()
