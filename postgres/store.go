@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"time"
@@ -277,7 +278,11 @@ func unavailable(err error) bool {
 	}
 	var ne net.Error
 	var ce *pgconn.ConnectError
-	return errors.As(err, &ne) || errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.Is(err, net.ErrClosed)
+	return errors.As(err, &ne) || errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.Is(err, net.ErrClosed) ||
+		// The connection ended without a word from the server (it
+		// crashed, or a failover left it behind): mid-answer, or before
+		// a statement on a connection pgx closed for that.
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, pgconn.ErrConnClosed)
 }
 
 // ns is t in Unix nanoseconds, or nil (NULL) for the zero time.
