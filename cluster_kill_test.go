@@ -360,7 +360,7 @@ func clusterProcs(t *testing.T, bin, dir, config string, n int) ([]*proc, []stri
 //     once) are counted and reported;
 //   - the deliveries the killed node held (its leases, which nobody
 //     renews) were re-offered when they ended and delivered within the
-//     lease and a margin of the kill;
+//     lease and a margin (10 s, for a loaded machine) of the kill;
 //   - nothing stays pending, nothing is dead.
 func TestCluster_KillNode(t *testing.T) {
 	t.Parallel() // processes of its own, on a schema of its own
@@ -369,9 +369,9 @@ func TestCluster_KillNode(t *testing.T) {
 	if testing.Short() {
 		events = 300
 	}
-	started := time.Now()
 	schema := pgtest.Schema(t)
 	bin := buildWebhookd(t)
+	started := time.Now()
 	url := pgtest.URL(t)
 	cfg := configWith(t, clusterConfig(t, schema, lease, ""), map[string]any{
 		"delivery.attempt_timeout":      "1s", // under the lease: a claim outlasts its attempt
@@ -428,8 +428,11 @@ func TestCluster_KillNode(t *testing.T) {
 	}
 
 	// Its deliveries come back when their leases end, and succeed.
+	// The margin covers a claim loop's poll (1 s) and, on a loaded
+	// machine, the deliveries due before these.
+	limit := lease + 10*time.Second
 	var reoffer time.Duration
-	waitFor(t, "the killed node's deliveries to be delivered again", func() bool {
+	redelivered := poll(limit+10*time.Second, func() bool {
 		reoffer = 0
 		for _, lr := range held {
 			at, ok := rcs[lr.endpointID].firstOKAfter(lr.eventID, killed)
@@ -440,7 +443,10 @@ func TestCluster_KillNode(t *testing.T) {
 		}
 		return true
 	})
-	if limit := lease + 5*time.Second; reoffer > limit {
+	switch {
+	case !redelivered:
+		t.Fatalf("the %d deliveries the killed node held were not all delivered %s after the kill", len(held), time.Since(killed).Round(time.Millisecond))
+	case reoffer > limit:
 		t.Errorf("the killed node's last held delivery succeeded %s after the kill, want under %s (the lease and a margin)", reoffer, limit)
 	}
 
@@ -482,6 +488,6 @@ func TestCluster_KillNode(t *testing.T) {
 	for _, p := range procs[:2] {
 		p.terminate(t)
 	}
-	reliabilityReport(t, "cluster kill: 3 nodes, lease %s, node killed after %d of %d acknowledged; %d leases held by it re-offered, the last delivered %s after the kill; %d requests (%d cut by the kill mid-attempt), %d duplicate deliveries over %d (event, endpoint) pairs; %d ingest retries to another node; took %s",
-		lease, ackedAtKill, len(ids), len(held), reoffer.Round(time.Millisecond), requests, cut, duplicates, duplicated, connErrs, time.Since(started).Round(100*time.Millisecond))
+	reliabilityReport(t, "cluster kill: 3 nodes, lease %s, node killed after %d acknowledged (%d of %d events acknowledged in all); %d leases held by it re-offered, the last delivered %s after the kill; %d requests (%d cut by the kill mid-attempt), %d duplicate deliveries over %d (event, endpoint) pairs; %d ingest retries to another node; took %s",
+		lease, ackedAtKill, len(ids), events, len(held), reoffer.Round(time.Millisecond), requests, cut, duplicates, duplicated, connErrs, time.Since(started).Round(100*time.Millisecond))
 }
