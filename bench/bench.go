@@ -62,6 +62,13 @@ type Options struct {
 	Trace      string // execution trace of each scenario's measured phase
 	MemProfile string // heap profile at the end of each scenario
 
+	// DatabaseURL is the PostgreSQL server of the cluster scenario, which
+	// makes its own schemas there and drops them at the end.
+	DatabaseURL string
+	// Binary is the webhookd executable the cluster scenario runs as
+	// child processes to kill one; "": this process's own.
+	Binary string
+
 	// Progress receives a live progress line (with \r); nil: none.
 	Progress io.Writer
 }
@@ -86,6 +93,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.IntVar(&o.Workers, "workers", 0, "dispatcher workers (in-process; default webhookd's, 64)")
 	fs.IntVar(&o.EndpointConcurrency, "endpoint-concurrency", 0, "attempts in flight per endpoint (in-process; default webhookd's, 8)")
 	fs.IntVar(&o.TenantConcurrency, "tenant-concurrency", 0, "attempts in flight per tenant (in-process; default webhookd's, three quarters of -workers)")
+	fs.StringVar(&o.DatabaseURL, "database-url", getenv(DatabaseURLEnv), "PostgreSQL `URL` for the cluster scenario (env "+DatabaseURLEnv+")")
 	fs.DurationVar(&o.Baseline, "baseline", 0, "how long each ceiling is measured (default 3s)")
 	fs.DurationVar(&o.Drain, "drain", 0, "how long to wait for deliveries after the load (default 2m)")
 	fs.StringVar(&o.Dir, "dir", "", "directory for the databases (default: a temporary one, removed after)")
@@ -136,6 +144,10 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 			if Scenarios[i].InProcessOnly && o.Target != "" {
 				continue
 			}
+			if Scenarios[i].NeedsDatabase && o.DatabaseURL == "" {
+				fmt.Fprintf(out, "webhookd bench: skipping %s: it needs -database-url or %s\n", Scenarios[i].Name, DatabaseURLEnv)
+				continue
+			}
 			scs = append(scs, &Scenarios[i])
 		}
 	} else {
@@ -149,6 +161,9 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 		}
 		if sc.InProcessOnly && o.Target != "" {
 			return nil, fmt.Errorf("bench: scenario %s needs webhookd in-process (it stops and restarts it); drop -target", sc.Name)
+		}
+		if sc.NeedsDatabase && o.DatabaseURL == "" {
+			return nil, fmt.Errorf("bench: %w", errNoDatabase)
 		}
 		scs = append(scs, sc)
 	}

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/postgres/pgtest"
 )
 
 // TestRun_tiny runs small versions of the scenarios end to end, so that
@@ -289,5 +292,55 @@ func TestRun_targetCleansUp(t *testing.T) {
 	}
 	if n != 0 {
 		t.Errorf("%d events left in the target after the purge", n)
+	}
+}
+
+// TestRun_cluster runs a small cluster scenario on the test server
+// (pgtest): the three configurations, then a node of three, a child
+// process of a webhookd built for the test, killed with SIGKILL.
+func TestRun_cluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds webhookd and runs four loads on PostgreSQL")
+	}
+	url := pgtest.URL(t)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not on PATH: cannot build a webhookd binary to run")
+	}
+	bin := filepath.Join(t.TempDir(), "webhookd")
+	if out, err := exec.Command(goBin, "build", "-o", bin, "..").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var out bytes.Buffer
+	rep, err := Run(context.Background(), Options{
+		Scenario: "cluster", DatabaseURL: url, Binary: bin,
+		Events: 300, Clients: 8, Duration: 1500 * time.Millisecond, Baseline: 100 * time.Millisecond,
+	}, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	cs := rep.Runs[0].Cluster
+	if cs == nil || len(cs.Phases) != 3 || cs.Kill == nil {
+		t.Fatalf("cluster = %+v, want 3 phases and a kill\n%s", cs, out.String())
+	}
+	for _, p := range cs.Phases {
+		if d := p.Delivery; d.Expected == 0 || d.Delivered < d.Expected || d.Rate <= 0 {
+			t.Errorf("%s: %d of %d delivered at %g/s, want all", p.Name, d.Delivered, d.Expected, d.Rate)
+		}
+	}
+	if k := cs.Kill; k.Acked == 0 || k.Lost != 0 || k.Reoffered != k.Claims || k.Failovers == 0 {
+		t.Errorf("kill = %+v, want events acknowledged, none lost, every claim re-offered, sends failed over", k)
+	}
+	if !strings.Contains(out.String(), "kill 1 of 3 nodes") {
+		t.Errorf("the table has no kill phase:\n%s", out.String())
+	}
+}
+
+// TestRun_clusterNeedsDatabase: without a database the cluster scenario
+// says what it needs.
+func TestRun_clusterNeedsDatabase(t *testing.T) {
+	_, err := Run(context.Background(), Options{Scenario: "cluster"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "-database-url") {
+		t.Errorf("err = %v, want one naming -database-url", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/httpapi"
+	"github.com/webhookd/webhookd/postgres"
 	"github.com/webhookd/webhookd/storage"
 )
 
@@ -43,17 +44,29 @@ type instanceOptions struct {
 	clockShift time.Duration
 	// keepGone leaves endpoints enabled after a 410 (mixed-faults).
 	keepGone bool
+	// pg, when set, runs the node on PostgreSQL (a schema shared by every
+	// node opened on it) instead of the file at path.
+	pg *pgOptions
 }
 
-// instance is the webhookd under test: in-process (db set), wired as main's
+// pgOptions say where an in-process node on PostgreSQL keeps its state.
+type pgOptions struct {
+	url    string
+	schema string
+	lease  time.Duration // 0: postgres.DefaultLease
+}
+
+// instance is the webhookd under test: in-process (svc set), wired as main's
 // serve wires it, or a running one at a URL.
 type instance struct {
-	api  *apiClient
-	db   *storage.DB
-	node *engine.Node
-	disp *engine.Dispatcher // nil when the node was not started (ingest only)
-	svc  *engine.Service
-	srv  *http.Server
+	api   *apiClient
+	db    *storage.DB         // the bbolt file; nil on PostgreSQL or remote
+	pg    *postgres.Store     // nil on bbolt or remote
+	sched *postgres.Scheduler // with pg
+	node  *engine.Node
+	disp  *engine.Dispatcher // nil when the node was not started (ingest only)
+	svc   *engine.Service
+	srv   *http.Server
 
 	opened    time.Duration // storage.Open
 	recovered time.Duration // Dispatcher.Start: the retry index into the timer
@@ -64,11 +77,24 @@ type instance struct {
 func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance, error) {
 	in := &instance{}
 	start := time.Now()
-	db, err := storage.Open(o.path, storage.Options{})
-	if err != nil {
-		return nil, err
+	var store engine.Store
+	var sched engine.Scheduler // nil: the dispatcher's local one
+	if o.pg != nil {
+		// Wired as serve's openPostgres wires it.
+		pg, err := postgres.Open(ctx, o.pg.url, postgres.Options{Schema: o.pg.schema, Lease: o.pg.lease})
+		if err != nil {
+			return nil, err
+		}
+		in.pg, in.sched = pg, pg.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: o.perHost})
+		store, sched = pg, in.sched
+	} else {
+		db, err := storage.Open(o.path, storage.Options{})
+		if err != nil {
+			return nil, err
+		}
+		in.db, store = db, db
 	}
-	in.db, in.opened = db, time.Since(start)
+	in.opened = time.Since(start)
 	now := time.Now
 	if shift := o.clockShift; shift != 0 {
 		now = func() time.Time { return time.Now().Add(shift) }
@@ -76,9 +102,10 @@ func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance,
 	// Wired as serve wires it (engine.NewNode), less the janitor and the
 	// alerts; without dispatch the node is never started, so ingest only
 	// stores (what Start's recovery would find).
-	node := engine.NewNode(db, engine.NodeOptions{
+	node := engine.NewNode(store, engine.NodeOptions{
 		Dispatcher: engine.DispatcherOptions{
-			Policy: o.policy, Workers: o.workers, EndpointConcurrency: o.perHost, TenantConcurrency: o.perTenant, Now: now,
+			Scheduler: sched,
+			Policy:    o.policy, Workers: o.workers, EndpointConcurrency: o.perHost, TenantConcurrency: o.perTenant, Now: now,
 			KeepGoneEndpoints: o.keepGone,
 			Targets:           loopbackTargets, // the receivers are on 127.0.0.1, over http
 		},
@@ -87,7 +114,7 @@ func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance,
 	in.node, in.svc = node, node.Service
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		db.Close()
+		in.closeStore()
 		return nil, err
 	}
 	if o.dispatch {
@@ -95,7 +122,7 @@ func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance,
 		start := time.Now()
 		if err := node.Start(ctx); err != nil {
 			ln.Close()
-			db.Close()
+			in.closeStore()
 			return nil, err
 		}
 		in.recovered = time.Since(start)
@@ -129,7 +156,7 @@ func remoteInstance(base, token string, conns int) (*instance, error) {
 }
 
 // inProcess reports whether the instance runs in this process.
-func (in *instance) inProcess() bool { return in.db != nil }
+func (in *instance) inProcess() bool { return in.svc != nil }
 
 // pending returns the deliveries the dispatcher holds (scheduled, ready or
 // in flight), or -1 when unknown (a remote target, no dispatcher).
@@ -157,12 +184,22 @@ func (in *instance) close(grace time.Duration) error {
 		in.node.Stop(ctx) // a cut-off attempt stays pending: fine here
 	}
 	in.api.hc.CloseIdleConnections()
+	return in.closeStore()
+}
+
+// closeStore closes the database (the scheduler's leases first, as serve
+// does).
+func (in *instance) closeStore() error {
+	if in.pg != nil {
+		in.sched.Close()
+		return in.pg.Close()
+	}
 	return in.db.Close()
 }
 
 // fileSize returns the database file's size, or 0 for a remote target.
 func (in *instance) fileSize() int64 {
-	if !in.inProcess() {
+	if in.db == nil {
 		return 0
 	}
 	st, err := os.Stat(in.db.Path())
@@ -209,6 +246,11 @@ func (e *apiError) Error() string {
 // do sends a request with a JSON body (nil: none) and decodes a 2xx JSON
 // answer into out (nil: discard).
 func (a *apiClient) do(ctx context.Context, method, path string, body []byte, out any) error {
+	return a.doKey(ctx, method, path, body, "", out)
+}
+
+// doKey is do with an Idempotency-Key header, unless key is "".
+func (a *apiClient) doKey(ctx context.Context, method, path string, body []byte, key string, out any) error {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -220,6 +262,9 @@ func (a *apiClient) do(ctx context.Context, method, path string, body []byte, ou
 	req.Header["Authorization"] = []string{a.auth}
 	if body != nil {
 		req.Header["Content-Type"] = []string{"application/json"}
+	}
+	if key != "" {
+		req.Header["Idempotency-Key"] = []string{key}
 	}
 	resp, err := a.hc.Do(req)
 	if err != nil {
@@ -279,10 +324,10 @@ type ingestAnswer struct {
 	} `json:"deliveries"`
 }
 
-// ingest posts one event.
-func (a *apiClient) ingest(ctx context.Context, tenant string, body []byte) (ingestAnswer, error) {
+// ingest posts one event, with an Idempotency-Key unless key is "".
+func (a *apiClient) ingest(ctx context.Context, tenant string, body []byte, key string) (ingestAnswer, error) {
 	var ans ingestAnswer
-	err := a.do(ctx, http.MethodPost, "/v1/tenants/"+tenant+"/events", body, &ans)
+	err := a.doKey(ctx, http.MethodPost, "/v1/tenants/"+tenant+"/events", body, key, &ans)
 	return ans, err
 }
 

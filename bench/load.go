@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"strings"
 	"sync"
@@ -31,6 +32,12 @@ type loadSpec struct {
 	events   int
 	duration time.Duration
 	body     []byte
+	// nodes, when set, are what the clients send to instead of the api
+	// runLoad is given: each client sends to them in turn, and when one
+	// cannot be reached, sends the same event (with its Idempotency-Key,
+	// when keys) to the next and leaves that node out from then on.
+	nodes []*apiClient
+	keys  bool
 }
 
 // ack is one acknowledged event.
@@ -39,6 +46,10 @@ type ack struct {
 	sent       time.Time // when it was sent (open loop: when it was due)
 	acked      time.Time // when the 202 was read
 	deliveries []string
+	// failedOver: a node could not be reached, and the event went to the
+	// next; began is when it was first sent.
+	failedOver bool
+	began      time.Time
 }
 
 // loadResult is what a load did.
@@ -47,6 +58,7 @@ type loadResult struct {
 	errors     int64
 	throttled  int64 // 429 or 503 answers, each retried after Retry-After
 	firstErr   error
+	failovers  int64 // sends to a node that could not be reached
 	start, end time.Time
 	cpu        time.Duration // CPU time the process used meanwhile
 }
@@ -64,10 +76,16 @@ func runLoad(ctx context.Context, api *apiClient, spec loadSpec, sent *atomic.In
 		res = loadResult{acks: make([]ack, 0, spec.events)}
 		wg  sync.WaitGroup
 	)
-	record := func(a ack, throttled int64, err error) {
+	nodes := spec.nodes
+	if len(nodes) == 0 {
+		nodes = []*apiClient{api}
+	}
+	record := func(a ack, c *client, err error) {
 		mu.Lock()
 		defer mu.Unlock()
-		res.throttled += throttled
+		res.throttled += c.throttled
+		res.failovers += c.failovers
+		c.throttled, c.failovers = 0, 0
 		if err != nil {
 			if ctx.Err() != nil {
 				return // the load's time ran out mid-request: not an error
@@ -110,20 +128,22 @@ func runLoad(ctx context.Context, api *apiClient, spec loadSpec, sent *atomic.In
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				a, th, err := sendEvent(ctx, api, spec.tenant, spec.body)
+				c := newClient(i, nodes, spec.keys)
+				a, err := c.send(ctx, spec.tenant, spec.body)
 				a.sent = due
-				record(a, th, err)
+				record(a, c, err)
 			}()
 		}
 	} else {
 		var issued atomic.Int64
-		for range spec.clients {
+		for i := range spec.clients {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				c := newClient(i, nodes, spec.keys)
 				for ctx.Err() == nil && issued.Add(1) <= int64(spec.events) {
-					a, th, err := sendEvent(ctx, api, spec.tenant, spec.body)
-					record(a, th, err)
+					a, err := c.send(ctx, spec.tenant, spec.body)
+					record(a, c, err)
 				}
 			}()
 		}
@@ -134,32 +154,77 @@ func runLoad(ctx context.Context, api *apiClient, spec loadSpec, sent *atomic.In
 	return res
 }
 
-// sendEvent ingests one event; an answer of 429 or 503 (backpressure) is
-// retried after its Retry-After (at most 1s, 10ms when absent) and counted.
-func sendEvent(ctx context.Context, api *apiClient, tenant string, body []byte) (ack, int64, error) {
-	var throttled int64
+// client is one ingest client of a load.
+type client struct {
+	id        int
+	nodes     []*apiClient
+	down      []bool // nodes this client could not reach
+	turn      int
+	keys      bool
+	throttled int64
+	failovers int64
+}
+
+func newClient(id int, nodes []*apiClient, keys bool) *client {
+	return &client{id: id, nodes: nodes, down: make([]bool, len(nodes)), turn: id, keys: keys}
+}
+
+// send ingests one event; an answer of 429 or 503 (backpressure) is
+// retried after its Retry-After (at most 1s, 10ms when absent) and
+// counted. With several nodes it sends to the next one each time, and a
+// node it cannot reach is left out and the event sent to the next.
+func (c *client) send(ctx context.Context, tenant string, body []byte) (ack, error) {
+	var key string
+	if c.keys {
+		key = rand.Text()
+	}
+	node, began, failedOver := c.next(), time.Now(), false
 	for {
 		sent := time.Now()
-		ans, err := api.ingest(ctx, tenant, body)
+		ans, err := c.nodes[node].ingest(ctx, tenant, body, key)
 		if err == nil {
 			ids := make([]string, len(ans.Deliveries))
 			for i, d := range ans.Deliveries {
 				ids[i] = d.ID
 			}
-			return ack{id: ans.ID, sent: sent, acked: time.Now(), deliveries: ids}, throttled, nil
+			return ack{id: ans.ID, sent: sent, acked: time.Now(), deliveries: ids, failedOver: failedOver, began: began}, nil
 		}
 		var ae *apiError
-		if !errors.As(err, &ae) || (ae.Status != 429 && ae.Status != 503) {
-			return ack{}, throttled, err
+		if !errors.As(err, &ae) {
+			if ctx.Err() != nil || len(c.nodes) == 1 {
+				return ack{}, err
+			}
+			c.down[node] = true
+			c.failovers++
+			failedOver = true
+			if node = c.next(); node < 0 {
+				return ack{}, err
+			}
+			continue
 		}
-		throttled++
+		if ae.Status != 429 && ae.Status != 503 {
+			return ack{}, err
+		}
+		c.throttled++
 		wait := min(max(ae.RetryAfter, 10*time.Millisecond), time.Second)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ack{}, throttled, ctx.Err()
+			return ack{}, ctx.Err()
 		case <-t.C:
 		}
 	}
+}
+
+// next returns the next node this client has not left out, or -1.
+func (c *client) next() int {
+	for range c.nodes {
+		n := c.turn % len(c.nodes)
+		c.turn++
+		if !c.down[n] {
+			return n
+		}
+	}
+	return -1
 }

@@ -36,6 +36,7 @@ type Result struct {
 	Backlog      *BacklogStats  `json:"backlog,omitempty"`
 	Slow         *SlowStats     `json:"slow_receiver,omitempty"`
 	Noisy        *SlowStats     `json:"noisy_tenant,omitempty"`
+	Cluster      *ClusterStats  `json:"cluster,omitempty"`
 	Series       []Point        `json:"series,omitempty"`
 	Targets      []Target       `json:"targets,omitempty"`
 	Notes        []string       `json:"notes,omitempty"`
@@ -267,6 +268,23 @@ func printResult(w io.Writer, m Machine, r *Result) {
 		row("healthy tenant, alone", "e2e p50 %s  p99 %s ms (%d rounds of each, alternating, pooled)", f2(sl.Baseline.P50), f2(sl.Baseline.P99), sl.Rounds)
 		row("healthy tenant, beside a noisy one", "e2e p50 %s  p99 %s ms (p99 %+.1f%%, p50 %+.1f%%); the noisy tenant's hanging endpoints got %d requests",
 			f2(sl.WithHang.P50), f2(sl.WithHang.P99), 100*sl.P99Change, 100*sl.P50Change, sl.HangingReq)
+	}
+	if cs := r.Cluster; cs != nil {
+		for _, p := range cs.Phases {
+			in, d := p.Ingest, p.Delivery
+			row(p.Name, "%s deliveries/s end to end = %.1f%% of 1 bbolt node; %d of %d delivered, %d duplicates; ingest %s events/s, p50 %s  p99 %s ms; e2e p50 %s  p99 %s ms; CPU %.2f cores",
+				num(d.Rate), 100*p.Ratio, d.Delivered, d.Expected, d.Duplicates, num(in.Rate), f2(in.Latency.P50), f2(in.Latency.P99), f2(d.EndToEnd.P50), f2(d.EndToEnd.P99), d.CPU)
+		}
+		if k := cs.Kill; k != nil {
+			row("kill 1 of 3 nodes (SIGKILL)", "at %.1fs of a load of %s events/s, lease %s; %d events acknowledged through the 3 nodes", k.KilledAt, num(k.Rate), k.Lease, k.Acked)
+			row("  clients failing over", "%d sends failed over, the longest waited %.0f ms for its 202; longest with no 202 to any client after the kill: %.0f ms",
+				k.Failovers, k.FailoverWaitMs, k.AckGapMs)
+			row("  killed node's claims", "%d, their leases ended %.2f s after the kill; %d claimed again within %.2f s, all succeeded within %.2f s of the kill",
+				k.Claims, k.LeaseEndSec, k.Reoffered, k.ReofferSec, k.SettledSec)
+			if d := k.Delivery; d != nil {
+				row("  acknowledged events lost", "%d of %d (%d deliveries of %d received, %d duplicates)", k.Lost, k.Acked, d.Delivered, d.Expected, d.Duplicates)
+			}
+		}
 	}
 	mem := r.Memory
 	row("memory", "peak RSS %s%s, peak Go heap %s (harness included)", mib(mem.PeakRSS), ifs(!mem.PeakIsOfRun, " (process lifetime)"), mib(mem.PeakHeap))

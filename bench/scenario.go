@@ -44,6 +44,9 @@ type Scenario struct {
 
 	// InProcessOnly scenarios stop and restart webhookd.
 	InProcessOnly bool
+	// NeedsDatabase scenarios run webhookd on PostgreSQL
+	// (Options.DatabaseURL).
+	NeedsDatabase bool
 
 	// KeepGoneEndpoints runs webhookd with [delivery] disable_on_gone =
 	// false: the fault mix's 410s are random, one delivery each, and
@@ -104,6 +107,11 @@ var Scenarios = []Scenario{
 		Name: "noisy-tenant", About: "100 events/s to a tenant's 10 endpoints, once alone, once beside a tenant with a backlog of 1 000 events to 10 endpoints that all hang",
 		Events: 2000, Duration: time.Minute, Clients: 64, Rate: 100, Endpoints: 10, InProcessOnly: true,
 		run: (*runner).noisyTenant,
+	},
+	{
+		Name: "cluster", About: "the same load on 1 bbolt node, 1 node on PostgreSQL, 3 nodes on one PostgreSQL schema; then 1 of 3 nodes killed under load",
+		Events: 200000, Duration: 10 * time.Second, Clients: 64, Endpoints: 2, InProcessOnly: true, NeedsDatabase: true,
+		run: (*runner).cluster,
 	},
 	{
 		Name: "backlog", About: "1 000 000 pending retries: restart recovery time and memory of the timer, then all fire once",
@@ -639,7 +647,7 @@ func (r *runner) audit(in *instance, acks []ack, d *DeliveryStats) {
 
 // storageStats returns the commit loop's counters since before.
 func storageStats(in *instance, before storage.Stats) *StorageStats {
-	if !in.inProcess() {
+	if in.db == nil {
 		return nil
 	}
 	s := in.db.Stats()
@@ -655,7 +663,7 @@ func storageStats(in *instance, before storage.Stats) *StorageStats {
 }
 
 func dbStats(in *instance) storage.Stats {
-	if !in.inProcess() {
+	if in.db == nil {
 		return storage.Stats{}
 	}
 	return in.db.Stats()
