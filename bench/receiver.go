@@ -103,6 +103,7 @@ type receiver struct {
 	srv     *http.Server
 	faults  Faults
 	hang    bool
+	delay   time.Duration // how long each request takes before its answer
 	release chan struct{} // closed by close: hanging handlers return
 
 	// verifier checks every verifyEvery-th request's signature (0: none).
@@ -144,6 +145,15 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				rc.badSig.Add(1)
 			}
 		}
+	}
+	if rc.delay > 0 {
+		t := time.NewTimer(rc.delay)
+		select {
+		case <-r.Context().Done():
+		case <-rc.release:
+		case <-t.C:
+		}
+		t.Stop()
 	}
 	status := http.StatusNoContent
 	if f, ok := rc.faults.pick(rand.Float64()); rc.hang || ok {
