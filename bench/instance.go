@@ -79,14 +79,19 @@ func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance,
 	start := time.Now()
 	var store engine.Store
 	var sched engine.Scheduler // nil: the dispatcher's local one
+	claimAhead := 0
 	if o.pg != nil {
 		// Wired as serve's openPostgres wires it.
-		pg, err := postgres.Open(ctx, o.pg.url, postgres.Options{Schema: o.pg.schema, Lease: o.pg.lease})
+		pg, err := postgres.Open(ctx, o.pg.url, postgres.Options{Schema: o.pg.schema, Lease: o.pg.lease, MaxConns: 20})
 		if err != nil {
 			return nil, err
 		}
 		in.pg, in.sched = pg, pg.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: o.perHost})
 		store, sched = pg, in.sched
+		claimAhead = 2 * 64 // as serve: twice the workers (the default's, unless set)
+		if o.workers > 0 {
+			claimAhead = 2 * o.workers
+		}
 	} else {
 		db, err := storage.Open(o.path, storage.Options{})
 		if err != nil {
@@ -104,8 +109,8 @@ func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance,
 	// stores (what Start's recovery would find).
 	node := engine.NewNode(store, engine.NodeOptions{
 		Dispatcher: engine.DispatcherOptions{
-			Scheduler: sched,
-			Policy:    o.policy, Workers: o.workers, EndpointConcurrency: o.perHost, TenantConcurrency: o.perTenant, Now: now,
+			Scheduler: sched, ClaimAhead: claimAhead,
+			Policy: o.policy, Workers: o.workers, EndpointConcurrency: o.perHost, TenantConcurrency: o.perTenant, Now: now,
 			KeepGoneEndpoints: o.keepGone,
 			Targets:           loopbackTargets, // the receivers are on 127.0.0.1, over http
 		},
