@@ -52,6 +52,11 @@ import (
 // default) with room to record the outcome.
 const DefaultLease = 30 * time.Second
 
+// busyWait is how long a claim loop waits when deliveries are due but
+// none could be claimed (their endpoints at their bounds), unless woken
+// sooner: without it, it ran empty claims back to back.
+const busyWait = 100 * time.Millisecond
+
 // claimLock is the advisory lock key that makes claims take turns (see
 // above): "whclaims" in ASCII.
 const claimLock = 0x7768636c61696d73
@@ -257,12 +262,19 @@ func (c *Scheduler) Claim(ctx context.Context, limit int) ([]engine.Work, error)
 			return ws, nil
 		}
 		wait := c.opts.Poll
+		now := c.s.now()
 		c.mu.Lock()
-		if !next.IsZero() && (c.nextDue.IsZero() || next.Before(c.nextDue)) {
+		if !next.IsZero() && !next.After(now) {
+			// Due, and none of it claimable: every slot of its endpoints
+			// is taken, or their pace says wait, or another claim holds
+			// it. A settle here wakes the loop at once; another node's,
+			// the next look.
+			wait = min(wait, busyWait)
+		} else if !next.IsZero() && (c.nextDue.IsZero() || next.Before(c.nextDue)) {
 			c.nextDue = next
 		}
 		if !c.nextDue.IsZero() {
-			wait = min(wait, max(c.nextDue.Sub(c.s.now()), 0))
+			wait = min(wait, max(c.nextDue.Sub(now), 0))
 		}
 		c.nextDue = time.Time{}
 		c.mu.Unlock()
@@ -295,7 +307,8 @@ func (c *Scheduler) claim(ctx context.Context, limit int) ([]engine.Work, time.T
 	var next *int64
 	err := c.s.tx(ctx, func(tx pgx.Tx) error {
 		ws = ws[:0]
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(claimLock)); err != nil {
+		// A claim need not wait for the WAL's flush: see asyncCommit.
+		if _, err := tx.Exec(ctx, "SELECT set_config('synchronous_commit', 'off', true), pg_advisory_xact_lock($1)", int64(claimLock)); err != nil {
 			return err
 		}
 		var interval, burst int64
@@ -372,6 +385,24 @@ WITH due AS (
 )
 SELECT id, tenant_id, endpoint_id FROM claimed`
 
+// asyncExec runs one statement in a transaction that commits without
+// waiting for the WAL's flush (synchronous_commit off), as claims do. A
+// lease is not an acknowledgement: if the database crashes and forgets a
+// claim, a renewal or a lease's end, another node may claim the delivery
+// while its holder still attempts it (the holder's record is then
+// refused: at-least-once, as always), or a delivery handed back is due
+// when its old lease ends. Events, deliveries and every outcome are
+// still committed with the server's synchronous_commit.
+func (s *Store) asyncExec(ctx context.Context, sql string, args ...any) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, sql, args...)
+		return err
+	})
+}
+
 // Settle ends this process's claim on w. When the holder's record kept
 // the lease (the delivery is due again at once: replayed while it was
 // attempted), or w was scheduled again while held and the lease is still
@@ -393,6 +424,7 @@ func (c *Scheduler) Settle(w engine.Work, next time.Time) bool {
 	}
 	delete(cs.held, w.DeliveryID)
 	cs.mu.Unlock()
+	c.signal() // its endpoint's slot is free
 	due := time.Time{}
 	if !next.IsZero() {
 		due = c.s.now().Add(time.Until(next))
@@ -450,7 +482,7 @@ func (c *Scheduler) endLeases(ctx context.Context) {
 			dues[i] = e.due.UnixNano()
 		}
 	}
-	_, err := c.s.pool.Exec(ctx, `UPDATE deliveries d SET lease_token = NULL, lease_until = NULL, due_at = greatest(d.next_attempt_at, e.due)
+	err := c.s.asyncExec(ctx, `UPDATE deliveries d SET lease_token = NULL, lease_until = NULL, due_at = greatest(d.next_attempt_at, e.due)
 		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS e(id, token, due)
 		WHERE d.id = e.id AND d.lease_token = e.token AND d.state = 'pending'`, ids, tokens, dues)
 	if err != nil {
@@ -497,7 +529,7 @@ func (c *Scheduler) renew(ctx context.Context) {
 		return
 	}
 	until := c.s.now().Add(c.s.lease).UnixNano()
-	if _, err := c.s.pool.Exec(ctx, `UPDATE deliveries SET lease_until = $2, due_at = $2
+	if err := c.s.asyncExec(ctx, `UPDATE deliveries SET lease_until = $2, due_at = $2
 		WHERE lease_token = ANY($1) AND state = 'pending'`, tokens, until); err != nil {
 		c.s.log.Warn("renew leases", "err", err)
 	}
