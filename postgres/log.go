@@ -335,6 +335,7 @@ func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.Att
 	if in.Delivery, err = decode[engine.Delivery](doc); err != nil {
 		return engine.AttemptInput{}, err
 	}
+	s.claims.read(deliveryID, doc)
 	if epDoc != nil {
 		if in.Endpoint, err = s.endpointFrom(epDoc, epSecrets); err != nil {
 			return engine.AttemptInput{}, err
@@ -367,6 +368,11 @@ func (s *Store) RecordOutcome(ctx context.Context, id string, fn func(engine.Del
 
 // update is UpdateDelivery and RecordOutcome.
 func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health func(*engine.Endpoint), holder bool) (engine.Delivery, error) {
+	if holder && health == nil {
+		if out, ok, err := s.recordAsRead(ctx, id, fn); ok || err != nil {
+			return out, err
+		}
+	}
 	var out engine.Delivery
 	var kept leaseChange
 	err := s.tx(ctx, func(tx pgx.Tx) error {
@@ -411,6 +417,53 @@ func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) 
 	}
 	s.claims.recorded(id, kept)
 	return out, nil
+}
+
+// recordAsRead is the holder's record in one statement: fn applied to
+// the delivery as this process's AttemptInput read it, written only if
+// the row is still exactly that and still under this process's lease
+// (compare and set on the document and the token). It reports false
+// when it wrote nothing: nothing was read under a claim, or the row
+// changed since (a replay, a pause, the lease taken over); the caller
+// then takes the row lock and applies fn to what is there.
+func (s *Store) recordAsRead(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, bool, error) {
+	token, read, ok := s.claims.asRead(id)
+	if !ok {
+		return engine.Delivery{}, false, nil
+	}
+	cur, err := decode[engine.Delivery](read)
+	if err != nil {
+		return engine.Delivery{}, false, nil
+	}
+	after, err := fn(cur)
+	if err != nil {
+		return engine.Delivery{}, false, err
+	}
+	if err := checkNext(cur, after); err != nil {
+		return engine.Delivery{}, false, fmt.Errorf("postgres: update delivery %s: %w", id, err)
+	}
+	after = normalizeDelivery(after)
+	doc, err := json.Marshal(after)
+	if err != nil {
+		return engine.Delivery{}, false, err
+	}
+	next, change := dueAt(after), leaseEnd
+	due, newToken, until := next, (*int64)(nil), (*int64)(nil)
+	if now := s.now().UnixNano(); after.State == engine.StatePending && *next <= now {
+		renewed := now + s.lease.Nanoseconds()
+		due, newToken, until, change = &renewed, &token, &renewed, leaseRenewed
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE deliveries SET state = $2, next_attempt_at = $3, due_at = $4, dead_at = $5, lease_token = $6, lease_until = $7, doc = $8
+		WHERE id = $1 AND lease_token = $9 AND doc = $10`,
+		id, string(after.State), next, due, deadAt(after), newToken, until, doc, token, read)
+	if err != nil {
+		return engine.Delivery{}, false, storeError(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return engine.Delivery{}, false, nil
+	}
+	s.claims.recorded(id, change)
+	return after, true, nil
 }
 
 // storedDelivery is a delivery as read under its row lock, with the

@@ -128,8 +128,10 @@ type claims struct {
 type claim struct {
 	w     engine.Work
 	token int64
-	live  bool // the lease in the database is still this claim's
-	rerun bool // scheduled again while held
+	read  []byte // the delivery's document as AttemptInput read it under this claim
+	live  bool   // the lease in the database is still this claim's
+	kept  bool   // the holder's record kept the lease: due again at once
+	rerun bool   // scheduled again while held
 }
 
 func newClaims() *claims { return &claims{held: map[string]*claim{}} }
@@ -144,6 +146,30 @@ func (c *claims) token(id string) (int64, bool) {
 	return 0, false
 }
 
+// read keeps the document AttemptInput read of a delivery this process
+// holds, for its record (recordAsRead).
+func (c *claims) read(id string, doc []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl := c.held[id]; cl != nil {
+		cl.read = doc
+	}
+}
+
+// asRead returns the token of this process's claim on id and the
+// document read under it, and forgets the document: it is good for one
+// record.
+func (c *claims) asRead(id string) (token int64, doc []byte, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl := c.held[id]
+	if cl == nil || cl.read == nil || !cl.live {
+		return 0, nil, false
+	}
+	doc, cl.read = cl.read, nil
+	return cl.token, doc, true
+}
+
 // recorded notes what a write by this process did to its lease on id.
 func (c *claims) recorded(id string, change leaseChange) {
 	if change == leaseKeep {
@@ -153,6 +179,7 @@ func (c *claims) recorded(id string, change leaseChange) {
 	defer c.mu.Unlock()
 	if cl := c.held[id]; cl != nil {
 		cl.live = change == leaseRenewed
+		cl.kept = cl.live
 	}
 }
 
@@ -303,38 +330,45 @@ func (c *Scheduler) claim(ctx context.Context, limit int) ([]engine.Work, time.T
 	now := c.s.now()
 	token := newToken()
 	until := now.Add(c.s.lease).UnixNano()
+	var interval, burst int64
+	if c.opts.EndpointRate > 0 {
+		interval = int64(float64(time.Second) / c.opts.EndpointRate)
+		burst = interval * int64(max(1, int(c.opts.EndpointRate))) // as the dispatcher's own limiter
+	}
+	// One round trip: a batch outside a transaction runs as one implicit
+	// transaction, so the claim lock is held for the claim's statements
+	// only, not across round trips. A claim need not wait for the WAL's
+	// flush (see asyncExec).
+	b := &pgx.Batch{}
+	b.Queue("SELECT set_config('synchronous_commit', 'off', true), pg_advisory_xact_lock($1)", int64(claimLock))
+	b.Queue(claimSQL, now.UnixNano(), limit, c.opts.EndpointConcurrency, token, until, interval, burst)
+	b.Queue("SELECT min(due_at) FROM deliveries WHERE state = 'pending'")
 	var ws []engine.Work
 	var next *int64
-	err := c.s.tx(ctx, func(tx pgx.Tx) error {
-		ws = ws[:0]
-		// A claim need not wait for the WAL's flush: see asyncCommit.
-		if _, err := tx.Exec(ctx, "SELECT set_config('synchronous_commit', 'off', true), pg_advisory_xact_lock($1)", int64(claimLock)); err != nil {
+	err := func() error {
+		br := c.s.pool.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
 			return err
 		}
-		var interval, burst int64
-		if c.opts.EndpointRate > 0 {
-			interval = int64(float64(time.Second) / c.opts.EndpointRate)
-			burst = interval * int64(max(1, int(c.opts.EndpointRate))) // as the dispatcher's own limiter
-		}
-		rows, err := tx.Query(ctx, claimSQL, now.UnixNano(), limit, c.opts.EndpointConcurrency, token, until, interval, burst)
+		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
+		if ws, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.Work, error) {
 			var w engine.Work
-			if err := rows.Scan(&w.DeliveryID, &w.TenantID, &w.EndpointID); err != nil {
-				rows.Close()
-				return err
-			}
-			ws = append(ws, w)
-		}
-		if err := rows.Err(); err != nil {
+			err := r.Scan(&w.DeliveryID, &w.TenantID, &w.EndpointID)
+			return w, err
+		}); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, "SELECT min(due_at) FROM deliveries WHERE state = 'pending'").Scan(&next)
-	})
+		if err := br.QueryRow().Scan(&next); err != nil {
+			return err
+		}
+		return br.Close()
+	}()
 	if err != nil {
-		return nil, time.Time{}, err
+		return nil, time.Time{}, storeError(err)
 	}
 	cs := c.s.claims
 	cs.mu.Lock()
@@ -417,8 +451,8 @@ func (c *Scheduler) Settle(w engine.Work, next time.Time) bool {
 		cs.mu.Unlock()
 		return false
 	}
-	if cl.live && cl.rerun {
-		cl.rerun = false
+	if cl.live && (cl.rerun || cl.kept) {
+		cl.rerun, cl.kept = false, false
 		cs.mu.Unlock()
 		return true
 	}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -148,5 +149,89 @@ func TestScheduler_EndpointRateAcrossNodes(t *testing.T) {
 	clock.add(time.Second)
 	if n := claimed(); n != 5 {
 		t.Errorf("a second later they claimed %d, want 5", n)
+	}
+}
+
+// succeeded is the transition of the first attempt of cycle 1 (as the
+// dispatcher read it), which got a 204 at at.
+func succeeded(at time.Time) func(engine.Delivery) (engine.Delivery, error) {
+	return func(d engine.Delivery) (engine.Delivery, error) {
+		return engine.RecordAttempt(d, engine.AttemptRecord{DeliveryID: d.ID, Cycle: 1, State: engine.StateSucceeded, At: at,
+			Attempt: engine.Attempt{Cycle: 1, Number: 1, Start: at, Status: 204, Outcome: engine.OutcomeSuccess}}), nil
+	}
+}
+
+// TestRecordOutcome_TheHoldersRecord: the holder's record of an attempt
+// as it read the delivery is one compare-and-set; a replay between the
+// read and the record makes it apply to the replayed delivery instead
+// (the attempt is kept, the new cycle stays pending and is handed back
+// to the holder at once); a lease another node took over refuses it.
+func TestRecordOutcome_TheHoldersRecord(t *testing.T) {
+	clock := &manualClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ss := nodes(t, 2, clock)
+	pendingFor(t, ss[0], clock, 3)
+	c := ss[0].Scheduler(SchedulerOptions{Poll: 20 * time.Millisecond})
+	if _, err := c.Recover(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ws := claimNow(t, c)
+	if len(ws) != 3 {
+		t.Fatalf("claimed %d, want 3", len(ws))
+	}
+	ctx := t.Context()
+	for _, w := range ws {
+		if _, err := ss[0].AttemptInput(ctx, w.DeliveryID); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// As read: stored, and the lease is over.
+	d, err := ss[0].RecordOutcome(ctx, ws[0].DeliveryID, succeeded(clock.now()), nil)
+	if err != nil || d.State != engine.StateSucceeded {
+		t.Fatalf("record as read: %v, %v", d.State, err)
+	}
+	if got, _ := ss[1].Delivery(ctx, "acme", d.ID); got.State != engine.StateSucceeded || len(got.Attempts) != 1 {
+		t.Errorf("stored: %s with %d attempts, want succeeded with 1", got.State, len(got.Attempts))
+	}
+	if c.Settle(ws[0], time.Time{}) {
+		t.Error("Settle handed back a delivery that succeeded")
+	}
+
+	// Replayed (from another node) between the read and the record.
+	if _, err := ss[1].UpdateDelivery(ctx, ws[1].DeliveryID, func(d engine.Delivery) (engine.Delivery, error) {
+		d.Replays = append(d.Replays, engine.Replay{At: clock.now(), By: "admin", Cycle: d.Cycle + 1})
+		d.Cycle, d.CycleAttempts, d.CycleStart, d.NextAttemptAt = d.Cycle+1, 0, clock.now(), clock.now()
+		return d, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	d, err = ss[0].RecordOutcome(ctx, ws[1].DeliveryID, succeeded(clock.now()), nil)
+	if err != nil {
+		t.Fatalf("record after a replay: %v", err)
+	}
+	if d.State != engine.StatePending || d.Cycle != 2 || len(d.Attempts) != 1 || d.Attempts[0].Cycle != 1 {
+		t.Errorf("after a replay: %s, cycle %d, attempts %+v; want the old cycle's attempt kept and the new cycle pending", d.State, d.Cycle, d.Attempts)
+	}
+	if !c.Settle(ws[1], time.Time{}) {
+		t.Error("Settle did not hand back a delivery replayed while it was attempted")
+	}
+
+	// Taken over: the lease ended and another node claimed it.
+	clock.add(time.Hour)
+	other := ss[1].Scheduler(SchedulerOptions{Poll: 20 * time.Millisecond})
+	if _, err := other.Recover(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	taken := claimNow(t, other)
+	if !slices.ContainsFunc(taken, func(w engine.Work) bool { return w.DeliveryID == ws[2].DeliveryID }) {
+		t.Fatalf("the other node claimed %v, not %s", taken, ws[2].DeliveryID)
+	}
+	if _, err := ss[0].RecordOutcome(ctx, ws[2].DeliveryID, succeeded(clock.now()), nil); !errors.Is(err, engine.ErrClaimLost) {
+		t.Errorf("the stale holder's record: %v, want ErrClaimLost", err)
+	}
+	if got, _ := ss[1].Delivery(ctx, "acme", ws[2].DeliveryID); got.State != engine.StatePending || len(got.Attempts) != 0 {
+		t.Errorf("after the refused record: %s with %d attempts, want pending with none", got.State, len(got.Attempts))
 	}
 }
