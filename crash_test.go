@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/postgres"
+	"github.com/webhookd/webhookd/postgres/pgtest"
 	"github.com/webhookd/webhookd/storage"
 	"github.com/webhookd/webhookd/verify"
 )
@@ -97,8 +99,19 @@ type proc struct {
 }
 
 // startProc starts bin on the config and database, its log going to logs.
+// On the postgres driver it first rewrites the config file for it
+// (onDriver).
 func startProc(t *testing.T, bin, config, db string, logs io.Writer) *proc {
 	t.Helper()
+	if onPostgres {
+		b, err := os.ReadFile(config)
+		if err == nil {
+			err = os.WriteFile(config, []byte(onDriver(t, string(b), db)), 0o600)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	cmd := exec.Command(bin, "-config", config, "-listen", "127.0.0.1:0", "-db", db)
 	cmd.Stderr = logs
 	stdout, err := cmd.StdoutPipe()
@@ -498,6 +511,9 @@ func TestCrash_KillNine(t *testing.T) {
 
 	var maxCheck time.Duration
 	checkFile := func(when string) {
+		if onPostgres {
+			return // no file: PostgreSQL recovers its own
+		}
 		start := time.Now()
 		db, err := storage.Open(dbPath, storage.Options{LockTimeout: 5 * time.Second})
 		if err != nil {
@@ -689,11 +705,14 @@ func TestCrash_KillNine(t *testing.T) {
 	if problems > 30 {
 		t.Errorf("... and %d more problems", problems-30)
 	}
-	st, _ := os.Stat(dbPath)
+	var size int64 // no file on postgres
+	if st, err := os.Stat(dbPath); err == nil {
+		size = st.Size()
+	}
 	reliabilityReport(t, "kill -9: %d kills survived (%d during start-up/recovery), then %d clean run(s); %d ingests acknowledged, %d sent but unacknowledged (%d present whole, %d absent); %d events and %d deliveries checked (%d dead with a reason); receiver: %d requests, %d duplicate deliveries over %d (event, endpoint) pairs, 0 bad signatures allowed (got %d); Check after every restart: max %s, file %d KiB; took %s",
 		kills, earlyKills, rounds+1, acked, unackedPresent+unackedAbsent, unackedPresent, unackedAbsent,
 		len(events), deliveries, dead, rc.requests, duplicates, duplicated, rc.badSig,
-		maxCheck.Round(time.Millisecond), st.Size()>>10, time.Since(started).Round(time.Second))
+		maxCheck.Round(time.Millisecond), size>>10, time.Since(started).Round(time.Second))
 }
 
 // crashEvent is an event of the log with its deliveries by endpoint ID.
@@ -703,18 +722,50 @@ type crashEvent struct {
 	deliveries map[string]engine.Delivery
 }
 
-// readCrashLog reads every event of the stopped database at path and
-// counts the pending deliveries.
+// readCrashLog reads every event of the stopped database at path (on
+// postgres: its schema, tenant acme's) and counts the pending deliveries.
 func readCrashLog(t *testing.T, path string) (map[string]crashEvent, int) {
 	t.Helper()
-	db, err := storage.Open(path, storage.Options{LockTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+	var forEachEvent func(context.Context, func(engine.Event, []engine.Delivery) error) error
+	if !onPostgres {
+		db, err := storage.Open(path, storage.Options{LockTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		forEachEvent = db.ForEachEvent
+	} else {
+		pgSchemas.Lock()
+		schema := pgSchemas.m[path]
+		pgSchemas.Unlock()
+		st, err := postgres.Open(t.Context(), pgtest.URL(t), postgres.Options{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		forEachEvent = func(ctx context.Context, fn func(engine.Event, []engine.Delivery) error) error {
+			f := engine.EventFilter{Limit: 500}
+			for {
+				evs, next, err := st.ListEvents(ctx, "acme", f)
+				for _, ev := range evs {
+					ev, ds, err := st.Event(ctx, "acme", ev.ID)
+					if err == nil {
+						err = fn(ev, ds)
+					}
+					if err != nil {
+						return err
+					}
+				}
+				if err != nil || next == "" {
+					return err
+				}
+				f.After = next
+			}
+		}
 	}
-	defer db.Close()
 	events := map[string]crashEvent{}
 	pending := 0
-	err = db.ForEachEvent(context.Background(), func(ev engine.Event, ds []engine.Delivery) error {
+	err := forEachEvent(context.Background(), func(ev engine.Event, ds []engine.Delivery) error {
 		ce := crashEvent{typ: ev.Type, body: ev.Body, deliveries: map[string]engine.Delivery{}}
 		for _, d := range ds {
 			if _, dup := ce.deliveries[d.EndpointID]; dup {

@@ -18,8 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/webhookd/webhookd/postgres/pgtest"
 )
 
 // TestMain runs the tests, then removes the binary buildWebhookd built.
@@ -67,6 +70,71 @@ level = "debug"
 `
 
 const testToken = "test-admin-token-0123456789"
+
+// onPostgres reports whether the tests run webhookd on the postgres
+// driver: WEBHOOKD_TEST_DRIVER=postgres, on the server pgtest names.
+// Unset or "bbolt": the bbolt file, the default.
+var onPostgres = os.Getenv("WEBHOOKD_TEST_DRIVER") == "postgres"
+
+// skipOnPostgres skips t on the postgres driver, for the reason why: it
+// tests the bbolt file itself, or (said so) a known bug.
+func skipOnPostgres(t testing.TB, why string) {
+	t.Helper()
+	if onPostgres {
+		t.Skip("not on the postgres driver: " + why)
+	}
+}
+
+// pgSchemas maps a database path to its schema on the postgres driver,
+// so that a node restarted on the same path finds the same state.
+var pgSchemas = struct {
+	sync.Mutex
+	m map[string]string
+}{m: map[string]string{}}
+
+// onDriver returns config (TOML) for the driver the tests run on: as it
+// is on bbolt; on postgres with [storage] driver, url, schema and lease
+// set, the schema being db's (made for the first test that runs a node
+// on db, and dropped when that test ends) and the lease outlasting
+// [delivery] attempt_timeout by two seconds. A config that names its
+// driver already (clusterConfig) stays as it is.
+func onDriver(t *testing.T, config, db string) string {
+	t.Helper()
+	if !onPostgres {
+		return config
+	}
+	var c struct {
+		Storage  struct{ Driver string }
+		Delivery struct {
+			AttemptTimeout Duration `toml:"attempt_timeout"`
+		}
+	}
+	c.Delivery.AttemptTimeout = defaultConfig().Delivery.AttemptTimeout
+	if _, err := toml.Decode(config, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Storage.Driver != "" {
+		return config
+	}
+	pgSchemas.Lock()
+	schema, ok := pgSchemas.m[db]
+	if !ok {
+		schema = pgtest.Schema(t)
+		pgSchemas.m[db] = schema
+		t.Cleanup(func() {
+			pgSchemas.Lock()
+			defer pgSchemas.Unlock()
+			delete(pgSchemas.m, db)
+		})
+	}
+	pgSchemas.Unlock()
+	return configWith(t, config, map[string]any{
+		"storage.driver": "postgres",
+		"storage.url":    pgtest.URL(t),
+		"storage.schema": schema,
+		"storage.lease":  (c.Delivery.AttemptTimeout.Duration + 2*time.Second).String(),
+	})
+}
 
 // instance is one webhookd started with run() on a loopback port.
 type instance struct {
@@ -117,14 +185,14 @@ func (s *syncBuffer) next() (string, <-chan struct{}) {
 // waits until it listens.
 func startInstance(t *testing.T, dir, config string) *instance {
 	t.Helper()
-	cfgPath := filepath.Join(dir, "webhookd.toml")
-	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
+	cfgPath, db := filepath.Join(dir, "webhookd.toml"), filepath.Join(dir, "webhookd.db")
+	if err := os.WriteFile(cfgPath, []byte(onDriver(t, config, db)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, logs := &syncBuffer{}, &syncBuffer{}
 	in := &instance{t: t, cancel: cancel, done: make(chan error, 1), logs: logs}
-	args := []string{"-config", cfgPath, "-listen", "127.0.0.1:0", "-db", filepath.Join(dir, "webhookd.db")}
+	args := []string{"-config", cfgPath, "-listen", "127.0.0.1:0", "-db", db}
 	go func() { in.done <- run(ctx, args, func(string) string { return "" }, stdout, logs) }()
 	timeout := time.After(10 * time.Second)
 	for {
@@ -364,6 +432,22 @@ func (rc *receiver) checkSignatures() {
 
 func status(code int) func(int, http.ResponseWriter, *http.Request) {
 	return func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) }
+}
+
+// waitCounted waits, on the postgres driver, until the node counts at
+// least n pending deliveries (webhookd_pending_deliveries): a node of a
+// cluster counts the database's every few seconds (postgres
+// Scheduler.Pending), where a single node's count is exact at once. A
+// test that checks a bound on the pending count waits here first.
+func (in *instance) waitCounted(n int) {
+	in.t.Helper()
+	if !onPostgres {
+		return
+	}
+	waitFor(in.t, fmt.Sprintf("the node to count %d pending deliveries", n), func() bool {
+		m, err := scrapeMetrics(in.base)
+		return err == nil && m["webhookd_pending_deliveries"] >= float64(n)
+	})
 }
 
 // waitFor polls cond until it holds, failing the test after 15s.

@@ -269,6 +269,7 @@ func sealedUnder(key []byte) []byte {
 // It skips under -short. WEBHOOKD_OPS_KILLS and WEBHOOKD_OPS_KILL_MB run it
 // longer and on a bigger file.
 func TestOps_KillNine(t *testing.T) {
+	skipOnPostgres(t, "kill -9 of the offline commands on the bbolt file")
 	if testing.Short() {
 		t.Skip("the kill test of the offline commands runs without -short")
 	}

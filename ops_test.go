@@ -27,6 +27,7 @@ func runCmd(t *testing.T, args ...string) (string, error) {
 // clients ingest, starts a second webhookd on the copy, and finds every
 // event acknowledged before the backup began, with its deliveries.
 func TestBackup_DuringLiveIngest(t *testing.T) {
+	skipOnPostgres(t, "the hot backup streams the bbolt file (postgres: pg_dump)")
 	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
 	in.setup()
@@ -106,6 +107,7 @@ func TestBackup_DuringLiveIngest(t *testing.T) {
 }
 
 func TestBackupAndCompact_StoppedFile(t *testing.T) {
+	skipOnPostgres(t, "backup and compact of the stopped bbolt file, and its lock")
 	t.Parallel()
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "webhookd.db")
