@@ -146,7 +146,6 @@ func TestTenantLimits_IngestRate(t *testing.T) {
 //
 // Not parallel: it bounds how long a delivery takes.
 func TestTenantFairness_BackloggedTenantDoesNotDelayAnother(t *testing.T) {
-	skipOnPostgres(t, "known bug: the deliveries a node claims ahead (ClaimAhead) fill with those of a tenant at its tenant_concurrency, and another tenant's wait for a claim until one of its attempts ends")
 	const hang = 3 * time.Second
 	cfg := configWith(t, testConfig, map[string]any{
 		"delivery.workers":              8,

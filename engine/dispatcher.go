@@ -107,6 +107,7 @@ type Dispatcher struct {
 	tenants   map[string]*tenantQueue  // by tenant ID, while it has work here
 	runnable  []*tenantQueue           // tenants with a runnable endpoint and room, in turn order
 	ready     map[string]bool          // delivery IDs in some endpoint's ready queue (claimed, not yet attempted)
+	busy      map[string]*tenantQueue  // tenants at TenantConcurrency, by ID
 	inflight  map[string]bool          // delivery IDs being attempted
 	limiters  map[string]*rate.Limiter // per endpoint, kept while the process runs
 	recording chan struct{}            // a slot per outcome being recorded (recordLater)
@@ -136,6 +137,7 @@ type tenantQueue struct {
 	id         string
 	runnable   []*endpointQueue // in turn order
 	inflight   int
+	ready      int  // its deliveries claimed and waiting for a worker
 	inRunnable bool // in Dispatcher.runnable
 }
 
@@ -174,6 +176,7 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 		endpoints: make(map[string]*endpointQueue),
 		tenants:   make(map[string]*tenantQueue),
 		ready:     make(map[string]bool),
+		busy:      make(map[string]*tenantQueue),
 		inflight:  make(map[string]bool),
 		limiters:  make(map[string]*rate.Limiter),
 		recording: make(chan struct{}, recordingPerWorker*opts.Workers),
@@ -354,6 +357,7 @@ func (d *Dispatcher) ForgetTenant(tenant string) {
 		}
 		for _, dl := range eq.ready {
 			delete(d.ready, dl)
+			tq.ready--
 			d.sched.Release(Work{DeliveryID: dl, TenantID: tenant, EndpointID: eq.id})
 		}
 		eq.ready = nil
@@ -459,6 +463,7 @@ func (d *Dispatcher) readyLocked(w Work) {
 		d.endpoints[endpointID] = eq
 	}
 	eq.ready = append(eq.ready, id)
+	eq.tenant.ready++
 	d.ready[id] = true
 	d.makeRunnableLocked(eq)
 }
@@ -482,21 +487,65 @@ func (d *Dispatcher) makeTenantRunnableLocked(tq *tenantQueue) {
 	d.cond.Signal()
 }
 
+// tenantDoneLocked counts an attempt of tq's out of flight.
+func (d *Dispatcher) tenantDoneLocked(tq *tenantQueue) {
+	tq.inflight--
+	if tq.inflight < d.opts.TenantConcurrency {
+		delete(d.busy, tq.id)
+	}
+}
+
+// aheadLocked counts the deliveries claimed and waiting that count
+// against ClaimAhead. Claiming from a TenantSkipper, those of a tenant at
+// its concurrency do not: they wait for its attempts, not for a worker,
+// and no claim adds to them. From any other scheduler, all do.
+func (d *Dispatcher) aheadLocked() int {
+	n := len(d.ready)
+	if _, skips := d.sched.(TenantSkipper); skips {
+		for _, tq := range d.busy {
+			n -= tq.ready
+		}
+	}
+	return n
+}
+
+// busyTenants lists the tenants at their concurrency in this process
+// (TenantSkipper's skip).
+func (d *Dispatcher) busyTenants() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]string, 0, len(d.busy))
+	for id := range d.busy {
+		out = append(out, id)
+	}
+	return out
+}
+
 // claimLoop claims due work from the Scheduler into the ready queues until
-// Stop.
+// Stop. With ClaimAhead it claims only while fewer than that many
+// deliveries wait (aheadLocked), and, from a TenantSkipper, none of a
+// tenant at its concurrency here: a backlogged tenant's deliveries would
+// fill the allowance and hold back every other tenant's.
 func (d *Dispatcher) claimLoop() {
 	defer d.workersWG.Done()
+	skipper, skips := d.sched.(TenantSkipper)
 	for {
 		room := 0
 		if d.opts.ClaimAhead > 0 {
 			d.mu.Lock()
-			for len(d.ready) >= d.opts.ClaimAhead && !d.stopping {
+			for d.aheadLocked() >= d.opts.ClaimAhead && !d.stopping {
 				d.claimCond.Wait()
 			}
-			room = d.opts.ClaimAhead - len(d.ready)
+			room = d.opts.ClaimAhead - d.aheadLocked()
 			d.mu.Unlock()
 		}
-		ws, err := d.sched.Claim(d.claimCtx, room)
+		var ws []Work
+		var err error
+		if skips && d.opts.ClaimAhead > 0 {
+			ws, err = skipper.ClaimSkipping(d.claimCtx, room, d.busyTenants)
+		} else {
+			ws, err = d.sched.Claim(d.claimCtx, room)
+		}
 		if err != nil {
 			return // Stop
 		}
@@ -548,11 +597,15 @@ func (d *Dispatcher) next() (id string, eq *endpointQueue, ok bool) {
 		eq.ready[0] = ""
 		eq.ready = eq.ready[1:]
 		delete(d.ready, id)
-		if d.opts.ClaimAhead > 0 && len(d.ready) < d.opts.ClaimAhead {
-			d.claimCond.Signal()
-		}
+		tq.ready--
 		eq.inflight++
 		tq.inflight++
+		if tq.inflight >= d.opts.TenantConcurrency {
+			d.busy[tq.id] = tq
+		}
+		if d.opts.ClaimAhead > 0 && d.aheadLocked() < d.opts.ClaimAhead {
+			d.claimCond.Signal()
+		}
 		d.inflight[id] = true
 		d.makeRunnableLocked(eq)
 		return id, eq, true
@@ -568,7 +621,7 @@ func (d *Dispatcher) finish(id string, eq *endpointQueue, at time.Time, holdsSlo
 	defer d.mu.Unlock()
 	if holdsSlot {
 		eq.inflight--
-		eq.tenant.inflight--
+		d.tenantDoneLocked(eq.tenant)
 	}
 	delete(d.inflight, id)
 	w := Work{DeliveryID: id, TenantID: eq.tenant.id, EndpointID: eq.id}
@@ -607,7 +660,7 @@ func (d *Dispatcher) releaseSlot(eq *endpointQueue) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	eq.inflight--
-	eq.tenant.inflight--
+	d.tenantDoneLocked(eq.tenant)
 	d.makeRunnableLocked(eq)
 }
 

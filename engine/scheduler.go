@@ -86,3 +86,15 @@ type Scheduler interface {
 	// claimed) and how many of them wait (not claimed), in one snapshot.
 	Counts() (total, waiting int)
 }
+
+// TenantSkipper is a Scheduler that can leave tenants out of a claim: one
+// shared by several processes, whose claims take work from all of them
+// (postgres.Scheduler). The Dispatcher, with ClaimAhead, claims through
+// it and skips the tenants at their TenantConcurrency in this process, so
+// that one tenant's backlog, claimed and unable to start, never fills
+// what the process may claim ahead.
+type TenantSkipper interface {
+	// ClaimSkipping is Claim, leaving out the deliveries of the tenants
+	// skip lists; it asks skip again whenever it looks anew.
+	ClaimSkipping(ctx context.Context, max int, skip func() []string) ([]Work, error)
+}

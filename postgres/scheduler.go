@@ -276,11 +276,23 @@ func (c *Scheduler) signal() {
 // batch size), waiting until some are due. A database that fails is
 // tried again every poll interval until ctx ends.
 func (c *Scheduler) Claim(ctx context.Context, limit int) ([]engine.Work, error) {
+	return c.ClaimSkipping(ctx, limit, nil)
+}
+
+var _ engine.TenantSkipper = (*Scheduler)(nil)
+
+// ClaimSkipping is Claim, leaving out the deliveries of the tenants skip
+// lists (asked at every claim; nil: none).
+func (c *Scheduler) ClaimSkipping(ctx context.Context, limit int, skip func() []string) ([]engine.Work, error) {
 	if limit <= 0 || limit > c.opts.Batch {
 		limit = c.opts.Batch
 	}
 	for {
-		ws, next, err := c.claim(ctx, limit)
+		skipped := []string{}
+		if skip != nil {
+			skipped = append(skipped, skip()...)
+		}
+		ws, next, err := c.claim(ctx, limit, skipped)
 		if ctx.Err() != nil {
 			c.giveBack(ws)
 			return nil, ctx.Err()
@@ -333,7 +345,7 @@ func (c *Scheduler) giveBack(ws []engine.Work) {
 
 // claim runs one claim transaction: it returns what it claimed and the
 // earliest due time of what is left (zero: nothing pending).
-func (c *Scheduler) claim(ctx context.Context, limit int) ([]engine.Work, time.Time, error) {
+func (c *Scheduler) claim(ctx context.Context, limit int, skip []string) ([]engine.Work, time.Time, error) {
 	now := c.s.now()
 	token := newToken()
 	until := now.Add(c.s.lease).UnixNano()
@@ -348,7 +360,7 @@ func (c *Scheduler) claim(ctx context.Context, limit int) ([]engine.Work, time.T
 	// flush (see asyncExec).
 	b := &pgx.Batch{}
 	b.Queue("SELECT set_config('synchronous_commit', 'off', true), pg_advisory_xact_lock($1)", int64(claimLock))
-	b.Queue(claimSQL, now.UnixNano(), limit, c.opts.EndpointConcurrency, token, until, interval, burst)
+	b.Queue(claimSQL, now.UnixNano(), limit, c.opts.EndpointConcurrency, token, until, interval, burst, skip)
 	b.Queue("SELECT min(due_at) FROM deliveries WHERE state = 'pending'")
 	var ws []engine.Work
 	var next *int64
@@ -392,9 +404,10 @@ func (c *Scheduler) claim(ctx context.Context, limit int) ([]engine.Work, time.T
 // attempts (when not 0) and a burst of $7 nanoseconds' worth, a
 // generic cell rate algorithm whose theoretical arrival time per
 // endpoint is endpoint_pace.tat. $1 is now, $4 the lease token, $5 the
-// lease's end. It reads a window of the earliest due deliveries four
-// times the batch (an endpoint at its bound with many due does not hide
-// the others behind it within that window) without locking it: claims
+// lease's end, $8 the tenants to leave out. It reads a window of the
+// earliest due deliveries four times the batch (an endpoint at its bound
+// with many due does not hide the others behind it within that window)
+// without locking it: claims
 // take turns, so only the rows it chooses are locked, by the UPDATE,
 // which looks again at each (a record or a replay may have changed it
 // meanwhile). Locking the whole window cost a write to every row of it
@@ -402,7 +415,7 @@ func (c *Scheduler) claim(ctx context.Context, limit int) ([]engine.Work, time.T
 const claimSQL = `
 WITH due AS (
 	SELECT id, endpoint_id, due_at FROM deliveries
-	WHERE state = 'pending' AND due_at <= $1
+	WHERE state = 'pending' AND due_at <= $1 AND tenant_id <> ALL ($8::text[])
 	ORDER BY due_at, id LIMIT $2 * 4
 ), busy AS (
 	SELECT endpoint_id, count(*) AS n FROM deliveries
