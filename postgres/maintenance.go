@@ -137,7 +137,10 @@ func (s *Store) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeR
 	var res engine.PurgeResult
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		res = engine.PurgeResult{}
-		err := tx.QueryRow(ctx, "SELECT id FROM tenants WHERE deleted_at IS NOT NULL ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED").Scan(&res.Tenant)
+		// Not SKIP LOCKED: a PutTenant of the id (refused while this
+		// purge lasts) locks the row for a moment, and a purge that
+		// skipped it then found nothing and slept till the next pass.
+		err := tx.QueryRow(ctx, "SELECT id FROM tenants WHERE deleted_at IS NOT NULL ORDER BY id LIMIT 1 FOR UPDATE").Scan(&res.Tenant)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}

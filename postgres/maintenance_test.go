@@ -93,3 +93,50 @@ func BenchmarkPruneEvents(b *testing.B) {
 		b.Fatalf("pruned %d of %d events", pruned, b.N)
 	}
 }
+
+// TestPurgeDeletedTenants_WaitsForALockedRow: a PutTenant of a deleted
+// tenant's id (refused, tenant_deleting) holds its row for a moment; a
+// purge at that moment waits for it instead of reporting nothing left.
+func TestPurgeDeletedTenants_WaitsForALockedRow(t *testing.T) {
+	clock := &manualClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := nodes(t, 1, clock)[0]
+	ctx := t.Context()
+	if _, _, err := s.PutTenant(ctx, engine.Tenant{ID: "gone", Created: clock.now(), Updated: clock.now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteTenant(ctx, "gone", clock.now()); err != nil {
+		t.Fatal(err)
+	}
+	other, err := pgx.Connect(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT set_config('search_path', $1, true)", s.Schema()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM tenants WHERE id = 'gone' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan engine.PurgeResult, 1)
+	go func() {
+		res, err := s.PurgeDeletedTenants(ctx, 0)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		t.Fatalf("the purge answered %+v while the row was locked, want it to wait", res)
+	case <-time.After(200 * time.Millisecond):
+	}
+	tx.Rollback(ctx)
+	if res := <-done; res.Tenant != "gone" || !res.Done {
+		t.Errorf("the purge after the lock: %+v, want gone purged", res)
+	}
+}
