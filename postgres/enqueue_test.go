@@ -363,7 +363,7 @@ func TestEnqueueTx_Privileges(t *testing.T) {
 		"GRANT USAGE ON SCHEMA " + pgx.Identifier{a.s.Schema()}.Sanitize() + " TO " + role,
 		"GRANT SELECT ON " + wh("schema_version") + ", " + wh("event_types") + " TO " + role,
 		"GRANT SELECT (tenant_id, id, doc) ON " + wh("endpoints") + " TO " + role, // not secrets
-		"GRANT SELECT, UPDATE (deleted_at) ON " + wh("tenants") + " TO " + role,
+		"GRANT SELECT ON " + wh("tenants") + " TO " + role,
 		"GRANT SELECT, INSERT ON " + wh("events") + ", " + wh("deliveries") + " TO " + role,
 		"GRANT SELECT, INSERT, UPDATE (request_hash, event_id, expires) ON " + wh("idempotency") + " TO " + role,
 	} {

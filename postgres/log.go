@@ -61,7 +61,12 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.Ing
 	// One round trip for the checks, the key, the endpoints and the event;
 	// one for the deliveries. A check that fails rolls all of it back.
 	b := &pgx.Batch{}
-	b.Queue("SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1 AND deleted_at IS NULL FOR SHARE)", ev.TenantID)
+	// The tenant's lock, shared: DeleteTenant takes it alone, so an ingest
+	// and the deletion of its tenant never interleave. An advisory lock,
+	// not FOR SHARE on the tenant's row: many ingests sharing one row lock
+	// made PostgreSQL build a multixact for the row at every ingest.
+	b.Queue("SELECT pg_advisory_xact_lock_shared($1, hashtext($2))", int32(tenantLock), ev.TenantID)
+	b.Queue("SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1 AND deleted_at IS NULL)", ev.TenantID)
 	b.Queue("SELECT EXISTS (SELECT 1 FROM event_types WHERE name = $1)", ev.Type)
 	if in.IdempotencyKey != "" {
 		b.Queue(claimKeySQL, ev.TenantID, in.IdempotencyKey, in.RequestHash[:], ev.ID, in.IdempotencyExpires.UnixNano(), ev.Created.UnixNano())
@@ -77,6 +82,9 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.Ing
 	err := func() error {
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
 		if err := br.QueryRow().Scan(&tenantFound); err != nil {
 			return err
 		}

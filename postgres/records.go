@@ -14,6 +14,10 @@ import (
 	"github.com/webhookd/webhookd/engine"
 )
 
+// tenantLock is the first key of a tenant's advisory lock (the second is
+// the hash of its ID): "whte" in ASCII.
+const tenantLock = 0x77687465
+
 // validTenantID reports whether id can name a tenant: not empty, and
 // without a NUL byte, which PostgreSQL's text refuses.
 func validTenantID(id string) bool {
@@ -153,6 +157,10 @@ func collectDocs[T any](ctx context.Context, q querier, sql string, args ...any)
 // (CodeTenantDeleting). CodeTenantNotFound when there is none.
 func (s *Store) DeleteTenant(ctx context.Context, id string, at time.Time) error {
 	return s.tx(ctx, func(tx pgx.Tx) error {
+		// Alone: no ingest of the tenant is under way (see appendEvent).
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", int32(tenantLock), id); err != nil {
+			return err
+		}
 		tag, err := tx.Exec(ctx, "UPDATE tenants SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL", id, at.UnixNano())
 		if err != nil {
 			return err
