@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -233,5 +234,70 @@ func TestRecordOutcome_TheHoldersRecord(t *testing.T) {
 	}
 	if got, _ := ss[1].Delivery(ctx, "acme", ws[2].DeliveryID); got.State != engine.StatePending || len(got.Attempts) != 0 {
 		t.Errorf("after the refused record: %s with %d attempts, want pending with none", got.State, len(got.Attempts))
+	}
+}
+
+// TestScheduler_EndpointConcurrencyUnderRacingClaims: two nodes claim and
+// record one endpoint's deliveries as fast as they can, at the same
+// time; the leases live at any moment never pass its concurrency.
+func TestScheduler_EndpointConcurrencyUnderRacingClaims(t *testing.T) {
+	clock := &manualClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ss := nodes(t, 2, clock)
+	const n, bound = 120, 3
+	pendingFor(t, ss[0], clock, n)
+	ctx := t.Context()
+	var done atomic.Int64
+	var most atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	go func() { // the watcher
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var live int64
+			if err := ss[0].pool.QueryRow(ctx, "SELECT count(*) FROM deliveries WHERE state = 'pending' AND lease_token IS NOT NULL AND lease_until > $1", clock.now().UnixNano()).Scan(&live); err == nil && live > most.Load() {
+				most.Store(live)
+			}
+		}
+	}()
+	for _, s := range ss {
+		c := s.Scheduler(SchedulerOptions{EndpointConcurrency: bound, Poll: 5 * time.Millisecond})
+		if _, err := c.Recover(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			deadline := time.Now().Add(30 * time.Second)
+			for done.Load() < n && time.Now().Before(deadline) {
+				cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+				ws, _ := c.Claim(cctx, 0)
+				cancel()
+				for _, w := range ws {
+					if _, err := s.AttemptInput(ctx, w.DeliveryID); err != nil {
+						t.Error(err)
+						return
+					}
+					if _, err := s.RecordOutcome(ctx, w.DeliveryID, succeeded(clock.now()), nil); err != nil {
+						t.Error(err)
+						return
+					}
+					c.Settle(w, time.Time{})
+					done.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if done.Load() != n {
+		t.Fatalf("%d of %d recorded", done.Load(), n)
+	}
+	if m := most.Load(); m > bound {
+		t.Errorf("%d leases of one endpoint were live at once, bound %d", m, bound)
 	}
 }
