@@ -18,19 +18,7 @@ func BenchmarkAppendEvent_Parallel(b *testing.B) {
 	s := nodes(b, 1, clock)[0]
 	ctx := b.Context()
 	now := clock.now()
-	if _, _, err := s.PutTenant(ctx, engine.Tenant{ID: "acme", Created: now, Updated: now}); err != nil {
-		b.Fatal(err)
-	}
-	if _, _, err := s.PutEventType(ctx, engine.EventType{Name: "order.created", Created: now, Updated: now}); err != nil {
-		b.Fatal(err)
-	}
-	for range 2 {
-		ep := engine.Endpoint{ID: engine.NewID("ep"), TenantID: "acme", URL: "https://example.com/hook", EventTypes: []string{"*"},
-			Created: now, Updated: now, Secrets: []engine.Secret{{Key: engine.NewSecret()}}}
-		if err := s.CreateEndpoint(ctx, ep, 0); err != nil {
-			b.Fatal(err)
-		}
-	}
+	acme(b, s, now, 2)
 	body := make([]byte, 1024)
 	for i := range body {
 		body[i] = 'a'
@@ -57,19 +45,7 @@ func BenchmarkClaimAndRecord(b *testing.B) {
 	s := nodes(b, 1, clock)[0]
 	ctx := b.Context()
 	now := clock.now()
-	if _, _, err := s.PutTenant(ctx, engine.Tenant{ID: "acme", Created: now, Updated: now}); err != nil {
-		b.Fatal(err)
-	}
-	if _, _, err := s.PutEventType(ctx, engine.EventType{Name: "order.created", Created: now, Updated: now}); err != nil {
-		b.Fatal(err)
-	}
-	for range 16 {
-		ep := engine.Endpoint{ID: engine.NewID("ep"), TenantID: "acme", URL: "https://example.com/hook", EventTypes: []string{"order.created"},
-			Created: now, Updated: now, Secrets: []engine.Secret{{Key: engine.NewSecret()}}}
-		if err := s.CreateEndpoint(ctx, ep, 0); err != nil {
-			b.Fatal(err)
-		}
-	}
+	ids := acme(b, s, now, 16)
 	// Events with one delivery each to the 16 endpoints in turn, written
 	// by SQL: the setup is not what is measured.
 	n := (b.N + 15) / 16 * 16
@@ -77,14 +53,6 @@ func BenchmarkClaimAndRecord(b *testing.B) {
 		SELECT i, 'evt_' || i, 'acme', 'order.created', $2, '1', convert_to(repeat('x', 1024), 'UTF8') FROM generate_series(1, $1) AS i`,
 		n, now.UnixNano()); err != nil {
 		b.Fatal(err)
-	}
-	eps, err := s.Endpoints(ctx, "acme")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ids := make([]string, len(eps))
-	for i, ep := range eps {
-		ids[i] = ep.ID
 	}
 	ts := now.UTC().Format(time.RFC3339Nano)
 	if _, err := s.pool.Exec(ctx, `INSERT INTO deliveries (id, tenant_id, event_id, event_seq, event_type, endpoint_id, state, created, next_attempt_at, due_at, doc)

@@ -54,24 +54,37 @@ func pendingFor(t *testing.T, s *Store, clock *manualClock, n int) string {
 	t.Helper()
 	ctx := t.Context()
 	now := clock.now()
-	if _, _, err := s.PutTenant(ctx, engine.Tenant{ID: "acme", Created: now, Updated: now}); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.PutEventType(ctx, engine.EventType{Name: "order.created", Created: now, Updated: now}); err != nil {
-		t.Fatal(err)
-	}
-	ep := engine.Endpoint{ID: engine.NewID("ep"), TenantID: "acme", URL: "https://example.com/hook", EventTypes: []string{"*"},
-		Created: now, Updated: now, Secrets: []engine.Secret{{Key: engine.NewSecret()}}}
-	if err := s.CreateEndpoint(ctx, ep, 0); err != nil {
-		t.Fatal(err)
-	}
+	ep := acme(t, s, now, 1)[0]
 	for range n {
 		ev := engine.Event{ID: engine.NewID("evt"), TenantID: "acme", Type: "order.created", Created: now, APIVersion: "1", Body: []byte(`{}`)}
 		if _, err := s.AppendEvent(ctx, engine.NewEvent{Event: ev}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return ep.ID
+	return ep
+}
+
+// acme makes tenant acme, the type order.created, and endpoints
+// endpoints of acme's that subscribe to it, and returns their IDs.
+func acme(tb testing.TB, s *Store, now time.Time, endpoints int) []string {
+	tb.Helper()
+	ctx := tb.Context()
+	if _, _, err := s.PutTenant(ctx, engine.Tenant{ID: "acme", Created: now, Updated: now}); err != nil {
+		tb.Fatal(err)
+	}
+	if _, _, err := s.PutEventType(ctx, engine.EventType{Name: "order.created", Created: now, Updated: now}); err != nil {
+		tb.Fatal(err)
+	}
+	var ids []string
+	for range endpoints {
+		ep := engine.Endpoint{ID: engine.NewID("ep"), TenantID: "acme", URL: "https://example.com/hook", EventTypes: []string{"order.created"},
+			Created: now, Updated: now, Secrets: []engine.Secret{{Key: engine.NewSecret()}}}
+		if err := s.CreateEndpoint(ctx, ep, 0); err != nil {
+			tb.Fatal(err)
+		}
+		ids = append(ids, ep.ID)
+	}
+	return ids
 }
 
 // claimNow returns what c claims within a short wait (nothing due: none).
