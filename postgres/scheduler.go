@@ -52,6 +52,9 @@ import (
 // default) with room to record the outcome.
 const DefaultLease = 30 * time.Second
 
+// claimTimeout bounds one claim's round trip.
+const claimTimeout = 10 * time.Second
+
 // gatherWait is how long a claim loop woken by a settle or an ingest
 // waits before it claims, so that one claim takes what several freed.
 const gatherWait = 2 * time.Millisecond
@@ -365,7 +368,12 @@ func (c *Scheduler) claim(ctx context.Context, limit int, skip []string) ([]engi
 	var ws []engine.Work
 	var next *int64
 	err := func() error {
-		br := c.s.pool.SendBatch(ctx, b)
+		// Not cut by ctx: a claim whose answer is lost (the caller gave
+		// up mid-flight) would leave its leases held by no one until
+		// they end. Claim hands back what comes after its caller left.
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+		defer cancel()
+		br := c.s.pool.SendBatch(qctx, b)
 		defer br.Close()
 		if _, err := br.Exec(); err != nil {
 			return err
