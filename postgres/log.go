@@ -327,19 +327,29 @@ func (s *Store) Delivery(ctx context.Context, tenant, id string) (engine.Deliver
 // AttemptInput reads delivery id (of any tenant; CodeDeliveryNotFound),
 // its event's body and its endpoint (EndpointFound false when deleted),
 // in one statement.
+//
+// The first AttemptInput of a delivery this process has just claimed
+// takes what the claim read in its own statement (claimSQL), as of the
+// claim: a change since (a replay) is met by the record, which then
+// applies to the delivery as it is (recordAsRead).
 func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.AttemptInput, error) {
 	var doc, body, epDoc, epSecrets []byte
-	err := s.pool.QueryRow(ctx, `SELECT d.doc, e.body, ep.doc, ep.secrets FROM deliveries d
-		JOIN events e ON e.id = d.event_id
-		LEFT JOIN endpoints ep ON ep.tenant_id = d.tenant_id AND ep.id = d.endpoint_id
-		WHERE d.id = $1`, deliveryID).Scan(&doc, &body, &epDoc, &epSecrets)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return engine.AttemptInput{}, errDeliveryNotFound()
-	}
-	if err != nil {
-		return engine.AttemptInput{}, storeError(err)
+	if p := s.claims.takeInput(deliveryID); p != nil {
+		doc, body, epDoc, epSecrets = p.doc, p.body, p.epDoc, p.epSecrets
+	} else {
+		err := s.pool.QueryRow(ctx, `SELECT d.doc, e.body, ep.doc, ep.secrets FROM deliveries d
+			JOIN events e ON e.id = d.event_id
+			LEFT JOIN endpoints ep ON ep.tenant_id = d.tenant_id AND ep.id = d.endpoint_id
+			WHERE d.id = $1`, deliveryID).Scan(&doc, &body, &epDoc, &epSecrets)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return engine.AttemptInput{}, errDeliveryNotFound()
+		}
+		if err != nil {
+			return engine.AttemptInput{}, storeError(err)
+		}
 	}
 	in := engine.AttemptInput{Body: body}
+	var err error
 	if in.Delivery, err = decode[engine.Delivery](doc); err != nil {
 		return engine.AttemptInput{}, err
 	}

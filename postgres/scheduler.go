@@ -135,10 +135,11 @@ type claims struct {
 type claim struct {
 	w     engine.Work
 	token int64
-	read  []byte // the delivery's document as AttemptInput read it under this claim
-	live  bool   // the lease in the database is still this claim's
-	kept  bool   // the holder's record kept the lease: due again at once
-	rerun bool   // scheduled again while held
+	read  []byte      // the delivery's document as AttemptInput read it under this claim
+	input *prefetched // what the claim read for the attempt, until AttemptInput takes it
+	live  bool        // the lease in the database is still this claim's
+	kept  bool        // the holder's record kept the lease: due again at once
+	rerun bool        // scheduled again while held
 }
 
 func newClaims() *claims { return &claims{held: map[string]*claim{}} }
@@ -151,6 +152,26 @@ func (c *claims) token(id string) (int64, bool) {
 		return cl.token, true
 	}
 	return 0, false
+}
+
+// prefetched is what a claim read for a delivery's attempt, in the
+// claim's own statement: AttemptInput's columns, so the attempt costs no
+// round trip of its own.
+type prefetched struct {
+	doc, body, epDoc, epSecrets []byte
+}
+
+// takeInput returns, once, what the claim on id read for its attempt.
+func (c *claims) takeInput(id string) *prefetched {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl := c.held[id]
+	if cl == nil || cl.input == nil {
+		return nil
+	}
+	p := cl.input
+	cl.input = nil
+	return p
 }
 
 // read keeps the document AttemptInput read of a delivery this process
@@ -366,6 +387,7 @@ func (c *Scheduler) claim(ctx context.Context, limit int, skip []string) ([]engi
 	b.Queue(claimSQL, now.UnixNano(), limit, c.opts.EndpointConcurrency, token, until, interval, burst, skip)
 	b.Queue("SELECT min(due_at) FROM deliveries WHERE state = 'pending'")
 	var ws []engine.Work
+	var inputs []prefetched
 	var next *int64
 	err := func() error {
 		// Not cut by ctx: a claim whose answer is lost (the caller gave
@@ -382,11 +404,17 @@ func (c *Scheduler) claim(ctx context.Context, limit int, skip []string) ([]engi
 		if err != nil {
 			return err
 		}
-		if ws, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.Work, error) {
+		for rows.Next() {
 			var w engine.Work
-			err := r.Scan(&w.DeliveryID, &w.TenantID, &w.EndpointID)
-			return w, err
-		}); err != nil {
+			var p prefetched
+			if err := rows.Scan(&w.DeliveryID, &w.TenantID, &w.EndpointID, &p.doc, &p.body, &p.epDoc, &p.epSecrets); err != nil {
+				rows.Close()
+				return err
+			}
+			ws = append(ws, w)
+			inputs = append(inputs, p)
+		}
+		if err := rows.Err(); err != nil {
 			return err
 		}
 		if err := br.QueryRow().Scan(&next); err != nil {
@@ -399,8 +427,8 @@ func (c *Scheduler) claim(ctx context.Context, limit int, skip []string) ([]engi
 	}
 	cs := c.s.claims
 	cs.mu.Lock()
-	for _, w := range ws {
-		cs.held[w.DeliveryID] = &claim{w: w, token: token, live: true}
+	for i, w := range ws {
+		cs.held[w.DeliveryID] = &claim{w: w, token: token, live: true, input: &inputs[i]}
 	}
 	cs.mu.Unlock()
 	return ws, fromNS(next), nil
@@ -442,13 +470,15 @@ WITH due AS (
 ), claimed AS (
 	UPDATE deliveries d SET lease_token = $4, lease_until = $5, due_at = $5
 	FROM chosen WHERE d.id = chosen.id AND d.state = 'pending' AND d.due_at <= $1
-	RETURNING d.id, d.tenant_id, d.endpoint_id
+	RETURNING d.id, d.tenant_id, d.endpoint_id, d.event_id, d.doc
 ), paced AS (
 	INSERT INTO endpoint_pace (endpoint_id, tat)
 	SELECT endpoint_id, $1 + count(*) * $6 FROM claimed WHERE $6 > 0 GROUP BY endpoint_id
 	ON CONFLICT (endpoint_id) DO UPDATE SET tat = greatest(endpoint_pace.tat, $1) + (excluded.tat - $1)
 )
-SELECT id, tenant_id, endpoint_id FROM claimed`
+SELECT c.id, c.tenant_id, c.endpoint_id, c.doc, e.body, ep.doc, ep.secrets FROM claimed c
+	JOIN events e ON e.id = c.event_id
+	LEFT JOIN endpoints ep ON ep.tenant_id = c.tenant_id AND ep.id = c.endpoint_id`
 
 // asyncExec runs one statement in a transaction that commits without
 // waiting for the WAL's flush (synchronous_commit off), as claims do. A
