@@ -132,11 +132,19 @@ func (r *runner) cluster() error {
 		fmt.Sprintf("%.1f%% (%s of %s /s)", 100*three.Ratio, num(three.Delivery.Rate), num(cs.Phases[0].Delivery.Rate)), three.Ratio >= 0.40)
 
 	// The kill phase's load is paced at half of what three nodes carried
-	// end to end: under load, but with no backlog, so that a re-offered
-	// claim is not queued behind earlier due work (claims go by due time).
+	// end to end, and at half of what its slow receivers let through
+	// (each endpoint's concurrency holds for the whole cluster, and each
+	// attempt takes killAttempt): under load, but with no backlog, so
+	// that a re-offered claim is not queued behind earlier due work
+	// (claims go by due time).
 	rate := r.o.Rate
 	if rate == 0 {
-		rate = max(1, three.Delivery.EventRate/2)
+		perEndpoint := r.o.EndpointConcurrency
+		if perEndpoint == 0 {
+			perEndpoint = 8 // webhookd's default
+		}
+		slots := float64(perEndpoint) / killAttempt.Seconds() // events/s each endpoint can take
+		rate = max(1, min(three.Delivery.EventRate, slots)/2)
 	}
 	k, err := r.clusterKill(url, schema("kill"), rate)
 	cs.Kill = k
