@@ -107,7 +107,8 @@ type Dispatcher struct {
 	tenants   map[string]*tenantQueue  // by tenant ID, while it has work here
 	runnable  []*tenantQueue           // tenants with a runnable endpoint and room, in turn order
 	ready     map[string]bool          // delivery IDs in some endpoint's ready queue (claimed, not yet attempted)
-	busy      map[string]*tenantQueue  // tenants at TenantConcurrency, by ID
+	busy      map[string]*tenantQueue  // tenants at TenantConcurrency, by ID (kept with a skipper only)
+	skipper   TenantSkipper            // the scheduler, when it skips tenants and ClaimAhead is set
 	inflight  map[string]bool          // delivery IDs being attempted
 	limiters  map[string]*rate.Limiter // per endpoint, kept while the process runs
 	recording chan struct{}            // a slot per outcome being recorded (recordLater)
@@ -187,6 +188,9 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 	}
 	if d.sched == nil {
 		d.sched = NewLocalScheduler(store)
+	}
+	if sk, ok := d.sched.(TenantSkipper); ok && opts.ClaimAhead > 0 {
+		d.skipper = sk
 	}
 	d.cond = sync.NewCond(&d.mu)
 	d.claimCond = sync.NewCond(&d.mu)
@@ -490,7 +494,7 @@ func (d *Dispatcher) makeTenantRunnableLocked(tq *tenantQueue) {
 // tenantDoneLocked counts an attempt of tq's out of flight.
 func (d *Dispatcher) tenantDoneLocked(tq *tenantQueue) {
 	tq.inflight--
-	if tq.inflight < d.opts.TenantConcurrency {
+	if d.skipper != nil && tq.inflight < d.opts.TenantConcurrency {
 		delete(d.busy, tq.id)
 	}
 }
@@ -501,7 +505,7 @@ func (d *Dispatcher) tenantDoneLocked(tq *tenantQueue) {
 // and no claim adds to them. From any other scheduler, all do.
 func (d *Dispatcher) aheadLocked() int {
 	n := len(d.ready)
-	if _, skips := d.sched.(TenantSkipper); skips {
+	if d.skipper != nil {
 		for _, tq := range d.busy {
 			n -= tq.ready
 		}
@@ -528,7 +532,6 @@ func (d *Dispatcher) busyTenants() []string {
 // fill the allowance and hold back every other tenant's.
 func (d *Dispatcher) claimLoop() {
 	defer d.workersWG.Done()
-	skipper, skips := d.sched.(TenantSkipper)
 	for {
 		room := 0
 		if d.opts.ClaimAhead > 0 {
@@ -541,8 +544,8 @@ func (d *Dispatcher) claimLoop() {
 		}
 		var ws []Work
 		var err error
-		if skips && d.opts.ClaimAhead > 0 {
-			ws, err = skipper.ClaimSkipping(d.claimCtx, room, d.busyTenants)
+		if d.skipper != nil {
+			ws, err = d.skipper.ClaimSkipping(d.claimCtx, room, d.busyTenants)
 		} else {
 			ws, err = d.sched.Claim(d.claimCtx, room)
 		}
@@ -600,7 +603,7 @@ func (d *Dispatcher) next() (id string, eq *endpointQueue, ok bool) {
 		tq.ready--
 		eq.inflight++
 		tq.inflight++
-		if tq.inflight >= d.opts.TenantConcurrency {
+		if d.skipper != nil && tq.inflight >= d.opts.TenantConcurrency {
 			d.busy[tq.id] = tq
 		}
 		if d.opts.ClaimAhead > 0 && d.aheadLocked() < d.opts.ClaimAhead {
