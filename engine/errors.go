@@ -76,3 +76,18 @@ func ErrorCode(err error) Code {
 	}
 	return CodeInternal
 }
+
+// The not-found errors, one per kind, as every Store and the Service give
+// them: the code, the field at fault, the same words.
+
+// TenantNotFound is the error for a tenant that does not exist.
+func TenantNotFound() *Error { return Errorf(CodeTenantNotFound, "tenant", "no such tenant") }
+
+// EndpointNotFound is the error for an endpoint the tenant does not have.
+func EndpointNotFound() *Error { return Errorf(CodeEndpointNotFound, "id", "no such endpoint") }
+
+// EventNotFound is the error for an event the tenant does not have.
+func EventNotFound() *Error { return Errorf(CodeEventNotFound, "id", "no such event") }
+
+// DeliveryNotFound is the error for a delivery the tenant does not have.
+func DeliveryNotFound() *Error { return Errorf(CodeDeliveryNotFound, "id", "no such delivery") }

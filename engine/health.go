@@ -73,7 +73,7 @@ type Alert struct {
 // endpoint and how many held deliveries it resumed or dead-lettered.
 func (s *Service) SetEndpointEnabled(ctx context.Context, tenant, id string, enabled, deliverHeld bool, by string) (Endpoint, int, error) {
 	if !validID(id) {
-		return Endpoint{}, 0, Errorf(CodeEndpointNotFound, "id", "no such endpoint")
+		return Endpoint{}, 0, EndpointNotFound()
 	}
 	now := s.now()
 	ep, err := s.store.UpdateEndpoint(ctx, tenant, id, func(ep *Endpoint) error {

@@ -69,7 +69,7 @@ func (s *Service) RevokeSecret(ctx context.Context, tenant, id string) (SecretRe
 
 func (s *Service) rotate(ctx context.Context, tenant, id string, grace time.Duration) (SecretResult, error) {
 	if !validID(id) {
-		return SecretResult{}, Errorf(CodeEndpointNotFound, "id", "no such endpoint")
+		return SecretResult{}, EndpointNotFound()
 	}
 	t, err := s.Tenant(ctx, tenant)
 	if err != nil {

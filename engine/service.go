@@ -120,7 +120,7 @@ func (s *Service) PutTenant(ctx context.Context, id string, in TenantInput) (Ten
 // Tenant returns tenant id.
 func (s *Service) Tenant(ctx context.Context, id string) (Tenant, error) {
 	if err := ValidateTenantID(id); err != nil {
-		return Tenant{}, Errorf(CodeTenantNotFound, "tenant", "no such tenant")
+		return Tenant{}, TenantNotFound()
 	}
 	return s.store.Tenant(ctx, id)
 }
@@ -186,7 +186,7 @@ type EndpointPatch struct {
 // secret. The secret is returned here only: no read ever shows it again.
 func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in EndpointInput) (Endpoint, string, error) {
 	if err := ValidateTenantID(tenant); err != nil {
-		return Endpoint{}, "", Errorf(CodeTenantNotFound, "tenant", "no such tenant")
+		return Endpoint{}, "", TenantNotFound()
 	}
 	if err := ValidateEndpointURL(in.URL); err != nil {
 		return Endpoint{}, "", err
@@ -271,7 +271,7 @@ func (s *Service) Endpoints(ctx context.Context, tenant string) ([]Endpoint, err
 // Endpoint returns one endpoint of tenant.
 func (s *Service) Endpoint(ctx context.Context, tenant, id string) (Endpoint, error) {
 	if !validID(id) {
-		return Endpoint{}, Errorf(CodeEndpointNotFound, "id", "no such endpoint")
+		return Endpoint{}, EndpointNotFound()
 	}
 	return s.store.Endpoint(ctx, tenant, id)
 }
@@ -279,7 +279,7 @@ func (s *Service) Endpoint(ctx context.Context, tenant, id string) (Endpoint, er
 // UpdateEndpoint applies p to an endpoint of tenant.
 func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p EndpointPatch) (Endpoint, error) {
 	if !validID(id) {
-		return Endpoint{}, Errorf(CodeEndpointNotFound, "id", "no such endpoint")
+		return Endpoint{}, EndpointNotFound()
 	}
 	if p.URL != nil {
 		if err := ValidateEndpointURL(*p.URL); err != nil {
@@ -333,7 +333,7 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 // dead-lettered ("endpoint deleted") when their next attempt comes.
 func (s *Service) DeleteEndpoint(ctx context.Context, tenant, id string) error {
 	if !validID(id) {
-		return Errorf(CodeEndpointNotFound, "id", "no such endpoint")
+		return EndpointNotFound()
 	}
 	return s.store.DeleteEndpoint(ctx, tenant, id)
 }
@@ -404,7 +404,7 @@ var marshalPlainByte = func() (t [256]bool) {
 // deliveries to the dispatcher. When it returns nil the event is on disk.
 func (s *Service) Ingest(ctx context.Context, tenant string, in IngestInput) (IngestResult, error) {
 	if err := ValidateTenantID(tenant); err != nil {
-		return IngestResult{}, Errorf(CodeTenantNotFound, "tenant", "no such tenant")
+		return IngestResult{}, TenantNotFound()
 	}
 	return s.ingest(ctx, tenant, in)
 }
@@ -559,7 +559,7 @@ func (s *Service) checkBacklog() error {
 // StateDelivering while its attempt is in flight.
 func (s *Service) Event(ctx context.Context, tenant, id string) (Event, []Delivery, error) {
 	if !validID(id) {
-		return Event{}, nil, Errorf(CodeEventNotFound, "id", "no such event")
+		return Event{}, nil, EventNotFound()
 	}
 	ev, ds, err := s.store.Event(ctx, tenant, id)
 	if err != nil {
@@ -574,7 +574,7 @@ func (s *Service) Event(ctx context.Context, tenant, id string) (Event, []Delive
 // Delivery returns a delivery of tenant, StateDelivering while in flight.
 func (s *Service) Delivery(ctx context.Context, tenant, id string) (Delivery, error) {
 	if !validID(id) {
-		return Delivery{}, Errorf(CodeDeliveryNotFound, "id", "no such delivery")
+		return Delivery{}, DeliveryNotFound()
 	}
 	d, err := s.store.Delivery(ctx, tenant, id)
 	if err != nil {
@@ -616,12 +616,12 @@ func (s *Service) DeadLetters(ctx context.Context, tenant, cursor string, limit 
 // replay is recorded on the delivery with by.
 func (s *Service) Replay(ctx context.Context, tenant, id, by string) (Delivery, error) {
 	if !validID(id) {
-		return Delivery{}, Errorf(CodeDeliveryNotFound, "id", "no such delivery")
+		return Delivery{}, DeliveryNotFound()
 	}
 	r := Replay{At: s.now(), By: by}
 	d, err := s.store.UpdateDelivery(ctx, id, func(d Delivery) (Delivery, error) {
 		if d.TenantID != tenant {
-			return Delivery{}, Errorf(CodeDeliveryNotFound, "id", "no such delivery")
+			return Delivery{}, DeliveryNotFound()
 		}
 		return ReplayDelivery(d, r), nil
 	})

@@ -111,7 +111,7 @@ func (s *Service) checkTenantLimits(tenant string) error {
 // endpoint (paused) and dead letters go with the tenant either way.
 func (s *Service) DeleteTenant(ctx context.Context, tenant string, force bool) error {
 	if err := ValidateTenantID(tenant); err != nil {
-		return Errorf(CodeTenantNotFound, "tenant", "no such tenant")
+		return TenantNotFound()
 	}
 	if _, err := s.store.Tenant(ctx, tenant); err != nil {
 		return err

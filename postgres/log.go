@@ -123,7 +123,7 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.Ing
 	case err != nil:
 		return engine.IngestResult{}, err
 	case !tenantFound:
-		return engine.IngestResult{}, errTenantNotFound()
+		return engine.IngestResult{}, engine.TenantNotFound()
 	case !known:
 		return engine.IngestResult{}, engine.Errorf(engine.CodeUnknownEventType, "type",
 			"event type %q is not in the catalogue; add it with PUT /v1/event-types/%s", ev.Type, ev.Type)
@@ -271,7 +271,7 @@ func eventByID(ctx context.Context, q querier, id string) (engine.Event, []engin
 	err := q.QueryRow(ctx, "SELECT seq, id, tenant_id, type, created, api_version, body FROM events WHERE id = $1", id).
 		Scan(&seq, &ev.ID, &ev.TenantID, &ev.Type, &created, &ev.APIVersion, &ev.Body)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return engine.Event{}, nil, errEventNotFound()
+		return engine.Event{}, nil, engine.EventNotFound()
 	}
 	if err != nil {
 		return engine.Event{}, nil, err
@@ -290,7 +290,7 @@ func (s *Store) Event(ctx context.Context, tenant, id string) (engine.Event, []e
 		var err error
 		ev, ds, err = eventByID(ctx, tx, id)
 		if err == nil && ev.TenantID != tenant {
-			err = errEventNotFound()
+			err = engine.EventNotFound()
 		}
 		return err
 	})
@@ -316,7 +316,7 @@ func (s *Store) Delivery(ctx context.Context, tenant, id string) (engine.Deliver
 	var doc []byte
 	err := s.pool.QueryRow(ctx, "SELECT doc FROM deliveries WHERE id = $1 AND tenant_id = $2", id, tenant).Scan(&doc)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return engine.Delivery{}, errDeliveryNotFound()
+		return engine.Delivery{}, engine.DeliveryNotFound()
 	}
 	if err != nil {
 		return engine.Delivery{}, storeError(err)
@@ -342,7 +342,7 @@ func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.Att
 			LEFT JOIN endpoints ep ON ep.tenant_id = d.tenant_id AND ep.id = d.endpoint_id
 			WHERE d.id = $1`, deliveryID).Scan(&doc, &body, &epDoc, &epSecrets)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return engine.AttemptInput{}, errDeliveryNotFound()
+			return engine.AttemptInput{}, engine.DeliveryNotFound()
 		}
 		if err != nil {
 			return engine.AttemptInput{}, storeError(err)
@@ -498,7 +498,7 @@ func lockDelivery(ctx context.Context, tx pgx.Tx, id string) (storedDelivery, er
 	var doc []byte
 	err := tx.QueryRow(ctx, "SELECT doc, lease_token, lease_until FROM deliveries WHERE id = $1 FOR UPDATE", id).Scan(&doc, &row.leaseToken, &row.leaseUntil)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return row, errDeliveryNotFound()
+		return row, engine.DeliveryNotFound()
 	}
 	if err != nil {
 		return row, err

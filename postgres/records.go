@@ -114,7 +114,7 @@ func tenant(ctx context.Context, q querier, id, lock string) (engine.Tenant, err
 	var doc []byte
 	err := q.QueryRow(ctx, "SELECT doc FROM tenants WHERE id = $1 AND deleted_at IS NULL "+lock, id).Scan(&doc)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return engine.Tenant{}, errTenantNotFound()
+		return engine.Tenant{}, engine.TenantNotFound()
 	}
 	if err != nil {
 		return engine.Tenant{}, storeError(err)
@@ -166,7 +166,7 @@ func (s *Store) DeleteTenant(ctx context.Context, id string, at time.Time) error
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return errTenantNotFound()
+			return engine.TenantNotFound()
 		}
 		if _, err := tx.Exec(ctx, "DELETE FROM endpoints WHERE tenant_id = $1", id); err != nil {
 			return err
@@ -324,7 +324,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, ep engine.Endpoint, limit in
 func (s *Store) Endpoint(ctx context.Context, tenant, id string) (engine.Endpoint, error) {
 	ep, err := scanEndpoint(s.pool.QueryRow(ctx, "SELECT doc, secrets FROM endpoints WHERE tenant_id = $1 AND id = $2", tenant, id), s)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return engine.Endpoint{}, errEndpointNotFound()
+		return engine.Endpoint{}, engine.EndpointNotFound()
 	}
 	if err != nil {
 		return engine.Endpoint{}, storeError(err)
@@ -390,7 +390,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, tenant, id string, fn func(*
 func (s *Store) updateEndpoint(ctx context.Context, tx pgx.Tx, tenant, id string, fn func(*engine.Endpoint) error) (engine.Endpoint, error) {
 	old, err := scanEndpoint(tx.QueryRow(ctx, "SELECT doc, secrets FROM endpoints WHERE tenant_id = $1 AND id = $2 FOR UPDATE", tenant, id), s)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return engine.Endpoint{}, errEndpointNotFound()
+		return engine.Endpoint{}, engine.EndpointNotFound()
 	}
 	if err != nil {
 		return engine.Endpoint{}, err
@@ -420,7 +420,7 @@ func (s *Store) DeleteEndpoint(ctx context.Context, tenant, id string) error {
 		return storeError(err)
 	}
 	if tag.RowsAffected() == 0 {
-		return errEndpointNotFound()
+		return engine.EndpointNotFound()
 	}
 	return nil
 }

@@ -304,22 +304,6 @@ func fromNS(n *int64) time.Time {
 
 // The errors every store gives for what is not there.
 
-func errTenantNotFound() error {
-	return engine.Errorf(engine.CodeTenantNotFound, "tenant", "no such tenant")
-}
-
-func errEndpointNotFound() error {
-	return engine.Errorf(engine.CodeEndpointNotFound, "id", "no such endpoint")
-}
-
-func errEventNotFound() error {
-	return engine.Errorf(engine.CodeEventNotFound, "id", "no such event")
-}
-
-func errDeliveryNotFound() error {
-	return engine.Errorf(engine.CodeDeliveryNotFound, "id", "no such delivery")
-}
-
 func errLimit(field string) error {
 	return engine.Errorf(engine.CodeInvalidField, field, "limit must be at least 1")
 }

@@ -11,15 +11,11 @@ import (
 	"github.com/webhookd/webhookd/engine"
 )
 
-func errDeliveryNotFound() error {
-	return engine.Errorf(engine.CodeDeliveryNotFound, "id", "no such delivery")
-}
-
 // getDelivery reads delivery id, or CodeDeliveryNotFound.
 func getDelivery(tx *bolt.Tx, id string) (engine.Delivery, error) {
 	v := tx.Bucket(bucketDeliveries).Get([]byte(id))
 	if v == nil {
-		return engine.Delivery{}, errDeliveryNotFound()
+		return engine.Delivery{}, engine.DeliveryNotFound()
 	}
 	return decodeDelivery(v)
 }
@@ -47,7 +43,7 @@ func (db *DB) Delivery(ctx context.Context, tenant, id string) (engine.Delivery,
 			return err
 		}
 		if d.TenantID != tenant {
-			return errDeliveryNotFound()
+			return engine.DeliveryNotFound()
 		}
 		out = d
 		return nil

@@ -12,14 +12,6 @@ import (
 	"github.com/webhookd/webhookd/engine"
 )
 
-func errTenantNotFound() error {
-	return engine.Errorf(engine.CodeTenantNotFound, "tenant", "no such tenant")
-}
-
-func errEndpointNotFound() error {
-	return engine.Errorf(engine.CodeEndpointNotFound, "id", "no such endpoint")
-}
-
 // validTenantID reports whether id can be part of a key: not empty and
 // without the separator byte.
 func validTenantID(id string) bool {
@@ -78,7 +70,7 @@ func (db *DB) Tenant(ctx context.Context, id string) (engine.Tenant, error) {
 	err := db.view(ctx, func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketTenants).Get([]byte(id))
 		if v == nil {
-			return errTenantNotFound()
+			return engine.TenantNotFound()
 		}
 		var err error
 		out, err = decodeTenant(v)
@@ -176,7 +168,7 @@ func (db *DB) CreateEndpoint(ctx context.Context, ep engine.Endpoint, limit int)
 	}
 	err = db.update(ctx, func(tx *bolt.Tx) error {
 		if !validTenantID(ep.TenantID) || tx.Bucket(bucketTenants).Get([]byte(ep.TenantID)) == nil {
-			return errTenantNotFound()
+			return engine.TenantNotFound()
 		}
 		b := tx.Bucket(bucketEndpoints)
 		if limit > 0 && countPrefix(b, tenantPrefix(ep.TenantID), limit) >= limit {
@@ -218,7 +210,7 @@ func (db *DB) Endpoint(ctx context.Context, tenant, id string) (engine.Endpoint,
 			return err
 		}
 		if !found {
-			return errEndpointNotFound()
+			return engine.EndpointNotFound()
 		}
 		out = ep
 		return nil
@@ -255,7 +247,7 @@ func (db *DB) Endpoints(ctx context.Context, tenant string) ([]engine.Endpoint, 
 	out := []engine.Endpoint{}
 	err := db.view(ctx, func(tx *bolt.Tx) error {
 		if !validTenantID(tenant) || tx.Bucket(bucketTenants).Get([]byte(tenant)) == nil {
-			return errTenantNotFound()
+			return engine.TenantNotFound()
 		}
 		return forEachEndpoint(tx, tenant, func(ep engine.Endpoint) error {
 			out = append(out, ep)
@@ -310,7 +302,7 @@ func (db *DB) updateEndpoint(tx *bolt.Tx, tenant, id string, fn func(*engine.End
 		return engine.Endpoint{}, err
 	}
 	if !found {
-		return engine.Endpoint{}, errEndpointNotFound()
+		return engine.Endpoint{}, engine.EndpointNotFound()
 	}
 	created := ep.Created
 	if err := db.openSecrets(&ep); err != nil {
@@ -342,12 +334,12 @@ func (db *DB) updateEndpoint(tx *bolt.Tx, tenant, id string, fn func(*engine.End
 func (db *DB) DeleteEndpoint(ctx context.Context, tenant, id string) error {
 	err := db.update(ctx, func(tx *bolt.Tx) error {
 		if !validTenantID(tenant) {
-			return errEndpointNotFound()
+			return engine.EndpointNotFound()
 		}
 		b := tx.Bucket(bucketEndpoints)
 		k := endpointKey(tenant, id)
 		if b.Get(k) == nil {
-			return errEndpointNotFound()
+			return engine.EndpointNotFound()
 		}
 		return b.Delete(k)
 	})

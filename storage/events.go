@@ -13,10 +13,6 @@ import (
 	"github.com/webhookd/webhookd/engine"
 )
 
-func errEventNotFound() error {
-	return engine.Errorf(engine.CodeEventNotFound, "id", "no such event")
-}
-
 // AppendEvent is ingest, in one transaction (see engine.Store). The tenant
 // must exist (CodeTenantNotFound) and the type be in the catalogue
 // (CodeUnknownEventType). With an Idempotency-Key that the tenant used
@@ -77,7 +73,7 @@ func checkIngest(tx *bolt.Tx, in engine.NewEvent) (dup *engine.IngestResult, exp
 	ev := in.Event
 	tenant := ev.TenantID
 	if !validTenantID(tenant) || tx.Bucket(bucketTenants).Get([]byte(tenant)) == nil {
-		return nil, nil, errTenantNotFound()
+		return nil, nil, engine.TenantNotFound()
 	}
 	if tx.Bucket(bucketEventTypes).Get([]byte(ev.Type)) == nil {
 		return nil, nil, engine.Errorf(engine.CodeUnknownEventType, "type",
@@ -238,7 +234,7 @@ func getEventBody(tx *bolt.Tx, id string) ([]byte, error) {
 func getEventValue(tx *bolt.Tx, id string) (uint64, []byte, error) {
 	sv := tx.Bucket(bucketEventIDs).Get([]byte(id))
 	if sv == nil {
-		return 0, nil, errEventNotFound()
+		return 0, nil, engine.EventNotFound()
 	}
 	seq, err := decodeSeq(sv)
 	if err != nil {
@@ -263,7 +259,7 @@ func (db *DB) Event(ctx context.Context, tenant, id string) (engine.Event, []eng
 			return err
 		}
 		if ev.TenantID != tenant {
-			return errEventNotFound()
+			return engine.EventNotFound()
 		}
 		return nil
 	})

@@ -29,7 +29,7 @@ func (db *DB) DeleteTenant(ctx context.Context, id string, at time.Time) error {
 	err := db.update(ctx, func(tx *bolt.Tx) error {
 		tenants := tx.Bucket(bucketTenants)
 		if !validTenantID(id) || tenants.Get([]byte(id)) == nil {
-			return errTenantNotFound()
+			return engine.TenantNotFound()
 		}
 		if err := tenants.Delete([]byte(id)); err != nil {
 			return err

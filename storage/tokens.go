@@ -77,7 +77,7 @@ func (db *DB) CreateAccessToken(ctx context.Context, hash [sha256.Size]byte, t e
 	}
 	err = db.update(ctx, func(tx *bolt.Tx) error {
 		if !validTenantID(t.TenantID) || tx.Bucket(bucketTenants).Get([]byte(t.TenantID)) == nil {
-			return errTenantNotFound()
+			return engine.TenantNotFound()
 		}
 		b := tx.Bucket(bucketAccessTokens)
 		if b.Get(hash[:]) != nil {

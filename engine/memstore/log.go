@@ -29,7 +29,7 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 	}
 	defer s.mu.Unlock()
 	if _, ok := s.tenants[ev.TenantID]; !ok {
-		return engine.IngestResult{}, errTenantNotFound()
+		return engine.IngestResult{}, engine.TenantNotFound()
 	}
 	if _, ok := s.eventTypes[ev.Type]; !ok {
 		return engine.IngestResult{}, engine.Errorf(engine.CodeUnknownEventType, "type",
@@ -131,7 +131,7 @@ func (s *Store) Event(ctx context.Context, tenant, id string) (engine.Event, []e
 	defer s.mu.Unlock()
 	e, ok := s.events[id]
 	if !ok || e.ev.TenantID != tenant {
-		return engine.Event{}, nil, errEventNotFound()
+		return engine.Event{}, nil, engine.EventNotFound()
 	}
 	return copyEvent(e.ev), s.deliveriesOf(e), nil
 }
@@ -145,7 +145,7 @@ func (s *Store) Delivery(ctx context.Context, tenant, id string) (engine.Deliver
 	defer s.mu.Unlock()
 	d, ok := s.deliveries[id]
 	if !ok || d.TenantID != tenant {
-		return engine.Delivery{}, errDeliveryNotFound()
+		return engine.Delivery{}, engine.DeliveryNotFound()
 	}
 	return copyDelivery(*d), nil
 }
@@ -159,7 +159,7 @@ func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.Att
 	defer s.mu.Unlock()
 	d, ok := s.deliveries[deliveryID]
 	if !ok {
-		return engine.AttemptInput{}, errDeliveryNotFound()
+		return engine.AttemptInput{}, engine.DeliveryNotFound()
 	}
 	e, ok := s.events[d.EventID]
 	if !ok {
@@ -189,7 +189,7 @@ func (s *Store) RecordOutcome(ctx context.Context, id string, fn func(engine.Del
 	defer s.mu.Unlock()
 	d, ok := s.deliveries[id]
 	if !ok {
-		return engine.Delivery{}, errDeliveryNotFound()
+		return engine.Delivery{}, engine.DeliveryNotFound()
 	}
 	after, err := fn(copyDelivery(*d))
 	if err != nil {

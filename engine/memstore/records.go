@@ -48,7 +48,7 @@ func (s *Store) Tenant(ctx context.Context, id string) (engine.Tenant, error) {
 	defer s.mu.Unlock()
 	t, ok := s.tenants[id]
 	if !ok {
-		return engine.Tenant{}, errTenantNotFound()
+		return engine.Tenant{}, engine.TenantNotFound()
 	}
 	return t, nil
 }
@@ -71,7 +71,7 @@ func (s *Store) DeleteTenant(ctx context.Context, id string, _ time.Time) error 
 	}
 	defer s.mu.Unlock()
 	if _, ok := s.tenants[id]; !ok {
-		return errTenantNotFound()
+		return engine.TenantNotFound()
 	}
 	delete(s.tenants, id)
 	delete(s.endpoints, id)
@@ -150,7 +150,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, ep engine.Endpoint, limit in
 	}
 	defer s.mu.Unlock()
 	if _, ok := s.tenants[ep.TenantID]; !ok {
-		return errTenantNotFound()
+		return engine.TenantNotFound()
 	}
 	eps := s.endpoints[ep.TenantID]
 	if limit > 0 && len(eps) >= limit {
@@ -175,7 +175,7 @@ func (s *Store) Endpoint(ctx context.Context, tenant, id string) (engine.Endpoin
 	defer s.mu.Unlock()
 	ep, ok := s.endpoints[tenant][id]
 	if !ok {
-		return engine.Endpoint{}, errEndpointNotFound()
+		return engine.Endpoint{}, engine.EndpointNotFound()
 	}
 	return copyEndpoint(ep), nil
 }
@@ -188,7 +188,7 @@ func (s *Store) Endpoints(ctx context.Context, tenant string) ([]engine.Endpoint
 	}
 	defer s.mu.Unlock()
 	if _, ok := s.tenants[tenant]; !ok {
-		return nil, errTenantNotFound()
+		return nil, engine.TenantNotFound()
 	}
 	return s.endpointsOf(tenant), nil
 }
@@ -209,7 +209,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, tenant, id string, fn func(*
 	defer s.mu.Unlock()
 	old, ok := s.endpoints[tenant][id]
 	if !ok {
-		return engine.Endpoint{}, errEndpointNotFound()
+		return engine.Endpoint{}, engine.EndpointNotFound()
 	}
 	ep := copyEndpoint(old)
 	if err := fn(&ep); err != nil {
@@ -231,7 +231,7 @@ func (s *Store) DeleteEndpoint(ctx context.Context, tenant, id string) error {
 	}
 	defer s.mu.Unlock()
 	if _, ok := s.endpoints[tenant][id]; !ok {
-		return errEndpointNotFound()
+		return engine.EndpointNotFound()
 	}
 	delete(s.endpoints[tenant], id)
 	return nil
@@ -244,7 +244,7 @@ func (s *Store) CreateAccessToken(ctx context.Context, hash [sha256.Size]byte, t
 	}
 	defer s.mu.Unlock()
 	if _, ok := s.tenants[t.TenantID]; !ok {
-		return errTenantNotFound()
+		return engine.TenantNotFound()
 	}
 	if _, ok := s.tokens[hash]; ok {
 		return errors.New("memstore: create access token " + t.ID + ": access token hash exists")

@@ -206,7 +206,7 @@ func (f *fixture) replay(t *testing.T, tenant, id string, r engine.Replay) (engi
 	t.Helper()
 	return f.s.UpdateDelivery(t.Context(), id, func(d engine.Delivery) (engine.Delivery, error) {
 		if d.TenantID != tenant {
-			return engine.Delivery{}, engine.Errorf(engine.CodeDeliveryNotFound, "id", "no such delivery")
+			return engine.Delivery{}, engine.DeliveryNotFound()
 		}
 		return engine.ReplayDelivery(d, r), nil
 	})
