@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -162,4 +163,30 @@ func MergeHealth(stored, seen Endpoint) Endpoint {
 		stored.Disabled, stored.DisabledReason, stored.DisabledAt = true, seen.DisabledReason, seen.DisabledAt
 	}
 	return stored
+}
+
+// CheckStorable refuses a delivery a store cannot keep as it is: a state
+// that is never stored (Delivering), or a Pending one with no time to be
+// due at. Every store checks what it is given to save with it.
+func CheckStorable(d Delivery) error {
+	switch d.State {
+	case StatePending:
+		if d.NextAttemptAt.IsZero() {
+			return fmt.Errorf("delivery %s: pending without a time to be due at", d.ID)
+		}
+	case StateSucceeded, StateDead, StatePaused:
+	default:
+		return fmt.Errorf("delivery %s: state %q is never stored", d.ID, d.State)
+	}
+	return nil
+}
+
+// CheckTransition refuses after as the next stored state of before when
+// it changes whose delivery it is (ID, tenant, endpoint, event) or
+// cannot be stored (CheckStorable).
+func CheckTransition(before, after Delivery) error {
+	if after.ID != before.ID || after.TenantID != before.TenantID || after.EndpointID != before.EndpointID || after.EventID != before.EventID {
+		return fmt.Errorf("delivery %s: a transition changed who it belongs to", before.ID)
+	}
+	return CheckStorable(after)
 }

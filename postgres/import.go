@@ -340,7 +340,7 @@ func (im *Import) Event(ev engine.Event, ds []engine.Delivery) error {
 		if d.TenantID != ev.TenantID || d.EventID != ev.ID {
 			return im.fail(fmt.Errorf("postgres: import event %s: delivery %s is not one of its own", ev.ID, d.ID))
 		}
-		if err := checkState(d); err != nil {
+		if err := engine.CheckStorable(d); err != nil {
 			return im.fail(fmt.Errorf("postgres: import event %s: %w", ev.ID, err))
 		}
 		d = normalizeDelivery(d)

@@ -150,7 +150,7 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.Ing
 		if d.ID == "" || d.TenantID != ev.TenantID || d.EventID != ev.ID {
 			return engine.IngestResult{}, fmt.Errorf("postgres: append event %s: delivery %q is not one of event %s of tenant %s", ev.ID, d.ID, ev.ID, ev.TenantID)
 		}
-		if err := checkState(d); err != nil {
+		if err := engine.CheckStorable(d); err != nil {
 			return engine.IngestResult{}, fmt.Errorf("postgres: append event %s: %w", ev.ID, err)
 		}
 		ds[i] = normalizeDelivery(d)
@@ -222,22 +222,6 @@ func deadAt(d engine.Delivery) *int64 {
 	}
 	n := d.DeadAt.UnixNano()
 	return &n
-}
-
-// checkState refuses a delivery whose state cannot be stored as it is: a
-// state that is never stored (Delivering), or a Pending one with no time
-// to be due at.
-func checkState(d engine.Delivery) error {
-	switch d.State {
-	case engine.StatePending:
-		if d.NextAttemptAt.IsZero() {
-			return fmt.Errorf("delivery %s: pending without a time to be due at", d.ID)
-		}
-	case engine.StateSucceeded, engine.StateDead, engine.StatePaused:
-	default:
-		return fmt.Errorf("delivery %s: state %q is never stored", d.ID, d.State)
-	}
-	return nil
 }
 
 // normalizeDelivery gives d's times in UTC without a monotonic reading,
@@ -411,7 +395,7 @@ func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) 
 		if err != nil {
 			return &callerError{err}
 		}
-		if err := checkNext(row.d, after); err != nil {
+		if err := engine.CheckTransition(row.d, after); err != nil {
 			return fmt.Errorf("postgres: update delivery %s: %w", id, err)
 		}
 		if out, kept, err = s.saveDelivery(ctx, tx, row, after, change); err != nil {
@@ -457,7 +441,7 @@ func (s *Store) recordAsRead(ctx context.Context, id string, fn func(engine.Deli
 	if err != nil {
 		return engine.Delivery{}, false, err
 	}
-	if err := checkNext(cur, after); err != nil {
+	if err := engine.CheckTransition(cur, after); err != nil {
 		return engine.Delivery{}, false, fmt.Errorf("postgres: update delivery %s: %w", id, err)
 	}
 	after = normalizeDelivery(after)
@@ -505,15 +489,6 @@ func lockDelivery(ctx context.Context, tx pgx.Tx, id string) (storedDelivery, er
 	}
 	row.d, err = decode[engine.Delivery](doc)
 	return row, err
-}
-
-// checkNext refuses after as the next state of before when it changes
-// whose delivery it is or cannot be stored.
-func checkNext(before, after engine.Delivery) error {
-	if after.ID != before.ID || after.TenantID != before.TenantID || after.EndpointID != before.EndpointID || after.EventID != before.EventID {
-		return fmt.Errorf("delivery %s: a transition changed who it belongs to", before.ID)
-	}
-	return checkState(after)
 }
 
 // leaseChange says what a write of a delivery does to its lease.
@@ -608,7 +583,7 @@ func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, max 
 		}
 		for _, row := range selected {
 			after := fn(row.d)
-			if err := checkNext(row.d, after); err != nil {
+			if err := engine.CheckTransition(row.d, after); err != nil {
 				return fmt.Errorf("postgres: update %s deliveries of %s: %w", sel.State, sel.Tenant, err)
 			}
 			stored, _, err := s.saveDelivery(ctx, tx, row, after, leaseKeep)

@@ -46,7 +46,7 @@ func saveDelivery(tx *bolt.Tx, before, after engine.Delivery) (engine.Delivery, 
 	if after.ID != before.ID || after.TenantID != before.TenantID || after.EndpointID != before.EndpointID || after.EventID != before.EventID {
 		return engine.Delivery{}, fmt.Errorf("delivery %s: a transition changed who it belongs to", before.ID)
 	}
-	if err := checkState(after); err != nil {
+	if err := engine.CheckStorable(after); err != nil {
 		return engine.Delivery{}, err
 	}
 	old, hadOld := stateIndex(before)
@@ -64,24 +64,11 @@ func saveDelivery(tx *bolt.Tx, before, after engine.Delivery) (engine.Delivery, 
 	return putDelivery(tx, after)
 }
 
-// checkState refuses a delivery whose state cannot be stored as it is: a
-// state that is never stored (Delivering), or a Pending one with no time
-// to be due at.
-func checkState(d engine.Delivery) error {
-	switch {
-	case !storedState(d.State):
-		return fmt.Errorf("delivery %s: state %q is never stored", d.ID, d.State)
-	case d.State == engine.StatePending && d.NextAttemptAt.IsZero():
-		return fmt.Errorf("delivery %s: pending without a time to be due at", d.ID)
-	}
-	return nil
-}
-
 // createDelivery stores new delivery d of the event at log position seq,
 // with its entries in event_deliveries, tenant_deliveries and its state's
 // index.
 func createDelivery(tx *bolt.Tx, d engine.Delivery, seq uint64) (engine.Delivery, error) {
-	if err := checkState(d); err != nil {
+	if err := engine.CheckStorable(d); err != nil {
 		return engine.Delivery{}, err
 	}
 	if tx.Bucket(bucketDeliveries).Get([]byte(d.ID)) != nil {

@@ -94,23 +94,7 @@ func checkNew(d engine.Delivery, ev engine.Event) error {
 	if d.ID == "" || d.TenantID != ev.TenantID || d.EventID != ev.ID {
 		return fmt.Errorf("delivery %q is not one of event %s of tenant %s", d.ID, ev.ID, ev.TenantID)
 	}
-	return checkState(d)
-}
-
-// checkState refuses a delivery whose state cannot be stored as it is: a
-// state that is never stored (Delivering), or a Pending one with no time
-// to be due at.
-func checkState(d engine.Delivery) error {
-	switch d.State {
-	case engine.StatePending:
-		if d.NextAttemptAt.IsZero() {
-			return fmt.Errorf("delivery %s: pending without a time to be due at", d.ID)
-		}
-	case engine.StateSucceeded, engine.StateDead, engine.StatePaused:
-	default:
-		return fmt.Errorf("delivery %s: state %q is never stored", d.ID, d.State)
-	}
-	return nil
+	return engine.CheckStorable(d)
 }
 
 // deliveriesOf returns copies of e's deliveries, in ID order.
@@ -175,7 +159,7 @@ func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.Att
 // UpdateDelivery calls fn with a copy of delivery id (of any tenant;
 // CodeDeliveryNotFound) and stores what it returns; an error from fn is
 // returned as is and stores nothing. A result that changes whose delivery
-// it is, or that cannot be stored (see checkState), is refused.
+// it is, or that cannot be stored (engine.CheckStorable), is refused.
 func (s *Store) UpdateDelivery(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, error) {
 	return s.RecordOutcome(ctx, id, fn, nil)
 }
@@ -195,7 +179,7 @@ func (s *Store) RecordOutcome(ctx context.Context, id string, fn func(engine.Del
 	if err != nil {
 		return engine.Delivery{}, err
 	}
-	if err := checkNext(*d, after); err != nil {
+	if err := engine.CheckTransition(*d, after); err != nil {
 		return engine.Delivery{}, fmt.Errorf("memstore: update delivery %s: %w", id, err)
 	}
 	*d = copyDelivery(after)
@@ -206,15 +190,6 @@ func (s *Store) RecordOutcome(ctx context.Context, id string, fn func(engine.Del
 		s.endpoints[d.TenantID][d.EndpointID] = copyEndpoint(ep)
 	}
 	return copyDelivery(*d), nil
-}
-
-// checkNext refuses after as the next state of before when it changes
-// whose delivery it is or cannot be stored.
-func checkNext(before, after engine.Delivery) error {
-	if after.ID != before.ID || after.TenantID != before.TenantID || after.EndpointID != before.EndpointID || after.EventID != before.EventID {
-		return fmt.Errorf("delivery %s: a transition changed who it belongs to", before.ID)
-	}
-	return checkState(after)
 }
 
 // UpdateDeliveries applies fn to at most n of the deliveries sel
@@ -246,7 +221,7 @@ func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, n in
 	out := make([]engine.Delivery, len(selected))
 	for i, d := range selected {
 		after := fn(copyDelivery(*d))
-		if err := checkNext(*d, after); err != nil {
+		if err := engine.CheckTransition(*d, after); err != nil {
 			return nil, fmt.Errorf("memstore: update %s deliveries of %s: %w", sel.State, sel.Tenant, err)
 		}
 		out[i] = copyDelivery(after)
