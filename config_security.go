@@ -29,7 +29,7 @@ const secretKeyEnv = "WEBHOOKD_SECRET_KEY"
 func (c Config) validateSecurity(v *configProblems) {
 	seen := make(map[[32]byte]string)
 	for i, tok := range c.API.Tokens {
-		if strings.HasPrefix(tok, testTokenPrefix) {
+		if strings.HasPrefix(tok, testTokenPrefix) && len(tok) > len(testTokenPrefix) { // the bare prefix is the token itself: the length check names it
 			v.addf("config %s: api.tokens[%d]: starts with %q, which marks a test token: list it in api.test_tokens", v.name, i, testTokenPrefix)
 		}
 		seen[httpapi.TokenHash(tok)] = fmt.Sprintf("api.tokens[%d]", i)
