@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/webhookd/webhookd/engine"
 )
@@ -22,41 +23,222 @@ const seqSQL = `(pg_current_xact_id()::text::bigint * 65536 +
 	set_config('webhookd.events_in_tx', (coalesce(nullif(current_setting('webhookd.events_in_tx', true), ''), '0')::int + 1)::text, true)::int - 1)`
 
 // AppendEvent is ingest, in one transaction (see engine.Store): the
-// tenant must exist (CodeTenantNotFound; its row is share-locked, so a
-// DeleteTenant waits for the ingest or the ingest for it) and the type be
-// in the catalogue (CodeUnknownEventType). A live idempotency record
-// with the same request hash gives the first event and its deliveries
-// (Duplicate), with another hash CodeIdempotencyConflict; a concurrent
-// ingest with the same key waits for the first one's commit and then
-// sees its record. Otherwise the event is appended with the deliveries
+// tenant must exist (CodeTenantNotFound; DeleteTenant waits for the
+// ingest or the ingest for it) and the type be in the catalogue
+// (CodeUnknownEventType). A live idempotency record with the same
+// request hash gives the first event and its deliveries (Duplicate),
+// with another hash CodeIdempotencyConflict; a concurrent ingest with
+// the same key waits for the first one's commit and then sees its
+// record. Otherwise the event is appended with the deliveries
 // in.Deliveries returns for the tenant's endpoints, returned in ID order.
+//
+// Most ingests take one round trip (appendCached); the first of a
+// tenant on this node, the first after its endpoints changed, and every
+// one that does not simply append take the full path (appendEvent).
 func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.IngestResult, error) {
+	if res, ok, err := s.appendCached(ctx, in); ok || err != nil {
+		return res, err
+	}
 	var res engine.IngestResult
+	var seen endpointsSeen
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
-		res, err = appendEvent(ctx, tx, in)
+		res, seen, err = appendEvent(ctx, tx, in)
 		return err
 	})
 	if err != nil && !errors.Is(err, errDuplicate) {
 		return engine.IngestResult{}, err
 	}
+	if seen.eps != nil {
+		s.endpoints.Store(in.Event.TenantID, &seen)
+	}
 	return res, nil
 }
 
-// appendEvent is AppendEvent in tx, which the caller commits. It needs
-// no Store, only tx's search_path on the store's schema: EnqueueTx runs
-// it in an application's transaction.
-func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.IngestResult, error) {
-	ev := in.Event
+// endpointsSeen is a tenant's endpoints as an ingest read them, at
+// endpoints_version version (read before them).
+type endpointsSeen struct {
+	version int64
+	eps     []engine.Endpoint
+}
+
+// appendCached is the ingest of an event of a tenant whose endpoints
+// this node read before, in one round trip: the deliveries are made
+// from those endpoints, and one implicit transaction takes the tenant's
+// lock and writes the idempotency key, the event and the deliveries,
+// the event only if the tenant's endpoints_version is still the one
+// they were read at, the tenant live, the type known and the key
+// claimed. When any of that is not so, ingest_fallback rolls it all
+// back and ok is false: the caller takes the full path, which tells
+// each case apart (an error, a duplicate) and reads the endpoints
+// again.
+func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.IngestResult, bool, error) {
+	v, _ := s.endpoints.Load(in.Event.TenantID)
+	seen, _ := v.(*endpointsSeen)
+	if seen == nil {
+		return engine.IngestResult{}, false, nil
+	}
+	stored, err := newStoredEvent(in.Event)
+	if err != nil {
+		return engine.IngestResult{}, false, err
+	}
+	ds, err := makeDeliveries(stored, in, slices.Clone(seen.eps))
+	if err != nil {
+		return engine.IngestResult{}, false, nil // the full path says so, if it is so of the tenant's endpoints as they are
+	}
+	cols, err := deliveryColumns(ds)
+	if err != nil {
+		return engine.IngestResult{}, false, err
+	}
+	ev := stored
+	b := &pgx.Batch{}
+	b.Queue("SELECT pg_advisory_xact_lock_shared($1, hashtext($2))", int32(tenantLock), ev.TenantID)
+	args := []any{ev.ID, ev.TenantID, ev.Type, ev.Created.UnixNano(), ev.APIVersion, ev.Body, seen.version,
+		cols.ids, cols.endpoints, cols.states, cols.created, cols.due, cols.dead, cols.docs}
+	sql := appendCachedSQL
+	if in.IdempotencyKey != "" {
+		sql = appendCachedKeySQL
+		args = append(args, in.IdempotencyKey, in.RequestHash[:], in.IdempotencyExpires.UnixNano())
+	}
+	b.Queue(sql, args...)
+	var seq int64
+	err = func() error {
+		br := s.pool.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		if err := br.QueryRow().Scan(&seq); err != nil {
+			return err
+		}
+		return br.Close()
+	}()
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == fallbackCode || pe.Code == "40001" || pe.Code == "40P01") {
+		return engine.IngestResult{}, false, nil
+	}
+	if err != nil {
+		return engine.IngestResult{}, false, storeError(err)
+	}
+	stored.Seq = uint64(seq)
+	s.cachedIngests.Add(1)
+	return engine.IngestResult{Event: stored, Deliveries: ds}, true, nil
+}
+
+// fallbackCode is the SQLSTATE of ingest_fallback (see the schema).
+const fallbackCode = "WH001"
+
+// appendCachedSQL is appendCached's write without an idempotency key:
+// $1…$6 the event, $7 the endpoints_version the deliveries were made
+// at, $8…$14 the deliveries' columns (deliveryColumns). The event's seq,
+// or ingest_fallback.
+const appendCachedSQL = `WITH ev AS (
+	INSERT INTO events (seq, id, tenant_id, type, created, api_version, body)
+	SELECT ` + seqSQL + `, $1, $2, $3, $4, $5, $6
+	WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NULL AND endpoints_version = $7)
+	AND EXISTS (SELECT 1 FROM event_types WHERE name = $3)
+	ON CONFLICT (id) DO NOTHING RETURNING seq
+), dl AS (` + insertDeliveriesSQL + `)
+SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full path'))`
+
+// appendCachedKeySQL is appendCachedSQL that also claims the
+// idempotency key $15 (request hash $16, expiring at $17) and appends
+// the event only if it did.
+const appendCachedKeySQL = `WITH key AS (
+	INSERT INTO idempotency (tenant_id, key, request_hash, event_id, expires) VALUES ($2, $15, $16, $1, $17)
+	ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = excluded.request_hash, event_id = excluded.event_id, expires = excluded.expires
+	WHERE idempotency.expires <= $4
+	RETURNING 1
+), ev AS (
+	INSERT INTO events (seq, id, tenant_id, type, created, api_version, body)
+	SELECT ` + seqSQL + `, $1, $2, $3, $4, $5, $6
+	WHERE EXISTS (SELECT 1 FROM key)
+	AND EXISTS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NULL AND endpoints_version = $7)
+	AND EXISTS (SELECT 1 FROM event_types WHERE name = $3)
+	ON CONFLICT (id) DO NOTHING RETURNING seq
+), dl AS (` + insertDeliveriesSQL + `)
+SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full path'))`
+
+// insertDeliveriesSQL inserts the deliveries of event ev ($2 its tenant,
+// $1 its ID, $3 its type), one per element of the arrays $8…$14.
+const insertDeliveriesSQL = `
+	INSERT INTO deliveries (id, tenant_id, event_id, event_seq, event_type, endpoint_id, state, created, next_attempt_at, due_at, dead_at, doc)
+	SELECT d.id, $2, $1, ev.seq, $3, d.endpoint_id, d.state, d.created, d.due, d.due, d.dead, d.doc
+	FROM ev, unnest($8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bytea[])
+		AS d(id, endpoint_id, state, created, due, dead, doc)`
+
+// newDeliveryCols are deliveries as the columns of insertDeliveriesSQL.
+type newDeliveryCols struct {
+	ids, endpoints, states []string
+	created                []int64
+	due, dead              []*int64
+	docs                   [][]byte
+}
+
+func deliveryColumns(ds []engine.Delivery) (newDeliveryCols, error) {
+	c := newDeliveryCols{
+		ids: make([]string, len(ds)), endpoints: make([]string, len(ds)), states: make([]string, len(ds)),
+		created: make([]int64, len(ds)), due: make([]*int64, len(ds)), dead: make([]*int64, len(ds)), docs: make([][]byte, len(ds)),
+	}
+	for i, d := range ds {
+		doc, err := json.Marshal(d)
+		if err != nil {
+			return c, err
+		}
+		c.ids[i], c.endpoints[i], c.states[i], c.created[i] = d.ID, d.EndpointID, string(d.State), d.Created.UnixNano()
+		c.due[i], c.dead[i], c.docs[i] = dueAt(d), deadAt(d), doc
+	}
+	return c, nil
+}
+
+// newStoredEvent checks ev and returns it as it is stored.
+func newStoredEvent(ev engine.Event) (engine.Event, error) {
 	if ev.ID == "" || strings.ContainsRune(ev.ID, 0) {
-		return engine.IngestResult{}, engine.Errorf(engine.CodeInvalidField, "id", "event id must not be empty or contain a NUL byte")
+		return engine.Event{}, engine.Errorf(engine.CodeInvalidField, "id", "event id must not be empty or contain a NUL byte")
 	}
 	if ev.Type == "" {
-		return engine.IngestResult{}, engine.Errorf(engine.CodeInvalidField, "type", "type is required")
+		return engine.Event{}, engine.Errorf(engine.CodeInvalidField, "type", "type is required")
 	}
 	stored := ev
 	stored.Created = utc(ev.Created)
 	stored.Body = slices.Clone(ev.Body)
+	return stored, nil
+}
+
+// makeDeliveries makes the deliveries of event ev for the tenant's
+// endpoints eps, checked and in ID order.
+func makeDeliveries(ev engine.Event, in engine.NewEvent, eps []engine.Endpoint) ([]engine.Delivery, error) {
+	var made []engine.Delivery
+	if in.Deliveries != nil {
+		made = in.Deliveries(eps)
+	} else {
+		made = engine.NewDeliveries(ev, eps, engine.NewID)
+	}
+	ds := make([]engine.Delivery, len(made))
+	for i, d := range made {
+		if d.ID == "" || d.TenantID != ev.TenantID || d.EventID != ev.ID {
+			return nil, fmt.Errorf("postgres: append event %s: delivery %q is not one of event %s of tenant %s", ev.ID, d.ID, ev.ID, ev.TenantID)
+		}
+		if err := engine.CheckStorable(d); err != nil {
+			return nil, fmt.Errorf("postgres: append event %s: %w", ev.ID, err)
+		}
+		ds[i] = normalizeDelivery(d)
+	}
+	slices.SortFunc(ds, func(a, b engine.Delivery) int { return strings.Compare(a.ID, b.ID) })
+	return ds, nil
+}
+
+// appendEvent is AppendEvent in tx, which the caller commits, in two
+// round trips; it also returns the tenant's endpoints it read, for
+// appendCached. It needs no Store, only tx's search_path on the store's
+// schema: EnqueueTx runs it in an application's transaction.
+func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.IngestResult, endpointsSeen, error) {
+	var seen endpointsSeen
+	stored, err := newStoredEvent(in.Event)
+	if err != nil {
+		return engine.IngestResult{}, seen, err
+	}
+	ev := stored
 
 	// One round trip for the checks, the key, the endpoints and the event;
 	// one for the deliveries. A check that fails rolls all of it back.
@@ -66,7 +248,10 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.Ing
 	// not FOR SHARE on the tenant's row: many ingests sharing one row lock
 	// made PostgreSQL build a multixact for the row at every ingest.
 	b.Queue("SELECT pg_advisory_xact_lock_shared($1, hashtext($2))", int32(tenantLock), ev.TenantID)
-	b.Queue("SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1 AND deleted_at IS NULL)", ev.TenantID)
+	// The version before the endpoints: endpoints read at a later
+	// version than the one kept are merely refused by the next
+	// appendCached, never taken for a newer version.
+	b.Queue("SELECT endpoints_version FROM tenants WHERE id = $1 AND deleted_at IS NULL", ev.TenantID)
 	b.Queue("SELECT EXISTS (SELECT 1 FROM event_types WHERE name = $1)", ev.Type)
 	if in.IdempotencyKey != "" {
 		b.Queue(claimKeySQL, ev.TenantID, in.IdempotencyKey, in.RequestHash[:], ev.ID, in.IdempotencyExpires.UnixNano(), ev.Created.UnixNano())
@@ -79,15 +264,17 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.Ing
 		ev.ID, ev.TenantID, ev.Type, stored.Created.UnixNano(), ev.APIVersion, stored.Body)
 	var tenantFound, known, keyClaimed, inserted bool
 	var eps []engine.Endpoint
-	err := func() error {
+	err = func() error {
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
-		if err := br.QueryRow().Scan(&tenantFound); err != nil {
+		err := br.QueryRow().Scan(&seen.version)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
+		tenantFound = err == nil
 		if err := br.QueryRow().Scan(&known); err != nil {
 			return err
 		}
@@ -119,49 +306,39 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.Ing
 		inserted = err == nil
 		return err
 	}()
+	if eps == nil {
+		eps = []engine.Endpoint{}
+	}
+	if err == nil && tenantFound {
+		seen.eps = slices.Clone(eps)
+	}
 	switch {
 	case err != nil:
-		return engine.IngestResult{}, err
+		return engine.IngestResult{}, seen, err
 	case !tenantFound:
-		return engine.IngestResult{}, engine.TenantNotFound()
+		return engine.IngestResult{}, seen, engine.TenantNotFound()
 	case !known:
-		return engine.IngestResult{}, engine.Errorf(engine.CodeUnknownEventType, "type",
+		return engine.IngestResult{}, seen, engine.Errorf(engine.CodeUnknownEventType, "type",
 			"event type %q is not in the catalogue; add it with PUT /v1/event-types/%s", ev.Type, ev.Type)
 	case in.IdempotencyKey != "" && !keyClaimed:
 		dup, err := duplicateOf(ctx, tx, in)
 		if err != nil {
-			return engine.IngestResult{}, err
+			return engine.IngestResult{}, seen, err
 		}
-		return *dup, errDuplicate // rolled back: nothing written
+		return *dup, seen, errDuplicate // rolled back: nothing written
 	case !inserted:
-		return engine.IngestResult{}, fmt.Errorf("postgres: append event %s: event id exists", ev.ID)
+		return engine.IngestResult{}, seen, fmt.Errorf("postgres: append event %s: event id exists", ev.ID)
 	}
-	if eps == nil {
-		eps = []engine.Endpoint{}
+	ds, err := makeDeliveries(stored, in, eps)
+	if err != nil {
+		return engine.IngestResult{}, seen, err
 	}
-	var made []engine.Delivery
-	if in.Deliveries != nil {
-		made = in.Deliveries(eps)
-	} else {
-		made = engine.NewDeliveries(stored, eps, engine.NewID)
-	}
-	ds := make([]engine.Delivery, len(made))
-	for i, d := range made {
-		if d.ID == "" || d.TenantID != ev.TenantID || d.EventID != ev.ID {
-			return engine.IngestResult{}, fmt.Errorf("postgres: append event %s: delivery %q is not one of event %s of tenant %s", ev.ID, d.ID, ev.ID, ev.TenantID)
-		}
-		if err := engine.CheckStorable(d); err != nil {
-			return engine.IngestResult{}, fmt.Errorf("postgres: append event %s: %w", ev.ID, err)
-		}
-		ds[i] = normalizeDelivery(d)
-	}
-	slices.SortFunc(ds, func(a, b engine.Delivery) int { return strings.Compare(a.ID, b.ID) })
 	if len(ds) > 0 {
 		b := &pgx.Batch{}
 		for _, d := range ds {
 			doc, err := json.Marshal(d)
 			if err != nil {
-				return engine.IngestResult{}, err
+				return engine.IngestResult{}, seen, err
 			}
 			b.Queue(`INSERT INTO deliveries (id, tenant_id, event_id, event_seq, event_type, endpoint_id, state, created, next_attempt_at, due_at, dead_at, doc)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11)`,
@@ -169,10 +346,10 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.Ing
 				dueAt(d), deadAt(d), doc)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return engine.IngestResult{}, err
+			return engine.IngestResult{}, seen, err
 		}
 	}
-	return engine.IngestResult{Event: stored, Deliveries: ds}, nil
+	return engine.IngestResult{Event: stored, Deliveries: ds}, seen, nil
 }
 
 // claimKeySQL records an Idempotency-Key for its event unless a live

@@ -33,6 +33,14 @@ import (
 //     construction. next_attempt_at is the pending delivery's next
 //     attempt's time; due_at when it may be claimed: the same, or later
 //     while a node holds it (lease_until).
+//   - tenants.endpoints_version changes at every write of the tenant's
+//     endpoints (a trigger on endpoints sets it in the writer's
+//     transaction; a change of secrets only does not), to a number from
+//     one sequence, so no tenant, nor a tenant made again under the
+//     same ID, ever has a version another had, so a node may keep the endpoints it read and make an
+//     ingest's deliveries from them for as long as the version is the
+//     same (appendCached). ingest_fallback raises WH001: the one-round-trip
+//     ingest found it was not, and rolls back.
 //   - An event's seq (its place in the log) is its transaction's ID
 //     (xid8) × 65 536 plus its number within the transaction (seqSQL): the
 //     log's order is the order transactions began writing, and every
@@ -46,9 +54,11 @@ CREATE TABLE meta (
 	key   text COLLATE "C" PRIMARY KEY,
 	value text NOT NULL
 );
+CREATE SEQUENCE endpoints_versions;
 CREATE TABLE tenants (
 	id         text COLLATE "C" PRIMARY KEY,
 	deleted_at bigint,
+	endpoints_version bigint NOT NULL DEFAULT nextval('endpoints_versions'),
 	doc        bytea NOT NULL
 );
 CREATE TABLE event_types (
@@ -62,6 +72,19 @@ CREATE TABLE endpoints (
 	secrets   bytea NOT NULL,
 	PRIMARY KEY (tenant_id, id)
 );
+CREATE FUNCTION endpoints_changed() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+	UPDATE tenants SET endpoints_version = nextval('endpoints_versions')
+	WHERE id = CASE WHEN TG_OP = 'DELETE' THEN OLD.tenant_id ELSE NEW.tenant_id END;
+	RETURN NULL;
+END $$;
+CREATE TRIGGER endpoints_changed AFTER INSERT OR DELETE OR UPDATE OF tenant_id, id, doc ON endpoints
+	FOR EACH ROW EXECUTE FUNCTION endpoints_changed();
+CREATE FUNCTION ingest_fallback(reason text) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE EXCEPTION USING ERRCODE = 'WH001', MESSAGE = reason;
+END $$;
 CREATE TABLE access_tokens (
 	hash      bytea PRIMARY KEY,
 	tenant_id text COLLATE "C" NOT NULL,

@@ -22,6 +22,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,6 +76,10 @@ type Store struct {
 
 	claims    *claims // the leases this process holds (Scheduler)
 	importing bool
+	// endpoints holds, per tenant, the endpoints the last full ingest
+	// read (*endpointsSeen), for appendCached.
+	endpoints     sync.Map
+	cachedIngests atomic.Int64 // ingests appendCached took, for tests
 }
 
 var (

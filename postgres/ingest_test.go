@@ -1,0 +1,109 @@
+package postgres
+
+import (
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+// TestAppendEvent_EndpointsChangedOnAnotherNode: a node makes an
+// ingest's deliveries from the endpoints it read at an earlier ingest
+// (appendCached) only while they are still the tenant's; every change
+// another node makes (a new endpoint, one disabled, one deleted, the
+// tenant deleted and made again under its ID) shows in
+// this node's next ingest.
+func TestAppendEvent_EndpointsChangedOnAnotherNode(t *testing.T) {
+	clock := &manualClock{t: time.Now()}
+	ss := nodes(t, 2, clock)
+	a, b := ss[0], ss[1]
+	ctx := t.Context()
+	now := clock.now()
+	ids := acme(t, a, now, 1)
+	ingest := func(key string) engine.IngestResult {
+		t.Helper()
+		ev := engine.Event{ID: engine.NewID("evt"), TenantID: "acme", Type: "order.created", Created: now, APIVersion: "1", Body: []byte(`{}`)}
+		res, err := a.AppendEvent(ctx, engine.NewEvent{Event: ev, IdempotencyKey: key, RequestHash: [32]byte{1}, IdempotencyExpires: now.Add(time.Hour)})
+		if err != nil {
+			t.Fatalf("AppendEvent: %v", err)
+		}
+		return res
+	}
+	want := func(what string, res engine.IngestResult, endpoints ...string) {
+		t.Helper()
+		var got []string
+		for _, d := range res.Deliveries {
+			s := d.EndpointID
+			if d.State != engine.StatePending {
+				s += " " + string(d.State)
+			}
+			got = append(got, s)
+		}
+		if len(got) != len(endpoints) {
+			t.Fatalf("%s: deliveries to %v; want %v", what, got, endpoints)
+		}
+		for _, e := range endpoints {
+			found := false
+			for _, g := range got {
+				found = found || g == e
+			}
+			if !found {
+				t.Fatalf("%s: deliveries to %v; want %v", what, got, endpoints)
+			}
+		}
+		stored, ds, err := b.Event(ctx, "acme", res.Event.ID)
+		if err != nil || stored.Seq != res.Event.Seq || len(ds) != len(res.Deliveries) {
+			t.Fatalf("%s: as stored, seq %d and %d deliveries, %v; want seq %d and %d", what, stored.Seq, len(ds), err, res.Event.Seq, len(res.Deliveries))
+		}
+	}
+	want("first ingest", ingest(""), ids[0])
+	before := a.cachedIngests.Load()
+	want("second ingest", ingest(""), ids[0])
+	if a.cachedIngests.Load() != before+1 {
+		t.Fatal("the second ingest of a tenant did not take the one-round-trip path")
+	}
+
+	ep := engine.Endpoint{ID: engine.NewID("ep"), TenantID: "acme", URL: "https://example.com/two", EventTypes: []string{"order.created"}, Created: now, Updated: now, Secrets: []engine.Secret{{Key: engine.NewSecret()}}}
+	if err := b.CreateEndpoint(ctx, ep, 0); err != nil {
+		t.Fatal(err)
+	}
+	want("after another node added an endpoint", ingest(""), ids[0], ep.ID)
+	want("and again", ingest(""), ids[0], ep.ID)
+	if _, err := b.UpdateEndpoint(ctx, "acme", ids[0], func(e *engine.Endpoint) error { e.Disabled = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want("after another node disabled one", ingest(""), ids[0]+" paused", ep.ID)
+	if err := b.DeleteEndpoint(ctx, "acme", ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	want("after another node deleted one", ingest(""), ids[0]+" paused")
+
+	first := ingest("key-1")
+	again := ingest("key-1")
+	if !again.Duplicate || again.Event.ID != first.Event.ID {
+		t.Fatalf("the same Idempotency-Key again gave event %s (duplicate %v); want %s", again.Event.ID, again.Duplicate, first.Event.ID)
+	}
+
+	// Deleted, purged and made again.
+	if err := b.DeleteTenant(ctx, "acme", now); err != nil {
+		t.Fatal(err)
+	}
+	ev := engine.Event{ID: engine.NewID("evt"), TenantID: "acme", Type: "order.created", Created: now, APIVersion: "1", Body: []byte(`{}`)}
+	if _, err := a.AppendEvent(ctx, engine.NewEvent{Event: ev}); engine.ErrorCode(err) != engine.CodeTenantNotFound {
+		t.Fatalf("ingest for a deleted tenant: %v; want %s", err, engine.CodeTenantNotFound)
+	}
+	for {
+		res, err := b.PurgeDeletedTenants(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Tenant == "" || res.Done {
+			break
+		}
+	}
+	again2 := acme(t, b, now, 1)
+	if err := b.DeleteEndpoint(ctx, "acme", again2[0]); err != nil {
+		t.Fatal(err)
+	}
+	want("after the tenant was made again", ingest(""))
+}
