@@ -39,7 +39,8 @@ func BenchmarkAppendEvent_Parallel(b *testing.B) {
 // BenchmarkClaimAndRecord is the cluster's delivery path without HTTP:
 // b.N pending deliveries over 16 endpoints, claimed by 4 loops of one
 // node in batches of 100, each read (AttemptInput) and recorded as
-// succeeded by its holder (RecordOutcome), as the dispatcher does.
+// succeeded by its holder (RecordOutcome), all of a batch at once, as
+// the dispatcher's workers do.
 func BenchmarkClaimAndRecord(b *testing.B) {
 	clock := &manualClock{t: time.Now()}
 	s := nodes(b, 1, clock)[0]
@@ -80,23 +81,30 @@ func BenchmarkClaimAndRecord(b *testing.B) {
 				if err != nil {
 					continue
 				}
+				var batch sync.WaitGroup
 				for _, w := range ws {
-					in, err := s.AttemptInput(ctx, w.DeliveryID)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					at := clock.now()
-					cycle := in.Delivery.Cycle
-					if _, err := s.RecordOutcome(ctx, w.DeliveryID, func(d engine.Delivery) (engine.Delivery, error) {
-						return engine.RecordAttempt(d, engine.AttemptRecord{DeliveryID: d.ID, Cycle: cycle, State: engine.StateSucceeded, At: at,
-							Attempt: engine.Attempt{Cycle: cycle, Number: 1, Start: at, Status: 204, Outcome: engine.OutcomeSuccess}}), nil
-					}, nil); err != nil {
-						b.Error(err)
-						return
-					}
-					c.Settle(w, time.Time{})
-					done.Add(1)
+					batch.Go(func() {
+						in, err := s.AttemptInput(ctx, w.DeliveryID)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						at := clock.now()
+						cycle := in.Delivery.Cycle
+						if _, err := s.RecordOutcome(ctx, w.DeliveryID, func(d engine.Delivery) (engine.Delivery, error) {
+							return engine.RecordAttempt(d, engine.AttemptRecord{DeliveryID: d.ID, Cycle: cycle, State: engine.StateSucceeded, At: at,
+								Attempt: engine.Attempt{Cycle: cycle, Number: 1, Start: at, Status: 204, Outcome: engine.OutcomeSuccess}}), nil
+						}, nil); err != nil {
+							b.Error(err)
+							return
+						}
+						c.Settle(w, time.Time{})
+						done.Add(1)
+					})
+				}
+				batch.Wait()
+				if b.Failed() {
+					return
 				}
 			}
 		}()

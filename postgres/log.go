@@ -114,7 +114,7 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 		return br.Close()
 	}()
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (pe.Code == fallbackCode || pe.Code == "40001" || pe.Code == "40P01") {
+	if errors.As(err, &pe) && pe.Code == fallbackCode || retryable(err) {
 		return engine.IngestResult{}, false, nil
 	}
 	if err != nil {
@@ -632,13 +632,12 @@ func (s *Store) recordAsRead(ctx context.Context, id string, fn func(engine.Deli
 		renewed := now + s.lease.Nanoseconds()
 		due, newToken, until, change = &renewed, &token, &renewed, leaseRenewed
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE deliveries SET state = $2, next_attempt_at = $3, due_at = $4, dead_at = $5, lease_token = $6, lease_until = $7, doc = $8
-		WHERE id = $1 AND lease_token = $9 AND doc = $10`,
-		id, string(after.State), next, due, deadAt(after), newToken, until, doc, token, read)
+	applied, err := s.records.record(s, &heldRecord{id: id, state: string(after.State), next: next, due: due, dead: deadAt(after),
+		newToken: newToken, until: until, doc: doc, token: token, read: read})
 	if err != nil {
 		return engine.Delivery{}, false, storeError(err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !applied {
 		return engine.Delivery{}, false, nil
 	}
 	s.claims.recorded(id, change)

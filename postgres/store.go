@@ -75,6 +75,7 @@ type Store struct {
 	log    *slog.Logger
 
 	claims    *claims // the leases this process holds (Scheduler)
+	records   recordBatches
 	importing bool
 	// endpoints holds, per tenant, the endpoints the last full ingest
 	// read (*endpointsSeen), for appendCached.
@@ -223,12 +224,19 @@ func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 		if err == nil {
 			return nil
 		}
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01") && attempt < maxTxAttempts && ctx.Err() == nil {
+		if retryable(err) && attempt < maxTxAttempts && ctx.Err() == nil {
 			continue
 		}
 		return storeError(err)
 	}
+}
+
+// retryable reports whether err is a deadlock or a serialization
+// failure: the transaction was rolled back, and running it again may
+// well succeed.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
 // callerError carries an error of a function the caller passed in (an
