@@ -109,6 +109,7 @@ type Dispatcher struct {
 	ready     map[string]bool          // delivery IDs in some endpoint's ready queue (claimed, not yet attempted)
 	busy      map[string]*tenantQueue  // tenants at TenantConcurrency, by ID (kept with a skipper only)
 	skipper   TenantSkipper            // the scheduler, when it skips tenants and ClaimAhead is set
+	sharer    BoundSharer              // the scheduler, when it shares the endpoint bounds among processes
 	inflight  map[string]bool          // delivery IDs being attempted
 	limiters  map[string]*rate.Limiter // per endpoint, kept while the process runs
 	recording chan struct{}            // a slot per outcome being recorded (recordLater)
@@ -192,6 +193,7 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 	if sk, ok := d.sched.(TenantSkipper); ok && opts.ClaimAhead > 0 {
 		d.skipper = sk
 	}
+	d.sharer, _ = d.sched.(BoundSharer)
 	d.cond = sync.NewCond(&d.mu)
 	d.claimCond = sync.NewCond(&d.mu)
 	d.baseCtx, d.cancel = context.WithCancel(context.Background())
@@ -460,7 +462,8 @@ func (d *Dispatcher) readyLocked(w Work) {
 			// queue drains and refills cannot skip its rate.
 			eq.limiter = d.limiters[endpointID]
 			if eq.limiter == nil {
-				eq.limiter = rate.NewLimiter(rate.Limit(d.opts.EndpointRate), max(1, int(d.opts.EndpointRate)))
+				_, r := d.endpointBoundsLocked(endpointID)
+				eq.limiter = rate.NewLimiter(rate.Limit(r), max(1, int(r)))
 				d.limiters[endpointID] = eq.limiter
 			}
 		}
@@ -472,10 +475,24 @@ func (d *Dispatcher) readyLocked(w Work) {
 	d.makeRunnableLocked(eq)
 }
 
+// endpointBoundsLocked returns the attempts in flight and per second
+// this process may make to endpoint id: EndpointConcurrency and
+// EndpointRate, or this process's share of them (BoundSharer).
+func (d *Dispatcher) endpointBoundsLocked(id string) (int, float64) {
+	if d.sharer == nil {
+		return d.opts.EndpointConcurrency, d.opts.EndpointRate
+	}
+	return d.sharer.EndpointShare(id, d.opts.EndpointConcurrency, d.opts.EndpointRate)
+}
+
 // makeRunnableLocked gives eq a turn among its tenant's endpoints if it
 // has ready work and room, and its tenant a turn among the tenants.
 func (d *Dispatcher) makeRunnableLocked(eq *endpointQueue) {
-	if !eq.inRunnable && !eq.parked && len(eq.ready) > 0 && eq.inflight < d.opts.EndpointConcurrency {
+	if eq.inRunnable || eq.parked || len(eq.ready) == 0 {
+		d.makeTenantRunnableLocked(eq.tenant)
+		return
+	}
+	if concurrency, _ := d.endpointBoundsLocked(eq.id); eq.inflight < concurrency {
 		eq.inRunnable = true
 		eq.tenant.runnable = append(eq.tenant.runnable, eq)
 	}
@@ -582,6 +599,13 @@ func (d *Dispatcher) next() (id string, eq *endpointQueue, ok bool) {
 		tq.runnable = tq.runnable[1:]
 		eq.inRunnable = false
 		if eq.limiter != nil {
+			if d.sharer != nil {
+				// The share moves as processes come and go.
+				if _, r := d.endpointBoundsLocked(eq.id); eq.limiter.Limit() != rate.Limit(r) {
+					eq.limiter.SetLimit(rate.Limit(r))
+					eq.limiter.SetBurst(max(1, int(r)))
+				}
+			}
 			r := eq.limiter.Reserve()
 			if delay := r.Delay(); delay > 0 {
 				r.Cancel()

@@ -87,6 +87,20 @@ type Scheduler interface {
 	Counts() (total, waiting int)
 }
 
+// BoundSharer is a Scheduler shared by several processes that splits
+// each endpoint's bounds among them (postgres.Scheduler): the Dispatcher
+// of each process holds its attempts of an endpoint to this process's
+// share of EndpointConcurrency and EndpointRate, asked anew as it goes
+// (the shares change as processes come and go), so that together the
+// processes keep the bounds for the whole cluster.
+type BoundSharer interface {
+	// EndpointShare returns this process's share of an endpoint's bounds:
+	// of concurrency attempts in flight (at least 1) and of rate attempts
+	// per second (0 when rate is 0: unlimited). It is called under the
+	// Dispatcher's lock: it must be quick and must not call back.
+	EndpointShare(endpointID string, concurrency int, rate float64) (int, float64)
+}
+
 // TenantSkipper is a Scheduler that can leave tenants out of a claim: one
 // shared by several processes, whose claims take work from all of them
 // (postgres.Scheduler). The Dispatcher, with ClaimAhead, claims through
