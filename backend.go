@@ -108,7 +108,10 @@ func openPostgres(ctx context.Context, cfg Config, key []byte, getenv func(strin
 	if err != nil {
 		return nil, err
 	}
-	sched := st.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: cfg.Delivery.EndpointConcurrency, EndpointRate: cfg.Delivery.EndpointRate})
+	// An ingest claims its new deliveries while this node holds fewer
+	// than it can start soon: its workers' attempts and what they may
+	// claim ahead.
+	sched := st.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: cfg.Delivery.EndpointConcurrency, PreClaim: 3 * cfg.Delivery.Workers})
 	return &backend{
 		store:      st,
 		sched:      sched,

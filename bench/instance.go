@@ -82,16 +82,17 @@ func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance,
 	claimAhead := 0
 	if o.pg != nil {
 		// Wired as serve's openPostgres wires it.
-		pg, err := postgres.Open(ctx, o.pg.url, postgres.Options{Schema: o.pg.schema, Lease: o.pg.lease, MaxConns: 20})
+		pg, err := postgres.Open(ctx, o.pg.url, postgres.Options{Schema: o.pg.schema, Lease: o.pg.lease, MaxConns: 8})
 		if err != nil {
 			return nil, err
 		}
-		in.pg, in.sched = pg, pg.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: o.perHost})
-		store, sched = pg, in.sched
-		claimAhead = 2 * 64 // as serve: twice the workers (the default's, unless set)
+		workers := 64 // as serve: the default's, unless set
 		if o.workers > 0 {
-			claimAhead = 2 * o.workers
+			workers = o.workers
 		}
+		claimAhead = 2 * workers // as serve: twice the workers
+		in.pg, in.sched = pg, pg.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: o.perHost, PreClaim: 3 * workers})
+		store, sched = pg, in.sched
 	} else {
 		db, err := storage.Open(o.path, storage.Options{})
 		if err != nil {

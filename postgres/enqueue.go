@@ -102,7 +102,7 @@ func enqueue(ctx context.Context, sp pgx.Tx, ne engine.NewEvent, schema string) 
 	if err := checkSchema(ctx, sp, schema); err != nil {
 		return engine.IngestResult{}, err
 	}
-	res, _, err := appendEvent(ctx, sp, ne)
+	res, _, err := appendEvent(ctx, sp, ne, false)
 	if err != nil {
 		return res, err
 	}

@@ -43,7 +43,7 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 	var seen endpointsSeen
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
-		res, seen, err = appendEvent(ctx, tx, in)
+		res, seen, err = appendEvent(ctx, tx, in, true)
 		return err
 	})
 	if err != nil && !errors.Is(err, errDuplicate) {
@@ -60,7 +60,13 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 type endpointsSeen struct {
 	version int64
 	eps     []engine.Endpoint
+	// raw holds each endpoint's columns as read, by ID, when the
+	// secrets were read too (the store's own ingest, not EnqueueTx's):
+	// what an attempt of a delivery claimed at ingest needs.
+	raw map[string]rawEndpoint
 }
+
+type rawEndpoint struct{ doc, secrets []byte }
 
 // appendCached is the ingest of an event of a tenant whose endpoints
 // this node read before, in one round trip: the deliveries are made
@@ -90,11 +96,31 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 	if err != nil {
 		return engine.IngestResult{}, false, err
 	}
+	// The deliveries due now, this node takes under a lease of their own
+	// when it may start them soon and knows what their attempts need.
+	var token int64
+	var taken []engine.Work
+	var inputs []prefetched
+	c := s.preclaimer.Load()
+	if c != nil && seen.raw != nil && c.mayPreclaim() {
+		now := s.now()
+		token = newToken()
+		until := now.Add(s.lease).UnixNano()
+		for i, d := range ds {
+			ep, ok := seen.raw[d.EndpointID]
+			if d.State != engine.StatePending || d.NextAttemptAt.After(now) || !ok {
+				continue
+			}
+			cols.tokens[i], cols.until[i] = &token, &until
+			taken = append(taken, engine.Work{DeliveryID: d.ID, TenantID: d.TenantID, EndpointID: d.EndpointID})
+			inputs = append(inputs, prefetched{doc: cols.docs[i], body: stored.Body, epDoc: ep.doc, epSecrets: ep.secrets})
+		}
+	}
 	ev := stored
 	b := &pgx.Batch{}
 	b.Queue("SELECT pg_advisory_xact_lock_shared($1, hashtext($2))", int32(tenantLock), ev.TenantID)
 	args := []any{ev.ID, ev.TenantID, ev.Type, ev.Created.UnixNano(), ev.APIVersion, ev.Body, seen.version,
-		cols.ids, cols.endpoints, cols.states, cols.created, cols.due, cols.dead, cols.docs}
+		cols.ids, cols.endpoints, cols.states, cols.created, cols.due, cols.dead, cols.docs, cols.tokens, cols.until}
 	sql := appendCachedSQL
 	if in.IdempotencyKey != "" {
 		sql = appendCachedKeySQL
@@ -122,6 +148,13 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 	}
 	stored.Seq = uint64(seq)
 	s.cachedIngests.Add(1)
+	if len(taken) > 0 {
+		read := time.Now()
+		for i := range inputs {
+			inputs[i].at = read
+		}
+		c.preclaimed(taken, token, inputs)
+	}
 	return engine.IngestResult{Event: stored, Deliveries: ds}, true, nil
 }
 
@@ -130,7 +163,7 @@ const fallbackCode = "WH001"
 
 // appendCachedSQL is appendCached's write without an idempotency key:
 // $1…$6 the event, $7 the endpoints_version the deliveries were made
-// at, $8…$14 the deliveries' columns (deliveryColumns). The event's seq,
+// at, $8…$16 the deliveries' columns (deliveryColumns). The event's seq,
 // or ingest_fallback.
 const appendCachedSQL = `WITH ev AS (
 	INSERT INTO events (seq, id, tenant_id, type, created, api_version, body)
@@ -142,10 +175,10 @@ const appendCachedSQL = `WITH ev AS (
 SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full path'))`
 
 // appendCachedKeySQL is appendCachedSQL that also claims the
-// idempotency key $15 (request hash $16, expiring at $17) and appends
+// idempotency key $17 (request hash $18, expiring at $19) and appends
 // the event only if it did.
 const appendCachedKeySQL = `WITH key AS (
-	INSERT INTO idempotency (tenant_id, key, request_hash, event_id, expires) VALUES ($2, $15, $16, $1, $17)
+	INSERT INTO idempotency (tenant_id, key, request_hash, event_id, expires) VALUES ($2, $17, $18, $1, $19)
 	ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = excluded.request_hash, event_id = excluded.event_id, expires = excluded.expires
 	WHERE idempotency.expires <= $4
 	RETURNING 1
@@ -160,12 +193,13 @@ const appendCachedKeySQL = `WITH key AS (
 SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full path'))`
 
 // insertDeliveriesSQL inserts the deliveries of event ev ($2 its tenant,
-// $1 its ID, $3 its type), one per element of the arrays $8…$14.
+// $1 its ID, $3 its type), one per element of the arrays $8…$16; one
+// with a lease token is due when its lease ends.
 const insertDeliveriesSQL = `
-	INSERT INTO deliveries (id, tenant_id, event_id, event_seq, event_type, endpoint_id, state, created, next_attempt_at, due_at, dead_at, doc)
-	SELECT d.id, $2, $1, ev.seq, $3, d.endpoint_id, d.state, d.created, d.due, d.due, d.dead, d.doc
-	FROM ev, unnest($8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bytea[])
-		AS d(id, endpoint_id, state, created, due, dead, doc)`
+	INSERT INTO deliveries (id, tenant_id, event_id, event_seq, event_type, endpoint_id, state, created, next_attempt_at, due_at, dead_at, doc, lease_token, lease_until)
+	SELECT d.id, $2, $1, ev.seq, $3, d.endpoint_id, d.state, d.created, d.due, coalesce(d.until, d.due), d.dead, d.doc, d.token, d.until
+	FROM ev, unnest($8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bytea[], $15::bigint[], $16::bigint[])
+		AS d(id, endpoint_id, state, created, due, dead, doc, token, until)`
 
 // newDeliveryCols are deliveries as the columns of insertDeliveriesSQL.
 type newDeliveryCols struct {
@@ -173,12 +207,14 @@ type newDeliveryCols struct {
 	created                []int64
 	due, dead              []*int64
 	docs                   [][]byte
+	tokens, until          []*int64 // nil elements: no lease
 }
 
 func deliveryColumns(ds []engine.Delivery) (newDeliveryCols, error) {
 	c := newDeliveryCols{
 		ids: make([]string, len(ds)), endpoints: make([]string, len(ds)), states: make([]string, len(ds)),
 		created: make([]int64, len(ds)), due: make([]*int64, len(ds)), dead: make([]*int64, len(ds)), docs: make([][]byte, len(ds)),
+		tokens: make([]*int64, len(ds)), until: make([]*int64, len(ds)),
 	}
 	for i, d := range ds {
 		doc, err := json.Marshal(d)
@@ -232,7 +268,7 @@ func makeDeliveries(ev engine.Event, in engine.NewEvent, eps []engine.Endpoint) 
 // round trips; it also returns the tenant's endpoints it read, for
 // appendCached. It needs no Store, only tx's search_path on the store's
 // schema: EnqueueTx runs it in an application's transaction.
-func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.IngestResult, endpointsSeen, error) {
+func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets bool) (engine.IngestResult, endpointsSeen, error) {
 	var seen endpointsSeen
 	stored, err := newStoredEvent(in.Event)
 	if err != nil {
@@ -256,9 +292,14 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.Ing
 	if in.IdempotencyKey != "" {
 		b.Queue(claimKeySQL, ev.TenantID, in.IdempotencyKey, in.RequestHash[:], ev.ID, in.IdempotencyExpires.UnixNano(), ev.Created.UnixNano())
 	}
-	// Only the documents: making deliveries needs no secret (and an
-	// application's role enqueueing events needs no grant on them).
-	b.Queue("SELECT doc FROM endpoints WHERE tenant_id = $1 ORDER BY id", ev.TenantID)
+	// Making deliveries needs no secret (and an application's role
+	// enqueueing events needs no grant on them): the store's own ingest
+	// reads them for appendCached's claims.
+	if withSecrets {
+		b.Queue("SELECT doc, secrets FROM endpoints WHERE tenant_id = $1 ORDER BY id", ev.TenantID)
+	} else {
+		b.Queue("SELECT doc, NULL::bytea FROM endpoints WHERE tenant_id = $1 ORDER BY id", ev.TenantID)
+	}
 	b.Queue(`INSERT INTO events (seq, id, tenant_id, type, created, api_version, body)
 		VALUES (`+seqSQL+`, $1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING seq`,
 		ev.ID, ev.TenantID, ev.Type, stored.Created.UnixNano(), ev.APIVersion, stored.Body)
@@ -289,12 +330,19 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (engine.Ing
 		if err != nil {
 			return err
 		}
+		if withSecrets {
+			seen.raw = map[string]rawEndpoint{}
+		}
 		eps, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.Endpoint, error) {
-			var doc []byte
-			if err := r.Scan(&doc); err != nil {
+			var doc, secrets []byte
+			if err := r.Scan(&doc, &secrets); err != nil {
 				return engine.Endpoint{}, err
 			}
-			return decode[engine.Endpoint](doc)
+			ep, err := decode[engine.Endpoint](doc)
+			if seen.raw != nil {
+				seen.raw[ep.ID] = rawEndpoint{doc, secrets}
+			}
+			return ep, err
 		})
 		if err != nil {
 			return err

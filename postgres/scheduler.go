@@ -4,7 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,18 +32,29 @@ import (
 // records nothing (engine.ErrClaimLost). A record by the holder ends the
 // lease: due_at becomes the delivery's next attempt time again.
 //
-// Per-endpoint concurrency and rate hold across the cluster: claims run
-// one at a time (a transaction-scoped advisory lock), and a claim takes
-// no more deliveries of an endpoint than its concurrency minus the
-// deliveries of it under a live lease anywhere, nor more than the
-// endpoint's pace in endpoint_pace allows. So at most
-// EndpointConcurrency attempts of one endpoint are in flight in the whole
-// cluster, as long as no node holds an attempt past its lease (the lease
-// is longer than an attempt's timeout; see DefaultLease), and at most
-// EndpointRate are claimed per second after a burst of one second's
-// worth. A claimed delivery is attempted soon after (a node claims no
-// more than its workers can start), so the rate of attempts follows the
-// rate of claims.
+// Per-endpoint concurrency and rate hold across the cluster by shares:
+// every node writes itself into the nodes table every third of a lease
+// (heartbeat) and reads which nodes were seen within a lease; of n such
+// nodes, each holds its attempts of an endpoint to its share of the
+// endpoint's concurrency (EndpointShare: the concurrency split into n
+// parts that differ by at most one, the larger parts falling to
+// different nodes for different endpoints) and to a rate of the
+// endpoint's rate over n, in its own dispatcher, as a single node does
+// with the whole bound. So at most EndpointConcurrency attempts of one
+// endpoint are in flight in the whole cluster (or one per node, with
+// more nodes than that), and at most EndpointRate start per second, while
+// the nodes agree on who is there. When a node starts, it counts itself
+// at once and the others within a third of a lease: for that long (and
+// for the attempts in flight then to end) the cluster may make one
+// node's share more. A node that stops deletes its row; one that dies
+// is no longer counted a lease after its last heartbeat. Nothing in a
+// claim counts leases or takes turns, so claims run in parallel, and a
+// node may claim more than it may start at once: what it claimed waits
+// in its dispatcher, under a lease it renews, for its share to free.
+//
+// An ingesting node takes the new deliveries it may start soon under a
+// lease of its own in the same transaction (preclaim), and hands them to
+// its dispatcher without a claim.
 //
 // Wake-ups: a node's own ingest and replays wake its claim loop at once;
 // other nodes hear of replays and resumes by LISTEN/NOTIFY; and each
@@ -64,18 +79,17 @@ const gatherWait = 2 * time.Millisecond
 // sooner: without it, it ran empty claims back to back.
 const busyWait = 100 * time.Millisecond
 
-// claimLock is the advisory lock key that makes claims take turns (see
-// above): "whclaims" in ASCII.
-const claimLock = 0x7768636c61696d73
-
 // SchedulerOptions configure a Scheduler.
 type SchedulerOptions struct {
-	// EndpointConcurrency bounds the attempts of one endpoint in flight
-	// in the whole cluster; zero: no bound.
+	// EndpointConcurrency is the dispatchers' EndpointConcurrency: a
+	// claim takes no more than four node's shares of one endpoint's
+	// deliveries, so that one endpoint's backlog does not crowd out the
+	// others'. Zero: no such cap.
 	EndpointConcurrency int
-	// EndpointRate bounds the attempts per second of one endpoint in the
-	// whole cluster, with a burst of one second's worth; zero: no bound.
-	EndpointRate float64
+	// PreClaim bounds the deliveries this process holds (claimed and not
+	// yet settled) below which an ingest here claims its new deliveries
+	// in its own transaction; zero: ingest claims none.
+	PreClaim int
 	// Batch is how many deliveries one claim takes at most; zero: 100.
 	Batch int
 	// Poll is the longest a claim loop sleeps without a wake-up; zero:
@@ -100,6 +114,9 @@ type Scheduler struct {
 	ending    []ended // leases to end, by the background loop
 	endingNow chan struct{}
 
+	node    string       // this process's row in nodes
+	members atomic.Int64 // the live nodes' count << 32 | this node's place among them (heartbeat)
+
 	stop    context.CancelFunc
 	stopped sync.WaitGroup
 }
@@ -123,7 +140,90 @@ func (s *Store) Scheduler(opts SchedulerOptions) *Scheduler {
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second
 	}
-	return &Scheduler{s: s, opts: opts, wake: make(chan struct{}, 1), endingNow: make(chan struct{}, 1), pending: map[string]int{}}
+	c := &Scheduler{s: s, opts: opts, wake: make(chan struct{}, 1), endingNow: make(chan struct{}, 1), pending: map[string]int{},
+		node: fmt.Sprintf("%016x", uint64(newToken()))}
+	c.members.Store(1 << 32)
+	return c
+}
+
+// heartbeat writes this node's row in nodes and reads which nodes were
+// seen within a lease: the shares of the endpoints' bounds follow. It
+// also deletes the rows of nodes not seen for ten leases (gone without
+// a word). It need not wait for the WAL's flush: a heartbeat lost in a
+// crash of the database is written again a third of a lease later.
+func (c *Scheduler) heartbeat(ctx context.Context) error {
+	now := c.s.now().UnixNano()
+	lease := c.s.lease.Nanoseconds()
+	b := &pgx.Batch{}
+	b.Queue("SELECT set_config('synchronous_commit', 'off', true)")
+	b.Queue("INSERT INTO nodes (id, seen) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET seen = excluded.seen", c.node, now)
+	b.Queue("DELETE FROM nodes WHERE seen < $1", now-10*lease)
+	b.Queue("SELECT id FROM nodes WHERE seen > $1 ORDER BY id", now-lease)
+	var ids []string
+	err := func() error {
+		br := c.s.pool.SendBatch(ctx, b)
+		defer br.Close()
+		for range 3 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		if ids, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return err
+		}
+		return br.Close()
+	}()
+	if err != nil {
+		return storeError(err)
+	}
+	place := slices.Index(ids, c.node)
+	if place < 0 { // not seen within a lease by the database's rows: count it anyway
+		ids = append(ids, c.node)
+		slices.Sort(ids)
+		place = slices.Index(ids, c.node)
+	}
+	c.members.Store(int64(len(ids))<<32 | int64(place))
+	return nil
+}
+
+// leave deletes this node's row: the others' shares grow at their next
+// heartbeat.
+func (c *Scheduler) leave(ctx context.Context) {
+	if _, err := c.s.pool.Exec(ctx, "DELETE FROM nodes WHERE id = $1", c.node); err != nil {
+		c.s.log.Warn("leave the cluster's nodes; the others count this node until its last heartbeat is a lease old", "err", err)
+	}
+}
+
+// membership returns this node's place among the live nodes and their
+// count, as of the last heartbeat.
+func (c *Scheduler) membership() (place, n int) {
+	m := c.members.Load()
+	return int(m & (1<<32 - 1)), int(m >> 32)
+}
+
+var _ engine.BoundSharer = (*Scheduler)(nil)
+
+// EndpointShare is this node's share of an endpoint's bounds among the
+// n live nodes: concurrency split into n parts that differ by at most
+// one, the larger ones falling to the nodes from a place that depends on
+// the endpoint (so the nodes get the larger part of different
+// endpoints), at least 1; and rate / n.
+func (c *Scheduler) EndpointShare(endpointID string, concurrency int, rate float64) (int, float64) {
+	place, n := c.membership()
+	if n <= 1 {
+		return concurrency, rate
+	}
+	h := fnv.New32a()
+	h.Write([]byte(endpointID))
+	share := concurrency / n
+	if (place+int(h.Sum32()%uint32(n)))%n < concurrency%n {
+		share++
+	}
+	return max(1, share), rate / float64(n)
 }
 
 // claims are the leases this process holds, by delivery ID.
@@ -140,6 +240,10 @@ type claim struct {
 	live  bool        // the lease in the database is still this claim's
 	kept  bool        // the holder's record kept the lease: due again at once
 	rerun bool        // scheduled again while held
+	// waiting: claimed by an ingest here (preclaim) and not yet handed
+	// to the dispatcher (Schedule), since the renewal round it counts.
+	waiting      bool
+	waitedRounds int
 }
 
 func newClaims() *claims { return &claims{held: map[string]*claim{}} }
@@ -155,13 +259,21 @@ func (c *claims) token(id string) (int64, bool) {
 }
 
 // prefetched is what a claim read for a delivery's attempt, in the
-// claim's own statement: AttemptInput's columns, so the attempt costs no
-// round trip of its own.
+// claim's own statement (or what an ingest wrote and read): AttemptInput's
+// columns, so the attempt costs no round trip of its own.
 type prefetched struct {
 	doc, body, epDoc, epSecrets []byte
+	at                          time.Time // when it was read
 }
 
-// takeInput returns, once, what the claim on id read for its attempt.
+// maxPrefetchAge is how old what a claim read may be for its attempt:
+// older, the attempt reads the delivery and its endpoint again. So a
+// change of the endpoint (a revoked key, a new URL) made on any node
+// applies to every attempt that starts a second after it at the latest.
+const maxPrefetchAge = time.Second
+
+// takeInput returns, once, what the claim on id read for its attempt,
+// unless that is older than maxPrefetchAge.
 func (c *claims) takeInput(id string) *prefetched {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -171,6 +283,9 @@ func (c *claims) takeInput(id string) *prefetched {
 	}
 	p := cl.input
 	cl.input = nil
+	if time.Since(p.at) > maxPrefetchAge {
+		return nil
+	}
 	return p
 }
 
@@ -234,6 +349,9 @@ func newToken() int64 {
 // Recover counts the pending deliveries and starts the background work.
 // Nothing is loaded: the database is the retry index.
 func (c *Scheduler) Recover(ctx context.Context, _ func(time.Time) time.Time) (int, error) {
+	if err := c.heartbeat(ctx); err != nil {
+		return 0, err
+	}
 	if err := c.refreshCounts(ctx); err != nil {
 		return 0, err
 	}
@@ -243,15 +361,39 @@ func (c *Scheduler) Recover(ctx context.Context, _ func(time.Time) time.Time) (i
 	go c.renewLoop(bg)
 	go c.listenLoop(bg)
 	go c.countLoop(bg)
+	if c.opts.PreClaim > 0 {
+		c.s.preclaimer.Store(c)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.total, nil
+}
+
+// mayPreclaim reports whether an ingest here may claim its new
+// deliveries: this process holds fewer than PreClaim.
+func (c *Scheduler) mayPreclaim() bool {
+	cs := c.s.claims
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return len(cs.held) < c.opts.PreClaim
+}
+
+// preclaimed takes over the claims of an ingest here, under token, each
+// with what the attempt needs, until Schedule hands them to the caller.
+func (c *Scheduler) preclaimed(ws []engine.Work, token int64, inputs []prefetched) {
+	cs := c.s.claims
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for i, w := range ws {
+		cs.held[w.DeliveryID] = &claim{w: w, token: token, live: true, input: &inputs[i], waiting: true}
+	}
 }
 
 // Close ends the background work, ends the leases released or settled
 // and not yet written back, and waits for both. The leases still held
 // end with their time. Close does not close the Store.
 func (c *Scheduler) Close() {
+	c.s.preclaimer.CompareAndSwap(c, nil)
 	if c.stop != nil {
 		c.stop()
 		c.stopped.Wait()
@@ -259,16 +401,22 @@ func (c *Scheduler) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c.endLeases(ctx)
+	c.leave(ctx)
 }
 
-// Schedule notes that w is due at at. A delivery this process holds is
+// Schedule notes that w is due at at. A delivery an ingest here claimed
+// (preclaim) is the caller's at once; another this process holds is
 // handed back by its Settle; otherwise, due now, the claim loop wakes to
-// claim it from the database. It never claims at once: a claim is a
-// transaction.
+// claim it from the database.
 func (c *Scheduler) Schedule(w engine.Work, at time.Time) bool {
 	cs := c.s.claims
 	cs.mu.Lock()
 	if cl := cs.held[w.DeliveryID]; cl != nil {
+		if cl.waiting { // claimed by its ingest here: the caller's now
+			cl.waiting = false
+			cs.mu.Unlock()
+			return true
+		}
 		cl.rerun = true
 		cs.mu.Unlock()
 		return false
@@ -373,18 +521,17 @@ func (c *Scheduler) claim(ctx context.Context, limit int, skip []string) ([]engi
 	now := c.s.now()
 	token := newToken()
 	until := now.Add(c.s.lease).UnixNano()
-	var interval, burst int64
-	if c.opts.EndpointRate > 0 {
-		interval = int64(float64(time.Second) / c.opts.EndpointRate)
-		burst = interval * int64(max(1, int(c.opts.EndpointRate))) // as the dispatcher's own limiter
+	perEndpoint := 0
+	if c.opts.EndpointConcurrency > 0 {
+		_, n := c.membership()
+		perEndpoint = 4 * ((c.opts.EndpointConcurrency + n - 1) / n)
 	}
 	// One round trip: a batch outside a transaction runs as one implicit
-	// transaction, so the claim lock is held for the claim's statements
-	// only, not across round trips. A claim need not wait for the WAL's
-	// flush (see asyncExec).
+	// transaction. A claim need not wait for the WAL's flush (see
+	// asyncExec).
 	b := &pgx.Batch{}
-	b.Queue("SELECT set_config('synchronous_commit', 'off', true), pg_advisory_xact_lock($1)", int64(claimLock))
-	b.Queue(claimSQL, now.UnixNano(), limit, c.opts.EndpointConcurrency, token, until, interval, burst, skip)
+	b.Queue("SELECT set_config('synchronous_commit', 'off', true)")
+	b.Queue(claimSQL, now.UnixNano(), limit, perEndpoint, token, until, skip)
 	b.Queue("SELECT min(due_at) FROM deliveries WHERE state = 'pending'")
 	var ws []engine.Work
 	var inputs []prefetched
@@ -427,54 +574,40 @@ func (c *Scheduler) claim(ctx context.Context, limit int, skip []string) ([]engi
 	}
 	cs := c.s.claims
 	cs.mu.Lock()
+	read := time.Now()
 	for i, w := range ws {
+		inputs[i].at = read
 		cs.held[w.DeliveryID] = &claim{w: w, token: token, live: true, input: &inputs[i]}
 	}
 	cs.mu.Unlock()
 	return ws, fromNS(next), nil
 }
 
-// claimSQL claims the due deliveries, earliest first, at most $2, and of
-// each endpoint no more than $3 (when not 0) minus those under a live
-// lease, and no more than its pace allows: with $6 nanoseconds between
-// attempts (when not 0) and a burst of $7 nanoseconds' worth, a
-// generic cell rate algorithm whose theoretical arrival time per
-// endpoint is endpoint_pace.tat. $1 is now, $4 the lease token, $5 the
-// lease's end, $8 the tenants to leave out. It reads a window of the
-// earliest due deliveries four times the batch (an endpoint at its bound
-// with many due does not hide the others behind it within that window)
-// without locking it: claims
-// take turns, so only the rows it chooses are locked, by the UPDATE,
-// which looks again at each (a record or a replay may have changed it
-// meanwhile). Locking the whole window cost a write to every row of it
-// at every claim.
+// claimSQL claims the due deliveries, earliest first, at most $2, and
+// of each endpoint no more than $3 (when not 0): $1 is now, $4 the lease
+// token, $5 the lease's end, $6 the tenants to leave out. It locks a
+// window of the earliest due deliveries twice the batch (an endpoint
+// with many due does not hide the others behind it within that window),
+// skipping those another claim has locked: nodes claiming at once take
+// different deliveries instead of waiting for each other's row locks.
+// The UPDATE looks again at each it chose: one a record or a replay
+// changed meanwhile is left out.
 const claimSQL = `
 WITH due AS (
 	SELECT id, endpoint_id, due_at FROM deliveries
-	WHERE state = 'pending' AND due_at <= $1 AND tenant_id <> ALL ($8::text[])
-	ORDER BY due_at, id LIMIT $2 * 4
-), busy AS (
-	SELECT endpoint_id, count(*) AS n FROM deliveries
-	WHERE state = 'pending' AND lease_token IS NOT NULL AND lease_until > $1
-	AND endpoint_id IN (SELECT endpoint_id FROM due)
-	GROUP BY endpoint_id
-), ranked AS (
-	SELECT due.id, due.due_at, due.endpoint_id, coalesce(busy.n, 0) AS busy,
-		row_number() OVER (PARTITION BY due.endpoint_id ORDER BY due.due_at, due.id) AS place
-	FROM due LEFT JOIN busy USING (endpoint_id)
+	WHERE state = 'pending' AND due_at <= $1 AND tenant_id <> ALL ($6::text[])
+	ORDER BY due_at, id LIMIT $2 * 2
+	FOR UPDATE SKIP LOCKED
 ), chosen AS (
-	SELECT r.id FROM ranked r LEFT JOIN endpoint_pace p USING (endpoint_id)
-	WHERE ($3 = 0 OR r.place + r.busy <= $3)
-	AND ($6 = 0 OR r.place <= floor(($1 + $7 - greatest(coalesce(p.tat, 0), $1))::float8 / $6))
-	ORDER BY r.due_at, r.id LIMIT $2
+	SELECT id FROM (
+		SELECT id, due_at, row_number() OVER (PARTITION BY endpoint_id ORDER BY due_at, id) AS place FROM due
+	) ranked
+	WHERE $3 = 0 OR place <= $3
+	ORDER BY due_at, id LIMIT $2
 ), claimed AS (
 	UPDATE deliveries d SET lease_token = $4, lease_until = $5, due_at = $5
 	FROM chosen WHERE d.id = chosen.id AND d.state = 'pending' AND d.due_at <= $1
 	RETURNING d.id, d.tenant_id, d.endpoint_id, d.event_id, d.doc
-), paced AS (
-	INSERT INTO endpoint_pace (endpoint_id, tat)
-	SELECT endpoint_id, $1 + count(*) * $6 FROM claimed WHERE $6 > 0 GROUP BY endpoint_id
-	ON CONFLICT (endpoint_id) DO UPDATE SET tat = greatest(endpoint_pace.tat, $1) + (excluded.tat - $1)
 )
 SELECT c.id, c.tenant_id, c.endpoint_id, c.doc, e.body, ep.doc, ep.secrets FROM claimed c
 	JOIN events e ON e.id = c.event_id
@@ -600,6 +733,9 @@ func (c *Scheduler) renewLoop(ctx context.Context) {
 		case <-c.endingNow:
 			c.endLeases(ctx)
 		case <-t.C:
+			if err := c.heartbeat(ctx); err != nil && ctx.Err() == nil {
+				c.s.log.Warn("heartbeat; the endpoints' shares stay as they were", "err", err)
+			}
 			c.endLeases(ctx)
 			c.renew(ctx)
 		}
@@ -613,13 +749,28 @@ func (c *Scheduler) renew(ctx context.Context) {
 	cs.mu.Lock()
 	seen := map[int64]bool{}
 	var tokens []int64
-	for _, cl := range cs.held {
+	var unwanted []*claim
+	for id, cl := range cs.held {
+		if cl.waiting {
+			// An ingest here claimed it and nobody took it over since a
+			// round before (the dispatcher was not running): it goes back.
+			if cl.waitedRounds++; cl.waitedRounds > 1 {
+				delete(cs.held, id)
+				if cl.live {
+					unwanted = append(unwanted, cl)
+				}
+				continue
+			}
+		}
 		if cl.live && !seen[cl.token] {
 			seen[cl.token] = true
 			tokens = append(tokens, cl.token)
 		}
 	}
 	cs.mu.Unlock()
+	for _, cl := range unwanted {
+		c.queueEnd(ended{id: cl.w.DeliveryID, token: cl.token})
+	}
 	if len(tokens) == 0 {
 		return
 	}

@@ -3,6 +3,10 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -99,70 +103,161 @@ func claimNow(t *testing.T, c *Scheduler) []engine.Work {
 	return ws
 }
 
-// TestScheduler_EndpointConcurrencyAcrossNodes: two nodes claiming from
-// one database never hold more deliveries of an endpoint than its
-// concurrency between them, and a settled one makes room for one more.
-func TestScheduler_EndpointConcurrencyAcrossNodes(t *testing.T) {
+// TestScheduler_EndpointSharesAcrossNodes: the live nodes split each
+// endpoint's bounds among them: every node gets at least one attempt,
+// together they get the concurrency (or one each, with more nodes than
+// that) and the rate; a node that stops, or dies, leaves its share to
+// the others at their next heartbeat.
+func TestScheduler_EndpointSharesAcrossNodes(t *testing.T) {
 	clock := &manualClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	ss := nodes(t, 2, clock)
-	pendingFor(t, ss[0], clock, 20)
+	ss := nodes(t, 4, clock)
+	ctx := t.Context()
 	var cs []*Scheduler
 	for _, s := range ss {
-		c := s.Scheduler(SchedulerOptions{EndpointConcurrency: 3, Poll: 20 * time.Millisecond})
-		if _, err := c.Recover(t.Context(), nil); err != nil {
+		c := s.Scheduler(SchedulerOptions{Poll: 20 * time.Millisecond})
+		if _, err := c.Recover(ctx, nil); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(c.Close)
 		cs = append(cs, c)
 	}
-	a, b := claimNow(t, cs[0]), claimNow(t, cs[1])
-	if len(a)+len(b) != 3 {
-		t.Fatalf("the nodes claimed %d and %d deliveries of one endpoint, want 3 in all", len(a), len(b))
+	beat := func(cs ...*Scheduler) {
+		t.Helper()
+		for _, c := range cs {
+			if err := c.heartbeat(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	held, node := a, 0
-	if len(held) == 0 {
-		held, node = b, 1
+	check := func(what string, cs ...*Scheduler) {
+		t.Helper()
+		for _, bound := range []int{1, 2, 3, 4, 8, 100} {
+			for i := range 50 {
+				ep := fmt.Sprintf("ep_%d", i)
+				sum, rate := 0, 0.0
+				for _, c := range cs {
+					n, r := c.EndpointShare(ep, bound, 10)
+					if n < 1 {
+						t.Fatalf("%s: a node's share of %d for %s is %d", what, bound, ep, n)
+					}
+					sum, rate = sum+n, rate+r
+				}
+				if want := max(bound, len(cs)); sum != want {
+					t.Fatalf("%s: the %d nodes' shares of %d for %s add up to %d, want %d", what, len(cs), bound, ep, sum, want)
+				}
+				if math.Abs(rate-10) > 1e-9 {
+					t.Fatalf("%s: the nodes' rates for %s add up to %v, want 10", what, ep, rate)
+				}
+			}
+		}
 	}
-	w := held[0]
-	if _, err := ss[node].RecordOutcome(t.Context(), w.DeliveryID, func(d engine.Delivery) (engine.Delivery, error) {
-		return engine.RecordAttempt(d, engine.AttemptRecord{DeliveryID: d.ID, Cycle: d.Cycle, State: engine.StateSucceeded, At: clock.now(),
-			Attempt: engine.Attempt{Cycle: d.Cycle, Number: 1, Start: clock.now(), Status: 204, Outcome: engine.OutcomeSuccess}}), nil
-	}, nil); err != nil {
-		t.Fatal(err)
+	beat(cs...)
+	check("four nodes", cs...)
+	// The larger parts fall to different nodes for different endpoints.
+	got := map[int]bool{}
+	for i := range 50 {
+		for j, c := range cs {
+			if n, _ := c.EndpointShare(fmt.Sprintf("ep_%d", i), 5, 0); n == 2 {
+				got[j] = true
+			}
+		}
 	}
-	cs[node].Settle(w, time.Time{})
-	if more := len(claimNow(t, cs[0])) + len(claimNow(t, cs[1])); more != 1 {
-		t.Errorf("after one settled, the nodes claimed %d more, want 1", more)
+	if len(got) != len(cs) {
+		t.Errorf("over 50 endpoints, only nodes %v had the larger share of 5", got)
 	}
+
+	cs[3].Close() // stops: leaves at once
+	beat(cs[:3]...)
+	check("after one stopped", cs[:3]...)
+
+	// cs[2] dies: no heartbeat for more than a lease, while the others
+	// go on beating every third of one.
+	for range 4 {
+		clock.add(DefaultLease / 3)
+		beat(cs[:2]...)
+	}
+	check("after one died", cs[:2]...)
 }
 
-// TestScheduler_EndpointRateAcrossNodes: an endpoint's rate holds for
-// the claims of all nodes together: a burst of one second's worth, then
-// the rate.
-func TestScheduler_EndpointRateAcrossNodes(t *testing.T) {
-	clock := &manualClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	ss := nodes(t, 2, clock)
-	pendingFor(t, ss[0], clock, 40)
-	var cs []*Scheduler
-	for _, s := range ss {
-		c := s.Scheduler(SchedulerOptions{EndpointRate: 5, Poll: 20 * time.Millisecond})
-		if _, err := c.Recover(t.Context(), nil); err != nil {
+// TestDispatchers_EndpointConcurrencyAcrossNodes: two nodes ingesting
+// and delivering to one slow endpoint at once never have more than its
+// concurrency of attempts in flight between them, and deliver all.
+func TestDispatchers_EndpointConcurrencyAcrossNodes(t *testing.T) {
+	const bound, events = 4, 120
+	var inflight, most, got atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inflight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(20 * time.Millisecond)
+		inflight.Add(-1)
+		got.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	ctx := t.Context()
+	var ss []*Store
+	var ds []*engine.Dispatcher
+	for i := range 2 {
+		s, err := Open(ctx, url, Options{Schema: schema, MaxConns: 16, Lease: 5 * time.Second})
+		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(c.Close)
-		cs = append(cs, c)
+		t.Cleanup(func() { s.Close() })
+		if i == 0 {
+			now := time.Now()
+			if _, _, err := s.PutTenant(ctx, engine.Tenant{ID: "acme", Created: now, Updated: now}); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.PutEventType(ctx, engine.EventType{Name: "order.created", Created: now, Updated: now}); err != nil {
+				t.Fatal(err)
+			}
+			ep := engine.Endpoint{ID: engine.NewID("ep"), TenantID: "acme", URL: srv.URL, EventTypes: []string{"order.created"},
+				Created: now, Updated: now, Secrets: []engine.Secret{{Key: engine.NewSecret()}}}
+			if err := s.CreateEndpoint(ctx, ep, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sched := s.Scheduler(SchedulerOptions{EndpointConcurrency: bound, PreClaim: 48})
+		d := engine.NewDispatcher(s, engine.DispatcherOptions{Scheduler: sched, ClaimAhead: 32, Workers: 16, EndpointConcurrency: bound,
+			Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}})
+		if err := d.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			d.Stop(stop)
+			sched.Close()
+		})
+		ss, ds = append(ss, s), append(ds, d)
 	}
-	claimed := func() int { return len(claimNow(t, cs[0])) + len(claimNow(t, cs[1])) }
-	if n := claimed(); n != 5 {
-		t.Errorf("at first the nodes claimed %d, want the burst of 5", n)
+	for _, s := range ss { // both count both before the load
+		s.preclaimer.Load().heartbeat(ctx)
 	}
-	clock.add(200 * time.Millisecond)
-	if n := claimed(); n != 1 {
-		t.Errorf("200ms later they claimed %d, want 1 (5 per second)", n)
+	for i := range events {
+		s, d := ss[i%2], ds[i%2]
+		ev := engine.Event{ID: engine.NewID("evt"), TenantID: "acme", Type: "order.created", Created: time.Now().UTC(), APIVersion: "1", Body: []byte(`{}`)}
+		res, err := s.AppendEvent(ctx, engine.NewEvent{Event: ev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dl := range res.Deliveries {
+			d.Enqueue(dl.ID, dl.TenantID, dl.EndpointID, dl.NextAttemptAt)
+		}
 	}
-	clock.add(time.Second)
-	if n := claimed(); n != 5 {
-		t.Errorf("a second later they claimed %d, want 5", n)
+	for deadline := time.Now().Add(30 * time.Second); got.Load() < events && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got.Load() < events {
+		t.Fatalf("%d of %d delivered", got.Load(), events)
+	}
+	if m := most.Load(); m > bound {
+		t.Errorf("%d attempts of one endpoint were in flight at once, bound %d", m, bound)
+	}
+	if ss[0].cachedIngests.Load()+ss[1].cachedIngests.Load() == 0 {
+		t.Error("no ingest took the one-round-trip path (and claimed its deliveries)")
 	}
 }
 
@@ -247,70 +342,5 @@ func TestRecordOutcome_TheHoldersRecord(t *testing.T) {
 	}
 	if got, _ := ss[1].Delivery(ctx, "acme", ws[2].DeliveryID); got.State != engine.StatePending || len(got.Attempts) != 0 {
 		t.Errorf("after the refused record: %s with %d attempts, want pending with none", got.State, len(got.Attempts))
-	}
-}
-
-// TestScheduler_EndpointConcurrencyUnderRacingClaims: two nodes claim and
-// record one endpoint's deliveries as fast as they can, at the same
-// time; the leases live at any moment never pass its concurrency.
-func TestScheduler_EndpointConcurrencyUnderRacingClaims(t *testing.T) {
-	clock := &manualClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	ss := nodes(t, 2, clock)
-	const n, bound = 120, 3
-	pendingFor(t, ss[0], clock, n)
-	ctx := t.Context()
-	var done atomic.Int64
-	var most atomic.Int64
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	go func() { // the watcher
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			var live int64
-			if err := ss[0].pool.QueryRow(ctx, "SELECT count(*) FROM deliveries WHERE state = 'pending' AND lease_token IS NOT NULL AND lease_until > $1", clock.now().UnixNano()).Scan(&live); err == nil && live > most.Load() {
-				most.Store(live)
-			}
-		}
-	}()
-	for _, s := range ss {
-		c := s.Scheduler(SchedulerOptions{EndpointConcurrency: bound, Poll: 5 * time.Millisecond})
-		if _, err := c.Recover(ctx, nil); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			deadline := time.Now().Add(30 * time.Second)
-			for done.Load() < n && time.Now().Before(deadline) {
-				cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-				ws, _ := c.Claim(cctx, 0)
-				cancel()
-				for _, w := range ws {
-					if _, err := s.AttemptInput(ctx, w.DeliveryID); err != nil {
-						t.Error(err)
-						return
-					}
-					if _, err := s.RecordOutcome(ctx, w.DeliveryID, succeeded(clock.now()), nil); err != nil {
-						t.Error(err)
-						return
-					}
-					c.Settle(w, time.Time{})
-					done.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(stop)
-	if done.Load() != n {
-		t.Fatalf("%d of %d recorded", done.Load(), n)
-	}
-	if m := most.Load(); m > bound {
-		t.Errorf("%d leases of one endpoint were live at once, bound %d", m, bound)
 	}
 }

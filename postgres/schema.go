@@ -35,12 +35,14 @@ import (
 //     while a node holds it (lease_until).
 //   - tenants.endpoints_version changes at every write of the tenant's
 //     endpoints (a trigger on endpoints sets it in the writer's
-//     transaction; a change of secrets only does not), to a number from
+//     transaction), to a number from
 //     one sequence, so no tenant, nor a tenant made again under the
 //     same ID, ever has a version another had, so a node may keep the endpoints it read and make an
 //     ingest's deliveries from them for as long as the version is the
 //     same (appendCached). ingest_fallback raises WH001: the one-round-trip
 //     ingest found it was not, and rolls back.
+//   - nodes lists the nodes of the cluster, each with when it was last
+//     seen (Scheduler): they share each endpoint's bounds among them.
 //   - An event's seq (its place in the log) is its transaction's ID
 //     (xid8) × 65 536 plus its number within the transaction (seqSQL): the
 //     log's order is the order transactions began writing, and every
@@ -79,7 +81,7 @@ BEGIN
 	WHERE id = CASE WHEN TG_OP = 'DELETE' THEN OLD.tenant_id ELSE NEW.tenant_id END;
 	RETURN NULL;
 END $$;
-CREATE TRIGGER endpoints_changed AFTER INSERT OR DELETE OR UPDATE OF tenant_id, id, doc ON endpoints
+CREATE TRIGGER endpoints_changed AFTER INSERT OR UPDATE OR DELETE ON endpoints
 	FOR EACH ROW EXECUTE FUNCTION endpoints_changed();
 CREATE FUNCTION ingest_fallback(reason text) RETURNS bigint LANGUAGE plpgsql AS $$
 BEGIN
@@ -128,10 +130,9 @@ CREATE INDEX deliveries_dead ON deliveries (tenant_id, dead_at, id) WHERE state 
 CREATE INDEX deliveries_paused ON deliveries (tenant_id, endpoint_id, id) WHERE state = 'paused';
 CREATE INDEX deliveries_log ON deliveries (tenant_id, event_seq DESC, id DESC);
 CREATE INDEX deliveries_event ON deliveries (event_id);
-CREATE INDEX deliveries_leased ON deliveries (endpoint_id) WHERE state = 'pending' AND lease_token IS NOT NULL;
-CREATE TABLE endpoint_pace (
-	endpoint_id text COLLATE "C" PRIMARY KEY,
-	tat         bigint NOT NULL
+CREATE TABLE nodes (
+	id   text COLLATE "C" PRIMARY KEY,
+	seen bigint NOT NULL
 );
 CREATE TABLE idempotency (
 	tenant_id    text COLLATE "C" NOT NULL,

@@ -81,6 +81,9 @@ type Store struct {
 	// read (*endpointsSeen), for appendCached.
 	endpoints     sync.Map
 	cachedIngests atomic.Int64 // ingests appendCached took, for tests
+	// preclaimer is the running Scheduler whose node an ingest claims
+	// its new deliveries for (SchedulerOptions.PreClaim); nil: none.
+	preclaimer atomic.Pointer[Scheduler]
 }
 
 var (
