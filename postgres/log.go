@@ -117,8 +117,6 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 		}
 	}
 	ev := stored
-	b := &pgx.Batch{}
-	b.Queue("SELECT pg_advisory_xact_lock_shared($1, hashtext($2))", int32(tenantLock), ev.TenantID)
 	args := []any{ev.ID, ev.TenantID, ev.Type, ev.Created.UnixNano(), ev.APIVersion, ev.Body, seen.version,
 		cols.ids, cols.endpoints, cols.states, cols.created, cols.due, cols.dead, cols.docs, cols.tokens, cols.until}
 	sql := appendCachedSQL
@@ -126,19 +124,8 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 		sql = appendCachedKeySQL
 		args = append(args, in.IdempotencyKey, in.RequestHash[:], in.IdempotencyExpires.UnixNano())
 	}
-	b.Queue(sql, args...)
-	var seq int64
-	err = func() error {
-		br := s.pool.SendBatch(ctx, b)
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		if err := br.QueryRow().Scan(&seq); err != nil {
-			return err
-		}
-		return br.Close()
-	}()
+	w := &cachedWrite{tenant: ev.TenantID, sql: sql, args: args}
+	seq, err := s.ingests.write(ctx, s, w)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == fallbackCode || retryable(err) {
 		return engine.IngestResult{}, false, nil

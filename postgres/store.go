@@ -76,6 +76,7 @@ type Store struct {
 
 	claims    *claims // the leases this process holds (Scheduler)
 	records   recordBatches
+	ingests   ingestBatches
 	importing bool
 	// endpoints holds, per tenant, the endpoints the last full ingest
 	// read (*endpointsSeen), for appendCached.

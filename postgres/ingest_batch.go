@@ -1,0 +1,134 @@
+package postgres
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Ingests of several clients, many in one round trip and commit.
+//
+// appendCached's write is two statements (the tenant's lock, the
+// insert) in one implicit transaction. Under load many wait at once;
+// as the holders' records do (records_batch.go), they queue, and
+// whoever finds fewer than maxIngestBatches writes running takes all
+// that wait into one batch: one implicit transaction, one lock per
+// tenant, one insert per event, one round trip, one commit. If any
+// statement of it fails, all of it rolls back and each of its writes
+// runs again alone, so that the one that failed fails alone (an
+// ingest_fallback, a key in use) and the others are written.
+
+// maxIngestBatches bounds the ingest writes one node runs at once.
+const maxIngestBatches = 2
+
+// maxIngestBatch bounds the events of one write.
+const maxIngestBatch = 64
+
+// groupTimeout bounds one group's round trip: it is no one caller's,
+// so no caller's context cuts it.
+const groupTimeout = 30 * time.Second
+
+// cachedWrite is one appendCached write: sql with args, whose one row
+// is the event's seq.
+type cachedWrite struct {
+	tenant string
+	sql    string
+	args   []any
+
+	done, alone bool
+	seq         int64
+	err         error
+}
+
+// ingestBatches is the queue of a store's appendCached writes.
+type ingestBatches struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []*cachedWrite
+	running int
+}
+
+// write runs w with the writes waiting beside it and returns its seq.
+func (b *ingestBatches) write(ctx context.Context, s *Store, w *cachedWrite) (int64, error) {
+	b.mu.Lock()
+	if b.cond == nil {
+		b.cond = sync.NewCond(&b.mu)
+	}
+	b.queue = append(b.queue, w)
+	for !w.done {
+		if b.running >= maxIngestBatches || len(b.queue) == 0 {
+			b.cond.Wait()
+			continue
+		}
+		n := min(len(b.queue), maxIngestBatch)
+		group := b.queue[:n:n]
+		b.queue = b.queue[n:]
+		b.running++
+		b.mu.Unlock()
+		seqs, err := s.writeGroup(ctx, group)
+		b.mu.Lock()
+		for i, g := range group {
+			g.done = true
+			switch {
+			case err == nil:
+				g.seq = seqs[i]
+			case len(group) == 1:
+				g.err = err
+			default:
+				g.alone = true
+			}
+		}
+		b.running--
+		b.cond.Broadcast()
+	}
+	b.mu.Unlock()
+	if w.alone {
+		seqs, err := s.writeGroup(ctx, []*cachedWrite{w})
+		if err != nil {
+			return 0, err
+		}
+		return seqs[0], nil
+	}
+	return w.seq, w.err
+}
+
+// writeGroup runs the writes of group in one implicit transaction and
+// returns their seqs. A group of one is its caller's (cut by its ctx);
+// a larger one is no one's.
+func (s *Store) writeGroup(ctx context.Context, group []*cachedWrite) ([]int64, error) {
+	if len(group) > 1 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.Background(), groupTimeout)
+		defer cancel()
+	}
+	tenants := make([]string, 0, 1)
+	for _, w := range group {
+		if !slices.Contains(tenants, w.tenant) {
+			tenants = append(tenants, w.tenant)
+		}
+	}
+	b := &pgx.Batch{}
+	for _, t := range tenants {
+		b.Queue("SELECT pg_advisory_xact_lock_shared($1, hashtext($2))", int32(tenantLock), t)
+	}
+	for _, w := range group {
+		b.Queue(w.sql, w.args...)
+	}
+	seqs := make([]int64, len(group))
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	for range tenants {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	for i := range group {
+		if err := br.QueryRow().Scan(&seqs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return seqs, br.Close()
+}
