@@ -69,6 +69,9 @@ func (b *ingestBatches) write(ctx context.Context, s *Store, w *cachedWrite) (in
 		b.running++
 		b.mu.Unlock()
 		seqs, err := s.writeGroup(ctx, group)
+		if err != nil && len(group) > 1 {
+			s.groupSplits.Add(1)
+		}
 		b.mu.Lock()
 		for i, g := range group {
 			g.done = true

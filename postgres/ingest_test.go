@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,4 +108,73 @@ func TestAppendEvent_EndpointsChangedOnAnotherNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	want("after the tenant was made again", ingest(""))
+}
+
+// TestAppendEvent_ConcurrentIngestsShareACommit: ingests at once on one
+// node are written many to a transaction; when one of them cannot be
+// (its Idempotency-Key is another's of the same group), the others are
+// written all the same and it is answered as it would be alone (the
+// first event of that key, as a duplicate).
+func TestAppendEvent_ConcurrentIngestsShareACommit(t *testing.T) {
+	clock := &manualClock{t: time.Now()}
+	s := nodes(t, 1, clock)[0]
+	ctx := t.Context()
+	now := clock.now()
+	acme(t, s, now, 2)
+	ingest := func(key string) (engine.IngestResult, error) {
+		ev := engine.Event{ID: engine.NewID("evt"), TenantID: "acme", Type: "order.created", Created: now, APIVersion: "1", Body: []byte(`{}`)}
+		return s.AppendEvent(ctx, engine.NewEvent{Event: ev, IdempotencyKey: key, RequestHash: [32]byte{1}, IdempotencyExpires: now.Add(time.Hour)})
+	}
+	if _, err := ingest(""); err != nil { // the tenant's endpoints, read
+		t.Fatal(err)
+	}
+	const perRound = 48
+	for round := 0; round < 20 && s.groupSplits.Load() == 0; round++ {
+		results := make([]engine.IngestResult, perRound)
+		errs := make([]error, perRound)
+		var wg sync.WaitGroup
+		for i := range perRound {
+			wg.Go(func() {
+				key := ""
+				if i%4 == 0 { // pairs of ingests with one key
+					key = fmt.Sprintf("round-%d-key-%d", round, i/8)
+				}
+				results[i], errs[i] = ingest(key)
+			})
+		}
+		wg.Wait()
+		firsts := map[string]string{}
+		seqs := map[uint64]bool{}
+		for i, res := range results {
+			if errs[i] != nil {
+				t.Fatalf("round %d, ingest %d: %v", round, i, errs[i])
+			}
+			if len(res.Deliveries) != 2 {
+				t.Fatalf("round %d, ingest %d: %d deliveries, want 2", round, i, len(res.Deliveries))
+			}
+			stored, ds, err := s.Event(ctx, "acme", res.Event.ID)
+			if err != nil || stored.Seq != res.Event.Seq || len(ds) != 2 {
+				t.Fatalf("round %d, ingest %d: as stored seq %d, %d deliveries, %v; want seq %d, 2", round, i, stored.Seq, len(ds), err, res.Event.Seq)
+			}
+			if i%4 == 0 {
+				key := fmt.Sprintf("round-%d-key-%d", round, i/8)
+				if first, ok := firsts[key]; ok && first != res.Event.ID {
+					t.Fatalf("round %d: key %s gave events %s and %s", round, key, first, res.Event.ID)
+				}
+				firsts[key] = res.Event.ID
+			}
+			if !res.Duplicate {
+				if seqs[res.Event.Seq] {
+					t.Fatalf("round %d: seq %d twice", round, res.Event.Seq)
+				}
+				seqs[res.Event.Seq] = true
+			}
+		}
+		if want := perRound - perRound/8; len(seqs) != want {
+			t.Fatalf("round %d: %d events appended, want %d (one per key)", round, len(seqs), want)
+		}
+	}
+	if s.groupSplits.Load() == 0 {
+		t.Skip("no group with a key in use formed in 20 rounds (the machine ran the ingests one by one)")
+	}
 }

@@ -82,6 +82,7 @@ type Store struct {
 	// read (*endpointsSeen), for appendCached.
 	endpoints     sync.Map
 	cachedIngests atomic.Int64 // ingests appendCached took, for tests
+	groupSplits   atomic.Int64 // ingest groups that failed and ran alone, for tests
 	// preclaimer is the running Scheduler whose node an ingest claims
 	// its new deliveries for (SchedulerOptions.PreClaim); nil: none.
 	preclaimer atomic.Pointer[Scheduler]
