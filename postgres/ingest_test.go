@@ -130,6 +130,7 @@ func TestAppendEvent_ConcurrentIngestsShareACommit(t *testing.T) {
 	}
 	const perRound = 48
 	for round := 0; round < 20 && s.groupSplits.Load() == 0; round++ {
+		cachedBefore := s.cachedIngests.Load()
 		results := make([]engine.IngestResult, perRound)
 		errs := make([]error, perRound)
 		var wg sync.WaitGroup
@@ -172,6 +173,10 @@ func TestAppendEvent_ConcurrentIngestsShareACommit(t *testing.T) {
 		}
 		if want := perRound - perRound/8; len(seqs) != want {
 			t.Fatalf("round %d: %d events appended, want %d (one per key)", round, len(seqs), want)
+		}
+		// Only the second ingest of each key took the full path.
+		if got, want := s.cachedIngests.Load()-cachedBefore, int64(perRound-perRound/8); got != want {
+			t.Fatalf("round %d: %d ingests written in one round trip, want %d: a failed group took the others down with it", round, got, want)
 		}
 	}
 	if s.groupSplits.Load() == 0 {
