@@ -226,13 +226,13 @@ func (s *Store) RecentEvents(ctx context.Context, tenant string, n int) ([]engin
 		if err != nil {
 			return err
 		}
-		ids := make([]string, len(evs))
+		seqs := make([]int64, len(evs))
 		at := make(map[string]int, len(evs))
 		for i, ev := range evs {
-			ids[i], at[ev.ID] = ev.ID, i
+			seqs[i], at[ev.ID] = int64(ev.Seq), i
 			out = append(out, engine.EventDeliveries{Event: ev, Deliveries: []engine.Delivery{}})
 		}
-		ds, err := collectDocs[engine.Delivery](ctx, tx, "SELECT doc FROM deliveries WHERE event_id = ANY($1) ORDER BY id", ids)
+		ds, err := collectDocs[engine.Delivery](ctx, tx, "SELECT doc FROM deliveries WHERE tenant_id = $1 AND event_seq = ANY($2) ORDER BY id", tenant, seqs)
 		if err != nil {
 			return err
 		}

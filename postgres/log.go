@@ -473,7 +473,7 @@ func eventByID(ctx context.Context, q querier, id string) (engine.Event, []engin
 		return engine.Event{}, nil, err
 	}
 	ev.Seq, ev.Created = uint64(seq), time.Unix(0, created).UTC()
-	ds, err := collectDocs[engine.Delivery](ctx, q, "SELECT doc FROM deliveries WHERE event_id = $1 ORDER BY id", id)
+	ds, err := collectDocs[engine.Delivery](ctx, q, "SELECT doc FROM deliveries WHERE tenant_id = $1 AND event_seq = $2 ORDER BY id", ev.TenantID, seq)
 	return ev, ds, err
 }
 

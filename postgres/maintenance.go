@@ -81,43 +81,44 @@ func (s *Store) PruneEvents(ctx context.Context, cursor uint64, r engine.Retenti
 			res.Next = evs[max-1].Seq
 			evs = evs[:max]
 		}
-		ids := make([]string, 0, len(evs))
+		tenants, seqs := make([]string, 0, len(evs)), make([]int64, 0, len(evs))
 		for i, ev := range evs {
 			if !ev.Created.Before(newest) {
 				evs, res.Next = evs[:i], 0 // every later event is newer still
 				break
 			}
-			ids = append(ids, ev.ID)
+			tenants, seqs = append(tenants, ev.TenantID), append(seqs, int64(ev.Seq))
 		}
 		res.Scanned = len(evs)
-		if len(ids) == 0 {
+		if len(seqs) == 0 {
 			return nil
 		}
-		ds, err := collectDocs[engine.Delivery](ctx, tx, "SELECT doc FROM deliveries WHERE event_id = ANY($1) FOR UPDATE", ids)
+		ds, err := collectDocs[engine.Delivery](ctx, tx, `SELECT doc FROM deliveries
+			WHERE (tenant_id, event_seq) IN (SELECT * FROM unnest($1::text[], $2::bigint[])) FOR UPDATE`, tenants, seqs)
 		if err != nil {
 			return err
 		}
-		of := make(map[string][]engine.Delivery, len(ids))
+		of := make(map[string][]engine.Delivery, len(seqs))
 		for _, d := range ds {
 			of[d.EventID] = append(of[d.EventID], d)
 		}
-		var doomed []string
-		var seqs []int64
+		var doomedTenants []string
+		var doomed []int64
 		for _, ev := range evs {
 			if r.Prunable(ev, of[ev.ID]) {
-				doomed = append(doomed, ev.ID)
-				seqs = append(seqs, int64(ev.Seq))
+				doomedTenants = append(doomedTenants, ev.TenantID)
+				doomed = append(doomed, int64(ev.Seq))
 			}
 		}
 		if len(doomed) == 0 {
 			return nil
 		}
-		tag, err := tx.Exec(ctx, "DELETE FROM deliveries WHERE event_id = ANY($1)", doomed)
+		tag, err := tx.Exec(ctx, "DELETE FROM deliveries WHERE (tenant_id, event_seq) IN (SELECT * FROM unnest($1::text[], $2::bigint[]))", doomedTenants, doomed)
 		if err != nil {
 			return err
 		}
 		res.Deliveries = int(tag.RowsAffected())
-		tag, err = tx.Exec(ctx, "DELETE FROM events WHERE seq = ANY($1)", seqs)
+		tag, err = tx.Exec(ctx, "DELETE FROM events WHERE seq = ANY($1)", doomed)
 		res.Events = int(tag.RowsAffected())
 		return err
 	})
@@ -156,7 +157,7 @@ func (s *Store) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeR
 			return err
 		}
 		if len(events) > 0 {
-			tag, err := tx.Exec(ctx, "DELETE FROM deliveries WHERE event_id IN (SELECT id FROM events WHERE seq = ANY($1))", events)
+			tag, err := tx.Exec(ctx, "DELETE FROM deliveries WHERE tenant_id = $1 AND event_seq = ANY($2)", res.Tenant, events)
 			if err != nil {
 				return err
 			}

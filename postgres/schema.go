@@ -43,6 +43,9 @@ import (
 //     ingest found it was not, and rolls back.
 //   - nodes lists the nodes of the cluster, each with when it was last
 //     seen (Scheduler): they share each endpoint's bounds among them.
+//   - An event's deliveries are found by (tenant_id, event_seq), on
+//     deliveries_log: an index on event_id as well cost a write at every
+//     insert and every update of a delivery.
 //   - An event's seq (its place in the log) is its transaction's ID
 //     (xid8) × 65 536 plus its number within the transaction (seqSQL): the
 //     log's order is the order transactions began writing, and every
@@ -129,7 +132,6 @@ CREATE INDEX deliveries_due ON deliveries (due_at, id) WHERE state = 'pending';
 CREATE INDEX deliveries_dead ON deliveries (tenant_id, dead_at, id) WHERE state = 'dead';
 CREATE INDEX deliveries_paused ON deliveries (tenant_id, endpoint_id, id) WHERE state = 'paused';
 CREATE INDEX deliveries_log ON deliveries (tenant_id, event_seq DESC, id DESC);
-CREATE INDEX deliveries_event ON deliveries (event_id);
 CREATE TABLE nodes (
 	id   text COLLATE "C" PRIMARY KEY,
 	seen bigint NOT NULL
