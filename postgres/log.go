@@ -50,6 +50,17 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 		return engine.IngestResult{}, err
 	}
 	if seen.eps != nil {
+		if seen.raw != nil {
+			seen.full = make(map[string]engine.Endpoint, len(seen.raw))
+			for id, r := range seen.raw {
+				ep, err := s.endpointFrom(r.doc, r.secrets)
+				if err != nil {
+					seen.full, seen.raw = nil, nil // no claims at ingest: the attempts read
+					break
+				}
+				seen.full[id] = ep
+			}
+		}
 		s.endpoints.Store(in.Event.TenantID, &seen)
 	}
 	return res, nil
@@ -64,6 +75,9 @@ type endpointsSeen struct {
 	// secrets were read too (the store's own ingest, not EnqueueTx's):
 	// what an attempt of a delivery claimed at ingest needs.
 	raw map[string]rawEndpoint
+	// full holds each endpoint with its secrets, opened, by ID, when
+	// raw does.
+	full map[string]engine.Endpoint
 }
 
 type rawEndpoint struct{ doc, secrets []byte }
@@ -113,7 +127,11 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 			}
 			cols.tokens[i], cols.until[i] = &token, &until
 			taken = append(taken, engine.Work{DeliveryID: d.ID, TenantID: d.TenantID, EndpointID: d.EndpointID})
-			inputs = append(inputs, prefetched{doc: cols.docs[i], body: stored.Body, epDoc: ep.doc, epSecrets: ep.secrets})
+			p := prefetched{doc: cols.docs[i], body: stored.Body, epDoc: ep.doc, epSecrets: ep.secrets, delivery: &ds[i]}
+			if full, ok := seen.full[d.EndpointID]; ok {
+				p.endpoint = &full
+			}
+			inputs = append(inputs, p)
 		}
 	}
 	ev := stored
@@ -530,7 +548,17 @@ func (s *Store) Delivery(ctx context.Context, tenant, id string) (engine.Deliver
 // applies to the delivery as it is (recordAsRead).
 func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.AttemptInput, error) {
 	var doc, body, epDoc, epSecrets []byte
-	if p := s.claims.takeInput(deliveryID); p != nil {
+	p := s.claims.takeInput(deliveryID)
+	if p != nil && p.delivery != nil {
+		// Claimed by its ingest here: made from what the ingest wrote.
+		in := engine.AttemptInput{Body: p.body, Delivery: *p.delivery}
+		s.claims.read(deliveryID, p.doc, p.delivery)
+		if p.endpoint != nil {
+			in.Endpoint, in.EndpointFound = *p.endpoint, true
+		}
+		return in, nil
+	}
+	if p != nil {
 		doc, body, epDoc, epSecrets = p.doc, p.body, p.epDoc, p.epSecrets
 	} else {
 		err := s.pool.QueryRow(ctx, `SELECT d.doc, e.body, ep.doc, ep.secrets FROM deliveries d
@@ -549,7 +577,7 @@ func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.Att
 	if in.Delivery, err = decode[engine.Delivery](doc); err != nil {
 		return engine.AttemptInput{}, err
 	}
-	s.claims.read(deliveryID, doc)
+	s.claims.read(deliveryID, doc, &in.Delivery)
 	if epDoc != nil {
 		if in.Endpoint, err = s.endpointFrom(epDoc, epSecrets); err != nil {
 			return engine.AttemptInput{}, err
@@ -641,12 +669,8 @@ func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) 
 // changed since (a replay, a pause, the lease taken over); the caller
 // then takes the row lock and applies fn to what is there.
 func (s *Store) recordAsRead(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, bool, error) {
-	token, read, ok := s.claims.asRead(id)
+	token, read, cur, ok := s.claims.asRead(id)
 	if !ok {
-		return engine.Delivery{}, false, nil
-	}
-	cur, err := decode[engine.Delivery](read)
-	if err != nil {
 		return engine.Delivery{}, false, nil
 	}
 	after, err := fn(cur)

@@ -86,8 +86,8 @@ type SchedulerOptions struct {
 	// deliveries, so that one endpoint's backlog does not crowd out the
 	// others'. Zero: no such cap.
 	EndpointConcurrency int
-	// PreClaim bounds the deliveries this process holds (claimed and not
-	// yet settled) below which an ingest here claims its new deliveries
+	// PreClaim bounds the deliveries this process holds and has not
+	// started yet, below which an ingest here claims its new deliveries
 	// in its own transaction; zero: ingest claims none.
 	PreClaim int
 	// Batch is how many deliveries one claim takes at most; zero: 100.
@@ -230,16 +230,41 @@ func (c *Scheduler) EndpointShare(endpointID string, concurrency int, rate float
 type claims struct {
 	mu   sync.Mutex
 	held map[string]*claim
+	// unstarted counts the held claims whose input no attempt has taken
+	// yet: claimed, not yet attempted.
+	unstarted int
+}
+
+// addLocked holds cl on id.
+func (c *claims) addLocked(id string, cl *claim) {
+	c.removeLocked(id)
+	c.held[id] = cl
+	if cl.input != nil {
+		c.unstarted++
+	}
+}
+
+// removeLocked forgets the claim on id and returns it (nil: none).
+func (c *claims) removeLocked(id string) *claim {
+	cl := c.held[id]
+	if cl != nil {
+		delete(c.held, id)
+		if cl.input != nil {
+			c.unstarted--
+		}
+	}
+	return cl
 }
 
 type claim struct {
 	w     engine.Work
 	token int64
-	read  []byte      // the delivery's document as AttemptInput read it under this claim
-	input *prefetched // what the claim read for the attempt, until AttemptInput takes it
-	live  bool        // the lease in the database is still this claim's
-	kept  bool        // the holder's record kept the lease: due again at once
-	rerun bool        // scheduled again while held
+	read  []byte           // the delivery's document as AttemptInput read it under this claim
+	readD *engine.Delivery // read, decoded
+	input *prefetched      // what the claim read for the attempt, until AttemptInput takes it
+	live  bool             // the lease in the database is still this claim's
+	kept  bool             // the holder's record kept the lease: due again at once
+	rerun bool             // scheduled again while held
 	// waiting: claimed by an ingest here (preclaim) and not yet handed
 	// to the dispatcher (Schedule), since the renewal round it counts.
 	waiting      bool
@@ -264,6 +289,10 @@ func (c *claims) token(id string) (int64, bool) {
 type prefetched struct {
 	doc, body, epDoc, epSecrets []byte
 	at                          time.Time // when it was read
+	// delivery and endpoint, when set, are doc and the endpoint as
+	// structs already (an ingest here made them): nothing to decode.
+	delivery *engine.Delivery
+	endpoint *engine.Endpoint
 }
 
 // maxPrefetchAge is how old what a claim read may be for its attempt:
@@ -283,6 +312,7 @@ func (c *claims) takeInput(id string) *prefetched {
 	}
 	p := cl.input
 	cl.input = nil
+	c.unstarted--
 	if time.Since(p.at) > maxPrefetchAge {
 		return nil
 	}
@@ -290,27 +320,29 @@ func (c *claims) takeInput(id string) *prefetched {
 }
 
 // read keeps the document AttemptInput read of a delivery this process
-// holds, for its record (recordAsRead).
-func (c *claims) read(id string, doc []byte) {
+// holds, and the delivery it decoded from it, for its record
+// (recordAsRead).
+func (c *claims) read(id string, doc []byte, d *engine.Delivery) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cl := c.held[id]; cl != nil {
-		cl.read = doc
+		cl.read, cl.readD = doc, d
 	}
 }
 
 // asRead returns the token of this process's claim on id and the
-// document read under it, and forgets the document: it is good for one
-// record.
-func (c *claims) asRead(id string) (token int64, doc []byte, ok bool) {
+// document read under it, decoded too, and forgets the document: it is
+// good for one record.
+func (c *claims) asRead(id string) (token int64, doc []byte, d engine.Delivery, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cl := c.held[id]
-	if cl == nil || cl.read == nil || !cl.live {
-		return 0, nil, false
+	if cl == nil || cl.read == nil || cl.readD == nil || !cl.live {
+		return 0, nil, engine.Delivery{}, false
 	}
-	doc, cl.read = cl.read, nil
-	return cl.token, doc, true
+	doc, d = cl.read, *cl.readD
+	cl.read, cl.readD = nil, nil
+	return cl.token, doc, d, true
 }
 
 // recorded notes what a write by this process did to its lease on id.
@@ -370,12 +402,13 @@ func (c *Scheduler) Recover(ctx context.Context, _ func(time.Time) time.Time) (i
 }
 
 // mayPreclaim reports whether an ingest here may claim its new
-// deliveries: this process holds fewer than PreClaim.
+// deliveries: fewer than PreClaim of the claims this process holds wait
+// for their attempt.
 func (c *Scheduler) mayPreclaim() bool {
 	cs := c.s.claims
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	return len(cs.held) < c.opts.PreClaim
+	return cs.unstarted < c.opts.PreClaim
 }
 
 // preclaimed takes over the claims of an ingest here, under token, each
@@ -385,7 +418,7 @@ func (c *Scheduler) preclaimed(ws []engine.Work, token int64, inputs []prefetche
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	for i, w := range ws {
-		cs.held[w.DeliveryID] = &claim{w: w, token: token, live: true, input: &inputs[i], waiting: true}
+		cs.addLocked(w.DeliveryID, &claim{w: w, token: token, live: true, input: &inputs[i], waiting: true})
 	}
 }
 
@@ -577,7 +610,7 @@ func (c *Scheduler) claim(ctx context.Context, limit int, skip []string) ([]engi
 	read := time.Now()
 	for i, w := range ws {
 		inputs[i].at = read
-		cs.held[w.DeliveryID] = &claim{w: w, token: token, live: true, input: &inputs[i]}
+		cs.addLocked(w.DeliveryID, &claim{w: w, token: token, live: true, input: &inputs[i]})
 	}
 	cs.mu.Unlock()
 	return ws, fromNS(next), nil
@@ -650,7 +683,7 @@ func (c *Scheduler) Settle(w engine.Work, next time.Time) bool {
 		cs.mu.Unlock()
 		return true
 	}
-	delete(cs.held, w.DeliveryID)
+	cs.removeLocked(w.DeliveryID)
 	cs.mu.Unlock()
 	c.signal() // its endpoint's slot is free
 	due := time.Time{}
@@ -669,8 +702,7 @@ func (c *Scheduler) Settle(w engine.Work, next time.Time) bool {
 func (c *Scheduler) Release(w engine.Work) {
 	cs := c.s.claims
 	cs.mu.Lock()
-	cl := cs.held[w.DeliveryID]
-	delete(cs.held, w.DeliveryID)
+	cl := cs.removeLocked(w.DeliveryID)
 	cs.mu.Unlock()
 	if cl != nil && cl.live {
 		c.queueEnd(ended{id: w.DeliveryID, token: cl.token})
@@ -755,7 +787,7 @@ func (c *Scheduler) renew(ctx context.Context) {
 			// An ingest here claimed it and nobody took it over since a
 			// round before (the dispatcher was not running): it goes back.
 			if cl.waitedRounds++; cl.waitedRounds > 1 {
-				delete(cs.held, id)
+				cs.removeLocked(id)
 				if cl.live {
 					unwanted = append(unwanted, cl)
 				}
