@@ -18,8 +18,9 @@ import (
 // still exactly as its holder read it: one that does not apply is
 // refused alone, as before, and its caller takes the row lock.
 
-// maxRecordBatches bounds the record statements one node runs at once.
-const maxRecordBatches = 2
+// maxRecordBatches bounds the record statements one node runs at once:
+// one, for the reason of maxIngestBatches.
+const maxRecordBatches = 1
 
 // maxRecordBatch bounds the records of one statement.
 const maxRecordBatch = 500
