@@ -183,3 +183,44 @@ func TestAppendEvent_ConcurrentIngestsShareACommit(t *testing.T) {
 		t.Skip("no group with a key in use formed in 20 rounds (the machine ran the ingests one by one)")
 	}
 }
+
+// TestScheduler_CloseHandsBackIngestClaims: the deliveries an ingest
+// claimed for its node and no dispatcher took over go back when the
+// node's scheduler closes, due at once for the other nodes, not when
+// their lease ends.
+func TestScheduler_CloseHandsBackIngestClaims(t *testing.T) {
+	clock := &manualClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ss := nodes(t, 2, clock)
+	ctx := t.Context()
+	now := clock.now()
+	acme(t, ss[0], now, 1)
+	a := ss[0].Scheduler(SchedulerOptions{PreClaim: 10, Poll: 20 * time.Millisecond})
+	if _, err := a.Recover(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 2 { // the first reads the endpoints; the second claims
+		ev := engine.Event{ID: engine.NewID("evt"), TenantID: "acme", Type: "order.created", Created: now, APIVersion: "1", Body: []byte(`{}`)}
+		res, err := ss[0].AppendEvent(ctx, engine.NewEvent{Event: ev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Deliveries[0].ID)
+	}
+	if !a.Holds(ids[1]) {
+		t.Fatal("the second ingest's delivery was not claimed by its node")
+	}
+	a.Close()
+	b := ss[1].Scheduler(SchedulerOptions{Poll: 20 * time.Millisecond})
+	if _, err := b.Recover(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	got := map[string]bool{}
+	for _, w := range claimNow(t, b) {
+		got[w.DeliveryID] = true
+	}
+	if !got[ids[0]] || !got[ids[1]] {
+		t.Errorf("the other node claimed %v; want both %v at once", got, ids)
+	}
+}

@@ -423,13 +423,31 @@ func (c *Scheduler) preclaimed(ws []engine.Work, token int64, inputs []prefetche
 }
 
 // Close ends the background work, ends the leases released or settled
-// and not yet written back, and waits for both. The leases still held
-// end with their time. Close does not close the Store.
+// and not yet written back and those of deliveries an ingest here claimed
+// that no dispatcher took over, and waits for both. The leases still
+// held end with their time. Close does not close the Store.
 func (c *Scheduler) Close() {
 	c.s.preclaimer.CompareAndSwap(c, nil)
 	if c.stop != nil {
 		c.stop()
 		c.stopped.Wait()
+	}
+	// What an ingest here claimed and no dispatcher took over goes back
+	// now: nothing here will attempt it.
+	cs := c.s.claims
+	cs.mu.Lock()
+	var unwanted []*claim
+	for id, cl := range cs.held {
+		if cl.waiting {
+			cs.removeLocked(id)
+			if cl.live {
+				unwanted = append(unwanted, cl)
+			}
+		}
+	}
+	cs.mu.Unlock()
+	for _, cl := range unwanted {
+		c.queueEnd(ended{id: cl.w.DeliveryID, token: cl.token})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
