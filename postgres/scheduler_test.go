@@ -179,6 +179,73 @@ func TestScheduler_EndpointSharesAcrossNodes(t *testing.T) {
 	check("after one died", cs[:2]...)
 }
 
+// dispatchingNodes starts two nodes on one schema, each with a
+// dispatcher of opts on its leased scheduler, for tenant acme with one
+// endpoint at url, and returns a function that ingests n events through
+// them in turn as the service does (appended, then handed to the
+// ingesting node's dispatcher).
+func dispatchingNodes(t *testing.T, url string, opts engine.DispatcherOptions) (ss []*Store, ingest func(n int)) {
+	t.Helper()
+	dbURL, schema := pgtest.URL(t), pgtest.Schema(t)
+	ctx := t.Context()
+	var ds []*engine.Dispatcher
+	for i := range 2 {
+		s, err := Open(ctx, dbURL, Options{Schema: schema, MaxConns: 16, Lease: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if i == 0 {
+			now := time.Now()
+			if _, _, err := s.PutTenant(ctx, engine.Tenant{ID: "acme", Created: now, Updated: now}); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.PutEventType(ctx, engine.EventType{Name: "order.created", Created: now, Updated: now}); err != nil {
+				t.Fatal(err)
+			}
+			ep := engine.Endpoint{ID: engine.NewID("ep"), TenantID: "acme", URL: url, EventTypes: []string{"order.created"},
+				Created: now, Updated: now, Secrets: []engine.Secret{{Key: engine.NewSecret()}}}
+			if err := s.CreateEndpoint(ctx, ep, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sched := s.Scheduler(SchedulerOptions{EndpointConcurrency: opts.EndpointConcurrency, PreClaim: 48})
+		o := opts
+		o.Scheduler, o.ClaimAhead, o.Workers = sched, 32, 16
+		o.Targets = engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}
+		d := engine.NewDispatcher(s, o)
+		if err := d.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			d.Stop(stop)
+			sched.Close()
+		})
+		ss, ds = append(ss, s), append(ds, d)
+	}
+	for _, s := range ss { // both count both before the load
+		if err := s.preclaimer.Load().heartbeat(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ss, func(n int) {
+		t.Helper()
+		for i := range n {
+			s, d := ss[i%2], ds[i%2]
+			ev := engine.Event{ID: engine.NewID("evt"), TenantID: "acme", Type: "order.created", Created: time.Now().UTC(), APIVersion: "1", Body: []byte(`{}`)}
+			res, err := s.AppendEvent(ctx, engine.NewEvent{Event: ev})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, dl := range res.Deliveries {
+				d.Enqueue(dl.ID, dl.TenantID, dl.EndpointID, dl.NextAttemptAt)
+			}
+		}
+	}
+}
+
 // TestDispatchers_EndpointConcurrencyAcrossNodes: two nodes ingesting
 // and delivering to one slow endpoint at once never have more than its
 // concurrency of attempts in flight between them, and deliver all.
@@ -195,58 +262,8 @@ func TestDispatchers_EndpointConcurrencyAcrossNodes(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	url, schema := pgtest.URL(t), pgtest.Schema(t)
-	ctx := t.Context()
-	var ss []*Store
-	var ds []*engine.Dispatcher
-	for i := range 2 {
-		s, err := Open(ctx, url, Options{Schema: schema, MaxConns: 16, Lease: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		if i == 0 {
-			now := time.Now()
-			if _, _, err := s.PutTenant(ctx, engine.Tenant{ID: "acme", Created: now, Updated: now}); err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := s.PutEventType(ctx, engine.EventType{Name: "order.created", Created: now, Updated: now}); err != nil {
-				t.Fatal(err)
-			}
-			ep := engine.Endpoint{ID: engine.NewID("ep"), TenantID: "acme", URL: srv.URL, EventTypes: []string{"order.created"},
-				Created: now, Updated: now, Secrets: []engine.Secret{{Key: engine.NewSecret()}}}
-			if err := s.CreateEndpoint(ctx, ep, 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		sched := s.Scheduler(SchedulerOptions{EndpointConcurrency: bound, PreClaim: 48})
-		d := engine.NewDispatcher(s, engine.DispatcherOptions{Scheduler: sched, ClaimAhead: 32, Workers: 16, EndpointConcurrency: bound,
-			Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}})
-		if err := d.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			d.Stop(stop)
-			sched.Close()
-		})
-		ss, ds = append(ss, s), append(ds, d)
-	}
-	for _, s := range ss { // both count both before the load
-		s.preclaimer.Load().heartbeat(ctx)
-	}
-	for i := range events {
-		s, d := ss[i%2], ds[i%2]
-		ev := engine.Event{ID: engine.NewID("evt"), TenantID: "acme", Type: "order.created", Created: time.Now().UTC(), APIVersion: "1", Body: []byte(`{}`)}
-		res, err := s.AppendEvent(ctx, engine.NewEvent{Event: ev})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, dl := range res.Deliveries {
-			d.Enqueue(dl.ID, dl.TenantID, dl.EndpointID, dl.NextAttemptAt)
-		}
-	}
+	ss, ingest := dispatchingNodes(t, srv.URL, engine.DispatcherOptions{EndpointConcurrency: bound})
+	ingest(events)
 	for deadline := time.Now().Add(30 * time.Second); got.Load() < events && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -258,6 +275,39 @@ func TestDispatchers_EndpointConcurrencyAcrossNodes(t *testing.T) {
 	}
 	if ss[0].cachedIngests.Load()+ss[1].cachedIngests.Load() == 0 {
 		t.Error("no ingest took the one-round-trip path (and claimed its deliveries)")
+	}
+}
+
+// TestDispatchers_EndpointRateAcrossNodes: two nodes delivering to one
+// endpoint at once keep its rate between them: 40 deliveries at 10 per
+// second, after a burst of 10 (5 per node), take at least 3 seconds
+// (with each node at the whole rate they took 1).
+func TestDispatchers_EndpointRateAcrossNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 3 s")
+	}
+	const rate, events = 10, 40
+	var got atomic.Int64
+	var first, last atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now().UnixNano()
+		first.CompareAndSwap(0, now)
+		last.Store(now)
+		got.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	_, ingest := dispatchingNodes(t, srv.URL, engine.DispatcherOptions{EndpointRate: rate})
+	ingest(events)
+	for deadline := time.Now().Add(30 * time.Second); got.Load() < events && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got.Load() < events {
+		t.Fatalf("%d of %d delivered", got.Load(), events)
+	}
+	// The first attempts are the burst; the other 30 come at 10/s.
+	if took := time.Duration(last.Load() - first.Load()); took < 2800*time.Millisecond {
+		t.Errorf("%d deliveries at %d/s between two nodes took %v, want 3 s at least", events, rate, took)
 	}
 }
 
