@@ -108,10 +108,11 @@ func openPostgres(ctx context.Context, cfg Config, key []byte, getenv func(strin
 	if err != nil {
 		return nil, err
 	}
-	// An ingest claims its new deliveries while this node holds fewer
-	// than it can start soon: its workers' attempts and what they may
-	// claim ahead.
-	sched := st.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: cfg.Delivery.EndpointConcurrency, PreClaim: 3 * cfg.Delivery.Workers})
+	// An ingest claims its new deliveries while fewer than twice what
+	// the claim loop claims ahead wait here for a worker: its own
+	// deliveries cost no claim, and the claim loop stops while they fill
+	// what it would claim.
+	sched := st.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: cfg.Delivery.EndpointConcurrency, PreClaim: 4 * cfg.Delivery.Workers})
 	return &backend{
 		store:      st,
 		sched:      sched,

@@ -91,7 +91,7 @@ func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance,
 			workers = o.workers
 		}
 		claimAhead = 2 * workers // as serve: twice the workers
-		in.pg, in.sched = pg, pg.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: o.perHost, PreClaim: 3 * workers})
+		in.pg, in.sched = pg, pg.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: o.perHost, PreClaim: 4 * workers})
 		store, sched = pg, in.sched
 	} else {
 		db, err := storage.Open(o.path, storage.Options{})
