@@ -10,7 +10,7 @@ import (
 // webhookd bench: the throughput harness (see package bench and the
 // README's Performance section).
 func init() {
-	commands["bench"] = func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	commands["bench"] = subcommand{func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 		return bench.Main(ctx, args, getenv, stdout, stderr)
-	}
+	}, "measure throughput and latency against their ceilings on this machine (-list: the scenarios)"}
 }

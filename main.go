@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -69,22 +70,80 @@ func extraProc(getenv func(string) string, procs int) int {
 // command is a subcommand: webhookd NAME [flags].
 type command func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
 
-// commands are the subcommands besides serving, each in a file of its own.
-var commands = map[string]command{}
+// subcommand is a command and what it does, in one line for the help.
+type subcommand struct {
+	run   command
+	about string
+}
+
+// commands are the subcommands besides serving, each registered by the
+// file it is in.
+var commands = map[string]subcommand{}
+
+// serveAbout is serve's line in the help.
+const serveAbout = "run the service (the default when no command is given)"
 
 // run is the whole program: it returns when ctx is cancelled (SIGINT,
 // SIGTERM) and the shutdown is done, or when start-up fails. With a first
 // argument that names a subcommand, it runs that instead of the service.
+// A help asked for (webhookd help, -h; webhookd help CMD, CMD -h) is
+// printed to stdout and is no error.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
+		switch args[0] {
+		case "help", "-h", "-help", "--help":
+			if args[0] == "help" && len(args) > 1 {
+				return helpCommand(ctx, args[1], getenv, stdout)
+			}
+			return help(ctx, getenv, stdout)
+		}
 		if cmd, ok := commands[args[0]]; ok {
-			return cmd(ctx, args[1:], getenv, stdout, stderr)
+			return helpIsNoError(cmd.run(ctx, args[1:], getenv, stdout, stderr))
 		}
 		if args[0] == "serve" {
 			args = args[1:]
 		}
 	}
-	return serve(ctx, args, getenv, stdout, stderr)
+	return helpIsNoError(serve(ctx, args, getenv, stdout, stderr))
+}
+
+// helpIsNoError is err, but nil when it is a flag set's -h.
+func helpIsNoError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+// help prints every command with its line, then the service's flags.
+func help(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	fmt.Fprintf(stdout, "webhookd: durable, signed outbound webhooks in one binary.\n\n")
+	fmt.Fprintf(stdout, "Usage:\n  webhookd [serve] [flags]     %s\n  webhookd COMMAND [flags]\n  webhookd help COMMAND        a command's flags\n\nCommands:\n", serveAbout)
+	names := make([]string, 0, len(commands)+1)
+	for name := range commands {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	fmt.Fprintf(stdout, "  %-12s %s\n", "serve", serveAbout)
+	for _, name := range names {
+		fmt.Fprintf(stdout, "  %-12s %s\n", name, commands[name].about)
+	}
+	fmt.Fprintf(stdout, "\nThe service's flags (webhookd help serve):\n")
+	return helpIsNoError(serve(ctx, []string{"-h"}, getenv, io.Discard, stdout))
+}
+
+// helpCommand prints what command name does and its flags.
+func helpCommand(ctx context.Context, name string, getenv func(string) string, stdout io.Writer) error {
+	if name == "serve" {
+		fmt.Fprintf(stdout, "webhookd serve: %s\n\n", serveAbout)
+		return helpIsNoError(serve(ctx, []string{"-h"}, getenv, io.Discard, stdout))
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		return fmt.Errorf("no command %q: webhookd help lists them", name)
+	}
+	fmt.Fprintf(stdout, "webhookd %s: %s\n\n", name, cmd.about)
+	return helpIsNoError(cmd.run(ctx, []string{"-h"}, getenv, io.Discard, stdout))
 }
 
 // serve runs the service until ctx ends.
@@ -103,7 +162,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return runVersion(ctx, nil, getenv, stdout, stderr)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q (webhookd help lists the commands)", fs.Arg(0))
 	}
 	cfg, err := loadConfig(*configPath)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 )
 
 func init() {
-	commands["migrate"] = runMigrate
+	commands["migrate"] = subcommand{runMigrate, "copy a stopped node's bbolt file into PostgreSQL, pending deliveries included"}
 }
 
 // runMigrate copies a stopped single node's bbolt file into an empty

@@ -28,9 +28,9 @@ var (
 )
 
 func init() {
-	commands["version"] = runVersion
-	commands["backup"] = runBackup
-	commands["compact"] = runCompact
+	commands["version"] = subcommand{runVersion, "print the version"}
+	commands["backup"] = subcommand{runBackup, "write a consistent copy of the bbolt database, hot through a running webhookd or from the file"}
+	commands["compact"] = subcommand{runCompact, "compact a stopped node's bbolt file, into a new file or in place"}
 }
 
 // versionString is "webhookd VERSION (commit C, goX)".
@@ -51,7 +51,15 @@ func versionString() string {
 	return fmt.Sprintf("webhookd %s (commit %s, %s)", version, c, runtime.Version())
 }
 
-func runVersion(_ context.Context, _ []string, _ func(string) string, stdout, _ io.Writer) error {
+func runVersion(_ context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("webhookd version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("version: unexpected argument %q", fs.Arg(0))
+	}
 	_, err := fmt.Fprintln(stdout, versionString())
 	return err
 }
