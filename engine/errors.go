@@ -15,6 +15,7 @@ type Code string
 const (
 	CodeInvalidJSON         Code = "invalid_json"           // request body is not the JSON we expect
 	CodeInvalidField        Code = "invalid_field"          // a field has a bad value; Field names it
+	CodeUnknownParameter    Code = "unknown_parameter"      // a query parameter the route does not take; Field names it
 	CodeBodyTooLarge        Code = "body_too_large"         // request body over the configured limit
 	CodeUnauthorized        Code = "unauthorized"           // missing or wrong bearer token
 	CodeForbidden           Code = "forbidden"              // token valid, but not for this resource

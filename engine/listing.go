@@ -71,6 +71,13 @@ func (s *Service) ListDeliveries(ctx context.Context, tenant string, f DeliveryF
 	if f.EndpointID != "" && !validID(f.EndpointID) {
 		return nil, "", Errorf(CodeInvalidField, "endpoint", "endpoint is not an endpoint id")
 	}
+	// A well-formed type not in the catalogue is a filter like any other:
+	// deliveries of a type removed from it since stay listable.
+	if f.Type != "" {
+		if err := ValidateEventType("type", f.Type); err != nil {
+			return nil, "", err
+		}
+	}
 	if f.Limit, _ = pageLimit(f.Limit); f.Limit == 0 {
 		return nil, "", Errorf(CodeInvalidField, "limit", "limit must be from 1 to %d", MaxPageLimit)
 	}

@@ -81,6 +81,7 @@
 //
 //	invalid_json            400  the body is not one JSON object, or is missing
 //	invalid_field           422  a field, header or query parameter has a bad value; "field" names it
+//	unknown_parameter       400  a query parameter the route does not take; "field" names it
 //	unknown_event_type      422  an event type not in the catalogue
 //	body_too_large          413  the body is over the limit
 //	unsupported_media_type  415  a body not sent as application/json

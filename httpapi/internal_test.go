@@ -43,6 +43,7 @@ func TestStatusTable_EveryCode(t *testing.T) {
 	want := map[engine.Code]int{
 		engine.CodeInvalidJSON:         400,
 		engine.CodeInvalidField:        422,
+		engine.CodeUnknownParameter:    400,
 		engine.CodeUnknownEventType:    422,
 		engine.CodeBodyTooLarge:        413,
 		engine.CodeUnsupportedMedia:    415,

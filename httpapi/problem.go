@@ -32,6 +32,7 @@ type statusEntry struct {
 var statusTable = map[engine.Code]statusEntry{
 	engine.CodeInvalidJSON:         {http.StatusBadRequest, "Malformed JSON body"},
 	engine.CodeInvalidField:        {http.StatusUnprocessableEntity, "Invalid field"},
+	engine.CodeUnknownParameter:    {http.StatusBadRequest, "Unknown query parameter"},
 	engine.CodeUnknownEventType:    {http.StatusUnprocessableEntity, "Unknown event type"},
 	engine.CodeBodyTooLarge:        {http.StatusRequestEntityTooLarge, "Request body too large"},
 	engine.CodeUnsupportedMedia:    {http.StatusUnsupportedMediaType, "Unsupported media type"},

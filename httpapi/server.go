@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -104,45 +106,74 @@ func (s *server) routes() {
 	s.handle("GET", "/readyz", s.handleReady)
 	s.handle("GET", "/metrics", s.handleMetrics)
 
-	s.handle("PUT", "/v1/tenants/:tenant", s.auth(s.handlePutTenant))
-	s.handle("GET", "/v1/tenants/:tenant", s.tenantAuth(s.handleGetTenant))
-	s.handle("DELETE", "/v1/tenants/:tenant", s.auth(s.handleDeleteTenant))
+	s.handle("PUT", "/v1/tenants/:tenant", s.auth(s.takes(s.handlePutTenant)))
+	s.handle("GET", "/v1/tenants/:tenant", s.tenantAuth(s.takes(s.handleGetTenant)))
+	s.handle("DELETE", "/v1/tenants/:tenant", s.auth(s.takes(s.handleDeleteTenant, "force")))
 
-	s.handle("PUT", "/v1/event-types/:type", s.auth(s.handlePutEventType))
-	s.handle("DELETE", "/v1/event-types/:type", s.auth(s.handleDeleteEventType))
-	s.handle("GET", "/v1/event-types", s.anyAuth(s.handleListEventTypes))
+	s.handle("PUT", "/v1/event-types/:type", s.auth(s.takes(s.handlePutEventType)))
+	s.handle("DELETE", "/v1/event-types/:type", s.auth(s.takes(s.handleDeleteEventType)))
+	s.handle("GET", "/v1/event-types", s.anyAuth(s.takes(s.handleListEventTypes)))
 
-	s.handle("POST", "/v1/tenants/:tenant/endpoints", s.tenantAuth(s.handleCreateEndpoint))
-	s.handle("GET", "/v1/tenants/:tenant/endpoints", s.tenantAuth(s.handleListEndpoints))
-	s.handle("GET", "/v1/tenants/:tenant/endpoints/:id", s.tenantAuth(s.handleGetEndpoint))
-	s.handle("PATCH", "/v1/tenants/:tenant/endpoints/:id", s.tenantAuth(s.handleUpdateEndpoint))
-	s.handle("DELETE", "/v1/tenants/:tenant/endpoints/:id", s.tenantAuth(s.handleDeleteEndpoint))
-	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/secret/rotate", s.tenantAuth(s.handleRotateSecret))
-	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/secret/revoke", s.tenantAuth(s.handleRevokeSecret))
-	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/verify", s.tenantAuth(s.handleVerifyEndpoint))
+	s.handle("POST", "/v1/tenants/:tenant/endpoints", s.tenantAuth(s.takes(s.handleCreateEndpoint)))
+	s.handle("GET", "/v1/tenants/:tenant/endpoints", s.tenantAuth(s.takes(s.handleListEndpoints)))
+	s.handle("GET", "/v1/tenants/:tenant/endpoints/:id", s.tenantAuth(s.takes(s.handleGetEndpoint)))
+	s.handle("PATCH", "/v1/tenants/:tenant/endpoints/:id", s.tenantAuth(s.takes(s.handleUpdateEndpoint)))
+	s.handle("DELETE", "/v1/tenants/:tenant/endpoints/:id", s.tenantAuth(s.takes(s.handleDeleteEndpoint)))
+	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/secret/rotate", s.tenantAuth(s.takes(s.handleRotateSecret)))
+	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/secret/revoke", s.tenantAuth(s.takes(s.handleRevokeSecret)))
+	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/verify", s.tenantAuth(s.takes(s.handleVerifyEndpoint)))
 
-	s.handle("POST", "/v1/tenants/:tenant/events", s.auth(s.limitIngest(s.handleIngest)))
-	s.handle("GET", "/v1/tenants/:tenant/events/:id", s.tenantAuth(s.handleGetEvent))
+	s.handle("POST", "/v1/tenants/:tenant/events", s.auth(s.limitIngest(s.takes(s.handleIngest))))
+	s.handle("GET", "/v1/tenants/:tenant/events/:id", s.tenantAuth(s.takes(s.handleGetEvent)))
 
-	s.handle("GET", "/v1/tenants/:tenant/deliveries/:id", s.tenantAuth(s.handleGetDelivery))
-	s.handle("POST", "/v1/tenants/:tenant/deliveries/:id/replay", s.tenantAuth(s.handleReplay))
+	s.handle("GET", "/v1/tenants/:tenant/deliveries/:id", s.tenantAuth(s.takes(s.handleGetDelivery)))
+	s.handle("POST", "/v1/tenants/:tenant/deliveries/:id/replay", s.tenantAuth(s.takes(s.handleReplay)))
 
-	s.handle("GET", "/v1/tenants/:tenant/dead-letters", s.tenantAuth(s.handleListDeadLetters))
-	s.handle("POST", "/v1/tenants/:tenant/dead-letters/replay", s.tenantAuth(s.handleReplayDeadLetters))
-	s.handle("GET", "/v1/tenants/:tenant/deliveries", s.tenantAuth(s.handleListDeliveries))
-	s.handle("GET", "/v1/tenants/:tenant/events", s.tenantAuth(s.handleListEvents))
-	s.handle("GET", "/v1/tenants/:tenant/report", s.tenantAuth(s.handleReport))
+	s.handle("GET", "/v1/tenants/:tenant/dead-letters", s.tenantAuth(s.takes(s.handleListDeadLetters, "limit", "cursor")))
+	s.handle("POST", "/v1/tenants/:tenant/dead-letters/replay", s.tenantAuth(s.takes(s.handleReplayDeadLetters)))
+	s.handle("GET", "/v1/tenants/:tenant/deliveries", s.tenantAuth(s.takes(s.handleListDeliveries, "state", "type", "endpoint", "since", "until", "limit", "cursor")))
+	s.handle("GET", "/v1/tenants/:tenant/events", s.tenantAuth(s.takes(s.handleListEvents, "after", "type", "since", "limit")))
+	s.handle("GET", "/v1/tenants/:tenant/report", s.tenantAuth(s.takes(s.handleReport, "last")))
 
 	// Tenant access tokens (access_tokens.go): admin tokens only.
-	s.handle("POST", "/v1/tenants/:tenant/access-tokens", s.auth(s.handleIssueAccessToken))
-	s.handle("GET", "/v1/tenants/:tenant/access-tokens", s.auth(s.handleListAccessTokens))
-	s.handle("DELETE", "/v1/tenants/:tenant/access-tokens/:id", s.auth(s.handleRevokeAccessToken))
+	s.handle("POST", "/v1/tenants/:tenant/access-tokens", s.auth(s.takes(s.handleIssueAccessToken)))
+	s.handle("GET", "/v1/tenants/:tenant/access-tokens", s.auth(s.takes(s.handleListAccessTokens)))
+	s.handle("DELETE", "/v1/tenants/:tenant/access-tokens/:id", s.auth(s.takes(s.handleRevokeAccessToken)))
 
-	s.handle("GET", "/v1/admin/backup", s.auth(s.handleBackup))
-	s.handle("GET", "/v1/admin/report", s.auth(s.handleReportAll))
+	s.handle("GET", "/v1/admin/backup", s.auth(s.takes(s.handleBackup)))
+	s.handle("GET", "/v1/admin/report", s.auth(s.takes(s.handleReportAll, "last")))
 
 	// The web console (console.go): HTML, its own session and CSRF checks.
 	s.consoleRoutes()
+}
+
+// takes wraps h, a handler of the API, so that a request with a query
+// parameter h does not read is refused (400 unknown_parameter, naming
+// it) instead of ignored: a client that misspells a filter or a cursor
+// would otherwise get an unfiltered first page and never know. It runs
+// inside the authentication, so that only a caller who may use the route
+// learns what it takes.
+func (s *server) takes(h httprouter.Handle, params ...string) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		if r.URL.RawQuery != "" {
+			for name := range r.URL.Query() {
+				if !slices.Contains(params, name) {
+					s.writeError(w, r, unknownParameter(name, params))
+					return
+				}
+			}
+		}
+		h(w, r, ps)
+	}
+}
+
+// unknownParameter is the error for a query parameter name that a route
+// taking params does not take.
+func unknownParameter(name string, params []string) error {
+	if len(params) == 0 {
+		return engine.Errorf(engine.CodeUnknownParameter, name, "unknown query parameter %q: this route takes none", name)
+	}
+	return engine.Errorf(engine.CodeUnknownParameter, name, "unknown query parameter %q: this route takes %s", name, strings.Join(params, ", "))
 }
 
 // handle registers h for method and path, measured by ObserveRequest.
