@@ -99,7 +99,7 @@ func TestSubscriberViews(t *testing.T) {
 				} `json:"data"`
 				Next string `json:"next_cursor"`
 			}
-			in.mustCall(200, "GET", "/v1/tenants/acme/events?limit=4&after="+after, nil, &feed)
+			in.mustCall(200, "GET", "/v1/tenants/acme/events?limit=4&cursor="+after, nil, &feed)
 			for _, e := range feed.Data {
 				got = append(got, e.Event.ID)
 			}

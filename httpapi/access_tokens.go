@@ -41,7 +41,12 @@ func (s *server) handleListAccessTokens(w http.ResponseWriter, r *http.Request, 
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, list(ts, ""))
+	page, next, err := pageOf(&query{v: r.URL.Query()}, ts, func(t engine.AccessToken) string { return t.ID })
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, list(page, next))
 }
 
 // handleRevokeAccessToken: DELETE /v1/tenants/:tenant/access-tokens/:id

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -424,7 +426,7 @@ func TestAPI_HappyPath(t *testing.T) {
 		}},
 		{"dead letters empty", func(t *testing.T) {
 			r := e.must(req{method: "GET", path: "/v1/tenants/acme/dead-letters?limit=10"}, 200, nil)
-			if got, want := strings.TrimSpace(string(r.body)), `{"data":[]}`; got != want {
+			if got, want := strings.TrimSpace(string(r.body)), `{"data":[],"next_cursor":null,"has_more":false}`; got != want {
 				t.Errorf("body = %s, want %s", got, want)
 			}
 		}},
@@ -612,6 +614,92 @@ func TestAPI_BadInput(t *testing.T) {
 	if strings.Contains(e.logs.String(), "level=ERROR") {
 		t.Errorf("client errors were logged as internal: %s", e.logs.String())
 	}
+}
+
+// TestAPI_ListsPage: every listing has one shape (data, next_cursor,
+// has_more) and one cursor parameter; the catalogue, a tenant's
+// endpoints and the tenants (GET /v1/tenants, admin) page by limit and
+// cursor like the delivery log, each item once, in ID order.
+func TestAPI_ListsPage(t *testing.T) {
+	e := newAPIEnv(t)
+	e.fixture()
+	for _, name := range []string{"invoice.paid", "order.created", "order.shipped", "refund.issued"} {
+		e.must(req{method: "PUT", path: "/v1/event-types/" + name, body: `{}`}, 201, nil)
+	}
+	for i := range 4 {
+		e.must(req{method: "PUT", path: fmt.Sprintf("/v1/tenants/t%d", i), body: `{}`}, 201, nil)
+		e.must(req{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://hooks.example.com/in","event_types":["*"]}`}, 201, nil)
+	}
+	walk := func(path, key string) []string {
+		t.Helper()
+		var got []string
+		cursor := ""
+		for pages := 0; ; pages++ {
+			if pages > 10 {
+				t.Fatalf("%s: more than 10 pages", path)
+			}
+			var page struct {
+				Data       []map[string]any `json:"data"`
+				NextCursor *string          `json:"next_cursor"`
+				HasMore    *bool            `json:"has_more"`
+			}
+			p := path + "?limit=2"
+			if cursor != "" {
+				p += "&cursor=" + url.QueryEscape(cursor)
+			}
+			e.must(req{method: "GET", path: p}, 200, &page)
+			if page.HasMore == nil || len(page.Data) > 2 {
+				t.Fatalf("%s: %d items, has_more %v", p, len(page.Data), page.HasMore)
+			}
+			for _, it := range page.Data {
+				got = append(got, it[key].(string))
+			}
+			if !*page.HasMore {
+				if page.NextCursor != nil {
+					t.Errorf("%s: the last page has next_cursor %q", p, *page.NextCursor)
+				}
+				return got
+			}
+			if page.NextCursor == nil || *page.NextCursor == "" {
+				t.Fatalf("%s: has_more without next_cursor", p)
+			}
+			cursor = *page.NextCursor
+		}
+	}
+	for _, tc := range []struct {
+		path, key string
+		want      int
+	}{
+		{"/v1/event-types", "name", 5},
+		{"/v1/tenants/acme/endpoints", "id", 5},
+		{"/v1/tenants", "id", 5},
+	} {
+		got := walk(tc.path, tc.key)
+		if len(got) != tc.want || !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
+			t.Errorf("%s paged through %v; want %d, each once, in order", tc.path, got, tc.want)
+		}
+	}
+	checkProblem(t, e.do(req{method: "GET", path: "/v1/tenants?limit=1001"}), 422, engine.CodeInvalidField, "limit")
+
+	// The feed takes cursor= too, and says where to resume.
+	for range 3 {
+		e.must(req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{}}`}, 202, nil)
+	}
+	var feed struct {
+		Data       []json.RawMessage `json:"data"`
+		NextCursor string            `json:"next_cursor"`
+		HasMore    bool              `json:"has_more"`
+	}
+	e.must(req{method: "GET", path: "/v1/tenants/acme/events?limit=2"}, 200, &feed)
+	if len(feed.Data) != 2 || !feed.HasMore || feed.NextCursor == "" {
+		t.Fatalf("feed page 1: %d events, has_more %v, next %q", len(feed.Data), feed.HasMore, feed.NextCursor)
+	}
+	e.must(req{method: "GET", path: "/v1/tenants/acme/events?limit=2&cursor=" + feed.NextCursor}, 200, &feed)
+	if len(feed.Data) != 1 || feed.HasMore || feed.NextCursor == "" {
+		t.Errorf("feed page 2: %d events, has_more %v, next %q; want 1, false, where to resume", len(feed.Data), feed.HasMore, feed.NextCursor)
+	}
+	checkProblem(t, e.do(req{method: "GET", path: "/v1/tenants/acme/events?after=" + feed.NextCursor}), 400, engine.CodeUnknownParameter, "after")
+	checkProblem(t, e.do(req{method: "GET", path: "/v1/tenants/acme/events?cursor=nope"}), 422, engine.CodeInvalidField, "cursor")
 }
 
 func TestAPI_Idempotency(t *testing.T) {

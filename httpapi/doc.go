@@ -12,14 +12,15 @@
 // and may read the event catalogue; anything else answers 403 forbidden
 // (see security.go).
 //
+//	GET    /v1/tenants                                ?cursor=&limit= (admin) → 200 a page of tenants
 //	PUT    /v1/tenants/:tenant                        {"name"} (body optional) → 201 created / 200 updated, the tenant
 //	GET    /v1/tenants/:tenant                        → 200 the tenant
 //	DELETE /v1/tenants/:tenant                        ?force=true → 204; 409 pending_deliveries while deliveries are pending, unless forced
 //	PUT    /v1/event-types/:type                      {"description"} (body optional) → 201 / 200, the event type
 //	DELETE /v1/event-types/:type                      → 204
-//	GET    /v1/event-types                            → 200 {"data": [event type...]}
+//	GET    /v1/event-types                            ?cursor=&limit= → 200 a page of event types
 //	POST   /v1/tenants/:tenant/endpoints              {"url","event_types","description"} → 201 the endpoint plus "secret", Location
-//	GET    /v1/tenants/:tenant/endpoints              → 200 {"data": [endpoint...]}
+//	GET    /v1/tenants/:tenant/endpoints              ?cursor=&limit= → 200 a page of endpoints
 //	GET    /v1/tenants/:tenant/endpoints/:id          → 200 the endpoint
 //	PATCH  /v1/tenants/:tenant/endpoints/:id          {"url","event_types","description","disabled","deliver_held"}, each optional → 200 the endpoint
 //	DELETE /v1/tenants/:tenant/endpoints/:id          → 204
@@ -30,13 +31,13 @@
 //	GET    /v1/tenants/:tenant/events/:id             → 200 {"event": stored envelope, "deliveries": [delivery...]}
 //	GET    /v1/tenants/:tenant/deliveries/:id         → 200 the delivery
 //	POST   /v1/tenants/:tenant/deliveries/:id/replay  → 202 the delivery, replayed by "admin" or "token tok_…"
-//	GET    /v1/tenants/:tenant/dead-letters           ?cursor=&limit=1..1000 → 200 {"data": [delivery...], "next_cursor"}
+//	GET    /v1/tenants/:tenant/dead-letters           ?cursor=&limit= → 200 a page of dead deliveries
 //	POST   /v1/tenants/:tenant/dead-letters/replay    {"since","until","endpoint"} → 202 {"queued"}
 //	GET    /v1/tenants/:tenant/deliveries             ?state=&type=&endpoint=&since=&until=&limit=&cursor= → 200 newest first
-//	GET    /v1/tenants/:tenant/events                 ?after=&type=&since=&limit= → 200 the reconciliation feed, log order
+//	GET    /v1/tenants/:tenant/events                 ?cursor=&type=&since=&limit= → 200 the reconciliation feed, log order
 //	GET    /v1/tenants/:tenant/report                 ?last=1000 → 200 the delivery report
 //	POST   /v1/tenants/:tenant/access-tokens          {"ttl"} (admin) → 201 the token, shown once
-//	GET    /v1/tenants/:tenant/access-tokens          (admin) → 200 {"data": [token without its value...]}
+//	GET    /v1/tenants/:tenant/access-tokens          ?cursor=&limit= (admin) → 200 a page of tokens, without their values
 //	DELETE /v1/tenants/:tenant/access-tokens/:id      (admin) → 204
 //	GET    /v1/admin/report                           ?last=1000 (admin) → 200 {"tenants": [...], "total"}
 //	GET    /v1/admin/backup                           (admin) → 200 a consistent copy of the database file
@@ -55,8 +56,11 @@
 // signs. An ingest repeated with the same Idempotency-Key and the same body
 // answers 202 with the first event's id and deliveries and the header
 // Idempotent-Replayed: true; the same key with another body is a 409.
-// Listings answer {"data": []} when empty; "next_cursor" is omitted on the
-// last page.
+// Every listing answers {"data": [...], "next_cursor", "has_more"} ("data"
+// is [] when empty) and takes ?limit= (1 to 1000; 100) and ?cursor= (a
+// page's next_cursor). "next_cursor" is null on the last page, except in
+// the reconciliation feed, where it always says where to resume. A query
+// parameter a route does not take is 400 unknown_parameter.
 //
 // # Request bodies
 //

@@ -4,25 +4,71 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/webhookd/webhookd/engine"
 )
 
-// listResponse is the body of every listing.
+// listResponse is the body of every listing: a page of data ([] when
+// empty, never null), the cursor of the next page (null on the last),
+// and whether there is a next page. The reconciliation feed's is the
+// same but for next_cursor, which it always gives (where to resume).
 type listResponse[T any] struct {
-	Data       []T    `json:"data"`
-	NextCursor string `json:"next_cursor,omitempty"`
+	Data       []T     `json:"data"`
+	NextCursor *string `json:"next_cursor"`
+	HasMore    bool    `json:"has_more"`
 }
 
-// list returns a listResponse whose data is [] rather than null when empty.
+// list returns the listResponse of a page and the next page's cursor
+// ("": none).
 func list[T any](data []T, next string) listResponse[T] {
 	if data == nil {
 		data = []T{}
 	}
-	return listResponse[T]{Data: data, NextCursor: next}
+	res := listResponse[T]{Data: data}
+	if next != "" {
+		res.NextCursor, res.HasMore = &next, true
+	}
+	return res
+}
+
+// pageOf returns the page of items that ?cursor= and ?limit= ask for,
+// in the order of key, and the next page's cursor: the key of its last
+// item ("" on the last page). For the listings whose store answers with
+// all of them at once (a tenant's endpoints and tokens, the catalogue,
+// the tenants), which are bounded by limits of their own.
+func pageOf[T any](q *query, items []T, key func(T) string) ([]T, string, error) {
+	limit, cursor := q.int("limit"), q.str("cursor")
+	if q.err != nil {
+		return nil, "", q.err
+	}
+	switch {
+	case limit == 0:
+		limit = engine.DefaultPageLimit
+	case limit > engine.MaxPageLimit:
+		return nil, "", engine.Errorf(engine.CodeInvalidField, "limit", "limit must be from 1 to %d", engine.MaxPageLimit)
+	}
+	items = slices.Clone(items)
+	slices.SortFunc(items, func(a, b T) int { return strings.Compare(key(a), key(b)) })
+	start, _ := slices.BinarySearchFunc(items, cursor, func(it T, c string) int {
+		if key(it) <= c {
+			return -1
+		}
+		return 1
+	})
+	if cursor == "" {
+		start = 0
+	}
+	end := min(start+limit, len(items))
+	next := ""
+	if end < len(items) {
+		next = key(items[end-1])
+	}
+	return items[start:end], next, nil
 }
 
 // createdEndpoint is the body of a successful endpoint create: the endpoint
@@ -118,6 +164,21 @@ func (s *server) handleDeleteTenant(w http.ResponseWriter, r *http.Request, ps h
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// handleListTenants: GET /v1/tenants?limit=&cursor= (admin), in ID order.
+func (s *server) handleListTenants(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	ts, err := s.svc.Tenants(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	page, next, err := pageOf(&query{v: r.URL.Query()}, ts, func(t engine.Tenant) string { return t.ID })
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, list(page, next))
+}
+
 func (s *server) handleGetTenant(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	t, err := s.svc.Tenant(r.Context(), ps.ByName("tenant"))
 	if err != nil {
@@ -155,7 +216,12 @@ func (s *server) handleListEventTypes(w http.ResponseWriter, r *http.Request, _ 
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, list(ets, ""))
+	page, next, err := pageOf(&query{v: r.URL.Query()}, ets, func(et engine.EventType) string { return et.Name })
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, list(page, next))
 }
 
 func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
@@ -186,7 +252,12 @@ func (s *server) handleListEndpoints(w http.ResponseWriter, r *http.Request, ps 
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, list(eps, ""))
+	page, next, err := pageOf(&query{v: r.URL.Query()}, eps, func(ep engine.Endpoint) string { return ep.ID })
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, list(page, next))
 }
 
 func (s *server) handleGetEndpoint(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {

@@ -106,16 +106,17 @@ func (s *server) routes() {
 	s.handle("GET", "/readyz", s.handleReady)
 	s.handle("GET", "/metrics", s.handleMetrics)
 
+	s.handle("GET", "/v1/tenants", s.auth(s.takes(s.handleListTenants, "limit", "cursor")))
 	s.handle("PUT", "/v1/tenants/:tenant", s.auth(s.takes(s.handlePutTenant)))
 	s.handle("GET", "/v1/tenants/:tenant", s.tenantAuth(s.takes(s.handleGetTenant)))
 	s.handle("DELETE", "/v1/tenants/:tenant", s.auth(s.takes(s.handleDeleteTenant, "force")))
 
 	s.handle("PUT", "/v1/event-types/:type", s.auth(s.takes(s.handlePutEventType)))
 	s.handle("DELETE", "/v1/event-types/:type", s.auth(s.takes(s.handleDeleteEventType)))
-	s.handle("GET", "/v1/event-types", s.anyAuth(s.takes(s.handleListEventTypes)))
+	s.handle("GET", "/v1/event-types", s.anyAuth(s.takes(s.handleListEventTypes, "limit", "cursor")))
 
 	s.handle("POST", "/v1/tenants/:tenant/endpoints", s.tenantAuth(s.takes(s.handleCreateEndpoint)))
-	s.handle("GET", "/v1/tenants/:tenant/endpoints", s.tenantAuth(s.takes(s.handleListEndpoints)))
+	s.handle("GET", "/v1/tenants/:tenant/endpoints", s.tenantAuth(s.takes(s.handleListEndpoints, "limit", "cursor")))
 	s.handle("GET", "/v1/tenants/:tenant/endpoints/:id", s.tenantAuth(s.takes(s.handleGetEndpoint)))
 	s.handle("PATCH", "/v1/tenants/:tenant/endpoints/:id", s.tenantAuth(s.takes(s.handleUpdateEndpoint)))
 	s.handle("DELETE", "/v1/tenants/:tenant/endpoints/:id", s.tenantAuth(s.takes(s.handleDeleteEndpoint)))
@@ -132,12 +133,12 @@ func (s *server) routes() {
 	s.handle("GET", "/v1/tenants/:tenant/dead-letters", s.tenantAuth(s.takes(s.handleListDeadLetters, "limit", "cursor")))
 	s.handle("POST", "/v1/tenants/:tenant/dead-letters/replay", s.tenantAuth(s.takes(s.handleReplayDeadLetters)))
 	s.handle("GET", "/v1/tenants/:tenant/deliveries", s.tenantAuth(s.takes(s.handleListDeliveries, "state", "type", "endpoint", "since", "until", "limit", "cursor")))
-	s.handle("GET", "/v1/tenants/:tenant/events", s.tenantAuth(s.takes(s.handleListEvents, "after", "type", "since", "limit")))
+	s.handle("GET", "/v1/tenants/:tenant/events", s.tenantAuth(s.takes(s.handleListEvents, "cursor", "type", "since", "limit")))
 	s.handle("GET", "/v1/tenants/:tenant/report", s.tenantAuth(s.takes(s.handleReport, "last")))
 
 	// Tenant access tokens (access_tokens.go): admin tokens only.
 	s.handle("POST", "/v1/tenants/:tenant/access-tokens", s.auth(s.takes(s.handleIssueAccessToken)))
-	s.handle("GET", "/v1/tenants/:tenant/access-tokens", s.auth(s.takes(s.handleListAccessTokens)))
+	s.handle("GET", "/v1/tenants/:tenant/access-tokens", s.auth(s.takes(s.handleListAccessTokens, "limit", "cursor")))
 	s.handle("DELETE", "/v1/tenants/:tenant/access-tokens/:id", s.auth(s.takes(s.handleRevokeAccessToken)))
 
 	s.handle("GET", "/v1/admin/backup", s.auth(s.takes(s.handleBackup)))

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -99,19 +100,24 @@ type feedEvent struct {
 	Event  json.RawMessage `json:"event"`
 }
 
-// handleListEvents: GET /v1/tenants/:tenant/events?after=&type=&since=&limit=
+// handleListEvents: GET /v1/tenants/:tenant/events?cursor=&type=&since=&limit=
 func (s *server) handleListEvents(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	q := &query{v: r.URL.Query()}
-	f := engine.EventFilter{After: q.str("after"), Type: q.str("type"), Since: q.time("since"), Limit: q.int("limit")}
+	f := engine.EventFilter{After: q.str("cursor"), Type: q.str("type"), Since: q.time("since"), Limit: q.int("limit")}
 	if q.err != nil {
 		s.writeError(w, r, q.err)
 		return
 	}
 	evs, next, err := s.svc.ListEvents(r.Context(), ps.ByName("tenant"), f)
+	var ee *engine.Error
+	if errors.As(err, &ee) && ee.Field == "after" { // the store's name for the cursor
+		err = engine.Errorf(ee.Code, "cursor", "cursor is not one this feed returned")
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	more := next != ""
 	out := make([]feedEvent, len(evs))
 	for i, ev := range evs {
 		out[i] = feedEvent{Cursor: strconv.FormatUint(ev.Seq, 10), Event: storedEnvelope(ev.Body)}
@@ -124,9 +130,10 @@ func (s *server) handleListEvents(w http.ResponseWriter, r *http.Request, ps htt
 		next = f.After
 	}
 	s.writeJSON(w, r, http.StatusOK, struct {
-		Data []feedEvent `json:"data"`
-		Next string      `json:"next_cursor"`
-	}{out, next})
+		Data    []feedEvent `json:"data"`
+		Next    string      `json:"next_cursor"`
+		HasMore bool        `json:"has_more"`
+	}{out, next, more})
 }
 
 // replayRangeInput is the body of POST .../dead-letters/replay.
