@@ -250,7 +250,7 @@ func (s *Service) checkSubscriptions(ctx context.Context, types []string) ([]str
 			return nil, err
 		}
 		if !known[t] {
-			return nil, Errorf(CodeUnknownEventType, f, "event type %q is not in the catalogue; add it with PUT /v1/event-types/%s", t, t)
+			return nil, unknownEventType(f, t, catalogue)
 		}
 		if seen[t] {
 			return nil, Errorf(CodeInvalidField, f, "event type %q is listed twice", t)
@@ -427,6 +427,11 @@ func (s *Service) ingest(ctx context.Context, tenant string, in IngestInput) (In
 		return IngestResult{}, err
 	}
 	res, err := s.store.AppendEvent(ctx, ne)
+	if ErrorCode(err) == CodeUnknownEventType {
+		if catalogue, cerr := s.store.EventTypes(ctx); cerr == nil {
+			err = unknownEventType("type", ne.Event.Type, catalogue)
+		}
+	}
 	if err != nil {
 		return IngestResult{}, err
 	}

@@ -67,6 +67,10 @@ type TargetError struct {
 
 const allowPrivateHint = "not allowed ([delivery] allow_private_targets = false)"
 
+// devHint ends an endpoint URL the target policy refuses at its create:
+// the way to a local trial, for whoever reads the answer.
+const devHint = "; for a local trial, start webhookd with -dev"
+
 func (e *TargetError) Error() string {
 	switch {
 	case e.Class == "":
@@ -318,16 +322,16 @@ func (p TargetPolicy) checkTargetURL(ctx context.Context, raw string, lookup fun
 		return Errorf(CodeInvalidField, "url", "url does not parse")
 	}
 	if u.Scheme != "https" && !p.AllowHTTP {
-		return Errorf(CodeInvalidField, "url", "url must be https: this webhookd does not send to plain http ([delivery] allow_http = false)")
+		return Errorf(CodeInvalidField, "url", "url must be https: this webhookd does not send to plain http ([delivery] allow_http = false)"+devHint)
 	}
 	if p.AllowPrivate {
 		return nil
 	}
 	host := u.Hostname()
 	refused := func(te *TargetError) error {
-		msg := "url host " + host + " is refused: " + te.Error()
+		msg := "url host " + host + " is refused: " + te.Error() + devHint
 		if te.Host != "" {
-			msg = "url " + te.Error()
+			msg = "url " + te.Error() + devHint
 		}
 		return &Error{Code: CodeInvalidField, Field: "url", Message: msg, Err: te}
 	}

@@ -91,6 +91,11 @@ func ValidateEndpointURL(raw string) error {
 	if err != nil {
 		return bad("url does not parse")
 	}
+	if u.Scheme == "" || u.Opaque != "" && !strings.Contains(raw, "://") {
+		// "hooks.example.com/in" has no scheme; "localhost:8080/in" reads
+		// as the scheme "localhost".
+		return bad("url has no scheme: write it whole, like https://" + strings.TrimPrefix(raw, "//"))
+	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return bad("url scheme must be http or https")
 	}

@@ -522,7 +522,11 @@ func TestAPI_BadInput(t *testing.T) {
 		{"event type description bool", req{method: "PUT", path: "/v1/event-types/payment.succeeded", body: `{"description":true}`}, 422, engine.CodeInvalidField, "description", "", [2]string{}},
 
 		// Bad values (from the engine).
-		{"ingest unknown event type", req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.refunded","data":{}}`}, 422, engine.CodeUnknownEventType, "type", "", [2]string{}},
+		{"ingest unknown event type", req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.refunded","data":{}}`}, 422, engine.CodeUnknownEventType, "type", "add it with PUT /v1/event-types/payment.refunded", [2]string{}},
+		{"ingest misspelled event type", req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeded","data":{}}`}, 422, engine.CodeUnknownEventType, "type", `did you mean "payment.succeeded"?`, [2]string{}},
+		{"endpoint misspelled event type", req{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://x.example/h","event_types":["payment.suceeded"]}`}, 422, engine.CodeUnknownEventType, "event_types[0]", `did you mean "payment.succeeded"?`, [2]string{}},
+		{"endpoint url without scheme", req{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"hooks.example.com/in","event_types":["*"]}`}, 422, engine.CodeInvalidField, "url", "url has no scheme: write it whole, like https://hooks.example.com/in", [2]string{}},
+		{"endpoint url host and port without scheme", req{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"localhost:8080/in","event_types":["*"]}`}, 422, engine.CodeInvalidField, "url", "url has no scheme", [2]string{}},
 		{"ingest bad type name", req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"Payment","data":{}}`}, 422, engine.CodeInvalidField, "type", "", [2]string{}},
 		{"ingest no type", req{method: "POST", path: "/v1/tenants/acme/events", body: `{"data":{}}`}, 422, engine.CodeInvalidField, "type", "", [2]string{}},
 		{"ingest no data", req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded"}`}, 422, engine.CodeInvalidField, "data", "", [2]string{}},
@@ -542,7 +546,7 @@ func TestAPI_BadInput(t *testing.T) {
 		{"auth before body", req{method: "PUT", path: "/v1/tenants/acme", body: `{"name":"Evil"}`, header: noAuth}, 401, engine.CodeUnauthorized, "", "", [2]string{}},
 
 		// Size and media type.
-		{"oversize ingest", req{method: "POST", path: "/v1/tenants/acme/events", body: big}, 413, engine.CodeBodyTooLarge, "", "4096", [2]string{}},
+		{"oversize ingest", req{method: "POST", path: "/v1/tenants/acme/events", body: big}, 413, engine.CodeBodyTooLarge, "", "larger than 4096 bytes, the bound set by [ingest] max_body", [2]string{}},
 		{"oversize endpoint", req{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://x.example/` + strings.Repeat("a", maxBody) + `","event_types":["*"]}`}, 413, engine.CodeBodyTooLarge, "", "", [2]string{}},
 		{"text/plain ingest", req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{}}`, header: map[string]string{"Content-Type": "text/plain"}}, 415, engine.CodeUnsupportedMedia, "Content-Type", "", [2]string{}},
 		{"no content type ingest", req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{}}`, header: map[string]string{"Content-Type": "-"}}, 415, engine.CodeUnsupportedMedia, "Content-Type", "", [2]string{}},

@@ -43,7 +43,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, max int64, dst any, requ
 		body, err = readBody(http.MaxBytesReader(w, r.Body, max), min(r.ContentLength, max))
 		if err != nil {
 			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-				return engine.Errorf(engine.CodeBodyTooLarge, "", "request body is larger than %d bytes", max)
+				return engine.Errorf(engine.CodeBodyTooLarge, "", "request body is larger than %d bytes, the bound set by [ingest] max_body", max)
 			}
 			return &engine.Error{Code: engine.CodeInvalidJSON, Message: "could not read the request body", Err: err}
 		}

@@ -38,7 +38,7 @@ func TestEndpoint_RefusedNameHidesWhatItResolvesTo(t *testing.T) {
 			{method: "PATCH", path: "/v1/tenants/acme/endpoints/" + ep.ID, body: mustJSON(map[string]any{"url": u})},
 		} {
 			p := checkProblem(t, e.do(rq), 422, engine.CodeInvalidField, "url")
-			want := "url host " + host + " resolves to a non-public address, not allowed ([delivery] allow_private_targets = false)"
+			want := "url host " + host + " resolves to a non-public address, not allowed ([delivery] allow_private_targets = false); for a local trial, start webhookd with -dev"
 			if p.Detail != want {
 				t.Errorf("%s %s: detail %q, want %q", rq.method, u, p.Detail, want)
 			}
