@@ -130,8 +130,8 @@ func TestDelivery_EndToEnd(t *testing.T) {
 		if gap := reqs[1].at.Sub(reqs[0].at); gap < 950*time.Millisecond {
 			t.Errorf("second attempt came %s after the 429, want at least Retry-After (1s)", gap)
 		}
-		if d.Attempts[0].RetryAfter != int64(time.Second) {
-			t.Errorf("retry_after recorded %d, want 1s", d.Attempts[0].RetryAfter)
+		if d.Attempts[0].RetryAfter != time.Second.Milliseconds() {
+			t.Errorf("retry_after_ms recorded %d, want 1000", d.Attempts[0].RetryAfter)
 		}
 	})
 	t.Run("other type subscribed: gets nothing", func(t *testing.T) {

@@ -67,12 +67,12 @@ type attemptView struct {
 	State    string `json:"state"`
 	Reason   string `json:"reason"`
 	Attempts []struct {
-		Number   int           `json:"number"`
-		Status   int           `json:"status"`
-		Error    string        `json:"error"`
-		Response string        `json:"response"`
-		Outcome  string        `json:"outcome"`
-		Duration time.Duration `json:"duration_ns"`
+		Number   int    `json:"number"`
+		Status   int    `json:"status"`
+		Error    string `json:"error"`
+		Response string `json:"response"`
+		Outcome  string `json:"outcome"`
+		Duration millis `json:"duration_ms"`
 	} `json:"attempts"`
 }
 
@@ -249,8 +249,8 @@ func TestFaults_Receivers(t *testing.T) {
 	aboutTimeout := func(t *testing.T, v attemptView) {
 		t.Helper()
 		for _, a := range v.Attempts {
-			if a.Duration < timeout*9/10 || a.Duration > timeout+time.Second {
-				t.Errorf("attempt %d took %s, want about the %s timeout", a.Number, a.Duration, timeout)
+			if d := time.Duration(a.Duration); d < timeout*9/10 || d > timeout+time.Second {
+				t.Errorf("attempt %d took %s, want about the %s timeout", a.Number, time.Duration(a.Duration), timeout)
 			}
 		}
 	}
@@ -269,8 +269,8 @@ func TestFaults_Receivers(t *testing.T) {
 		if len(a.Response) > engine.MaxResponseExcerpt || !strings.HasPrefix(a.Response, "0123456789abcdef") {
 			t.Errorf("stored excerpt is %d bytes (%.20q…), want the first at most %d", len(a.Response), a.Response, engine.MaxResponseExcerpt)
 		}
-		if a.Duration > timeout/2 {
-			t.Errorf("the attempt took %s: it read far more of the body than it keeps", a.Duration)
+		if time.Duration(a.Duration) > timeout/2 {
+			t.Errorf("the attempt took %s: it read far more of the body than it keeps", time.Duration(a.Duration))
 		}
 		// Wait for the receiver's writes to end, then see how far it got.
 		select {

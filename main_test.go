@@ -48,6 +48,19 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// millis is a duration the API gives as a whole number of milliseconds
+// (an attempt's duration_ms).
+type millis time.Duration
+
+func (m *millis) UnmarshalJSON(b []byte) error {
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return err
+	}
+	*m = millis(time.Duration(n) * time.Millisecond)
+	return nil
+}
+
 // testConfig is a millisecond schedule so the suite stays fast: 4 attempts,
 // 20/40/80 ms apart, no jitter.
 const testConfig = `
@@ -313,7 +326,7 @@ type deliveryView struct {
 		Error      string `json:"error"`
 		Response   string `json:"response"`
 		Outcome    string `json:"outcome"`
-		RetryAfter int64  `json:"retry_after_ns"`
+		RetryAfter int64  `json:"retry_after_ms"`
 	} `json:"attempts"`
 	Replays []struct {
 		By string `json:"by"`

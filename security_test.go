@@ -315,13 +315,13 @@ func TestSecurity_Transport(t *testing.T) {
 	d = in.waitState(ids["endless"], "succeeded")
 	var raw struct {
 		Attempts []struct {
-			Response string        `json:"response"`
-			Duration time.Duration `json:"duration_ns"`
+			Response string `json:"response"`
+			Duration millis `json:"duration_ms"`
 		} `json:"attempts"`
 	}
 	in.mustCall(200, "GET", "/v1/tenants/acme/deliveries/"+ids["endless"], nil, &raw)
-	if a := raw.Attempts[0]; len(a.Response) != 1024 || a.Duration >= 300*time.Millisecond {
-		t.Errorf("endless body: kept %d bytes in %s; want 1 KiB, well within the 300ms attempt timeout (the rest is not read)", len(a.Response), a.Duration)
+	if a := raw.Attempts[0]; len(a.Response) != 1024 || time.Duration(a.Duration) >= 300*time.Millisecond {
+		t.Errorf("endless body: kept %d bytes in %s; want 1 KiB, well within the 300ms attempt timeout (the rest is not read)", len(a.Response), time.Duration(a.Duration))
 	}
 
 	// A 2xx whose body trickles past the timeout stands (2xx = received;
@@ -332,8 +332,8 @@ func TestSecurity_Transport(t *testing.T) {
 		t.Errorf("trickled body: attempts %+v, want one 200", d.Attempts)
 	}
 	in.mustCall(200, "GET", "/v1/tenants/acme/deliveries/"+ids["trickle"], nil, &raw)
-	if a := raw.Attempts[0]; a.Duration < 300*time.Millisecond || a.Duration > 2*time.Second {
-		t.Errorf("trickled body: attempt took %s, want the 300ms timeout to cut the read", a.Duration)
+	if a := raw.Attempts[0]; time.Duration(a.Duration) < 300*time.Millisecond || time.Duration(a.Duration) > 2*time.Second {
+		t.Errorf("trickled body: attempt took %s, want the 300ms timeout to cut the read", time.Duration(a.Duration))
 	}
 }
 

@@ -245,8 +245,8 @@ func TestDelivery_RetryAfterBeyondInt64(t *testing.T) {
 		State         string    `json:"state"`
 		NextAttemptAt time.Time `json:"next_attempt_at"`
 		Attempts      []struct {
-			Start    time.Time     `json:"start"`
-			Duration time.Duration `json:"duration_ns"`
+			Start    time.Time `json:"start"`
+			Duration millis    `json:"duration_ms"`
 		} `json:"attempts"`
 	}
 	// Until the first attempt is recorded and let go of: a delivery reads
@@ -259,7 +259,7 @@ func TestDelivery_RetryAfterBeyondInt64(t *testing.T) {
 		t.Fatalf("no attempt recorded: %+v", d)
 	}
 	a := d.Attempts[0]
-	if wait := d.NextAttemptAt.Sub(a.Start.Add(a.Duration)); d.State != "pending" || wait < 1900*time.Millisecond || wait > 2500*time.Millisecond {
+	if wait := d.NextAttemptAt.Sub(a.Start.Add(time.Duration(a.Duration))); d.State != "pending" || wait < 1900*time.Millisecond || wait > 2500*time.Millisecond {
 		t.Errorf("after Retry-After %s: %s, next attempt %s after the first ended; want pending, retry_after_max (2s) later", huge, d.State, wait)
 	}
 	in.waitState(id, "succeeded")

@@ -23,6 +23,9 @@ type RotateInput struct {
 	// one, in Go's duration syntax ("24h", "90m"); "0s" drops it at once.
 	// "": DefaultRotationGrace. At most MaxRotationGrace.
 	Grace string `json:"grace"`
+	// GraceSeconds is Grace as a whole number of seconds; give one or
+	// the other.
+	GraceSeconds *int64 `json:"grace_seconds,omitempty"`
 }
 
 // SecretResult is what a rotation or revocation returns: the endpoint and
@@ -47,15 +50,15 @@ type SecretResult struct {
 // once: use it when a key leaked.
 func (s *Service) RotateSecret(ctx context.Context, tenant, id string, in RotateInput) (SecretResult, error) {
 	grace := DefaultRotationGrace
-	if in.Grace != "" {
-		d, err := time.ParseDuration(in.Grace)
-		if err != nil {
-			return SecretResult{}, Errorf(CodeInvalidField, "grace", `grace must be a duration like "24h", "90m" or "0s"`)
-		}
+	d, field, given, err := durationInput("grace", in.Grace, in.GraceSeconds, `"24h", "90m" or "0s"`)
+	if err != nil {
+		return SecretResult{}, err
+	}
+	if given {
 		grace = d
 	}
 	if grace < 0 || grace > MaxRotationGrace {
-		return SecretResult{}, Errorf(CodeInvalidField, "grace", "grace must be from 0s to %s", "168h")
+		return SecretResult{}, Errorf(CodeInvalidField, field, "grace must be from 0s to %s (604800 seconds)", "168h")
 	}
 	return s.rotate(ctx, tenant, id, grace)
 }

@@ -81,6 +81,9 @@ type AccessTokenInput struct {
 	// TTL is the token's lifetime in Go's duration syntax ("24h", "90m");
 	// "": the default the caller passes. At most MaxAccessTokenTTL.
 	TTL string `json:"ttl"`
+	// TTLSeconds is TTL as a whole number of seconds; give one or the
+	// other.
+	TTLSeconds *int64 `json:"ttl_seconds,omitempty"`
 }
 
 // HashAccessToken returns the SHA-256 a token is kept and looked up by.
@@ -104,15 +107,15 @@ func (s *Service) IssueAccessToken(ctx context.Context, tenant string, in Access
 	if ttl <= 0 {
 		ttl = DefaultAccessTokenTTL
 	}
-	if in.TTL != "" {
-		d, err := time.ParseDuration(in.TTL)
-		if err != nil {
-			return AccessToken{}, "", Errorf(CodeInvalidField, "ttl", `ttl must be a duration like "24h" or "90m"`)
-		}
+	d, field, given, err := durationInput("ttl", in.TTL, in.TTLSeconds, `"24h" or "90m"`)
+	if err != nil {
+		return AccessToken{}, "", err
+	}
+	if given {
 		ttl = d
 	}
 	if ttl <= 0 || ttl > MaxAccessTokenTTL {
-		return AccessToken{}, "", Errorf(CodeInvalidField, "ttl", "ttl must be more than 0s and at most %s (30 days)", "720h")
+		return AccessToken{}, "", Errorf(CodeInvalidField, field, "ttl must be more than 0s and at most %s (30 days, 2592000 seconds)", "720h")
 	}
 	t, err := s.Tenant(ctx, tenant)
 	if err != nil {

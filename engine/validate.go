@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"math"
 	"net/url"
 	"regexp"
 	"strings"
+	"time"
 )
 
 var idPattern = regexp.MustCompile(`^[a-z]{2,4}_[0-9a-z]{26}$`)
@@ -121,4 +123,29 @@ func validText(field, s string, max int) error {
 		}
 	}
 	return nil
+}
+
+// durationInput reads a duration a request body may give either way: as
+// name, in Go's duration syntax ("24h"; like names examples of it), or
+// as name_seconds, a whole number of seconds. It returns the duration,
+// the field it came from (for an error about its value), and whether
+// either was given; both at once is an error.
+func durationInput(name, text string, seconds *int64, like string) (time.Duration, string, bool, error) {
+	secondsName := name + "_seconds"
+	switch {
+	case text != "" && seconds != nil:
+		return 0, name, false, Errorf(CodeInvalidField, secondsName, "give %s or %s, not both", name, secondsName)
+	case seconds != nil:
+		if *seconds < 0 || *seconds > math.MaxInt64/int64(time.Second) {
+			return 0, secondsName, false, Errorf(CodeInvalidField, secondsName, "%s must be a whole number of seconds, 0 or more", secondsName)
+		}
+		return time.Duration(*seconds) * time.Second, secondsName, true, nil
+	case text != "":
+		d, err := time.ParseDuration(text)
+		if err != nil {
+			return 0, name, false, Errorf(CodeInvalidField, name, "%s must be a duration like %s, or give %s", name, like, secondsName)
+		}
+		return d, name, true, nil
+	}
+	return 0, name, false, nil
 }

@@ -862,3 +862,42 @@ func TestNew_NoTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestAPI_DurationsInBodies: a duration in a body is a Go duration
+// string or a whole number of seconds (name_seconds), one or the other.
+func TestAPI_DurationsInBodies(t *testing.T) {
+	e := newAPIEnv(t)
+	ep := e.fixture()
+	rotate := "/v1/tenants/acme/endpoints/" + ep.ID + "/secret/rotate"
+	var rot struct {
+		Expires time.Time `json:"previous_secret_expires"`
+	}
+	before := time.Now()
+	e.must(req{method: "POST", path: rotate, body: `{"grace_seconds":3600}`}, 200, &rot)
+	if got := rot.Expires.Sub(before); got < 3599*time.Second || got > 3601*time.Second+time.Since(before) {
+		t.Errorf("grace_seconds 3600: the previous secret expires in %s, want 1h", got)
+	}
+	var tok struct {
+		Created time.Time `json:"created"`
+		Expires time.Time `json:"expires"`
+	}
+	e.must(req{method: "POST", path: "/v1/tenants/acme/access-tokens", body: `{"ttl_seconds":90}`}, 201, &tok)
+	if got := tok.Expires.Sub(tok.Created); got != 90*time.Second {
+		t.Errorf("ttl_seconds 90: the token lives %s, want 1m30s", got)
+	}
+	for _, tc := range []struct{ path, body, field string }{
+		{rotate, `{"grace":"1h","grace_seconds":3600}`, "grace_seconds"},
+		{rotate, `{"grace_seconds":-1}`, "grace_seconds"},
+		{rotate, `{"grace_seconds":1.5}`, "grace_seconds"},
+		{rotate, `{"grace_seconds":604801}`, "grace_seconds"},
+		{rotate, `{"grace":"8d"}`, "grace"},
+		{"/v1/tenants/acme/access-tokens", `{"ttl":"1h","ttl_seconds":60}`, "ttl_seconds"},
+		{"/v1/tenants/acme/access-tokens", `{"ttl_seconds":0}`, "ttl_seconds"},
+	} {
+		before := e.snapshot()
+		checkProblem(t, e.do(req{method: "POST", path: tc.path, body: tc.body}), 422, engine.CodeInvalidField, tc.field)
+		if after := e.snapshot(); after != before {
+			t.Errorf("%s %s changed the state", tc.path, tc.body)
+		}
+	}
+}

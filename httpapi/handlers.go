@@ -99,24 +99,49 @@ type deliveryRef struct {
 // stored, signed and delivered (storedEnvelope), and the event's
 // deliveries.
 type eventResponse struct {
-	Event      json.RawMessage   `json:"event"`
-	Deliveries []engine.Delivery `json:"deliveries"`
+	Event      json.RawMessage `json:"event"`
+	Deliveries []deliveryView  `json:"deliveries"`
 }
 
-// deliveryJSON returns d with empty attempt and replay logs as [] rather
-// than null.
-func deliveryJSON(d engine.Delivery) engine.Delivery {
-	if d.Attempts == nil {
-		d.Attempts = []engine.Attempt{}
-	}
+// deliveryView is a delivery as the API shows it: as stored, with empty
+// attempt and replay logs as [] rather than null, and each attempt's
+// durations in whole milliseconds with the unit in the name.
+type deliveryView struct {
+	engine.Delivery
+	Attempts []attemptView `json:"attempts"`
+}
+
+// attemptView is an attempt as the API shows it (engine.Attempt keeps
+// nanoseconds, as stored).
+type attemptView struct {
+	Cycle        int            `json:"cycle"`
+	Number       int            `json:"number"`
+	Start        time.Time      `json:"start"`
+	DurationMS   int64          `json:"duration_ms"`
+	Status       int            `json:"status,omitempty"`
+	Error        string         `json:"error,omitempty"`
+	Response     string         `json:"response,omitempty"`
+	Outcome      engine.Outcome `json:"outcome"`
+	RetryAfterMS int64          `json:"retry_after_ms,omitempty"`
+}
+
+// deliveryJSON returns d as the API shows it.
+func deliveryJSON(d engine.Delivery) deliveryView {
 	if d.Replays == nil {
 		d.Replays = []engine.Replay{}
 	}
-	return d
+	v := deliveryView{Delivery: d, Attempts: make([]attemptView, len(d.Attempts))}
+	for i, a := range d.Attempts {
+		v.Attempts[i] = attemptView{
+			Cycle: a.Cycle, Number: a.Number, Start: a.Start, DurationMS: a.Duration.Milliseconds(),
+			Status: a.Status, Error: a.Error, Response: a.Response, Outcome: a.Outcome, RetryAfterMS: a.RetryAfter.Milliseconds(),
+		}
+	}
+	return v
 }
 
-func deliveriesJSON(ds []engine.Delivery) []engine.Delivery {
-	out := make([]engine.Delivery, len(ds))
+func deliveriesJSON(ds []engine.Delivery) []deliveryView {
+	out := make([]deliveryView, len(ds))
 	for i, d := range ds {
 		out[i] = deliveryJSON(d)
 	}
