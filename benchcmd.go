@@ -8,7 +8,7 @@ import (
 )
 
 // webhookd bench: the throughput harness (see package bench and the
-// README's Performance section).
+// docs/performance.md).
 func init() {
 	commands["bench"] = subcommand{func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 		return bench.Main(ctx, args, getenv, stdout, stderr)

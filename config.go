@@ -77,7 +77,7 @@ type ServerConfig struct {
 type StorageConfig struct {
 	// Driver is "bbolt" (one file, one node: the default) or "postgres"
 	// (a PostgreSQL database shared by any number of nodes: cluster mode,
-	// README "Running a cluster").
+	// docs/cluster.md).
 	Driver string `toml:"driver"`
 	// URL is the PostgreSQL connection URL of the postgres driver (a
 	// multi-host URL with target_session_attrs=read-write follows a

@@ -34,7 +34,7 @@ import (
 
 // reliabilityReport logs a result line of the reliability tests and, when
 // WEBHOOKD_RELIABILITY_REPORT names a file, appends it there too (the
-// numbers of the README's RELIABILITY section come from such a file).
+// numbers of docs/reliability.md come from such a file).
 func reliabilityReport(t testing.TB, format string, args ...any) {
 	t.Helper()
 	line := fmt.Sprintf(format, args...)

@@ -310,7 +310,7 @@ func bboltOnly(cfg Config, command string, fileGiven bool) error {
 	}
 	switch command {
 	case "backup":
-		return fmt.Errorf("backup: with [storage] driver = \"postgres\" the state is in PostgreSQL, not in a file: back it up with the database's own tools, e.g. pg_dump --schema=%s (a consistent snapshot while nodes run), continuous archiving (pg_basebackup and WAL) or your managed service's snapshots; see README, Running a cluster", cfg.Storage.Schema)
+		return fmt.Errorf("backup: with [storage] driver = \"postgres\" the state is in PostgreSQL, not in a file: back it up with the database's own tools, e.g. pg_dump --schema=%s (a consistent snapshot while nodes run), continuous archiving (pg_basebackup and WAL) or your managed service's snapshots; see docs/cluster.md, \"Running a cluster\"", cfg.Storage.Schema)
 	case "compact":
 		return errors.New("compact: with [storage] driver = \"postgres\" there is no file to compact: PostgreSQL's autovacuum reclaims space (VACUUM FULL, or pg_repack, to give it back to the disk)")
 	}

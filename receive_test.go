@@ -381,17 +381,17 @@ func receiveWithWebhookd(t *testing.T, config string, challenged bool) {
 	}
 }
 
-// TestReceive_READMEExample keeps the Go code of the README's "Receiving
-// webhooks" section equal to verify's Example_receiver, which the compiler
-// checks.
+// TestReceive_READMEExample keeps the Go code of the "Receiving webhooks"
+// section of docs/receiving.md equal to verify's Example_receiver, which
+// the compiler checks.
 func TestReceive_READMEExample(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile(filepath.Join("docs", "receiving.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(readme), "\n## Receiving webhooks\n")
 	if !ok {
-		t.Skip(`README.md has no "## Receiving webhooks" section`)
+		t.Fatal(`docs/receiving.md has no "## Receiving webhooks" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	_, code, ok := strings.Cut(section, "```go\n")
@@ -414,6 +414,6 @@ func TestReceive_READMEExample(t *testing.T) {
 		want.WriteString(strings.TrimPrefix(line, "\t"))
 	}
 	if code != want.String() {
-		t.Errorf("the README's receiver differs from verify.Example_receiver:\n--- README\n%s--- example\n%s", code, want.String())
+		t.Errorf("the receiver of docs/receiving.md differs from verify.Example_receiver:\n--- docs\n%s--- example\n%s", code, want.String())
 	}
 }

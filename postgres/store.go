@@ -5,7 +5,7 @@
 // and a dead node's work comes back to the others when its leases end.
 //
 // The bbolt file (package storage) stays the single-node default; this
-// store is cluster mode (README, "Running a cluster"; docs/cluster.md).
+// store is cluster mode (docs/cluster.md).
 // Both pass the same conformance suite, engine/storetest.
 //
 // Durability: a write returns after PostgreSQL's COMMIT, which with the
