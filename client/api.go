@@ -1,0 +1,271 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Health reports whether the server answers /healthz: nil when it is up.
+func (c *Client) Health(ctx context.Context) error {
+	_, _, err := c.do(ctx, get("/healthz", nil), nil)
+	return err
+}
+
+// Ready reports whether the server can take work (/readyz): nil when it
+// is ready, else a *Problem (503 unavailable) whose Detail says why. It is
+// asked once, never retried: a readiness check wants the answer of now.
+func (c *Client) Ready(ctx context.Context) error {
+	r := get("/readyz", nil)
+	r.retry = false
+	_, _, err := c.do(ctx, r, nil)
+	return err
+}
+
+// PutTenant creates tenant id or updates its name, and reports whether it
+// created it. Admin tokens only (a test token may create test tenants).
+func (c *Client) PutTenant(ctx context.Context, id string, in TenantInput) (Tenant, bool, error) {
+	var t Tenant
+	status, _, err := c.do(ctx, request{method: http.MethodPut, path: tenantPath(id), body: in}, &t)
+	return t, status == http.StatusCreated, err
+}
+
+// Tenant returns tenant id.
+func (c *Client) Tenant(ctx context.Context, id string) (Tenant, error) {
+	var t Tenant
+	_, _, err := c.do(ctx, get(tenantPath(id), nil), &t)
+	return t, err
+}
+
+// DeleteTenant deletes tenant id and everything of it. A tenant with
+// deliveries pending is refused (CodePendingDeliveries) unless force is
+// set, which drops them.
+func (c *Client) DeleteTenant(ctx context.Context, id string, force bool) error {
+	var q url.Values
+	if force {
+		q = url.Values{"force": {"true"}}
+	}
+	_, _, err := c.do(ctx, request{method: http.MethodDelete, path: tenantPath(id), query: q}, nil)
+	return err
+}
+
+// PutEventType adds name to the catalogue, or updates its description,
+// and reports whether it added it.
+func (c *Client) PutEventType(ctx context.Context, name, description string) (EventType, bool, error) {
+	var et EventType
+	body := struct {
+		Description string `json:"description"`
+	}{description}
+	status, _, err := c.do(ctx, request{method: http.MethodPut, path: "/v1/event-types/" + seg(name), body: body}, &et)
+	return et, status == http.StatusCreated, err
+}
+
+// DeleteEventType takes name out of the catalogue: ingest of that type is
+// refused from then on; events stored already are delivered as usual.
+func (c *Client) DeleteEventType(ctx context.Context, name string) error {
+	_, _, err := c.do(ctx, request{method: http.MethodDelete, path: "/v1/event-types/" + seg(name)}, nil)
+	return err
+}
+
+// CreateEndpoint adds an endpoint to tenant and returns it with its
+// signing secret, shown this once.
+func (c *Client) CreateEndpoint(ctx context.Context, tenant string, in EndpointInput) (CreatedEndpoint, error) {
+	var ep CreatedEndpoint
+	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "endpoints"), body: in}, &ep)
+	return ep, err
+}
+
+// Endpoint returns endpoint id of tenant.
+func (c *Client) Endpoint(ctx context.Context, tenant, id string) (Endpoint, error) {
+	var ep Endpoint
+	_, _, err := c.do(ctx, get(tenantPath(tenant, "endpoints", seg(id)), nil), &ep)
+	return ep, err
+}
+
+// UpdateEndpoint changes the fields of endpoint id that p sets.
+func (c *Client) UpdateEndpoint(ctx context.Context, tenant, id string, p EndpointPatch) (Endpoint, error) {
+	var ep Endpoint
+	_, _, err := c.do(ctx, request{method: http.MethodPatch, path: tenantPath(tenant, "endpoints", seg(id)), body: p}, &ep)
+	return ep, err
+}
+
+// DeleteEndpoint deletes endpoint id of tenant; its pending deliveries
+// are not attempted again.
+func (c *Client) DeleteEndpoint(ctx context.Context, tenant, id string) error {
+	_, _, err := c.do(ctx, request{method: http.MethodDelete, path: tenantPath(tenant, "endpoints", seg(id))}, nil)
+	return err
+}
+
+// DefaultGrace, as RotateSecret's grace, asks for the server's default
+// grace window (24 hours).
+const DefaultGrace time.Duration = -1
+
+// RotateSecret gives endpoint id a new secret. The previous one keeps
+// signing beside it for grace, so the receiver can switch keys without
+// dropping a webhook; a grace of 0 drops it at once (for a leaked key);
+// DefaultGrace: the server's default. The new secret is shown this once.
+func (c *Client) RotateSecret(ctx context.Context, tenant, id string, grace time.Duration) (SecretResult, error) {
+	body := struct {
+		Grace string `json:"grace,omitempty"`
+	}{}
+	if grace != DefaultGrace {
+		body.Grace = grace.String()
+	}
+	var res SecretResult
+	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "endpoints", seg(id), "secret", "rotate"), body: body}, &res)
+	return res, err
+}
+
+// RevokeSecret replaces every secret of endpoint id with a new one at
+// once: the old ones sign nothing more. The new secret is shown this once.
+func (c *Client) RevokeSecret(ctx context.Context, tenant, id string) (SecretResult, error) {
+	var res SecretResult
+	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "endpoints", seg(id), "secret", "revoke")}, &res)
+	return res, err
+}
+
+// VerifyEndpoint sends the Standard Webhooks verification challenge to
+// endpoint id now. A challenge that fails is not an error: the answer
+// says Verified false and why.
+func (c *Client) VerifyEndpoint(ctx context.Context, tenant, id string) (Verification, error) {
+	var v Verification
+	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "endpoints", seg(id), "verify")}, &v)
+	return v, err
+}
+
+// Ingest stores an event for tenant and schedules its delivery to every
+// endpoint subscribed to its type. It is sent with in.IdempotencyKey, or
+// with a random key when that is empty, and the same key on every retry,
+// so a retried ingest stores one event; the result says which key and
+// whether the server had it already.
+func (c *Client) Ingest(ctx context.Context, tenant string, in EventInput) (IngestResult, error) {
+	key := in.IdempotencyKey
+	if key == "" {
+		key = newIdempotencyKey()
+	}
+	r := request{
+		method: http.MethodPost, path: tenantPath(tenant, "events"), body: in,
+		header: http.Header{"Idempotency-Key": {key}},
+		retry:  true, // the key makes a repeat harmless
+	}
+	var res IngestResult
+	_, h, err := c.do(ctx, r, &res)
+	if err != nil {
+		return IngestResult{}, err
+	}
+	res.IdempotencyKey = key
+	res.Replayed = h.Get("Idempotent-Replayed") == "true"
+	return res, nil
+}
+
+// newIdempotencyKey returns a random key: 128 bits, hex.
+func newIdempotencyKey() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return "wc_" + hex.EncodeToString(b[:])
+}
+
+// Event returns event id of tenant: its envelope exactly as delivered,
+// and its deliveries.
+func (c *Client) Event(ctx context.Context, tenant, id string) (EventDetail, error) {
+	var ev EventDetail
+	_, _, err := c.do(ctx, get(tenantPath(tenant, "events", seg(id)), nil), &ev)
+	return ev, err
+}
+
+// Delivery returns delivery id of tenant with its attempts and replays.
+func (c *Client) Delivery(ctx context.Context, tenant, id string) (Delivery, error) {
+	var d Delivery
+	_, _, err := c.do(ctx, get(tenantPath(tenant, "deliveries", seg(id)), nil), &d)
+	return d, err
+}
+
+// Replay sends delivery id again, in a new cycle, whatever its state, and
+// returns it as queued.
+func (c *Client) Replay(ctx context.Context, tenant, id string) (Delivery, error) {
+	var d Delivery
+	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "deliveries", seg(id), "replay")}, &d)
+	return d, err
+}
+
+// ReplayDeadLetters sends again every dead letter of tenant in r and
+// returns how many it queued.
+func (c *Client) ReplayDeadLetters(ctx context.Context, tenant string, r DeadLetterRange) (int, error) {
+	var out struct {
+		Queued int `json:"queued"`
+	}
+	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "dead-letters", "replay"), body: r}, &out)
+	return out.Queued, err
+}
+
+// Report returns the delivery report over tenant's last events (0: the
+// server's default, 1000).
+func (c *Client) Report(ctx context.Context, tenant string, last int) (Report, error) {
+	var rep Report
+	_, _, err := c.do(ctx, get(tenantPath(tenant, "report"), lastQuery(last)), &rep)
+	return rep, err
+}
+
+// ReportAll returns the report of every tenant over its last events (0:
+// the server's default, 1000) and their total. Admin tokens only.
+func (c *Client) ReportAll(ctx context.Context, last int) (TenantsReport, error) {
+	var rep TenantsReport
+	_, _, err := c.do(ctx, get("/v1/admin/report", lastQuery(last)), &rep)
+	return rep, err
+}
+
+func lastQuery(last int) url.Values {
+	if last == 0 {
+		return nil
+	}
+	return url.Values{"last": {strconv.Itoa(last)}}
+}
+
+// IssueAccessToken makes a token that acts on tenant's routes only, for
+// ttl (0: the server's default, 24h; at most 30 days). The token is shown
+// this once. Admin tokens only.
+func (c *Client) IssueAccessToken(ctx context.Context, tenant string, ttl time.Duration) (IssuedToken, error) {
+	body := struct {
+		TTL string `json:"ttl,omitempty"`
+	}{}
+	if ttl != 0 {
+		body.TTL = ttl.String()
+	}
+	var t IssuedToken
+	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "access-tokens"), body: body}, &t)
+	return t, err
+}
+
+// RevokeAccessToken revokes token id ("tok_…") of tenant: it is refused
+// from the next request on. Admin tokens only.
+func (c *Client) RevokeAccessToken(ctx context.Context, tenant, id string) error {
+	_, _, err := c.do(ctx, request{method: http.MethodDelete, path: tenantPath(tenant, "access-tokens", seg(id))}, nil)
+	return err
+}
+
+// Backup streams a consistent copy of the server's database into w and
+// returns how many bytes it wrote. The copy is whole only when the error
+// is nil: a transfer cut short is an error, and what reached w must then
+// be thrown away. Admin tokens only; a server without a backup source
+// answers CodeNotFound.
+func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
+	resp, err := c.send(ctx, get("/v1/admin/backup", nil))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("client: GET /v1/admin/backup: after %d bytes: %w", n, err)
+	}
+	if resp.ContentLength >= 0 && n != resp.ContentLength {
+		return n, fmt.Errorf("client: GET /v1/admin/backup: got %d bytes of %d", n, resp.ContentLength)
+	}
+	return n, nil
+}

@@ -1,0 +1,404 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The JSON shapes of the API. Times are UTC with millisecond precision as
+// the server writes them; a zero time.Time stands for a member the server
+// left out.
+
+// Environment keeps test data apart from live data: every tenant is in
+// one, fixed when it is created, and a test token acts on test tenants
+// only.
+type Environment string
+
+const (
+	EnvironmentLive Environment = "live"
+	EnvironmentTest Environment = "test"
+)
+
+// Tenant is a customer of the sender: the owner of endpoints.
+type Tenant struct {
+	ID          string      `json:"id"`
+	Name        string      `json:"name"`
+	Environment Environment `json:"environment"`
+	Created     time.Time   `json:"created"`
+	Updated     time.Time   `json:"updated"`
+}
+
+// TenantInput is what PutTenant sets.
+type TenantInput struct {
+	Name string `json:"name,omitempty"`
+	// Environment is chosen when the tenant is created ("": the server's
+	// default, test for a test token) and must be "" or unchanged after.
+	Environment Environment `json:"environment,omitempty"`
+}
+
+// EventType is one entry of the catalogue of event types that may be
+// ingested, named "resource.action" (payment.succeeded).
+type EventType struct {
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Created     time.Time `json:"created"`
+	Updated     time.Time `json:"updated"`
+}
+
+// AllEventTypes, as an endpoint's only event type, subscribes it to every
+// type.
+const AllEventTypes = "*"
+
+// Endpoint is a tenant's URL that receives the event types it subscribes
+// to, signed with its own secret (shown only by CreateEndpoint,
+// RotateSecret and RevokeSecret).
+type Endpoint struct {
+	ID          string   `json:"id"`
+	Tenant      string   `json:"tenant"`
+	URL         string   `json:"url"`
+	EventTypes  []string `json:"event_types"`
+	Description string   `json:"description"`
+	Disabled    bool     `json:"disabled"`
+	// DisabledReason says who or what disabled the endpoint.
+	DisabledReason string    `json:"disabled_reason,omitempty"`
+	DisabledAt     time.Time `json:"disabled_at,omitzero"`
+	// FailingSince is when the current run of failed attempts began;
+	// zero after a success. LastFailure says why the latest failed.
+	FailingSince  time.Time `json:"failing_since,omitzero"`
+	LastFailure   string    `json:"last_failure,omitempty"`
+	LastFailureAt time.Time `json:"last_failure_at,omitzero"`
+	Created       time.Time `json:"created"`
+	Updated       time.Time `json:"updated"`
+	// VerificationRequired: no delivery is attempted until the endpoint
+	// answers the verification challenge (VerifyEndpoint).
+	VerificationRequired bool `json:"verification_required"`
+	// Verified is when the endpoint last passed the challenge at its
+	// current URL; zero when it has not.
+	Verified time.Time `json:"verified,omitzero"`
+}
+
+// EndpointInput is what CreateEndpoint makes.
+type EndpointInput struct {
+	URL         string   `json:"url"`
+	EventTypes  []string `json:"event_types"`
+	Description string   `json:"description,omitempty"`
+}
+
+// CreatedEndpoint is a new endpoint with its signing secret, which no
+// later read shows again.
+type CreatedEndpoint struct {
+	Endpoint
+	Secret string `json:"secret"`
+	// Environment is the tenant's (secrets carry no environment prefix).
+	Environment Environment `json:"environment,omitempty"`
+}
+
+// EndpointPatch is what UpdateEndpoint changes: nil fields are left as
+// they are.
+type EndpointPatch struct {
+	URL         *string   `json:"url,omitempty"`
+	EventTypes  *[]string `json:"event_types,omitempty"`
+	Description *string   `json:"description,omitempty"`
+	Disabled    *bool     `json:"disabled,omitempty"`
+	// DeliverHeld, with Disabled set to false, sends the deliveries held
+	// while the endpoint was disabled; false dead-letters them.
+	DeliverHeld bool `json:"deliver_held,omitempty"`
+}
+
+// SecretResult is an endpoint after RotateSecret or RevokeSecret, with
+// its new secret, which no later read shows again.
+type SecretResult struct {
+	Endpoint
+	Secret      string      `json:"secret"`
+	Environment Environment `json:"environment"`
+	// PreviousSecretExpires is when the previous secret stops signing;
+	// zero when it stopped at once.
+	PreviousSecretExpires time.Time `json:"previous_secret_expires,omitzero"`
+}
+
+// Verification is the outcome of VerifyEndpoint's challenge.
+type Verification struct {
+	Verified bool `json:"verified"`
+	// Reason says why not, when not verified.
+	Reason   string   `json:"reason,omitempty"`
+	Endpoint Endpoint `json:"endpoint"`
+}
+
+// EventInput is an event to Ingest.
+type EventInput struct {
+	// Type is a name from the catalogue (PutEventType).
+	Type string `json:"type"`
+	// APIVersion is the envelope's api_version; "": the server's default.
+	APIVersion string `json:"api_version,omitempty"`
+	// Data is the event's payload, marshalled with encoding/json (a
+	// json.RawMessage is sent as it is). It must be a JSON object.
+	Data any `json:"data"`
+	// IdempotencyKey makes the ingest safe to repeat: the server stores
+	// one event per key (within its idempotency window) and answers a
+	// repeat with the first one. "": Ingest generates a random key.
+	IdempotencyKey string `json:"-"`
+}
+
+// IngestResult is the answer of Ingest.
+type IngestResult struct {
+	ID         string        `json:"id"`
+	Created    time.Time     `json:"created"`
+	Deliveries []DeliveryRef `json:"deliveries"`
+	// IdempotencyKey is the key the event was sent with: the caller's, or
+	// the one Ingest generated.
+	IdempotencyKey string `json:"-"`
+	// Replayed reports that the server had stored this key already and
+	// answered with that event rather than storing a new one.
+	Replayed bool `json:"-"`
+}
+
+// DeliveryRef names one delivery an ingest created: one per subscribed
+// endpoint.
+type DeliveryRef struct {
+	ID         string `json:"id"`
+	EndpointID string `json:"endpoint_id"`
+	State      State  `json:"state"`
+}
+
+// Envelope is an event exactly as its endpoints receive it. Raw holds its
+// bytes as the server stored, signed and sent them (a signature covers
+// these bytes, so hash Raw, not a re-encoding); the other fields are
+// decoded from them.
+type Envelope struct {
+	ID         string          `json:"id"`
+	Type       string          `json:"type"`
+	Created    time.Time       `json:"created"`
+	APIVersion string          `json:"api_version"`
+	Data       json.RawMessage `json:"data"`
+	Raw        json.RawMessage `json:"-"`
+}
+
+// UnmarshalJSON decodes the envelope and keeps its bytes in Raw.
+func (e *Envelope) UnmarshalJSON(b []byte) error {
+	type plain Envelope // without this method
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*e = Envelope(p)
+	e.Raw = append(json.RawMessage(nil), b...)
+	return nil
+}
+
+// MarshalJSON writes Raw when it is set, else the fields.
+func (e Envelope) MarshalJSON() ([]byte, error) {
+	if e.Raw != nil {
+		return e.Raw, nil
+	}
+	type plain Envelope
+	return json.Marshal(plain(e))
+}
+
+// EventDetail is an event with its deliveries (GetEvent).
+type EventDetail struct {
+	Event      Envelope   `json:"event"`
+	Deliveries []Delivery `json:"deliveries"`
+}
+
+// State is where a delivery is in its life.
+type State string
+
+const (
+	StatePending    State = "pending"    // an attempt is due at NextAttemptAt
+	StateDelivering State = "delivering" // an attempt is in flight
+	StateSucceeded  State = "succeeded"  // an attempt got a 2xx
+	StateDead       State = "dead"       // out of attempts or refused for good: a dead letter until replayed
+	StatePaused     State = "paused"     // its endpoint is disabled; waits for it to be enabled
+)
+
+// Delivery is the sending of one event to one endpoint: its state, every
+// attempt and every replay.
+type Delivery struct {
+	ID         string `json:"id"`
+	Tenant     string `json:"tenant"`
+	EventID    string `json:"event_id"`
+	EventType  string `json:"event_type"`
+	EndpointID string `json:"endpoint_id"`
+	State      State  `json:"state"`
+	// Cycle counts delivery cycles: 1 at ingest, +1 per replay.
+	Cycle         int       `json:"cycle"`
+	CycleStart    time.Time `json:"cycle_start"`
+	CycleAttempts int       `json:"cycle_attempts"`
+	// NextAttemptAt is when the next attempt is due; zero unless pending.
+	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
+	// LastStatus is the HTTP status of the last attempt; 0 if none.
+	LastStatus int `json:"last_status,omitempty"`
+	// Reason says why the last attempt failed, or why it is dead.
+	Reason   string    `json:"reason,omitempty"`
+	DeadAt   time.Time `json:"dead_at,omitzero"`
+	Created  time.Time `json:"created"`
+	Updated  time.Time `json:"updated"`
+	Attempts []Attempt `json:"attempts"`
+	Replays  []Replay  `json:"replays"`
+}
+
+// Outcome is how an attempt was classified.
+type Outcome string
+
+const (
+	OutcomeSuccess   Outcome = "success"   // 2xx
+	OutcomeRetry     Outcome = "retry"     // 408, 425, 429, 5xx, timeout, connection error
+	OutcomePermanent Outcome = "permanent" // 3xx and other 4xx
+)
+
+// Attempt is one HTTP request to the endpoint and what came of it.
+type Attempt struct {
+	Cycle  int       `json:"cycle"`
+	Number int       `json:"number"` // 1-based within its cycle
+	Start  time.Time `json:"start"`
+	// Duration is the attempt's time, in whole milliseconds
+	// (duration_ms).
+	Duration time.Duration `json:"-"`
+	// Status is the endpoint's HTTP status; 0 when none was read.
+	Status int `json:"status,omitempty"`
+	// Error is the transport error or why the answer was classified so.
+	Error string `json:"error,omitempty"`
+	// Response is the start of the endpoint's answer body.
+	Response string  `json:"response,omitempty"`
+	Outcome  Outcome `json:"outcome"`
+	// RetryAfter is the endpoint's Retry-After, in whole milliseconds
+	// (retry_after_ms); zero when it gave none.
+	RetryAfter time.Duration `json:"-"`
+}
+
+// attemptJSON is Attempt as the server writes it.
+type attemptJSON struct {
+	attemptFields
+	DurationMS   int64 `json:"duration_ms"`
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
+}
+
+type attemptFields Attempt // without the methods
+
+// UnmarshalJSON reads duration_ms and retry_after_ms as durations.
+func (a *Attempt) UnmarshalJSON(b []byte) error {
+	var j attemptJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*a = Attempt(j.attemptFields)
+	a.Duration = time.Duration(j.DurationMS) * time.Millisecond
+	a.RetryAfter = time.Duration(j.RetryAfterMS) * time.Millisecond
+	return nil
+}
+
+// MarshalJSON writes the server's shape.
+func (a Attempt) MarshalJSON() ([]byte, error) {
+	return json.Marshal(attemptJSON{attemptFields(a), a.Duration.Milliseconds(), a.RetryAfter.Milliseconds()})
+}
+
+// Replay records one manual re-send of a delivery.
+type Replay struct {
+	At    time.Time `json:"at"`
+	By    string    `json:"by"` // "admin" or "token tok_…"
+	Cycle int       `json:"cycle"`
+}
+
+// DeadLetterRange selects the dead letters ReplayDeadLetters sends again:
+// those that died in [Since, Until), of one endpoint or all. A zero
+// time is no bound on that side.
+type DeadLetterRange struct {
+	Since    time.Time `json:"since,omitzero"`
+	Until    time.Time `json:"until,omitzero"`
+	Endpoint string    `json:"endpoint,omitempty"`
+}
+
+// DeliveryFilter selects the deliveries of the delivery log. Zero fields
+// select everything.
+type DeliveryFilter struct {
+	State    State
+	Type     string // event type
+	Endpoint string // endpoint ID
+	Since    time.Time
+	Until    time.Time
+	// Limit is the page size asked of the server (1–1000); 0: the
+	// server's default (100). The iterator pages on regardless.
+	Limit int
+	// Cursor starts the walk after a cursor the server gave; "": from
+	// the start.
+	Cursor string
+}
+
+// ListOptions page a listing that takes no filter.
+type ListOptions struct {
+	// Limit is the page size asked of the server (1–1000); 0: the
+	// server's default (100). The iterator pages on regardless.
+	Limit int
+	// Cursor starts the walk after a cursor the server gave; "": from
+	// the start.
+	Cursor string
+}
+
+// FeedFilter selects the events of the reconciliation feed.
+type FeedFilter struct {
+	// Cursor resumes after the event it names (Feed.Cursor of an earlier
+	// walk); "": from the first event.
+	Cursor string
+	Type   string    // event type; "": all
+	Since  time.Time // events created at or after; zero: all
+	// Limit is the page size asked of the server; 0: its default.
+	Limit int
+}
+
+// FeedEvent is one entry of the reconciliation feed.
+type FeedEvent struct {
+	// Cursor resumes the feed after this event.
+	Cursor string   `json:"cursor"`
+	Event  Envelope `json:"event"`
+}
+
+// Report is the delivery report over a tenant's last events.
+type Report struct {
+	Tenant                string         `json:"tenant,omitempty"`
+	Events                int            `json:"events"`
+	Deliveries            int            `json:"deliveries"`
+	FirstAttemptSuccesses int            `json:"first_attempt_successes"`
+	RetrySuccesses        int            `json:"retry_successes"`
+	EffectiveDeliveryRate float64        `json:"effective_delivery_rate"` // (first + retry successes) / deliveries
+	Pending               int            `json:"pending"`
+	Dead                  int            `json:"dead"`
+	DeadByReason          map[string]int `json:"dead_by_reason"`
+	Replayed              int            `json:"replayed"`
+	DuplicateDeliveries   int            `json:"duplicate_deliveries"`
+	Target                float64        `json:"target"`
+	MeetsTarget           bool           `json:"meets_target"`
+	Checks                []ReportCheck  `json:"checks"`
+}
+
+// ReportCheck is one consistency check of a Report.
+type ReportCheck struct {
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	Note string `json:"note,omitempty"`
+}
+
+// TenantsReport is the report of every tenant and their total.
+type TenantsReport struct {
+	Tenants []Report `json:"tenants"`
+	Total   Report   `json:"total"`
+}
+
+// AccessToken is what the server keeps of a tenant access token: never
+// the token itself.
+type AccessToken struct {
+	ID          string      `json:"id"` // "tok_…"
+	Tenant      string      `json:"tenant"`
+	Environment Environment `json:"environment"`
+	Created     time.Time   `json:"created"`
+	Expires     time.Time   `json:"expires"`
+	// Revoked is when the token was revoked; zero while it is not.
+	Revoked time.Time `json:"revoked,omitzero"`
+}
+
+// IssuedToken is a new access token: its facts and the token itself,
+// shown this once. Use Token as Options.Token of a Client that acts on
+// that tenant only.
+type IssuedToken struct {
+	AccessToken
+	Token string `json:"token"`
+}
