@@ -300,12 +300,14 @@ type Replay struct {
 }
 
 // DeadLetterRange selects the dead letters ReplayDeadLetters sends again:
-// those that died in [Since, Until), of one endpoint or all. A zero
-// time is no bound on that side.
+// those that died in [Since, Until), of one endpoint or of all.
 type DeadLetterRange struct {
-	Since    time.Time `json:"since,omitzero"`
-	Until    time.Time `json:"until,omitzero"`
-	Endpoint string    `json:"endpoint,omitempty"`
+	// Since is required: a zero Since is refused (CodeInvalidField).
+	Since time.Time `json:"since,omitzero"`
+	// Until zero: now.
+	Until time.Time `json:"until,omitzero"`
+	// Endpoint is an endpoint ID; "": every endpoint.
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // DeliveryFilter selects the deliveries of the delivery log. Zero fields

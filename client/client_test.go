@@ -1,0 +1,352 @@
+package client_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/client"
+	"github.com/webhookd/webhookd/storage"
+)
+
+// TestClient_EveryRoute calls every method of the client against the
+// real server, in the order a sender would: set up, ingest, read what
+// happened, replay, hand a tenant its own token, back up, tear down.
+func TestClient_EveryRoute(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client("", client.Options{})
+	ctx := t.Context()
+
+	if err := c.Health(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Tenants and the catalogue.
+	tn, created, err := c.PutTenant(ctx, "acme", client.TenantInput{Name: "Acme", Environment: client.EnvironmentLive})
+	if err != nil || !created || tn.ID != "acme" || tn.Name != "Acme" || tn.Created.IsZero() {
+		t.Fatalf("PutTenant = %+v, %v, %v; want acme, created", tn, created, err)
+	}
+	if _, created, err := c.PutTenant(ctx, "acme", client.TenantInput{Name: "Acme Inc"}); err != nil || created {
+		t.Fatalf("PutTenant again: created %v, %v; want an update", created, err)
+	}
+	if got, err := c.Tenant(ctx, "acme"); err != nil || got.Name != "Acme Inc" || got.Environment != client.EnvironmentLive {
+		t.Fatalf("Tenant = %+v, %v", got, err)
+	}
+	et, created, err := c.PutEventType(ctx, "invoice.paid", "An invoice was paid.")
+	if err != nil || !created || et.Name != "invoice.paid" || et.Description != "An invoice was paid." {
+		t.Fatalf("PutEventType = %+v, %v, %v", et, created, err)
+	}
+	if _, _, err := c.PutEventType(ctx, "invoice.voided", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := collect(t, c.EventTypes(ctx, client.ListOptions{})); len(got) != 2 || got[0].Name != "invoice.paid" {
+		t.Fatalf("EventTypes = %+v", got)
+	}
+
+	// Endpoints: one that takes deliveries, one that refuses them.
+	ok, err := c.CreateEndpoint(ctx, "acme", client.EndpointInput{URL: e.receiver.URL + "/ok", EventTypes: []string{"invoice.paid"}, Description: "takes them"})
+	if err != nil || ok.ID == "" || ok.Secret == "" || ok.Tenant != "acme" || ok.Environment != client.EnvironmentLive {
+		t.Fatalf("CreateEndpoint = %+v, %v", ok, err)
+	}
+	bad, err := c.CreateEndpoint(ctx, "acme", client.EndpointInput{URL: e.receiver.URL + "/refuses", EventTypes: []string{client.AllEventTypes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := collect(t, c.Endpoints(ctx, "acme", client.ListOptions{})); len(got) != 2 {
+		t.Fatalf("Endpoints = %+v, want 2", got)
+	}
+	desc := "takes them all"
+	upd, err := c.UpdateEndpoint(ctx, "acme", ok.ID, client.EndpointPatch{Description: &desc})
+	if err != nil || upd.Description != desc || upd.URL != ok.URL {
+		t.Fatalf("UpdateEndpoint = %+v, %v", upd, err)
+	}
+	if got, err := c.Endpoint(ctx, "acme", ok.ID); err != nil || got.Description != desc || !slices.Equal(got.EventTypes, []string{"invoice.paid"}) {
+		t.Fatalf("Endpoint = %+v, %v", got, err)
+	}
+	rot, err := c.RotateSecret(ctx, "acme", ok.ID, time.Hour)
+	if err != nil || rot.Secret == "" || rot.Secret == ok.Secret || rot.PreviousSecretExpires.Before(time.Now().Add(59*time.Minute)) {
+		t.Fatalf("RotateSecret(1h) = %+v, %v; want a new secret, the old one for an hour", rot, err)
+	}
+	if rot, err := c.RotateSecret(ctx, "acme", ok.ID, 0); err != nil || !rot.PreviousSecretExpires.IsZero() {
+		t.Fatalf("RotateSecret(0) = %+v, %v; want the old one dropped at once", rot, err)
+	}
+	if rot, err := c.RotateSecret(ctx, "acme", ok.ID, client.DefaultGrace); err != nil || rot.PreviousSecretExpires.Before(time.Now().Add(23*time.Hour)) {
+		t.Fatalf("RotateSecret(DefaultGrace) = %+v, %v; want the server's 24h", rot, err)
+	}
+	rev, err := c.RevokeSecret(ctx, "acme", ok.ID)
+	if err != nil || rev.Secret == "" || !rev.PreviousSecretExpires.IsZero() {
+		t.Fatalf("RevokeSecret = %+v, %v", rev, err)
+	}
+	// The receiver does not answer the challenge: not verified, no error.
+	v, err := c.VerifyEndpoint(ctx, "acme", bad.ID)
+	if err != nil || v.Verified || v.Reason == "" || v.Endpoint.ID != bad.ID {
+		t.Fatalf("VerifyEndpoint = %+v, %v; want not verified, with a reason", v, err)
+	}
+
+	// Ingest, and what became of it.
+	res, err := c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.paid", Data: map[string]any{"invoice": "in_1"}})
+	if err != nil || res.ID == "" || len(res.Deliveries) != 2 || res.IdempotencyKey == "" || res.Replayed {
+		t.Fatalf("Ingest = %+v, %v; want 2 deliveries and a generated key", res, err)
+	}
+	again, err := c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.paid", Data: map[string]any{"invoice": "in_1"}, IdempotencyKey: res.IdempotencyKey})
+	if err != nil || again.ID != res.ID || !again.Replayed {
+		t.Fatalf("Ingest with the same key = %+v, %v; want event %s replayed", again, err, res.ID)
+	}
+	ev, err := c.Event(ctx, "acme", res.ID)
+	if err != nil || ev.Event.ID != res.ID || ev.Event.Type != "invoice.paid" || string(ev.Event.Data) != `{"invoice":"in_1"}` || len(ev.Deliveries) != 2 {
+		t.Fatalf("Event = %+v, %v", ev, err)
+	}
+	var deadID string
+	for _, ref := range res.Deliveries {
+		d := waitDelivery(t, c, ref.ID)
+		switch ref.EndpointID {
+		case ok.ID:
+			if d.State != client.StateSucceeded || len(d.Attempts) != 1 || d.Attempts[0].Status != 200 || d.Attempts[0].Outcome != client.OutcomeSuccess {
+				t.Fatalf("delivery to /ok = %+v", d)
+			}
+			if d.Attempts[0].Duration < 0 || d.Attempts[0].Duration%time.Millisecond != 0 {
+				t.Errorf("attempt duration %v, want whole milliseconds", d.Attempts[0].Duration)
+			}
+		case bad.ID:
+			if d.State != client.StateDead || d.DeadAt.IsZero() || d.Attempts[0].Outcome != client.OutcomePermanent {
+				t.Fatalf("delivery to /refuses = %+v", d)
+			}
+			deadID = d.ID
+		}
+	}
+	if got := collect(t, c.Deliveries(ctx, "acme", client.DeliveryFilter{State: client.StateDead, Type: "invoice.paid", Endpoint: bad.ID, Since: time.Now().Add(-time.Hour), Until: time.Now().Add(time.Hour)})); len(got) != 1 || got[0].ID != deadID {
+		t.Fatalf("Deliveries(dead) = %+v, want %s", got, deadID)
+	}
+	if got := collect(t, c.DeadLetters(ctx, "acme", client.ListOptions{})); len(got) != 1 || got[0].ID != deadID {
+		t.Fatalf("DeadLetters = %+v, want %s", got, deadID)
+	}
+	rep, err := c.Replay(ctx, "acme", deadID)
+	if err != nil || rep.Cycle != 2 || len(rep.Replays) != 1 || rep.Replays[0].By != "admin" {
+		t.Fatalf("Replay = %+v, %v; want cycle 2, replayed by admin", rep, err)
+	}
+	if d := waitDelivery(t, c, deadID); d.State != client.StateDead || d.Cycle != 2 {
+		t.Fatalf("replayed delivery = %+v, want dead again in cycle 2", d)
+	}
+	n, err := c.ReplayDeadLetters(ctx, "acme", client.DeadLetterRange{Since: time.Now().Add(-time.Hour), Endpoint: bad.ID})
+	if err != nil || n != 1 {
+		t.Fatalf("ReplayDeadLetters = %d, %v; want 1", n, err)
+	}
+	waitDelivery(t, c, deadID)
+
+	// The feed: one event, then the end of the log; resumed later, the next.
+	feed := c.Feed("acme", client.FeedFilter{})
+	got := collect(t, feed.Events(ctx))
+	if len(got) != 1 || got[0].Event.ID != res.ID || !bytes.Equal(got[0].Event.Raw, ev.Event.Raw) || feed.Cursor() != got[0].Cursor {
+		t.Fatalf("Feed = %+v, cursor %q; want event %s and its cursor", got, feed.Cursor(), res.ID)
+	}
+	var raw struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(got[0].Event.Raw, &raw); err != nil || string(raw.Data) != `{"invoice":"in_1"}` {
+		t.Fatalf("envelope %s: %v", got[0].Event.Raw, err)
+	}
+	res2, err := c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.voided", Data: json.RawMessage(`{"invoice":"in_1"}`)})
+	if err != nil || len(res2.Deliveries) != 1 {
+		t.Fatalf("Ingest(invoice.voided) = %+v, %v", res2, err)
+	}
+	if got := collect(t, c.Feed("acme", client.FeedFilter{Cursor: feed.Cursor()}).Events(ctx)); len(got) != 1 || got[0].Event.ID != res2.ID {
+		t.Fatalf("Feed from the cursor = %+v, want only %s", got, res2.ID)
+	}
+
+	r, err := c.Report(ctx, "acme", 10)
+	if err != nil || r.Events != 2 || r.Deliveries != 3 || r.FirstAttemptSuccesses != 1 || len(r.Checks) == 0 {
+		t.Fatalf("Report = %+v, %v", r, err)
+	}
+	all, err := c.ReportAll(ctx, 0)
+	if err != nil || len(all.Tenants) != 1 || all.Total.Events != 2 {
+		t.Fatalf("ReportAll = %+v, %v", all, err)
+	}
+
+	// A tenant's own token: its routes only, until revoked.
+	tok, err := c.IssueAccessToken(ctx, "acme", time.Hour)
+	if err != nil || tok.Token == "" || tok.ID == "" || tok.Expires.Sub(tok.Created) != time.Hour {
+		t.Fatalf("IssueAccessToken = %+v, %v", tok, err)
+	}
+	tc := e.client("", client.Options{Token: tok.Token})
+	if _, err := tc.Tenant(ctx, "acme"); err != nil {
+		t.Fatalf("Tenant with the tenant token: %v", err)
+	}
+	if _, err := tc.ReportAll(ctx, 0); client.CodeOf(err) != client.CodeForbidden {
+		t.Fatalf("ReportAll with the tenant token: %v, want forbidden", err)
+	}
+	if got := collect(t, c.AccessTokens(ctx, "acme", client.ListOptions{})); len(got) != 1 || got[0].ID != tok.ID || !got[0].Revoked.IsZero() {
+		t.Fatalf("AccessTokens = %+v", got)
+	}
+	if err := c.RevokeAccessToken(ctx, "acme", tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.Tenant(ctx, "acme"); client.CodeOf(err) != client.CodeUnauthorized {
+		t.Fatalf("Tenant with a revoked token: %v, want unauthorized", err)
+	}
+
+	// A backup is a database webhookd can open.
+	var buf bytes.Buffer
+	if n, err := c.Backup(ctx, &buf); err != nil || n != int64(buf.Len()) || n == 0 {
+		t.Fatalf("Backup = %d, %v (%d bytes written)", n, err, buf.Len())
+	}
+	path := filepath.Join(t.TempDir(), "backup.db")
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := storage.Open(path, storage.Options{})
+	if err != nil {
+		t.Fatalf("open the backup: %v", err)
+	}
+	if _, err := db.Tenant(ctx, "acme"); err != nil {
+		t.Errorf("the backup has no tenant acme: %v", err)
+	}
+	db.Close()
+
+	// Tear down.
+	if err := c.DeleteEndpoint(ctx, "acme", bad.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Endpoint(ctx, "acme", bad.ID); client.CodeOf(err) != client.CodeEndpointNotFound {
+		t.Fatalf("Endpoint after delete: %v, want endpoint_not_found", err)
+	}
+	if err := c.DeleteEventType(ctx, "invoice.voided"); err != nil {
+		t.Fatal(err)
+	}
+	if got := collect(t, c.Tenants(ctx, client.ListOptions{})); len(got) != 1 || got[0].ID != "acme" {
+		t.Fatalf("Tenants = %+v", got)
+	}
+	if err := c.DeleteTenant(ctx, "acme", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Tenant(ctx, "acme"); client.CodeOf(err) != client.CodeTenantNotFound && client.CodeOf(err) != client.CodeTenantDeleting {
+		t.Fatalf("Tenant after delete: %v, want tenant_not_found", err)
+	}
+}
+
+// TestClient_Pagination walks listings of several pages: every item once,
+// in order, one request per page.
+func TestClient_Pagination(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	counter := &countingTransport{}
+	c := e.client("", client.Options{HTTPClient: &http.Client{Transport: counter}})
+	ctx := t.Context()
+	ep := e.setup(c, "/ok")
+
+	var ingested []string
+	for i := range 5 {
+		res, err := c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.paid", Data: map[string]int{"n": i}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ingested = append(ingested, res.Deliveries[0].ID)
+	}
+
+	counter.n.Store(0)
+	var ids []string
+	for d, err := range c.Deliveries(ctx, "acme", client.DeliveryFilter{Endpoint: ep.ID, Limit: 2}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, d.ID)
+	}
+	slices.Reverse(ids) // the log is newest first
+	if !slices.Equal(ids, ingested) {
+		t.Errorf("Deliveries = %v, want %v reversed", ids, ingested)
+	}
+	if got, want := counter.n.Load(), int64(3); got != want {
+		t.Errorf("Deliveries took %d requests, want %d (5 deliveries, 2 a page)", got, want)
+	}
+
+	// Breaking out of a walk sends no further request.
+	counter.n.Store(0)
+	for range c.Deliveries(ctx, "acme", client.DeliveryFilter{Limit: 2}) {
+		break
+	}
+	if got := counter.n.Load(); got != 1 {
+		t.Errorf("a walk broken off after one item took %d requests, want 1", got)
+	}
+
+	// The feed pages too, and stops at the end of the log.
+	counter.n.Store(0)
+	feed := c.Feed("acme", client.FeedFilter{Limit: 2})
+	evs := collect(t, feed.Events(ctx))
+	if len(evs) != 5 || feed.Cursor() != evs[4].Cursor {
+		t.Fatalf("Feed = %d events, cursor %q", len(evs), feed.Cursor())
+	}
+	if got := counter.n.Load(); got != 3 {
+		t.Errorf("the feed took %d requests, want 3", got)
+	}
+	if more := collect(t, feed.Events(ctx)); len(more) != 0 || feed.Cursor() != evs[4].Cursor {
+		t.Errorf("the feed again = %d events, cursor %q; want none, the same cursor", len(more), feed.Cursor())
+	}
+
+	for _, id := range []string{"t1", "t2", "t3", "t4"} {
+		if _, _, err := c.PutTenant(ctx, id, client.TenantInput{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var tenants []string
+	for tn, err := range c.Tenants(ctx, client.ListOptions{Limit: 2}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		tenants = append(tenants, tn.ID)
+	}
+	if want := []string{"acme", "t1", "t2", "t3", "t4"}; !slices.Equal(tenants, want) {
+		t.Errorf("Tenants = %v, want %v", tenants, want)
+	}
+	if got := collect(t, c.Tenants(ctx, client.ListOptions{Limit: 2, Cursor: "t2"})); len(got) != 2 || got[0].ID != "t3" {
+		t.Errorf("Tenants after t2 = %+v, want t3, t4", got)
+	}
+}
+
+// TestProblem: an error answer is a *Problem with the server's code and
+// the field at fault, through errors.As, from a method and from a walk.
+func TestProblem(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client("", client.Options{})
+	ctx := t.Context()
+	e.setup(c, "/ok")
+
+	_, err := c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.payed", Data: map[string]any{}})
+	var p *client.Problem
+	if !errors.As(err, &p) {
+		t.Fatalf("Ingest of an unknown type: %v, want a *Problem", err)
+	}
+	if p.Status != 422 || p.Code != client.CodeUnknownEventType || p.Field != "type" || !strings.Contains(p.Detail, `"invoice.paid"`) || p.Title == "" {
+		t.Errorf("Problem = %+v, want 422 unknown_event_type on type naming invoice.paid", p)
+	}
+	if !strings.Contains(err.Error(), "unknown_event_type") {
+		t.Errorf("Error() = %q, want the code", err)
+	}
+
+	for _, err := range c.Deliveries(ctx, "acme", client.DeliveryFilter{Limit: 5000}) {
+		if !errors.As(err, &p) || p.Code != client.CodeInvalidField || p.Field != "limit" || p.Status != 422 {
+			t.Errorf("Deliveries(limit 5000): %v, want invalid_field on limit", err)
+		}
+	}
+
+	bad := e.client("", client.Options{Token: "wrong"})
+	if err := bad.Health(ctx); err != nil {
+		t.Errorf("Health needs no token: %v", err)
+	}
+	if _, err := bad.Tenant(ctx, "acme"); !errors.As(err, &p) || p.Code != client.CodeUnauthorized || p.Status != 401 {
+		t.Errorf("a wrong token: %v, want unauthorized", err)
+	}
+	if _, err := c.Tenant(ctx, "nobody"); !errors.As(err, &p) || p.Code != client.CodeTenantNotFound || p.Status != 404 {
+		t.Errorf("Tenant(nobody): %v, want tenant_not_found", err)
+	}
+}
