@@ -2,9 +2,11 @@ package client_test
 
 import (
 	"context"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -145,4 +147,39 @@ type countingTransport struct{ n atomic.Int64 }
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// startExampleServer runs a webhookd for the examples, without a
+// dispatcher (deliveries stay pending): tenant acme, event type
+// invoice.paid and an endpoint subscribed to it. It returns the API's
+// URL, its token and the function that stops it.
+func startExampleServer() (baseURL, token string, stop func()) {
+	dir, err := os.MkdirTemp("", "client-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	db, err := storage.Open(filepath.Join(dir, "webhookd.db"), storage.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	svc := engine.NewService(db, nil, engine.ServiceOptions{LookupHost: publicLookup})
+	api := httptest.NewServer(httpapi.New(svc, httpapi.Options{Tokens: []string{adminToken}}))
+	stop = func() {
+		api.Close()
+		db.Close()
+		os.RemoveAll(dir)
+	}
+	ctx := context.Background()
+	_, _, err = svc.PutTenant(ctx, "acme", engine.TenantInput{})
+	if err == nil {
+		_, _, err = svc.PutEventType(ctx, "invoice.paid", engine.EventTypeInput{})
+	}
+	if err == nil {
+		_, _, err = svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: "https://hooks.example.com/in", EventTypes: []string{"invoice.paid"}})
+	}
+	if err != nil {
+		stop()
+		log.Fatal(err)
+	}
+	return api.URL, adminToken, stop
 }
