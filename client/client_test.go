@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/client"
+	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/httpapi"
 	"github.com/webhookd/webhookd/storage"
 )
 
@@ -348,5 +351,34 @@ func TestProblem(t *testing.T) {
 	}
 	if _, err := c.Tenant(ctx, "nobody"); !errors.As(err, &p) || p.Code != client.CodeTenantNotFound || p.Status != 404 {
 		t.Errorf("Tenant(nobody): %v, want tenant_not_found", err)
+	}
+}
+
+// TestClient_Ready: a server that is not ready answers a Problem at once
+// (a readiness check is not retried); one without a backup source
+// answers Backup with not_found and writes nothing.
+func TestClient_Ready(t *testing.T) {
+	t.Parallel()
+	h := httpapi.New(engine.NewService(openDB(t), nil, engine.ServiceOptions{}), httpapi.Options{
+		Tokens: []string{adminToken},
+		Ready:  func() error { return errors.New("draining") },
+	})
+	counter := &countingTransport{}
+	api := httptest.NewServer(h)
+	t.Cleanup(api.Close)
+	c, err := client.New(api.URL, client.Options{Token: adminToken, HTTPClient: &http.Client{Transport: counter}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Ready(t.Context())
+	if p := wantProblem(t, err, 503, client.CodeUnavailable); !strings.Contains(p.Detail, "draining") || p.RetryAfter != time.Second {
+		t.Errorf("Ready: %+v, want why, and Retry-After 1s", p)
+	}
+	if n := counter.n.Load(); n != 1 {
+		t.Errorf("Ready sent %d requests, want 1", n)
+	}
+	var buf bytes.Buffer
+	if _, err := c.Backup(t.Context(), &buf); client.CodeOf(err) != client.CodeNotFound || buf.Len() != 0 {
+		t.Errorf("Backup without a source: %v, %d bytes; want not_found and nothing", err, buf.Len())
 	}
 }

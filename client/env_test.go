@@ -44,15 +44,7 @@ func newEnv(t *testing.T) *env {
 	}))
 	t.Cleanup(e.receiver.Close)
 
-	db, err := storage.Open(filepath.Join(t.TempDir(), "webhookd.db"), storage.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := db.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	db := openDB(t)
 	loopback := engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}
 	disp := engine.NewDispatcher(db, engine.DispatcherOptions{
 		Policy: engine.RetryPolicy{
@@ -69,6 +61,21 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { disp.Stop(context.Background()) })
 	return e
+}
+
+// openDB opens a bbolt file in t.TempDir, closed at cleanup.
+func openDB(t *testing.T) *storage.DB {
+	t.Helper()
+	db, err := storage.Open(filepath.Join(t.TempDir(), "webhookd.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return db
 }
 
 // publicLookup resolves every host to a public address: no DNS in tests.
