@@ -70,7 +70,7 @@ type Problem struct {
 }
 
 // Error returns the status, code and detail, like
-// "422 unknown_event_type: unknown event type ...".
+// "webhookd: 422 unknown_event_type: event type ... (field type)".
 func (p *Problem) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "webhookd: %d", p.Status)
