@@ -15,7 +15,8 @@ import (
 // imports only the standard library and engine, so any store can seal
 // secrets without another store's driver; verify depends on the standard
 // library alone, so a receiver can use it alone and engine inherits nothing
-// through it.
+// through it; and so does client, the Go API client, which an application
+// imports without the server.
 func TestImports(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go tool")
@@ -71,11 +72,13 @@ func TestImports(t *testing.T) {
 			}
 		}
 	})
-	t.Run("verify", func(t *testing.T) {
-		for _, p := range list(t, nonStd, "verify", true) {
-			if p != mod+"/verify" {
-				t.Errorf("verify depends on %s", p)
+	for _, pkg := range []string{"verify", "client"} {
+		t.Run(pkg, func(t *testing.T) {
+			for _, p := range list(t, nonStd, pkg, true) {
+				if p != mod+"/"+pkg {
+					t.Errorf("%s depends on %s", pkg, p)
+				}
 			}
-		}
-	})
+		})
+	}
 }

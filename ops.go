@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -15,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/webhookd/webhookd/client"
 	"github.com/webhookd/webhookd/httpapi"
 	"github.com/webhookd/webhookd/storage"
 )
@@ -218,25 +218,16 @@ func readTokenFile(path string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// backupFromService streams the hot backup of the service at base to w,
+// through the project's own API client (a 429 or 503 is waited out as
+// its Retry-After says, before any byte is written).
 func backupFromService(ctx context.Context, base, token string, w io.Writer) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/admin/backup", nil)
+	c, err := client.New(base, client.Options{Token: token, UserAgent: "webhookd-backup"})
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("%s answered %s: %s", base, resp.Status, strings.TrimSpace(string(msg)))
-	}
-	if _, err := io.Copy(w, resp.Body); err != nil {
-		return fmt.Errorf("transfer cut off: %w", err)
-	}
-	return nil
+	_, err = c.Backup(ctx, w)
+	return err
 }
 
 // runCompact compacts a stopped database: into a new file (-o FILE, which
