@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/webhookd/webhookd/client"
 )
 
 // This file is the README's "Sending events reliably" example, run against
@@ -40,9 +42,10 @@ func placeOrder(app *bolt.DB, orderID string, amount int) error {
 	})
 }
 
-// relay posts every outbox row to webhookd and deletes the row once
-// webhookd answered 202. crashAfterPost simulates a crash between the POST
-// and the mark-sent (the relay dies, the row stays).
+// relay posts every outbox row to webhookd, through the project's Go
+// client, and deletes the row once webhookd acknowledged it.
+// crashAfterPost simulates a crash between the POST and the mark-sent
+// (the relay dies, the row stays).
 func relay(ctx context.Context, app *bolt.DB, webhookd, token string, crashAfterPost bool) error {
 	type row struct{ id, event []byte }
 	var rows []row
@@ -55,18 +58,21 @@ func relay(ctx context.Context, app *bolt.DB, webhookd, token string, crashAfter
 		}
 		return nil
 	})
+	c, err := client.New(webhookd, client.Options{Token: token})
+	if err != nil {
+		return err
+	}
 	for _, r := range rows {
-		req, _ := http.NewRequestWithContext(ctx, "POST", webhookd+"/v1/tenants/acme/events", bytes.NewReader(r.event))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", fmt.Sprintf("outbox-%x", r.id))
-		resp, err := http.DefaultClient.Do(req)
+		var ev struct {
+			Type string          `json:"type"`
+			Data json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal(r.event, &ev); err != nil {
+			return err
+		}
+		_, err := c.Ingest(ctx, "acme", client.EventInput{Type: ev.Type, Data: ev.Data, IdempotencyKey: fmt.Sprintf("outbox-%x", r.id)})
 		if err != nil {
 			return err // try again later: the row is still there
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			return fmt.Errorf("webhookd answered %s", resp.Status)
 		}
 		if crashAfterPost {
 			return errors.New("relay crashed after the POST, before marking the row sent")
