@@ -1,12 +1,16 @@
 package postgres
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/postgres/pgtest"
 )
 
 // TestAppendEvent_EndpointsChangedOnAnotherNode: a node makes an
@@ -223,4 +227,40 @@ func TestScheduler_CloseHandsBackIngestClaims(t *testing.T) {
 	if !got[ids[0]] || !got[ids[1]] {
 		t.Errorf("the other node claimed %v; want both %v at once", got, ids)
 	}
+}
+
+// TestScheduler_CloseTwice: a second Close (serve closes its backend
+// once when it stops and once more on the way out, after the store) does
+// nothing: it once tried to leave the cluster again on a closed pool and
+// logged a warning at every shutdown.
+func TestScheduler_CloseTwice(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	s, err := Open(t.Context(), pgtest.URL(t), Options{Schema: pgtest.Schema(t), Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Scheduler(SchedulerOptions{})
+	if _, err := c.Recover(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	s.Close()
+	c.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("a second Close logged:\n%s", logs.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

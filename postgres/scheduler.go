@@ -117,8 +117,9 @@ type Scheduler struct {
 	node    string       // this process's row in nodes
 	members atomic.Int64 // the live nodes' count << 32 | this node's place among them (heartbeat)
 
-	stop    context.CancelFunc
-	stopped sync.WaitGroup
+	stop      context.CancelFunc
+	stopped   sync.WaitGroup
+	closeOnce sync.Once
 }
 
 // ended is a lease to end without an outcome of the holder's: due again
@@ -425,8 +426,11 @@ func (c *Scheduler) preclaimed(ws []engine.Work, token int64, inputs []prefetche
 // Close ends the background work, ends the leases released or settled
 // and not yet written back and those of deliveries an ingest here claimed
 // that no dispatcher took over, and waits for both. The leases still
-// held end with their time. Close does not close the Store.
-func (c *Scheduler) Close() {
+// held end with their time. Close does not close the Store; a second
+// Close does nothing.
+func (c *Scheduler) Close() { c.closeOnce.Do(c.close) }
+
+func (c *Scheduler) close() {
 	c.s.preclaimer.CompareAndSwap(c, nil)
 	if c.stop != nil {
 		c.stop()
