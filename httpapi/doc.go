@@ -5,8 +5,9 @@
 //
 // # Routes
 //
-// GET /healthz answers 200 {"status":"ok"} and needs no token. Every /v1
-// route needs "Authorization: Bearer <token>" with one of Options.Tokens
+// GET /healthz answers 200 {"status":"ok"} and needs no token, and so does
+// GET /v1/openapi.json, the OpenAPI 3.1 document of every route below
+// (openapi.json in this package). Every other /v1 route needs "Authorization: Bearer <token>" with one of Options.Tokens
 // (live) or Options.TestTokens (test). A test token may use the routes
 // under /v1/tenants/:tenant of test tenants only, may create test tenants,
 // and may read the event catalogue; anything else answers 403 forbidden
@@ -42,6 +43,7 @@
 //	GET    /v1/admin/report                           ?last=1000 (admin) → 200 {"tenants": [...], "total"}
 //	GET    /v1/admin/backup                           (admin) → 200 a consistent copy of the database file
 //	GET    /readyz, /metrics                          no token
+//	GET    /v1/openapi.json                           no token → 200 the OpenAPI 3.1 document
 //	GET    /console/...                               the web console (console.go)
 //
 // A tenant access token (whk_t_…) may use its own tenant's routes above,

@@ -105,6 +105,7 @@ func (s *server) routes() {
 	s.handle("GET", "/healthz", s.handleHealth)
 	s.handle("GET", "/readyz", s.handleReady)
 	s.handle("GET", "/metrics", s.handleMetrics)
+	s.handle("GET", "/v1/openapi.json", s.takes(s.handleOpenAPI))
 
 	s.handle("GET", "/v1/tenants", s.auth(s.takes(s.handleListTenants, "limit", "cursor")))
 	s.handle("PUT", "/v1/tenants/:tenant", s.auth(s.takes(s.handlePutTenant)))

@@ -1,0 +1,667 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+	"github.com/pb33f/libopenapi-validator/config"
+	"github.com/pb33f/libopenapi-validator/schema_validation"
+	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
+
+	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/httpapi"
+)
+
+// The OpenAPI document is checked with github.com/pb33f/libopenapi and
+// libopenapi-validator: they read OpenAPI 3.1 (JSON Schema 2020-12, type
+// arrays, const, webhooks), validate the document against the 3.1 meta
+// schema, and validate a request and a response (status, headers, body,
+// security) in strict mode, which also refuses a query parameter, a
+// header or a body field the document does not declare.
+
+// openAPI is the document under test, parsed, and a validator of it.
+type openAPI struct {
+	raw   []byte
+	model *v3.Document
+	v     validator.Validator
+}
+
+func loadOpenAPI(t *testing.T) *openAPI {
+	t.Helper()
+	raw, err := os.ReadFile("openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := libopenapi.NewDocument(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := doc.BuildV3Model()
+	if err != nil {
+		t.Fatalf("openapi.json: %v", err)
+	}
+	v, errs := validator.NewValidator(doc,
+		config.WithFormatAssertions(),
+		config.WithStrictMode(),
+		config.WithStrictIgnoredHeadersExtra("x-content-type-options"),
+		config.WithRejectUndeclaredRequestBody(),
+		// An event's data is the client's JSON, and a report's
+		// dead_by_reason is keyed by reason: both are any object by
+		// design, and so are the members of this document served
+		// (GET /v1/openapi.json, compared with the file byte for byte).
+		config.WithStrictIgnorePaths("$.body.data.**", "$.body.event.data.**", "$.body.data[*].event.data.**",
+			"$.body.dead_by_reason.**", "$.body.total.dead_by_reason.**", "$.body.tenants[*].dead_by_reason.**",
+			"$.body.info.**", "$.body.paths.**", "$.body.paths[**", "$.body.webhooks.**", "$.body.components.**"),
+	)
+	if len(errs) > 0 {
+		t.Fatalf("openapi.json: %v", errs)
+	}
+	return &openAPI{raw: raw, model: &m.Model, v: v}
+}
+
+func TestOpenAPI_DocumentIsValid(t *testing.T) {
+	o := loadOpenAPI(t)
+	if !strings.HasPrefix(o.model.Version, "3.1.") {
+		t.Errorf("openapi = %q, want 3.1.x", o.model.Version)
+	}
+	if ok, errs := o.v.ValidateDocument(); !ok {
+		for _, e := range errs {
+			t.Errorf("openapi.json: %v", e)
+		}
+	}
+	if o.model.Webhooks == nil || o.model.Webhooks.Len() == 0 {
+		t.Error("openapi.json describes no webhook")
+	}
+}
+
+// routePat is one method and path, with {param} for httprouter's :param.
+type routePat struct{ method, path string }
+
+// registeredRoutes returns the routes server.go's routes() registers with
+// s.handle, read from its source: a route added there is in this list
+// without anyone keeping it in sync. The console's routes are registered
+// elsewhere (consoleRoutes) and are not part of the API.
+func registeredRoutes(t *testing.T) []routePat {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "server.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []routePat
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Name.Name != "routes" {
+			continue
+		}
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || sel.Sel.Name != "handle" || len(call.Args) != 3 {
+				return true
+			}
+			var lit [2]string
+			for i := range lit {
+				bl, ok := call.Args[i].(*ast.BasicLit)
+				if !ok || bl.Kind != token.STRING {
+					t.Fatalf("server.go: s.handle with a non-literal method or path: the test cannot read it")
+				}
+				lit[i], _ = strconv.Unquote(bl.Value)
+			}
+			segs := strings.Split(lit[1], "/")
+			for i, s := range segs {
+				if name, ok := strings.CutPrefix(s, ":"); ok {
+					segs[i] = "{" + name + "}"
+				}
+			}
+			out = append(out, routePat{lit[0], strings.Join(segs, "/")})
+			return true
+		})
+	}
+	if len(out) < 10 {
+		t.Fatalf("read %d routes from server.go: the reader is broken", len(out))
+	}
+	return out
+}
+
+// documentedRoutes returns every operation of the document's paths.
+func (o *openAPI) documentedRoutes() []routePat {
+	var out []routePat
+	for path, item := range o.model.Paths.PathItems.FromOldest() {
+		for method := range item.GetOperations().FromOldest() {
+			out = append(out, routePat{strings.ToUpper(method), path})
+		}
+	}
+	return out
+}
+
+func TestOpenAPI_EveryRouteDocumented(t *testing.T) {
+	o := loadOpenAPI(t)
+	reg, doc := registeredRoutes(t), o.documentedRoutes()
+	for _, r := range reg {
+		if !slices.Contains(doc, r) {
+			t.Errorf("%s %s is served (server.go) but not in openapi.json", r.method, r.path)
+		}
+	}
+	for _, r := range doc {
+		if !slices.Contains(reg, r) {
+			t.Errorf("%s %s is in openapi.json but not served (server.go)", r.method, r.path)
+		}
+	}
+}
+
+// contractEnv is a real API with every optional part on (backup, metrics,
+// a readiness check it can flip), the document, and what was checked.
+type contractEnv struct {
+	*apiEnv
+	o        *openAPI
+	notReady atomic.Bool
+	driven   map[string]bool // "METHOD /path/{param} status" answered and validated
+}
+
+func newContractEnv(t *testing.T, sopts engine.ServiceOptions, opts httpapi.Options, o *openAPI) *contractEnv {
+	c := &contractEnv{o: o, driven: map[string]bool{}}
+	opts.Ready = func() error {
+		if c.notReady.Load() {
+			return engine.Errorf(engine.CodeUnavailable, "", "told so by the test")
+		}
+		return nil
+	}
+	opts.Metrics = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		io.WriteString(w, "# TYPE up gauge\nup 1\n")
+	})
+	opts.Backup = backupOf{c}
+	c.apiEnv = newSecurityEnv(t, sopts, opts)
+	return c
+}
+
+// backupOf is the backup of a contractEnv's database, opened after the
+// handler is made.
+type backupOf struct{ c *contractEnv }
+
+func (b backupOf) WriteTo(w io.Writer) (int64, error) { return b.c.db.WriteTo(w) }
+
+// call is one request of the contract test.
+type call struct {
+	method, path, body string
+	header             map[string]string // "-" removes a header
+	// invalid says the request breaks the document on purpose (a missing
+	// token, an unknown field or parameter): the validator must say so.
+	invalid bool
+	status  int
+	code    engine.Code // the problem's code, for an error
+}
+
+// check sends c, validates the request and the answer against the
+// document, and returns the answer.
+func (e *contractEnv) check(c call) response {
+	t := e.t
+	t.Helper()
+	name := c.method + " " + c.path
+	newReq := func() *http.Request {
+		var body io.Reader
+		if c.body != "" {
+			body = strings.NewReader(c.body)
+		}
+		hr, err := http.NewRequestWithContext(t.Context(), c.method, e.srv.URL+c.path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr.Header.Set("Authorization", "Bearer "+testToken)
+		if c.body != "" {
+			hr.Header.Set("Content-Type", jsonType)
+		}
+		for k, v := range c.header {
+			if v == "-" {
+				hr.Header.Del(k)
+			} else {
+				hr.Header.Set(k, v)
+			}
+		}
+		return hr
+	}
+	ok, verrs := e.o.v.ValidateHttpRequestSync(newReq())
+	switch {
+	case !ok && !c.invalid:
+		for _, ve := range verrs {
+			t.Errorf("%s: request breaks openapi.json: %v", name, ve)
+		}
+	case ok && c.invalid:
+		t.Errorf("%s: request meant to break openapi.json passes it", name)
+	}
+	hr := newReq()
+	resp, err := e.srv.Client().Do(hr)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := response{status: resp.StatusCode, header: resp.Header, body: b}
+	if r.status != c.status {
+		t.Fatalf("%s = %d %s, want %d", name, r.status, b, c.status)
+	}
+	if c.code != "" {
+		checkProblem(t, r, c.status, c.code, problemField(t, r))
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	if ok, verrs := e.o.v.ValidateHttpResponse(newReq(), resp); !ok {
+		for _, ve := range verrs {
+			t.Errorf("%s = %d: answer breaks openapi.json: %v\n%.300s", name, r.status, ve, b)
+		}
+	}
+	e.driven[e.o.template(t, c.method, c.path)+" "+strconv.Itoa(r.status)] = true
+	return r
+}
+
+// problemField is the field a problem names, for checkProblem.
+func problemField(t *testing.T, r response) string {
+	var p problemBody
+	if err := json.Unmarshal(r.body, &p); err != nil {
+		t.Fatalf("problem %s: %v", r.body, err)
+	}
+	return p.Field
+}
+
+// template returns "METHOD /path/{param}" of the documented route that
+// path matches. httprouter allows no static segment beside a parameter,
+// so at most one matches.
+func (o *openAPI) template(t *testing.T, method, path string) string {
+	t.Helper()
+	path, _, _ = strings.Cut(path, "?")
+	segs := strings.Split(path, "/")
+	for _, r := range o.documentedRoutes() {
+		if r.method != method {
+			continue
+		}
+		tsegs := strings.Split(r.path, "/")
+		if len(tsegs) != len(segs) {
+			continue
+		}
+		match := true
+		for i, s := range tsegs {
+			if !strings.HasPrefix(s, "{") && s != segs[i] {
+				match = false
+				break
+			}
+		}
+		if match {
+			return method + " " + r.path
+		}
+	}
+	t.Fatalf("%s %s matches no route of openapi.json", method, path)
+	return ""
+}
+
+// checkProblemSchema validates a problem answered outside any route (404
+// for an unknown path, 405 for a method a path does not take) against
+// components.schemas.Problem.
+func (e *contractEnv) checkProblemSchema(method, path string, status int, code engine.Code) {
+	t := e.t
+	t.Helper()
+	r := e.do(req{method: method, path: path})
+	checkProblem(t, r, status, code, "")
+	schema := e.o.model.Components.Schemas.GetOrZero("Problem").Schema()
+	if ok, errs := schema_validation.NewSchemaValidator().ValidateSchemaBytes(schema, r.body); !ok {
+		for _, ve := range errs {
+			t.Errorf("%s %s: problem breaks openapi.json: %v", method, path, ve)
+		}
+	}
+}
+
+// notDriven lists the documented answers this test cannot cause without
+// breaking the store or sending real requests, and why.
+var notDriven = map[string]string{
+	"500":                             "an internal error is a bug",
+	"DELETE /v1/tenants/{tenant} 409": "pending_deliveries counts the deliveries a running dispatcher holds",
+	"POST /v1/tenants/{tenant}/endpoints/{id}/verify 200": "the challenge is sent by a running dispatcher",
+	"503": "storage refusing writes, or a dispatcher over max_pending, needs a broken store or a running dispatcher",
+}
+
+// TestOpenAPI_EveryAnswerValidates drives every route: each success and
+// each documented error it can give here, every request and answer
+// validated against openapi.json; then it fails for a documented answer
+// that was not driven, unless notDriven says why.
+func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
+	o := loadOpenAPI(t)
+	e := newContractEnv(t, engine.ServiceOptions{MaxEndpointsPerTenant: 3}, httpapi.Options{}, o)
+	noAuth := map[string]string{"Authorization": "-"}
+	tenantTok := func(tok string) map[string]string { return bearer(tok) }
+
+	// The document itself, served.
+	r := e.check(call{method: "GET", path: "/v1/openapi.json", header: noAuth, status: 200})
+	if !bytes.Equal(r.body, o.raw) {
+		t.Error("GET /v1/openapi.json is not openapi.json")
+	}
+	e.check(call{method: "GET", path: "/v1/openapi.json?x=1", header: noAuth, invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "GET", path: "/healthz", header: noAuth, status: 200})
+	e.check(call{method: "GET", path: "/healthz?verbose=1", header: noAuth, invalid: true, status: 200}) // not under /v1: extra parameters are ignored
+	e.check(call{method: "GET", path: "/readyz", header: noAuth, status: 200})
+	e.notReady.Store(true)
+	r = e.check(call{method: "GET", path: "/readyz", header: noAuth, status: 503, code: engine.CodeUnavailable})
+	e.notReady.Store(false)
+	e.check(call{method: "GET", path: "/readyz?x=1", header: noAuth, invalid: true, status: 200}) // not under /v1: extra parameters are ignored
+	e.check(call{method: "GET", path: "/metrics", header: noAuth, status: 200})
+	e.check(call{method: "GET", path: "/metrics?x=1", header: noAuth, invalid: true, status: 200}) // not under /v1: extra parameters are ignored
+
+	// Tenants.
+	e.check(call{method: "PUT", path: "/v1/tenants/acme", body: `{"name":"Acme"}`, status: 201})
+	e.check(call{method: "PUT", path: "/v1/tenants/acme", status: 200})
+	e.check(call{method: "PUT", path: "/v1/tenants/sandbox", body: `{"environment":"test"}`, header: bearer(testEnvTk), status: 201})
+	e.check(call{method: "PUT", path: "/v1/tenants/acme", body: `{"nmae":"x"}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "PUT", path: "/v1/tenants/acme", body: `{"name":`, invalid: true, status: 400, code: engine.CodeInvalidJSON})
+	e.check(call{method: "PUT", path: "/v1/tenants/acme", body: `{"name":"x"}`, header: map[string]string{"Content-Type": "text/plain"}, invalid: true, status: 415, code: engine.CodeUnsupportedMedia})
+	e.check(call{method: "PUT", path: "/v1/tenants/acme", body: `{"name":"` + strings.Repeat("x", maxBody) + `"}`, status: 413, code: engine.CodeBodyTooLarge})
+	e.check(call{method: "PUT", path: "/v1/tenants/acme", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "PUT", path: "/v1/tenants/acme", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "PUT", path: "/v1/tenants/acme?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "GET", path: "/v1/tenants", status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants?limit=1", status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants?limit=0", invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "GET", path: "/v1/tenants?after=x", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "GET", path: "/v1/tenants", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: "/v1/tenants", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: "/v1/tenants/acme", status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/nobody", status: 404, code: engine.CodeTenantNotFound})
+	e.check(call{method: "GET", path: "/v1/tenants/acme", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: "/v1/tenants/acme", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: "/v1/tenants/acme?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+
+	// The catalogue.
+	e.check(call{method: "PUT", path: "/v1/event-types/payment.succeeded", body: `{"description":"A payment went through."}`, status: 201})
+	e.check(call{method: "PUT", path: "/v1/event-types/payment.succeeded", status: 200})
+	e.check(call{method: "PUT", path: "/v1/event-types/payment.refunded", status: 201})
+	e.check(call{method: "PUT", path: "/v1/event-types/Bad", status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "PUT", path: "/v1/event-types/a.b", body: `[]`, invalid: true, status: 400, code: engine.CodeInvalidJSON})
+	e.check(call{method: "PUT", path: "/v1/event-types/a.b", body: `{}`, header: map[string]string{"Content-Type": "text/plain"}, invalid: true, status: 415, code: engine.CodeUnsupportedMedia})
+	e.check(call{method: "PUT", path: "/v1/event-types/a.b", body: `{"description":"` + strings.Repeat("x", maxBody) + `"}`, status: 413, code: engine.CodeBodyTooLarge})
+	e.check(call{method: "PUT", path: "/v1/event-types/a.b", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "PUT", path: "/v1/event-types/a.b", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "PUT", path: "/v1/event-types/a.b?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "GET", path: "/v1/event-types?limit=1", header: bearer(testEnvTk), status: 200})
+	e.check(call{method: "GET", path: "/v1/event-types?limit=x", invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "GET", path: "/v1/event-types?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "GET", path: "/v1/event-types", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "DELETE", path: "/v1/event-types/payment.refunded", status: 204})
+	e.check(call{method: "DELETE", path: "/v1/event-types/payment.refunded", status: 404, code: engine.CodeNotFound})
+	e.check(call{method: "DELETE", path: "/v1/event-types/Bad", status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "DELETE", path: "/v1/event-types/a.b", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "DELETE", path: "/v1/event-types/a.b", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "DELETE", path: "/v1/event-types/a.b?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+
+	// Access tokens, so that a tenant token can be checked on the
+	// routes below.
+	var tok issuedJSON
+	r = e.check(call{method: "POST", path: "/v1/tenants/acme/access-tokens", body: `{"ttl":"1h"}`, status: 201})
+	if err := json.Unmarshal(r.body, &tok); err != nil {
+		t.Fatal(err)
+	}
+	e.check(call{method: "POST", path: "/v1/tenants/acme/access-tokens", status: 201})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/access-tokens", body: `{"ttl":"1y"}`, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/access-tokens", body: `{"ttl":1}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/access-tokens", body: `{`, invalid: true, status: 400, code: engine.CodeInvalidJSON})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/access-tokens", body: `{}`, header: map[string]string{"Content-Type": "text/plain"}, invalid: true, status: 415, code: engine.CodeUnsupportedMedia})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/access-tokens", body: `{"ttl":"` + strings.Repeat("1", maxBody) + `"}`, status: 413, code: engine.CodeBodyTooLarge})
+	e.check(call{method: "POST", path: "/v1/tenants/nobody/access-tokens", status: 404, code: engine.CodeTenantNotFound})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/access-tokens", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/access-tokens", header: tenantTok(tok.Token), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/access-tokens?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/access-tokens?limit=1", status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/access-tokens?limit=1001", invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "GET", path: "/v1/tenants/nobody/access-tokens", status: 404, code: engine.CodeTenantNotFound})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/access-tokens", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/access-tokens", header: tenantTok(tok.Token), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/access-tokens?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+
+	// Endpoints.
+	var ep endpointJSON
+	r = e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://hooks.example.com/in","event_types":["payment.succeeded"],"description":"main"}`, status: 201})
+	if err := json.Unmarshal(r.body, &ep); err != nil {
+		t.Fatal(err)
+	}
+	if loc := r.header.Get("Location"); loc != "/v1/tenants/acme/endpoints/"+ep.ID {
+		t.Errorf("Location = %q", loc)
+	}
+	epPath := "/v1/tenants/acme/endpoints/" + ep.ID
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://hooks.example.com/b","event_types":["*"]}`, header: tenantTok(tok.Token), status: 201})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://hooks.example.com/c","event_types":["*"]}`, status: 201})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://hooks.example.com/d","event_types":["*"]}`, status: 409, code: engine.CodeLimitReached})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"hooks.example.com","event_types":["*"]}`, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: "/v1/tenants/sandbox/endpoints", body: `{"url":"https://hooks.example.com/in","event_types":["payment.succeded"]}`, header: bearer(testEnvTk), status: 422, code: engine.CodeUnknownEventType})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", invalid: true, status: 400, code: engine.CodeInvalidJSON})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{}`, header: map[string]string{"Content-Type": "text/plain"}, invalid: true, status: 415, code: engine.CodeUnsupportedMedia})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"event_types":[],"url":"` + strings.Repeat("x", maxBody) + `"}`, status: 413, code: engine.CodeBodyTooLarge})
+	e.check(call{method: "POST", path: "/v1/tenants/nobody/endpoints", body: `{"url":"https://hooks.example.com/in","event_types":["*"]}`, status: 404, code: engine.CodeTenantNotFound})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://hooks.example.com/in","event_types":["*"]}`, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/endpoints?limit=2", header: tenantTok(tok.Token), status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/endpoints?limit=-1", invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "GET", path: "/v1/tenants/nobody/endpoints", status: 404, code: engine.CodeTenantNotFound})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/endpoints", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: "/v1/tenants/sandbox/endpoints", header: tenantTok(tok.Token), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/endpoints?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "GET", path: epPath, status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/endpoints/ep_nope", status: 404, code: engine.CodeEndpointNotFound})
+	e.check(call{method: "GET", path: epPath, header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: epPath, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: epPath + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "PATCH", path: epPath, body: `{"description":"changed","disabled":false,"deliver_held":true}`, status: 200})
+	e.check(call{method: "PATCH", path: epPath, body: `{"url":"ftp://x"}`, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "PATCH", path: epPath, body: `{"disabled":"yes"}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "PATCH", path: epPath, invalid: true, status: 400, code: engine.CodeInvalidJSON})
+	e.check(call{method: "PATCH", path: epPath, body: `{}`, header: map[string]string{"Content-Type": "text/plain"}, invalid: true, status: 415, code: engine.CodeUnsupportedMedia})
+	e.check(call{method: "PATCH", path: epPath, body: `{"description":"` + strings.Repeat("x", maxBody) + `"}`, status: 413, code: engine.CodeBodyTooLarge})
+	e.check(call{method: "PATCH", path: "/v1/tenants/acme/endpoints/ep_nope", body: `{}`, status: 404, code: engine.CodeEndpointNotFound})
+	e.check(call{method: "PATCH", path: epPath, header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "PATCH", path: epPath, body: `{}`, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "PATCH", path: epPath + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+
+	for _, action := range []string{"rotate", "revoke"} {
+		p := epPath + "/secret/" + action
+		e.check(call{method: "POST", path: p, status: 200})
+		e.check(call{method: "POST", path: p, body: `{}`, status: 200})
+		e.check(call{method: "POST", path: p, body: `{"grace_period":"1h"}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+		e.check(call{method: "POST", path: p, body: `{`, invalid: true, status: 400, code: engine.CodeInvalidJSON})
+		e.check(call{method: "POST", path: p, body: `{}`, header: map[string]string{"Content-Type": "text/plain"}, invalid: true, status: 415, code: engine.CodeUnsupportedMedia})
+		e.check(call{method: "POST", path: p, body: `{"x":"` + strings.Repeat("x", maxBody) + `"}`, invalid: true, status: 413, code: engine.CodeBodyTooLarge})
+		e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints/ep_nope/secret/" + action, status: 404, code: engine.CodeEndpointNotFound})
+		e.check(call{method: "POST", path: p, header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+		e.check(call{method: "POST", path: p, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+		e.check(call{method: "POST", path: p + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	}
+	e.check(call{method: "POST", path: epPath + "/secret/rotate", body: `{"grace":"1h"}`, status: 200})
+	e.check(call{method: "POST", path: epPath + "/secret/rotate", body: `{"grace_seconds":60}`, status: 200})
+	e.check(call{method: "POST", path: epPath + "/secret/rotate", body: `{"grace":"1000h"}`, status: 422, code: engine.CodeInvalidField})
+
+	p := epPath + "/verify"
+	e.check(call{method: "POST", path: p, status: 503, code: engine.CodeUnavailable}) // no dispatcher here; see TestOpenAPI_Webhook
+	e.check(call{method: "POST", path: p, body: `{"now":true}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: p, body: `{`, invalid: true, status: 400, code: engine.CodeInvalidJSON})
+	e.check(call{method: "POST", path: p, body: `{}`, header: map[string]string{"Content-Type": "text/plain"}, invalid: true, status: 415, code: engine.CodeUnsupportedMedia})
+	e.check(call{method: "POST", path: p, body: `{"x":"` + strings.Repeat("x", maxBody) + `"}`, invalid: true, status: 413, code: engine.CodeBodyTooLarge})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints/ep_nope/verify", status: 404, code: engine.CodeEndpointNotFound})
+	e.check(call{method: "POST", path: p, header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "POST", path: p, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "POST", path: p + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+
+	// Events.
+	ingest := `{"type":"payment.succeeded","data":{"amount":4200}}`
+	var ing ingestJSON
+	r = e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: ingest, header: map[string]string{"Idempotency-Key": "k1"}, status: 202})
+	if err := json.Unmarshal(r.body, &ing); err != nil {
+		t.Fatal(err)
+	}
+	r = e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: ingest, header: map[string]string{"Idempotency-Key": "k1"}, status: 202})
+	if r.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("a repeated ingest has no Idempotent-Replayed")
+	}
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":2,"api_version":"v2"}`, header: map[string]string{"Idempotency-Key": "k1"}, status: 409, code: engine.CodeIdempotencyConflict})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeded","data":{}}`, status: 422, code: engine.CodeUnknownEventType})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded"}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{},"extra":1}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", invalid: true, status: 400, code: engine.CodeInvalidJSON})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: ingest, header: map[string]string{"Content-Type": "text/plain"}, invalid: true, status: 415, code: engine.CodeUnsupportedMedia})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":"` + strings.Repeat("x", maxBody) + `"}`, status: 413, code: engine.CodeBodyTooLarge})
+	e.check(call{method: "POST", path: "/v1/tenants/nobody/events", body: ingest, status: 404, code: engine.CodeTenantNotFound})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: ingest, header: tenantTok(tok.Token), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	evPath := "/v1/tenants/acme/events/" + ing.ID
+	e.check(call{method: "GET", path: evPath, header: tenantTok(tok.Token), status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/events/evt_nope", status: 404, code: engine.CodeEventNotFound})
+	e.check(call{method: "GET", path: evPath, header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: evPath, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: evPath + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	var feed struct {
+		NextCursor string `json:"next_cursor"`
+	}
+	r = e.check(call{method: "GET", path: "/v1/tenants/acme/events?type=payment.succeeded&since=2020-01-01T00:00:00Z&limit=1", status: 200})
+	if err := json.Unmarshal(r.body, &feed); err != nil {
+		t.Fatal(err)
+	}
+	e.check(call{method: "GET", path: "/v1/tenants/acme/events?cursor=" + feed.NextCursor, status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/events?since=yesterday", invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "GET", path: "/v1/tenants/nobody/events", status: 404, code: engine.CodeTenantNotFound})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/events", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/events", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/events?after=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+
+	// Deliveries and dead letters.
+	dlvID := ing.Deliveries[0].ID
+	killDelivery(t, e.apiEnv, dlvID)
+	dPath := "/v1/tenants/acme/deliveries/" + dlvID
+	e.check(call{method: "GET", path: dPath, status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/deliveries/dlv_nope", status: 404, code: engine.CodeDeliveryNotFound})
+	e.check(call{method: "GET", path: dPath, header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: dPath, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: dPath + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/deliveries?state=dead&type=payment.succeeded&endpoint=" + ep.ID + "&since=2020-01-01T00:00:00Z&until=2100-01-01T00:00:00Z&limit=10", status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/deliveries?state=lost", invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "GET", path: "/v1/tenants/nobody/deliveries", status: 404, code: engine.CodeTenantNotFound})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/deliveries", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/deliveries", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/deliveries?iterator=abc", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/dead-letters?limit=1", status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/dead-letters?limit=0", invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "GET", path: "/v1/tenants/nobody/dead-letters", status: 404, code: engine.CodeTenantNotFound})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/dead-letters", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/dead-letters", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/dead-letters?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/dead-letters/replay", body: `{"since":"2020-01-01T00:00:00Z","endpoint":"` + ep.ID + `"}`, status: 202})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/dead-letters/replay", body: `{"since":"2020-01-01T00:00:00Z","until":"2019-01-01T00:00:00Z"}`, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/dead-letters/replay", body: `{"since":"2020-01-01T00:00:00Z","endpoint":"ep_nope"}`, status: 404, code: engine.CodeEndpointNotFound})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/dead-letters/replay", body: `{"since":"yesterday"}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/dead-letters/replay", invalid: true, status: 400, code: engine.CodeInvalidJSON})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/dead-letters/replay", body: `{}`, header: map[string]string{"Content-Type": "text/plain"}, invalid: true, status: 415, code: engine.CodeUnsupportedMedia})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/dead-letters/replay", body: `{"endpoint":"` + strings.Repeat("x", maxBody) + `"}`, invalid: true, status: 413, code: engine.CodeBodyTooLarge})
+	e.check(call{method: "POST", path: "/v1/tenants/nobody/dead-letters/replay", body: `{"since":"2020-01-01T00:00:00Z"}`, status: 404, code: engine.CodeTenantNotFound})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/dead-letters/replay", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/dead-letters/replay", body: `{"since":"2020-01-01T00:00:00Z"}`, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/dead-letters/replay?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "POST", path: dPath + "/replay", header: tenantTok(tok.Token), status: 202})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/deliveries/dlv_nope/replay", status: 404, code: engine.CodeDeliveryNotFound})
+	e.check(call{method: "POST", path: dPath + "/replay", body: `{}`, invalid: true, status: 202})
+	e.check(call{method: "POST", path: dPath + "/replay", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "POST", path: dPath + "/replay", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "POST", path: dPath + "/replay?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+
+	// Reports.
+	e.check(call{method: "GET", path: "/v1/tenants/acme/report?last=10", header: tenantTok(tok.Token), status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/report?last=0", invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "GET", path: "/v1/tenants/nobody/report", status: 404, code: engine.CodeTenantNotFound})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/report", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/report", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/report?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "GET", path: "/v1/admin/report?last=10", status: 200})
+	e.check(call{method: "GET", path: "/v1/admin/report?last=x", invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "GET", path: "/v1/admin/report", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: "/v1/admin/report", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: "/v1/admin/report?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+
+	// Backup.
+	e.check(call{method: "GET", path: "/v1/admin/backup", status: 200})
+	e.check(call{method: "GET", path: "/v1/admin/backup", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: "/v1/admin/backup", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: "/v1/admin/backup?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+
+	// Deletes, last.
+	e.check(call{method: "DELETE", path: "/v1/tenants/acme/access-tokens/" + tok.ID, status: 204})
+	e.check(call{method: "DELETE", path: "/v1/tenants/acme/access-tokens/tok_nope", status: 404, code: engine.CodeNotFound})
+	e.check(call{method: "DELETE", path: "/v1/tenants/acme/access-tokens/" + tok.ID, header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "DELETE", path: "/v1/tenants/acme/access-tokens/" + tok.ID, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "DELETE", path: "/v1/tenants/acme/access-tokens/" + tok.ID + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "DELETE", path: epPath, status: 204})
+	e.check(call{method: "DELETE", path: epPath, status: 404, code: engine.CodeEndpointNotFound})
+	e.check(call{method: "DELETE", path: epPath, header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "DELETE", path: epPath, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "DELETE", path: epPath + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{}}`, status: 202})
+	e.check(call{method: "DELETE", path: "/v1/tenants/acme?force=maybe", invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "DELETE", path: "/v1/tenants/acme", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "DELETE", path: "/v1/tenants/acme", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "DELETE", path: "/v1/tenants/acme?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "DELETE", path: "/v1/tenants/acme?force=true", status: 204})
+	e.check(call{method: "DELETE", path: "/v1/tenants/acme", status: 404, code: engine.CodeTenantNotFound})
+	e.check(call{method: "PUT", path: "/v1/tenants/acme", status: 409, code: engine.CodeTenantDeleting}) // no janitor purges it here
+
+	// Answers outside any route.
+	e.checkProblemSchema("GET", "/v1/nowhere", 404, engine.CodeNotFound)
+	e.checkProblemSchema("POST", "/v1/tenants", 405, engine.CodeMethodNotAllowed)
+
+	// What needs other options: no backup or metrics configured, an
+	// ingest rate.
+	bare := &contractEnv{apiEnv: newSecurityEnv(t, engine.ServiceOptions{}, httpapi.Options{IngestRate: 1e-6, IngestBurst: 1}), o: o, driven: e.driven}
+	bare.check(call{method: "GET", path: "/metrics", header: noAuth, status: 404, code: engine.CodeNotFound})
+	bare.check(call{method: "GET", path: "/v1/admin/backup", status: 404, code: engine.CodeNotFound})
+	bare.check(call{method: "PUT", path: "/v1/tenants/acme", status: 201})
+	bare.check(call{method: "PUT", path: "/v1/event-types/payment.succeeded", status: 201})
+	bare.check(call{method: "POST", path: "/v1/tenants/acme/events", body: ingest, status: 202})
+	bare.check(call{method: "POST", path: "/v1/tenants/acme/events", body: ingest, status: 429, code: engine.CodeRateLimited})
+
+	// Every documented answer was driven, or notDriven says why not.
+	for path, item := range o.model.Paths.PathItems.FromOldest() {
+		for method, op := range item.GetOperations().FromOldest() {
+			for status := range op.Responses.Codes.KeysFromOldest() {
+				key := strings.ToUpper(method) + " " + path + " " + status
+				if !e.driven[key] && notDriven[status] == "" && notDriven[key] == "" {
+					t.Errorf("%s: documented but not driven by this test", key)
+				}
+			}
+		}
+	}
+}
+
+// killDelivery makes delivery id dead, as a 410 would.
+func killDelivery(t *testing.T, e *apiEnv, id string) {
+	t.Helper()
+	at := time.Now().UTC()
+	rec := engine.AttemptRecord{
+		DeliveryID: id, Cycle: 1,
+		Attempt: engine.Attempt{Cycle: 1, Number: 1, Start: at, Duration: 3 * time.Millisecond, Status: 410, Response: "gone", Outcome: engine.OutcomePermanent},
+		State:   engine.StateDead, Reason: "endpoint answered 410", LastStatus: 410, At: at,
+	}
+	if _, err := e.db.UpdateDelivery(context.Background(), id, func(d engine.Delivery) (engine.Delivery, error) { return engine.RecordAttempt(d, rec), nil }); err != nil {
+		t.Fatal(err)
+	}
+}
