@@ -100,6 +100,22 @@ type req struct {
 
 func (e *apiEnv) do(rq req) response {
 	e.t.Helper()
+	hr := e.request(rq)
+	resp, err := e.srv.Client().Do(hr)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", rq.method, rq.path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// request returns the HTTP request do sends for rq.
+func (e *apiEnv) request(rq req) *http.Request {
+	e.t.Helper()
 	var body io.Reader
 	if rq.body != "" {
 		body = strings.NewReader(rq.body)
@@ -119,16 +135,7 @@ func (e *apiEnv) do(rq req) response {
 			hr.Header.Set(k, v)
 		}
 	}
-	resp, err := e.srv.Client().Do(hr)
-	if err != nil {
-		e.t.Fatalf("%s %s: %v", rq.method, rq.path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: b}
+	return hr
 }
 
 // must does rq and fails unless it gets status; it decodes the body into v

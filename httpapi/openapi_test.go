@@ -217,26 +217,7 @@ func (e *contractEnv) check(c call) response {
 	t.Helper()
 	name := c.method + " " + c.path
 	newReq := func() *http.Request {
-		var body io.Reader
-		if c.body != "" {
-			body = strings.NewReader(c.body)
-		}
-		hr, err := http.NewRequestWithContext(t.Context(), c.method, e.srv.URL+c.path, body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hr.Header.Set("Authorization", "Bearer "+testToken)
-		if c.body != "" {
-			hr.Header.Set("Content-Type", jsonType)
-		}
-		for k, v := range c.header {
-			if v == "-" {
-				hr.Header.Del(k)
-			} else {
-				hr.Header.Set(k, v)
-			}
-		}
-		return hr
+		return e.request(req{method: c.method, path: c.path, body: c.body, header: c.header})
 	}
 	ok, verrs := e.o.v.ValidateHttpRequestSync(newReq())
 	switch {
