@@ -62,7 +62,7 @@
 // is [] when empty) and takes ?limit= (1 to 1000; 100) and ?cursor= (a
 // page's next_cursor). "next_cursor" is null on the last page, except in
 // the reconciliation feed, where it always says where to resume. A query
-// parameter a route does not take is 400 unknown_parameter.
+// parameter a /v1 route does not take is 400 unknown_parameter.
 //
 // # Request bodies
 //
