@@ -1,3 +1,9 @@
+// The OpenAPI checks are sequential and their validator library is large:
+// the race run (.ci/run) leaves them out rather than build it a second time
+// with the race detector.
+
+//go:build !race
+
 package httpapi_test
 
 import (
