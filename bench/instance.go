@@ -12,8 +12,10 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
+	apiclient "github.com/webhookd/webhookd/client"
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/httpapi"
 	"github.com/webhookd/webhookd/postgres"
@@ -304,22 +306,34 @@ type endpointInfo struct {
 	Secret string `json:"secret"`
 }
 
-// setup creates tenant, the event type and one endpoint per URL.
+// setup creates tenant, the event type and one endpoint per URL, through
+// the project's Go client (the load itself goes through do, which adds
+// nothing to a request and never retries on its own).
 func (a *apiClient) setup(ctx context.Context, tenant, eventType string, urls []string) ([]endpointInfo, error) {
-	if err := a.do(ctx, http.MethodPut, "/v1/tenants/"+tenant, []byte(`{"name":"webhookd bench"}`), nil); err != nil {
+	c, err := a.client()
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := c.PutTenant(ctx, tenant, apiclient.TenantInput{Name: "webhookd bench"}); err != nil {
 		return nil, fmt.Errorf("create tenant: %w", err)
 	}
-	if err := a.do(ctx, http.MethodPut, "/v1/event-types/"+eventType, []byte(`{"description":"webhookd bench"}`), nil); err != nil {
+	if _, _, err := c.PutEventType(ctx, eventType, "webhookd bench"); err != nil {
 		return nil, fmt.Errorf("create event type: %w", err)
 	}
 	eps := make([]endpointInfo, len(urls))
 	for i, u := range urls {
-		body, _ := json.Marshal(map[string]any{"url": u, "event_types": []string{eventType}})
-		if err := a.do(ctx, http.MethodPost, "/v1/tenants/"+tenant+"/endpoints", body, &eps[i]); err != nil {
+		ep, err := c.CreateEndpoint(ctx, tenant, apiclient.EndpointInput{URL: u, EventTypes: []string{eventType}})
+		if err != nil {
 			return nil, fmt.Errorf("create endpoint %s: %w", u, err)
 		}
+		eps[i] = endpointInfo{ID: ep.ID, Secret: ep.Secret}
 	}
 	return eps, nil
+}
+
+// client returns the project's Go client on a's connections.
+func (a *apiClient) client() (*apiclient.Client, error) {
+	return apiclient.New(a.base, apiclient.Options{Token: strings.TrimPrefix(a.auth, "Bearer "), HTTPClient: a.hc, UserAgent: "webhookd-bench"})
 }
 
 // ingestAnswer is the part of ingest's 202 the harness keeps.
@@ -339,10 +353,10 @@ func (a *apiClient) ingest(ctx context.Context, tenant string, body []byte, key 
 
 // deliveryState returns a delivery's state and how many attempts it had.
 func (a *apiClient) deliveryState(ctx context.Context, tenant, id string) (string, int, error) {
-	var d struct {
-		State    string            `json:"state"`
-		Attempts []json.RawMessage `json:"attempts"`
+	c, err := a.client()
+	if err != nil {
+		return "", 0, err
 	}
-	err := a.do(ctx, http.MethodGet, "/v1/tenants/"+tenant+"/deliveries/"+id, nil, &d)
-	return d.State, len(d.Attempts), err
+	d, err := c.Delivery(ctx, tenant, id)
+	return string(d.State), len(d.Attempts), err
 }

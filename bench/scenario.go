@@ -6,19 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	apiclient "github.com/webhookd/webhookd/client"
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/storage"
 	"github.com/webhookd/webhookd/verify"
@@ -231,24 +230,31 @@ func runScenario(ctx context.Context, o Options, sc *Scenario, dir string, many 
 // could not remove is noted in the result.
 func (r *runner) cleanTarget() (func(), error) {
 	api := newAPIClient(r.o.Target, r.o.Token, 1)
-	var types struct {
-		Data []struct{ Name string } `json:"data"`
+	c, err := api.client()
+	if err != nil {
+		return nil, err
 	}
-	if err := api.do(r.ctx, http.MethodGet, "/v1/event-types", nil, &types); err != nil {
-		return nil, fmt.Errorf("-target: list event types: %w", err)
+	hadType := false
+	for et, err := range c.EventTypes(r.ctx, apiclient.ListOptions{}) {
+		if err != nil {
+			return nil, fmt.Errorf("-target: list event types: %w", err)
+		}
+		if et.Name == eventType {
+			hadType = true
+			break
+		}
 	}
-	hadType := slices.ContainsFunc(types.Data, func(t struct{ Name string }) bool { return t.Name == eventType })
 	return func() {
 		ctx := context.WithoutCancel(r.ctx)
-		err := api.do(ctx, http.MethodDelete, "/v1/tenants/"+r.tenant+"?force=true", nil, nil)
-		if e, ok := errors.AsType[*apiError](err); ok && e.Status == http.StatusNotFound {
+		err := c.DeleteTenant(ctx, r.tenant, true)
+		if apiclient.CodeOf(err) == apiclient.CodeTenantNotFound {
 			err = nil // the run failed before it made the tenant
 		}
 		if err != nil {
 			r.res.note("-target: could not delete tenant %s: %v", r.tenant, err)
 		}
 		if !hadType {
-			if err := api.do(ctx, http.MethodDelete, "/v1/event-types/"+eventType, nil, nil); err != nil {
+			if err := c.DeleteEventType(ctx, eventType); err != nil {
 				r.res.note("-target: could not delete event type %s: %v", eventType, err)
 			}
 		}
