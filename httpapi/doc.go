@@ -14,7 +14,7 @@
 // (see security.go).
 //
 //	GET    /v1/tenants                                ?cursor=&limit= (admin) → 200 a page of tenants
-//	PUT    /v1/tenants/:tenant                        {"name"} (body optional) → 201 created / 200 updated, the tenant
+//	PUT    /v1/tenants/:tenant                        {"name"} (body optional) → 201 created / 200 updated, the tenant; 409 tenant_deleting while a deleted tenant of that id is purged
 //	GET    /v1/tenants/:tenant                        → 200 the tenant
 //	DELETE /v1/tenants/:tenant                        ?force=true → 204; 409 pending_deliveries while deliveries are pending, unless forced
 //	PUT    /v1/event-types/:type                      {"description"} (body optional) → 201 / 200, the event type
