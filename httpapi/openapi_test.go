@@ -15,7 +15,9 @@ import (
 	"go/token"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +33,7 @@ import (
 
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/httpapi"
+	"github.com/webhookd/webhookd/storage"
 )
 
 // The OpenAPI document is checked with github.com/pb33f/libopenapi and
@@ -320,8 +323,8 @@ func (e *contractEnv) checkProblemSchema(method, path string, status int, code e
 // breaking the store or sending real requests, and why.
 var notDriven = map[string]string{
 	"500":                             "an internal error is a bug",
-	"DELETE /v1/tenants/{tenant} 409": "pending_deliveries counts the deliveries a running dispatcher holds",
-	"POST /v1/tenants/{tenant}/endpoints/{id}/verify 200": "the challenge is sent by a running dispatcher",
+	"DELETE /v1/tenants/{tenant} 409": "pending_deliveries needs a running dispatcher: TestOpenAPI_DispatcherAnswersValidate",
+	"POST /v1/tenants/{tenant}/endpoints/{id}/verify 200": "the challenge is sent by a running dispatcher: TestOpenAPI_DispatcherAnswersValidate",
 	"503": "storage refusing writes, or a dispatcher over max_pending, needs a broken store or a running dispatcher",
 }
 
@@ -650,5 +653,60 @@ func killDelivery(t *testing.T, e *apiEnv, id string) {
 	}
 	if _, err := e.db.UpdateDelivery(context.Background(), id, func(d engine.Delivery) (engine.Delivery, error) { return engine.RecordAttempt(d, rec), nil }); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOpenAPI_DispatcherAnswersValidate drives, against an API whose
+// service runs a dispatcher delivering to a loopback receiver, the
+// answers TestOpenAPI_EveryAnswerValidates cannot cause: a verification
+// challenge sent (200, verified or not), and the refusal to delete a
+// tenant with deliveries pending (409 pending_deliveries).
+func TestOpenAPI_DispatcherAnswersValidate(t *testing.T) {
+	o := loadOpenAPI(t)
+	release := make(chan struct{})
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("webhook-challenge") == "" {
+			<-release // hold every delivery: it stays pending
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hook.Close()
+	defer close(release)
+
+	db, err := storage.Open(filepath.Join(t.TempDir(), "db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	loopback := engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}
+	disp := engine.NewDispatcher(db, engine.DispatcherOptions{Targets: loopback, Policy: engine.RetryPolicy{
+		Schedule: []time.Duration{time.Second}, Deadline: time.Minute, AttemptTimeout: 10 * time.Second}})
+	if err := disp.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		disp.Stop(ctx)
+	})
+	svc := engine.NewService(db, disp, engine.ServiceOptions{Targets: loopback, LookupHost: publicLookup})
+	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{Tokens: []string{testToken}, MaxBody: maxBody}))
+	t.Cleanup(srv.Close)
+	e := &contractEnv{apiEnv: &apiEnv{t: t, db: db, srv: srv, logs: new(syncBuffer)}, o: o, driven: map[string]bool{}}
+
+	e.check(call{method: "PUT", path: "/v1/tenants/acme", body: `{"name":"Acme"}`, status: 201})
+	e.check(call{method: "PUT", path: "/v1/event-types/payment.succeeded", body: `{}`, status: 201})
+	r := e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"` + hook.URL + `/in","event_types":["*"]}`, status: 201})
+	var ep struct{ ID string }
+	if err := json.Unmarshal(r.body, &ep); err != nil {
+		t.Fatal(err)
+	}
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints/" + ep.ID + "/verify", status: 200})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{}}`, status: 202})
+	e.check(call{method: "DELETE", path: "/v1/tenants/acme", status: 409, code: engine.CodePendingDeliveries})
+	for _, key := range []string{"POST /v1/tenants/{tenant}/endpoints/{id}/verify 200", "DELETE /v1/tenants/{tenant} 409"} {
+		if !e.driven[key] {
+			t.Errorf("%s was not driven", key)
+		}
 	}
 }
