@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,43 +43,20 @@ type cachedWrite struct {
 	sql    string
 	args   []any
 
-	done, alone bool
-	seq         int64
-	err         error
+	alone bool // its group failed: it is to run again by itself
+	seq   int64
+	err   error
 }
 
-// ingestBatches is the queue of a store's appendCached writes.
-type ingestBatches struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	queue   []*cachedWrite
-	running int
-}
-
-// write runs w with the writes waiting beside it and returns its seq.
-func (b *ingestBatches) write(ctx context.Context, s *Store, w *cachedWrite) (int64, error) {
-	b.mu.Lock()
-	if b.cond == nil {
-		b.cond = sync.NewCond(&b.mu)
-	}
-	b.queue = append(b.queue, w)
-	for !w.done {
-		if b.running >= maxIngestBatches || len(b.queue) == 0 {
-			b.cond.Wait()
-			continue
-		}
-		n := min(len(b.queue), maxIngestBatch)
-		group := b.queue[:n:n]
-		b.queue = b.queue[n:]
-		b.running++
-		b.mu.Unlock()
+// writeCached runs w with the writes waiting beside it (the store's
+// ingests queue) and returns its seq.
+func (s *Store) writeCached(ctx context.Context, w *cachedWrite) (int64, error) {
+	s.ingests.do(w, func(group []*cachedWrite) {
 		seqs, err := s.writeGroup(ctx, group)
 		if err != nil && len(group) > 1 {
 			s.groupSplits.Add(1)
 		}
-		b.mu.Lock()
 		for i, g := range group {
-			g.done = true
 			switch {
 			case err == nil:
 				g.seq = seqs[i]
@@ -90,10 +66,7 @@ func (b *ingestBatches) write(ctx context.Context, s *Store, w *cachedWrite) (in
 				g.alone = true
 			}
 		}
-		b.running--
-		b.cond.Broadcast()
-	}
-	b.mu.Unlock()
+	})
 	if w.alone {
 		seqs, err := s.writeGroup(ctx, []*cachedWrite{w})
 		if err != nil {

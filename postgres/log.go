@@ -143,7 +143,7 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 		args = append(args, in.IdempotencyKey, in.RequestHash[:], in.IdempotencyExpires.UnixNano())
 	}
 	w := &cachedWrite{tenant: ev.TenantID, sql: sql, args: args}
-	seq, err := s.ingests.write(ctx, s, w)
+	seq, err := s.writeCached(ctx, w)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == fallbackCode || retryable(err) {
 		return engine.IngestResult{}, false, nil
@@ -691,7 +691,7 @@ func (s *Store) recordAsRead(ctx context.Context, id string, fn func(engine.Deli
 		renewed := now + s.lease.Nanoseconds()
 		due, newToken, until, change = &renewed, &token, &renewed, leaseRenewed
 	}
-	applied, err := s.records.record(s, &heldRecord{id: id, state: string(after.State), next: next, due: due, dead: deadAt(after),
+	applied, err := s.record(&heldRecord{id: id, state: string(after.State), next: next, due: due, dead: deadAt(after),
 		newToken: newToken, until: until, doc: doc, token: token, read: read})
 	if err != nil {
 		return engine.Delivery{}, false, storeError(err)

@@ -1,9 +1,6 @@
 package postgres
 
-import (
-	"context"
-	"sync"
-)
+import "context"
 
 // Holders' records, many in one statement.
 //
@@ -34,50 +31,24 @@ type heldRecord struct {
 	doc             []byte
 	token           int64
 	read            []byte
-	done, applied   bool
+	applied         bool
 	err             error
 }
 
-// recordBatches is the queue of a store's holders' records.
-type recordBatches struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	queue   []*heldRecord
-	running int
-}
-
-// record writes r with the records waiting beside it and reports
-// whether r applied.
-func (b *recordBatches) record(s *Store, r *heldRecord) (bool, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.cond == nil {
-		b.cond = sync.NewCond(&b.mu)
-	}
-	b.queue = append(b.queue, r)
-	for !r.done {
-		if b.running >= maxRecordBatches || len(b.queue) == 0 {
-			b.cond.Wait()
-			continue
-		}
-		n := min(len(b.queue), maxRecordBatch)
-		batch := b.queue[:n:n]
-		b.queue = b.queue[n:]
-		b.running++
-		b.mu.Unlock()
+// record writes r with the records waiting beside it (the store's
+// records queue) and reports whether r applied.
+func (s *Store) record(r *heldRecord) (bool, error) {
+	s.records.do(r, func(batch []*heldRecord) {
 		applied, err := s.writeRecords(batch)
-		b.mu.Lock()
 		for _, r := range batch {
 			// A deadlock or a serialization failure: none applied, and
 			// each caller takes the row lock.
-			r.done, r.applied = true, err == nil && applied[r.id]
+			r.applied = err == nil && applied[r.id]
 			if err != nil && !retryable(err) {
 				r.err = err
 			}
 		}
-		b.running--
-		b.cond.Broadcast()
-	}
+	})
 	return r.applied, r.err
 }
 

@@ -74,9 +74,9 @@ type Store struct {
 	clock  func() time.Time
 	log    *slog.Logger
 
-	claims    *claims // the leases this process holds (Scheduler)
-	records   recordBatches
-	ingests   ingestBatches
+	claims    *claims                  // the leases this process holds (Scheduler)
+	records   groupQueue[*heldRecord]  // holders' records (records_batch.go)
+	ingests   groupQueue[*cachedWrite] // appendCached's writes (ingest_batch.go)
 	importing bool
 	// endpoints holds, per tenant, the endpoints the last full ingest
 	// read (*endpointsSeen), for appendCached.
@@ -124,7 +124,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	s := &Store{importing: opts.Importing, pool: pool, schema: opts.Schema, sealer: sealer, lease: opts.Lease, clock: opts.Now, log: opts.Logger, claims: newClaims()}
+	s := &Store{importing: opts.Importing, pool: pool, schema: opts.Schema, sealer: sealer, lease: opts.Lease, clock: opts.Now, log: opts.Logger, claims: newClaims(),
+		records: groupQueue[*heldRecord]{parallel: maxRecordBatches, size: maxRecordBatch},
+		ingests: groupQueue[*cachedWrite]{parallel: maxIngestBatches, size: maxIngestBatch}}
 	if err := s.init(ctx); err != nil {
 		pool.Close()
 		return nil, err
