@@ -246,6 +246,18 @@ func dispatchingNodes(t *testing.T, url string, opts engine.DispatcherOptions) (
 	}
 }
 
+// waitDelivered waits up to 30 s until got counts n deliveries, and
+// fails the test if it does not.
+func waitDelivered(t *testing.T, got *atomic.Int64, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); got.Load() < n && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got.Load() < n {
+		t.Fatalf("%d of %d delivered", got.Load(), n)
+	}
+}
+
 // TestDispatchers_EndpointConcurrencyAcrossNodes: two nodes ingesting
 // and delivering to one slow endpoint at once never have more than its
 // concurrency of attempts in flight between them, and deliver all.
@@ -264,12 +276,7 @@ func TestDispatchers_EndpointConcurrencyAcrossNodes(t *testing.T) {
 	defer srv.Close()
 	ss, ingest := dispatchingNodes(t, srv.URL, engine.DispatcherOptions{EndpointConcurrency: bound})
 	ingest(events)
-	for deadline := time.Now().Add(30 * time.Second); got.Load() < events && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if got.Load() < events {
-		t.Fatalf("%d of %d delivered", got.Load(), events)
-	}
+	waitDelivered(t, &got, events)
 	if m := most.Load(); m > bound {
 		t.Errorf("%d attempts of one endpoint were in flight at once, bound %d", m, bound)
 	}
@@ -299,12 +306,7 @@ func TestDispatchers_EndpointRateAcrossNodes(t *testing.T) {
 	defer srv.Close()
 	_, ingest := dispatchingNodes(t, srv.URL, engine.DispatcherOptions{EndpointRate: rate})
 	ingest(events)
-	for deadline := time.Now().Add(30 * time.Second); got.Load() < events && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if got.Load() < events {
-		t.Fatalf("%d of %d delivered", got.Load(), events)
-	}
+	waitDelivered(t, &got, events)
 	// The first attempts are the burst; the other 30 come at 10/s.
 	if took := time.Duration(last.Load() - first.Load()); took < 2800*time.Millisecond {
 		t.Errorf("%d deliveries at %d/s between two nodes took %v, want 3 s at least", events, rate, took)
