@@ -250,6 +250,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		TenantTokenTTL: cfg.API.TenantTokenTTL.Duration,
 
 		ObserveRequest: m.observeRequest,
+		ObserveIngest:  m.observeIngest,
 		Ready: func() error {
 			if err := be.ready(ctx); err != nil {
 				return err

@@ -29,6 +29,7 @@ type metrics struct {
 	requests        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
 	eventsStored    prometheus.Counter
+	ingestRepeats   prometheus.Counter
 	attempts        *prometheus.CounterVec
 	attemptDuration *prometheus.HistogramVec
 	deliveries      *prometheus.CounterVec
@@ -50,7 +51,9 @@ func newMetrics() *metrics {
 		Help:    "API request latency by method and route pattern; POST /v1/tenants/:tenant/events is ingest.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"method", "route"})
 	m.eventsStored = f.NewCounter(prometheus.CounterOpts{Name: "webhookd_events_stored_total",
-		Help: "Events acknowledged by ingest (202), duplicates by Idempotency-Key included."})
+		Help: "Events stored by ingest (acknowledged 202 and new; idempotent repeats are not counted here)."})
+	m.ingestRepeats = f.NewCounter(prometheus.CounterOpts{Name: "webhookd_ingest_repeats_total",
+		Help: "Ingests acknowledged (202) as repeats of an event already stored under the same Idempotency-Key."})
 	m.attempts = f.NewCounterVec(prometheus.CounterOpts{Name: "webhookd_attempts_total",
 		Help: "Delivery attempts recorded, by outcome (success, retry, permanent)."}, []string{"outcome"})
 	m.attemptDuration = f.NewHistogramVec(prometheus.HistogramOpts{Name: "webhookd_attempt_duration_seconds",
@@ -110,9 +113,15 @@ func (m *metrics) handler() http.Handler {
 func (m *metrics) observeRequest(method, route string, code int, d time.Duration) {
 	m.requests.WithLabelValues(method, route, strconv.Itoa(code)).Inc()
 	m.requestDuration.WithLabelValues(method, route).Observe(d.Seconds())
-	if method == http.MethodPost && route == "/v1/tenants/:tenant/events" && code == http.StatusAccepted {
-		m.eventsStored.Inc()
+}
+
+// observeIngest is httpapi's ObserveIngest.
+func (m *metrics) observeIngest(repeat bool) {
+	if repeat {
+		m.ingestRepeats.Inc()
+		return
 	}
+	m.eventsStored.Inc()
 }
 
 // observeAttempt is the dispatcher's OnAttempt.

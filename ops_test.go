@@ -206,6 +206,7 @@ func TestMetrics_KnownLabelsStartAtZero(t *testing.T) {
 		`webhookd_deliveries_finished_total{state="dead"} 0`,
 		`webhookd_dead_letters_total 0`,
 		`webhookd_events_stored_total 0`,
+		`webhookd_ingest_repeats_total 0`,
 	} {
 		if !strings.Contains(text, want+"\n") {
 			t.Errorf("/metrics of a fresh start lacks %s", want)
@@ -241,7 +242,12 @@ func TestMetrics(t *testing.T) {
 	})
 	ep := in.createEndpoint(rc.srv.URL, "*")
 	rc.setSecret(ep.Secret)
-	ev := in.ingest("invoice.paid", `{"secret_tenant_data":"acme"}`)
+	ev := in.ingest("invoice.paid", `{"secret_tenant_data":"acme"}`, "Idempotency-Key", "k1")
+	// The repeat is acknowledged too, but stores nothing: it is counted
+	// apart from the stored events.
+	if again := in.ingest("invoice.paid", `{"secret_tenant_data":"acme"}`, "Idempotency-Key", "k1"); again.ID != ev.ID {
+		t.Fatalf("repeat answered event %s, want %s", again.ID, ev.ID)
+	}
 	in.waitState(ev.Deliveries[0].ID, "succeeded")
 
 	wants := []string{
@@ -249,7 +255,8 @@ func TestMetrics(t *testing.T) {
 		`webhookd_attempts_total{outcome="success"} 1`,
 		`webhookd_deliveries_finished_total{state="succeeded"} 1`,
 		`webhookd_events_stored_total 1`,
-		`webhookd_http_requests_total{code="202",method="POST",route="/v1/tenants/:tenant/events"} 1`,
+		`webhookd_ingest_repeats_total 1`,
+		`webhookd_http_requests_total{code="202",method="POST",route="/v1/tenants/:tenant/events"} 2`,
 		`webhookd_endpoint_failures_total{endpoint="` + ep.ID + `"} 1`,
 		`webhookd_pending_deliveries 0`,
 		`webhookd_commit_batch_writes_count`,

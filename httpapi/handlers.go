@@ -339,6 +339,9 @@ func (s *server) handleIngest(w http.ResponseWriter, r *http.Request, ps httprou
 	if res.Duplicate {
 		h.Set("Idempotent-Replayed", "true")
 	}
+	if s.opts.ObserveIngest != nil {
+		s.opts.ObserveIngest(res.Duplicate)
+	}
 	s.writeJSON(w, r, http.StatusAccepted, out)
 }
 

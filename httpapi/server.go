@@ -59,6 +59,10 @@ type Options struct {
 	// pattern (not the path, so tenants are not labels), the status and the
 	// time taken.
 	ObserveRequest func(method, route string, status int, d time.Duration)
+	// ObserveIngest, when set, is told of every acknowledged ingest:
+	// repeat is true when the Idempotency-Key named an event already
+	// stored, so nothing new was stored.
+	ObserveIngest func(repeat bool)
 }
 
 // server holds what the handlers share.
