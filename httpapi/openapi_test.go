@@ -34,6 +34,7 @@ import (
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/httpapi"
 	"github.com/webhookd/webhookd/storage"
+	"github.com/webhookd/webhookd/verify"
 )
 
 // The OpenAPI document is checked with github.com/pb33f/libopenapi and
@@ -672,7 +673,29 @@ func TestOpenAPI_DispatcherAnswersValidate(t *testing.T) {
 	}))
 	defer hook.Close()
 	defer close(release)
+	e := newDispatchingEnv(t, o)
 
+	e.check(call{method: "PUT", path: "/v1/tenants/acme", body: `{"name":"Acme"}`, status: 201})
+	e.check(call{method: "PUT", path: "/v1/event-types/payment.succeeded", body: `{}`, status: 201})
+	r := e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"` + hook.URL + `/in","event_types":["*"]}`, status: 201})
+	var ep struct{ ID string }
+	if err := json.Unmarshal(r.body, &ep); err != nil {
+		t.Fatal(err)
+	}
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints/" + ep.ID + "/verify", status: 200})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{}}`, status: 202})
+	e.check(call{method: "DELETE", path: "/v1/tenants/acme", status: 409, code: engine.CodePendingDeliveries})
+	for _, key := range []string{"POST /v1/tenants/{tenant}/endpoints/{id}/verify 200", "DELETE /v1/tenants/{tenant} 409"} {
+		if !e.driven[key] {
+			t.Errorf("%s was not driven", key)
+		}
+	}
+}
+
+// newDispatchingEnv is a contractEnv whose service runs a dispatcher
+// that may deliver to loopback receivers.
+func newDispatchingEnv(t *testing.T, o *openAPI) *contractEnv {
+	t.Helper()
 	db, err := storage.Open(filepath.Join(t.TempDir(), "db"), storage.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -692,21 +715,128 @@ func TestOpenAPI_DispatcherAnswersValidate(t *testing.T) {
 	svc := engine.NewService(db, disp, engine.ServiceOptions{Targets: loopback, LookupHost: publicLookup})
 	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{Tokens: []string{testToken}, MaxBody: maxBody}))
 	t.Cleanup(srv.Close)
-	e := &contractEnv{apiEnv: &apiEnv{t: t, db: db, srv: srv, logs: new(syncBuffer)}, o: o, driven: map[string]bool{}}
+	return &contractEnv{apiEnv: &apiEnv{t: t, db: db, srv: srv, logs: new(syncBuffer)}, o: o, driven: map[string]bool{}}
+}
+
+// webhookValidator validates what a receiver gets against the document's
+// webhooks. The validator library matches requests to the document's
+// paths only, so it is given a copy of the document whose paths are its
+// webhooks, each at /webhooks/<name>.
+func (o *openAPI) webhookValidator(t *testing.T) validator.Validator {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(o.raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	hooks, _ := doc["webhooks"].(map[string]any)
+	paths := map[string]any{}
+	for name, item := range hooks {
+		paths["/webhooks/"+name] = item
+	}
+	doc["paths"] = paths
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := libopenapi.NewDocument(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, errs := validator.NewValidator(d, config.WithFormatAssertions(), config.WithStrictMode(),
+		config.WithRejectUndeclaredRequestBody(), config.WithStrictIgnorePaths("$.body.data.**"))
+	if len(errs) > 0 {
+		t.Fatalf("webhooks of openapi.json: %v", errs)
+	}
+	return v
+}
+
+// exchange is one request a receiver got and what it answered.
+type exchange struct {
+	req  *http.Request // its body read into body
+	body []byte
+	resp *http.Response
+}
+
+// TestOpenAPI_WebhooksValidate checks what a receiver really gets from a
+// running dispatcher against the document's webhooks: an event's
+// delivery signed with one key and, during a rotation's grace window,
+// with two; the endpoint-verification challenge; and the answer the
+// receiver's toolkit (verify.ChallengeResponse) gives it.
+func TestOpenAPI_WebhooksValidate(t *testing.T) {
+	o := loadOpenAPI(t)
+	wv := o.webhookValidator(t)
+	got := make(chan exchange, 10)
+	var secret atomic.Value
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rec := httptest.NewRecorder()
+		if c := r.Header.Get(engine.HeaderChallenge); c != "" {
+			resp, err := verify.ChallengeResponse(secret.Load().(string), c)
+			if err != nil {
+				t.Error(err)
+			}
+			rec.Header().Set(engine.HeaderChallengeResponse, resp)
+		}
+		rec.WriteHeader(http.StatusNoContent)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		got <- exchange{req: r.Clone(context.Background()), body: body, resp: rec.Result()}
+	}))
+	defer hook.Close()
+	e := newDispatchingEnv(t, o)
 
 	e.check(call{method: "PUT", path: "/v1/tenants/acme", body: `{"name":"Acme"}`, status: 201})
 	e.check(call{method: "PUT", path: "/v1/event-types/payment.succeeded", body: `{}`, status: 201})
 	r := e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"` + hook.URL + `/in","event_types":["*"]}`, status: 201})
-	var ep struct{ ID string }
+	var ep struct{ ID, Secret string }
 	if err := json.Unmarshal(r.body, &ep); err != nil {
 		t.Fatal(err)
 	}
-	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints/" + ep.ID + "/verify", status: 200})
-	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{}}`, status: 202})
-	e.check(call{method: "DELETE", path: "/v1/tenants/acme", status: 409, code: engine.CodePendingDeliveries})
-	for _, key := range []string{"POST /v1/tenants/{tenant}/endpoints/{id}/verify 200", "DELETE /v1/tenants/{tenant} 409"} {
-		if !e.driven[key] {
-			t.Errorf("%s was not driven", key)
+	secret.Store(ep.Secret)
+	epPath := "/v1/tenants/acme/endpoints/" + ep.ID
+
+	validated := map[string]bool{}
+	validate := func(name, webhook string, wantKeys int) {
+		t.Helper()
+		validated[webhook] = true
+		var x exchange
+		select {
+		case x = <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the receiver got nothing", name)
+		}
+		u := *x.req.URL
+		u.Path = "/webhooks/" + webhook
+		req := x.req.Clone(context.Background())
+		req.URL, req.RequestURI = &u, ""
+		req.Body = io.NopCloser(bytes.NewReader(x.body))
+		if ok, errs := wv.ValidateHttpRequestSync(req); !ok {
+			for _, ve := range errs {
+				t.Errorf("%s: request breaks openapi.json webhooks.%s: %v", name, webhook, ve)
+			}
+		}
+		if ok, errs := wv.ValidateHttpResponse(req, x.resp); !ok {
+			for _, ve := range errs {
+				t.Errorf("%s: the receiver's answer breaks openapi.json webhooks.%s: %v", name, webhook, ve)
+			}
+		}
+		if n := len(strings.Fields(req.Header.Get("webhook-signature"))); webhook == "event" && n != wantKeys {
+			t.Errorf("%s: %d signatures, want %d", name, n, wantKeys)
+		}
+	}
+
+	e.check(call{method: "POST", path: epPath + "/verify", status: 200})
+	validate("challenge", "endpoint-verification", 0)
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{"amount":1200,"note":"ok"}}`, status: 202})
+	validate("event", "event", 1)
+	e.check(call{method: "POST", path: epPath + "/secret/rotate", body: `{"grace":"1h"}`, status: 200})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":[1,2]}`, status: 202})
+	validate("event during a rotation", "event", 2)
+	for name := range o.model.Webhooks.KeysFromOldest() {
+		if !validated[name] {
+			t.Errorf("webhooks.%s is documented but no request of it was validated", name)
 		}
 	}
 }
