@@ -19,7 +19,8 @@ import (
 // directory: every command must succeed, and the receiver they start
 // must print the event verified, then its replay as a duplicate. Only
 // the addresses (free ports instead of 8080 and 9000) and `go run .`
-// (the built binary) are changed.
+// (the built binary) are changed. Where checkAPI is set, the walk-through
+// talks to webhookd through it.
 func TestREADME_WalkThrough(t *testing.T) {
 	t.Parallel()
 	for _, tool := range []string{"bash", "curl", "jq"} {
@@ -52,6 +53,11 @@ func TestREADME_WalkThrough(t *testing.T) {
 		t.Fatalf("the walk-through's shell blocks start no receiver:\n%s", script.String())
 	}
 	api, hooks := freeAddr(t), freeAddr(t)
+	listen := api
+	if checkAPI != nil {
+		listen = freeAddr(t)
+		api = checkAPI(t, listen)
+	}
 	s := script.String()
 	s = strings.ReplaceAll(s, "go run . receive", bin+" receive -listen "+hooks)
 	s = strings.ReplaceAll(s, "go run .", bin)
@@ -59,7 +65,7 @@ func TestREADME_WalkThrough(t *testing.T) {
 	s = strings.ReplaceAll(s, "127.0.0.1:9000", hooks)
 
 	dir := t.TempDir()
-	server := exec.Command(bin, "-dev", "-listen", api)
+	server := exec.Command(bin, "-dev", "-listen", listen)
 	server.Dir = dir
 	var serverOut syncBuffer
 	server.Stdout, server.Stderr = &serverOut, &serverOut
@@ -71,7 +77,7 @@ func TestREADME_WalkThrough(t *testing.T) {
 		server.Wait()
 	})
 	if !poll(15*time.Second, func() bool {
-		resp, err := http.Get("http://" + api + "/healthz")
+		resp, err := http.Get("http://" + listen + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 		}
@@ -112,6 +118,11 @@ func TestREADME_WalkThrough(t *testing.T) {
 		t.Errorf("the receiver did not print the event verified, then its replay as a duplicate:\n%s", output())
 	}
 }
+
+// checkAPI, when set, starts a proxy to the webhookd listening on
+// target that checks what passes it, and returns the proxy's address
+// (readme_contract_test.go).
+var checkAPI func(t *testing.T, target string) string
 
 // freeAddr returns a loopback address with a port free a moment ago.
 func freeAddr(t *testing.T) string {
