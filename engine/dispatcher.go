@@ -451,9 +451,16 @@ func (d *Dispatcher) retryAt(updated Delivery, rec AttemptRecord, ended time.Tim
 }
 
 // readyLocked appends w, claimed from the Scheduler, to its endpoint's
-// ready queue.
+// ready queue. A delivery already ready or in flight here is not queued
+// again, whatever the Scheduler says: that would be a second attempt at
+// the same time. Its claim is the one the dispatcher holds already, which
+// the Settle after that attempt ends.
 func (d *Dispatcher) readyLocked(w Work) {
 	id, endpointID := w.DeliveryID, w.EndpointID
+	if d.ready[id] || d.inflight[id] {
+		d.log.Warn("the scheduler handed out a delivery this dispatcher holds; it is not attempted twice at once", "delivery", id, "endpoint", endpointID)
+		return
+	}
 	eq := d.endpoints[endpointID]
 	if eq == nil {
 		eq = &endpointQueue{id: endpointID, tenant: d.tenantQueueLocked(w.TenantID)}
