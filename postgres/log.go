@@ -617,6 +617,7 @@ func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) 
 	}
 	var out engine.Delivery
 	var kept leaseChange
+	var token int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		row, err := lockDelivery(ctx, tx, id)
 		if err != nil {
@@ -624,7 +625,8 @@ func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) 
 		}
 		change := leaseKeep
 		if holder {
-			if token, ok := s.claims.token(id); ok {
+			var ok bool
+			if token, ok = s.claims.holderToken(id); ok {
 				if row.leaseToken == nil || *row.leaseToken != token {
 					return engine.ErrClaimLost
 				}
@@ -657,7 +659,7 @@ func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) 
 	if err != nil {
 		return engine.Delivery{}, err
 	}
-	s.claims.recorded(id, kept)
+	s.claims.recorded(id, token, kept)
 	return out, nil
 }
 
@@ -699,7 +701,7 @@ func (s *Store) recordAsRead(ctx context.Context, id string, fn func(engine.Deli
 	if !applied {
 		return engine.Delivery{}, false, nil
 	}
-	s.claims.recorded(id, change)
+	s.claims.recorded(id, token, change)
 	return after, true, nil
 }
 

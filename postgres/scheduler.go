@@ -30,7 +30,10 @@ import (
 // Recording an attempt (RecordOutcome) checks the token: a node that
 // stalled past its lease, whose delivery another node claimed since,
 // records nothing (engine.ErrClaimLost). A record by the holder ends the
-// lease: due_at becomes the delivery's next attempt time again.
+// lease: due_at becomes the delivery's next attempt time again. A claim
+// here that takes the delivery again before its holder settles it (a
+// retry due that soon) takes it for the holder, whose Settle hands it
+// back, rather than hand it to the dispatcher that holds it already.
 //
 // Per-endpoint concurrency and rate hold across the cluster by shares:
 // every node writes itself into the nodes table every third of a lease
@@ -257,6 +260,20 @@ func (c *claims) removeLocked(id string) *claim {
 	return cl
 }
 
+// retakeLocked gives cl, the claim of a holder here whose record ended
+// its lease (or is being written: it may have committed) and which has
+// not settled it yet, the lease a claim of its delivery just took in the
+// database, with what that claim read. Handed out instead, the delivery
+// would reach the dispatcher that holds it a second time, and the
+// holder's Settle would end the new lease. It came due, so Settle hands
+// it back to the holder (rerun).
+func (c *claims) retakeLocked(cl *claim, token int64, in *prefetched) {
+	if cl.input == nil {
+		c.unstarted++
+	}
+	cl.token, cl.input, cl.live, cl.rerun, cl.recording = token, in, true, true, false
+}
+
 type claim struct {
 	w     engine.Work
 	token int64
@@ -266,6 +283,9 @@ type claim struct {
 	live  bool             // the lease in the database is still this claim's
 	kept  bool             // the holder's record kept the lease: due again at once
 	rerun bool             // scheduled again while held
+	// recording: the holder's record is being written; the lease may
+	// have ended at its commit before recorded says so.
+	recording bool
 	// waiting: claimed by an ingest here (preclaim) and not yet handed
 	// to the dispatcher (Schedule), since the renewal round it counts.
 	waiting      bool
@@ -279,6 +299,18 @@ func (c *claims) token(id string) (int64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cl := c.held[id]; cl != nil {
+		return cl.token, true
+	}
+	return 0, false
+}
+
+// holderToken is token for the holder's record, which it notes as being
+// written (see recording) until recorded.
+func (c *claims) holderToken(id string) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl := c.held[id]; cl != nil {
+		cl.recording = true
 		return cl.token, true
 	}
 	return 0, false
@@ -333,7 +365,7 @@ func (c *claims) read(id string, doc []byte, d *engine.Delivery) {
 
 // asRead returns the token of this process's claim on id and the
 // document read under it, decoded too, and forgets the document: it is
-// good for one record.
+// good for one record, noted as being written (see recording).
 func (c *claims) asRead(id string) (token int64, doc []byte, d engine.Delivery, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -342,20 +374,23 @@ func (c *claims) asRead(id string) (token int64, doc []byte, d engine.Delivery, 
 		return 0, nil, engine.Delivery{}, false
 	}
 	doc, d = cl.read, *cl.readD
-	cl.read, cl.readD = nil, nil
+	cl.read, cl.readD, cl.recording = nil, nil, true
 	return cl.token, doc, d, true
 }
 
-// recorded notes what a write by this process did to its lease on id.
-func (c *claims) recorded(id string, change leaseChange) {
+// recorded notes what a write by this process under lease token did
+// to its lease on id; nothing when the claim on id holds another token
+// now (retakeLocked: a claim took the delivery again after the write
+// committed).
+func (c *claims) recorded(id string, token int64, change leaseChange) {
 	if change == leaseKeep {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cl := c.held[id]; cl != nil {
+	if cl := c.held[id]; cl != nil && cl.token == token {
 		cl.live = change == leaseRenewed
-		cl.kept = cl.live
+		cl.kept, cl.recording = cl.live, false
 	}
 }
 
@@ -630,12 +665,22 @@ func (c *Scheduler) claim(ctx context.Context, limit int, skip []string) ([]engi
 	cs := c.s.claims
 	cs.mu.Lock()
 	read := time.Now()
+	out := ws[:0]
 	for i, w := range ws {
 		inputs[i].at = read
+		if cl := cs.held[w.DeliveryID]; cl != nil && (!cl.live || cl.recording) {
+			// Its holder here recorded its attempt (or is recording
+			// it), which ended the lease, and has not settled it yet:
+			// the retry came due that soon. It is still the holder's,
+			// under this lease.
+			cs.retakeLocked(cl, token, &inputs[i])
+			continue
+		}
 		cs.addLocked(w.DeliveryID, &claim{w: w, token: token, live: true, input: &inputs[i]})
+		out = append(out, w)
 	}
 	cs.mu.Unlock()
-	return ws, fromNS(next), nil
+	return out, fromNS(next), nil
 }
 
 // claimSQL claims the due deliveries, earliest first, at most $2, and
@@ -688,8 +733,9 @@ func (s *Store) asyncExec(ctx context.Context, sql string, args ...any) error {
 
 // Settle ends this process's claim on w. When the holder's record kept
 // the lease (the delivery is due again at once: replayed while it was
-// attempted), or w was scheduled again while held and the lease is still
-// this process's, it stays claimed and Settle reports true. Otherwise a
+// attempted), or w was scheduled again while held, or claimed here again
+// after the holder's record (retakeLocked), and the lease is still this
+// process's, it stays claimed and Settle reports true. Otherwise a
 // lease still live in the database (no record by the holder ended it)
 // is ended, due at next at the earliest.
 func (c *Scheduler) Settle(w engine.Work, next time.Time) bool {

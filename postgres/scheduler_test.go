@@ -396,3 +396,114 @@ func TestRecordOutcome_TheHoldersRecord(t *testing.T) {
 		t.Errorf("after the refused record: %s with %d attempts, want pending with none", got.State, len(got.Attempts))
 	}
 }
+
+// attemptAt is the transition of attempt n of cycle 1 (as the dispatcher
+// read it) at at: a 204, or, with next set, a 500 due again at next.
+func attemptAt(n int, at, next time.Time) func(engine.Delivery) (engine.Delivery, error) {
+	return func(d engine.Delivery) (engine.Delivery, error) {
+		rec := engine.AttemptRecord{DeliveryID: d.ID, Cycle: 1, State: engine.StateSucceeded, At: at,
+			Attempt: engine.Attempt{Cycle: 1, Number: n, Start: at, Status: 204, Outcome: engine.OutcomeSuccess}}
+		if !next.IsZero() {
+			rec.State, rec.NextAttemptAt, rec.LastStatus = engine.StatePending, next, 500
+			rec.Attempt.Status, rec.Attempt.Outcome = 500, engine.OutcomeRetry
+		}
+		return engine.RecordAttempt(d, rec), nil
+	}
+}
+
+// heldOne makes one pending delivery, claims it with a scheduler of its
+// store, and reads it for its attempt as the dispatcher does.
+func heldOne(t *testing.T) (*Store, *Scheduler, engine.Work, *manualClock) {
+	t.Helper()
+	clock := &manualClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := nodes(t, 1, clock)[0]
+	pendingFor(t, s, clock, 1)
+	c := s.Scheduler(SchedulerOptions{Poll: 20 * time.Millisecond})
+	if _, err := c.Recover(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ws := claimNow(t, c)
+	if len(ws) != 1 {
+		t.Fatalf("claimed %d, want 1", len(ws))
+	}
+	if _, err := s.AttemptInput(t.Context(), ws[0].DeliveryID); err != nil {
+		t.Fatal(err)
+	}
+	return s, c, ws[0], clock
+}
+
+// TestScheduler_NoSecondClaimOfAHeldDelivery: a delivery this process
+// holds is not claimed again here before its holder settles it, even
+// when the holder's record ended the lease and its retry has come due
+// since: the claim that takes it from the database is the holder's, and
+// Settle hands it back under it. (Claim handed such a delivery to the
+// dispatcher a second time, and the holder's Settle then ended the new
+// claim's lease: the node claimed it a third time and made its next
+// attempt twice at once.)
+func TestScheduler_NoSecondClaimOfAHeldDelivery(t *testing.T) {
+	s, c, w, clock := heldOne(t)
+	ctx := t.Context()
+
+	// Attempt 1 fails; the retry is due 20 ms later, and a second later
+	// the holder has still not settled it.
+	now := clock.now()
+	if d, err := s.RecordOutcome(ctx, w.DeliveryID, attemptAt(1, now, now.Add(20*time.Millisecond)), nil); err != nil || d.State != engine.StatePending {
+		t.Fatalf("record attempt 1: %s, %v", d.State, err)
+	}
+	clock.add(time.Second)
+	if again := claimNow(t, c); len(again) != 0 {
+		t.Errorf("claimed %v again while this process held it", again)
+	}
+	if !c.Settle(w, time.Now()) {
+		t.Error("Settle did not hand the due retry back to its holder")
+	}
+
+	// Attempt 2, by the holder, under the lease the claim took.
+	if _, err := s.AttemptInput(ctx, w.DeliveryID); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.RecordOutcome(ctx, w.DeliveryID, attemptAt(2, clock.now(), time.Time{}), nil)
+	if err != nil {
+		t.Fatalf("record attempt 2: %v", err)
+	}
+	if d.State != engine.StateSucceeded || len(d.Attempts) != 2 {
+		t.Errorf("after attempt 2: %s with %d attempts, want succeeded with 2", d.State, len(d.Attempts))
+	}
+	if c.Settle(w, time.Time{}) {
+		t.Error("Settle handed back a delivery that succeeded")
+	}
+	if again := claimNow(t, c); len(again) != 0 {
+		t.Errorf("claimed %v after it succeeded", again)
+	}
+}
+
+// TestScheduler_NoSecondClaimWhileTheHolderRecords: the same when the
+// claim comes between the commit of the holder's record and the moment
+// its writer notes what became of the lease.
+func TestScheduler_NoSecondClaimWhileTheHolderRecords(t *testing.T) {
+	s, c, w, clock := heldOne(t)
+	ctx := t.Context()
+	token, _, _, ok := s.claims.asRead(w.DeliveryID) // the record starts
+	if !ok {
+		t.Fatal("nothing read under the claim")
+	}
+	// Its commit: the lease is over, the retry due.
+	if _, err := s.pool.Exec(ctx, "UPDATE deliveries SET lease_token = NULL, lease_until = NULL, due_at = $2 WHERE id = $1",
+		w.DeliveryID, clock.now().UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	if again := claimNow(t, c); len(again) != 0 {
+		t.Errorf("claimed %v again while its holder's record was being written", again)
+	}
+	s.claims.recorded(w.DeliveryID, token, leaseEnd) // the record returns
+	if !c.Settle(w, time.Now()) {
+		t.Error("Settle did not hand the due delivery back to its holder")
+	}
+	if _, err := s.AttemptInput(ctx, w.DeliveryID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordOutcome(ctx, w.DeliveryID, attemptAt(1, clock.now(), time.Time{}), nil); err != nil {
+		t.Errorf("the holder's record under the lease the claim took: %v", err)
+	}
+}
