@@ -29,15 +29,7 @@ func TestDispatcher_ClaimAheadBoundsWhatWaits(t *testing.T) {
 		}, Service: engine.ServiceOptions{Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}}})
 		ctx := t.Context()
 		svc := node.Service
-		if _, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{Name: "Acme"}); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := svc.PutEventType(ctx, "order.created", engine.EventTypeInput{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: srv.URL, EventTypes: []string{"*"}}); err != nil {
-			t.Fatal(err)
-		}
+		acmeEndpoint(t, svc, srv.URL)
 		for range 20 {
 			if _, err := svc.Ingest(ctx, "acme", engine.IngestInput{Type: "order.created", Data: []byte(`{}`)}); err != nil {
 				t.Fatal(err)

@@ -144,15 +144,7 @@ func testClockJump(t *testing.T, jump time.Duration) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { disp.Stop(context.Background()) })
-	if _, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{Name: "Acme"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := svc.PutEventType(ctx, "order.created", engine.EventTypeInput{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: rc.srv.URL, EventTypes: []string{"*"}}); err != nil {
-		t.Fatal(err)
-	}
+	acmeEndpoint(t, svc, rc.srv.URL)
 	var ids []string
 	for i := range k {
 		res, err := svc.Ingest(ctx, "acme", engine.IngestInput{Type: "order.created", Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})

@@ -93,6 +93,22 @@ func (s *attemptWatch) settled(id string) {
 	s.open[id] = false
 }
 
+// acmeEndpoint makes tenant acme, the event type order.created, and an
+// endpoint of acme's at url that takes every type.
+func acmeEndpoint(tb testing.TB, svc *engine.Service, url string) {
+	tb.Helper()
+	ctx := tb.Context()
+	if _, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{Name: "Acme"}); err != nil {
+		tb.Fatal(err)
+	}
+	if _, _, err := svc.PutEventType(ctx, "order.created", engine.EventTypeInput{}); err != nil {
+		tb.Fatal(err)
+	}
+	if _, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: url, EventTypes: []string{"*"}}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // TestDispatcher_AttemptsAHeldDeliveryOnce: a delivery that the
 // scheduler hands to the dispatcher again while the dispatcher holds it
 // (ready for a worker, or being attempted and its outcome recorded) is
@@ -135,15 +151,7 @@ func TestDispatcher_AttemptsAHeldDeliveryOnce(t *testing.T) {
 			})
 			ctx := t.Context()
 			svc := node.Service
-			if _, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{Name: "Acme"}); err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := svc.PutEventType(ctx, "order.created", engine.EventTypeInput{}); err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: srv.URL, EventTypes: []string{"*"}}); err != nil {
-				t.Fatal(err)
-			}
+			acmeEndpoint(t, svc, srv.URL)
 			var ws []engine.Work
 			var events []string
 			for range 2 {
