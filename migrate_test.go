@@ -328,6 +328,22 @@ func TestMigrate(t *testing.T) {
 		t.Errorf("claimed %v, want the pending deliveries %v", claimed, src.pending)
 	}
 
+	// Each live tenant numbers its next event where the file left it.
+	for _, tn := range src.tenants {
+		want := src.events[tn.ID]
+		if len(want) == 0 {
+			continue
+		}
+		last := want[len(want)-1]
+		res, err := pg.AppendEvent(ctx, engine.NewEvent{Event: engine.Event{ID: engine.NewID("evt"), TenantID: tn.ID, Type: last.Type, Created: far, APIVersion: "v1", Body: []byte(`{}`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last.Sequence == 0 || res.Event.Sequence != last.Sequence+1 {
+			t.Errorf("%s's next event after the migration: sequence %d, want %d", tn.ID, res.Event.Sequence, last.Sequence+1)
+		}
+	}
+
 	if out, err := runMigrateCmd(t, env, "-from", "bbolt:"+path, "-to", dbURL, "-schema", schema); err == nil || !strings.Contains(err.Error(), "never merges") {
 		t.Errorf("a second migrate into the schema: %v\n%s", err, out)
 	}

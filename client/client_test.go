@@ -159,12 +159,16 @@ func TestClient_EveryRoute(t *testing.T) {
 	if err := json.Unmarshal(got[0].Event.Raw, &raw); err != nil || string(raw.Data) != `{"invoice":"in_1"}` {
 		t.Fatalf("envelope %s: %v", got[0].Event.Raw, err)
 	}
-	res2, err := c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.voided", Data: json.RawMessage(`{"invoice":"in_1"}`)})
+	if got[0].Event.Sequence != 1 || got[0].Event.OrderingKey != "" {
+		t.Fatalf("the tenant's first event: sequence %d, ordering key %q; want 1 and none", got[0].Event.Sequence, got[0].Event.OrderingKey)
+	}
+	res2, err := c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.voided", Data: json.RawMessage(`{"invoice":"in_1"}`), OrderingKey: "in_1"})
 	if err != nil || len(res2.Deliveries) != 1 {
 		t.Fatalf("Ingest(invoice.voided) = %+v, %v", res2, err)
 	}
-	if got := collect(t, c.Feed("acme", client.FeedFilter{Cursor: feed.Cursor()}).Events(ctx)); len(got) != 1 || got[0].Event.ID != res2.ID {
-		t.Fatalf("Feed from the cursor = %+v, want only %s", got, res2.ID)
+	if got := collect(t, c.Feed("acme", client.FeedFilter{Cursor: feed.Cursor()}).Events(ctx)); len(got) != 1 || got[0].Event.ID != res2.ID ||
+		got[0].Event.Sequence != 2 || got[0].Event.OrderingKey != "in_1" {
+		t.Fatalf("Feed from the cursor = %+v, want only %s, sequence 2, ordering key in_1", got, res2.ID)
 	}
 
 	r, err := c.Report(ctx, "acme", 10)

@@ -133,6 +133,11 @@ type EventInput struct {
 	// Data is the event's payload, marshalled with encoding/json (a
 	// json.RawMessage is sent as it is). It must be a JSON object.
 	Data any `json:"data"`
+	// OrderingKey, optional, names what the event is about (an order, a
+	// customer; at most 255 bytes): events of a tenant with the same key
+	// are in sequence order, and an endpoint that asks for ordering gets
+	// them in that order.
+	OrderingKey string `json:"ordering_key,omitempty"`
 	// IdempotencyKey makes the ingest safe to repeat: the server stores
 	// one event per key (within its idempotency window) and answers a
 	// repeat with the first one. "": Ingest generates a random key.
@@ -165,12 +170,17 @@ type DeliveryRef struct {
 // these bytes, so hash Raw, not a re-encoding); the other fields are
 // decoded from them.
 type Envelope struct {
-	ID         string          `json:"id"`
-	Type       string          `json:"type"`
-	Created    time.Time       `json:"created"`
-	APIVersion string          `json:"api_version"`
-	Data       json.RawMessage `json:"data"`
-	Raw        json.RawMessage `json:"-"`
+	ID      string    `json:"id"`
+	Type    string    `json:"type"`
+	Created time.Time `json:"created"`
+	// Sequence numbers the tenant's events 1, 2, 3… in the order they
+	// were stored, with no gap among stored events; 0 for an event
+	// stored before events were numbered.
+	Sequence    uint64          `json:"sequence,omitempty"`
+	OrderingKey string          `json:"ordering_key,omitempty"`
+	APIVersion  string          `json:"api_version"`
+	Data        json.RawMessage `json:"data"`
+	Raw         json.RawMessage `json:"-"`
 }
 
 // UnmarshalJSON decodes the envelope and keeps its bytes in Raw.

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -861,6 +862,9 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 	if err == nil {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("User-Agent", d.opts.UserAgent)
+		if n := EnvelopeSequence(in.Body); n > 0 {
+			req.Header[http.CanonicalHeaderKey(verify.HeaderSequence)] = []string{strconv.FormatUint(n, 10)}
+		}
 		err = verify.SignHeader(req.Header, in.Endpoint.SigningKeys(start), dl.EventID, start, in.Body)
 		if err != nil {
 			// Not a transport error: no key can sign. Never retried.

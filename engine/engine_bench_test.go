@@ -42,7 +42,7 @@ func BenchmarkEnvelope_Encode(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		encodeEnvelope(id, "order.created", created, "v1", data)
+		NewEvent{Event: Event{ID: id, Type: "order.created", Created: created, APIVersion: "v1", Body: encodeEnvelope(Event{ID: id, Type: "order.created", Created: created, APIVersion: "v1"}, data)}}.Sequenced(1042)
 	}
 }
 

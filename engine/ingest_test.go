@@ -90,11 +90,11 @@ func TestService_IngestEnvelopeAndIdempotency(t *testing.T) {
 		envelope  string // with the event's id for %s
 	}{
 		{"default version", "k1", engine.IngestInput{Type: "order.created", Data: json.RawMessage(" { \"a\" : [1, 2] ,\n \"b\" : \"x y\" } ")},
-			`{"id":"%s","type":"order.created","created":"2026-12-02T14:35:10.123Z","api_version":"v1","data":{"a":[1,2],"b":"x y"}}`},
+			`{"id":"%s","type":"order.created","created":"2026-12-02T14:35:10.123Z","sequence":1,"api_version":"v1","data":{"a":[1,2],"b":"x y"}}`},
 		{"version sent", "k2", engine.IngestInput{Type: "order.created", APIVersion: "2026-12-01", Data: json.RawMessage(`"s"`)},
-			`{"id":"%s","type":"order.created","created":"2026-12-02T14:35:10.123Z","api_version":"2026-12-01","data":"s"}`},
+			`{"id":"%s","type":"order.created","created":"2026-12-02T14:35:10.123Z","sequence":2,"api_version":"2026-12-01","data":"s"}`},
 		{"html kept in data, escaped in the envelope", "k3", engine.IngestInput{Type: "a.b", APIVersion: "<v&1>", Data: json.RawMessage(`{"h":"<&>"}`)},
-			`{"id":"%s","type":"a.b","created":"2026-12-02T14:35:10.123Z","api_version":"\u003cv\u00261\u003e","data":{"h":"<&>"}}`},
+			`{"id":"%s","type":"a.b","created":"2026-12-02T14:35:10.123Z","sequence":3,"api_version":"\u003cv\u00261\u003e","data":{"h":"<&>"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/webhookd/webhookd/verify"
@@ -341,10 +342,16 @@ func (s *Service) DeleteEndpoint(ctx context.Context, tenant, id string) error {
 // IngestInput is the body of POST /v1/tenants/{tenant}/events plus the
 // Idempotency-Key header.
 type IngestInput struct {
-	Type           string          `json:"type"`
-	APIVersion     string          `json:"api_version"`
-	Data           json.RawMessage `json:"data"`
-	IdempotencyKey string          `json:"-"`
+	Type       string          `json:"type"`
+	APIVersion string          `json:"api_version"`
+	Data       json.RawMessage `json:"data"`
+	// OrderingKey, optional, names what the event is about (an order, a
+	// customer: at most MaxOrderingKey bytes, no control characters).
+	// Events of one tenant with the same key are in sequence order, and
+	// an endpoint that asks for ordering gets them in that order. It is
+	// in the envelope as "ordering_key".
+	OrderingKey    string `json:"ordering_key"`
+	IdempotencyKey string `json:"-"`
 }
 
 // TimeFormat is the layout of every time webhookd shows: the envelope's
@@ -354,25 +361,98 @@ type IngestInput struct {
 // their time order, and a receiver's parser never meets a trimmed fraction.
 const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
-// encodeEnvelope returns the body every endpoint receives,
-// {"id","type","created","api_version","data"} in this order, with data
-// (already compacted, valid JSON) appended as it is: encoding it through
+// encodeEnvelope returns the body every endpoint receives but its
+// sequence, which the store writes in (NewEvent.Sequenced):
+// {"id","type","created","ordering_key","api_version","data"} in this
+// order, "ordering_key" only when there is one, with data (already
+// compacted, valid JSON) appended as it is: encoding it through
 // json.Marshal would validate and compact it a second time, the larger
-// part of the cost for a 1 KiB event.
-func encodeEnvelope(id, typ string, created time.Time, apiVersion string, data []byte) []byte {
-	const fixed = len(`{"id":"","type":"","created":"","api_version":"","data":}`) + len(TimeFormat)
-	b := make([]byte, 0, fixed+len(id)+len(typ)+len(apiVersion)+len(data))
-	b = append(b, `{"id":`...)
-	b = appendJSONString(b, id)
-	b = append(b, `,"type":`...)
-	b = appendJSONString(b, typ)
-	b = append(b, `,"created":"`...)
-	b = created.UTC().AppendFormat(b, TimeFormat)
-	b = append(b, `","api_version":`...)
-	b = appendJSONString(b, apiVersion)
+// part of the cost for a 1 KiB event. Room for the sequence is reserved.
+func encodeEnvelope(ev Event, data []byte) []byte {
+	const fixed = len(`{"id":"","type":"","created":"","sequence":,"api_version":"","data":}`) + len(TimeFormat) + 20
+	b := make([]byte, 0, fixed+len(ev.ID)+len(ev.Type)+len(ev.APIVersion)+len(data)+len(ev.OrderingKey)+len(`,"ordering_key":""`))
+	b = appendEnvelopeHead(b, ev)
+	if ev.OrderingKey != "" {
+		b = append(b, `,"ordering_key":`...)
+		b = appendJSONString(b, ev.OrderingKey)
+	}
+	b = append(b, `,"api_version":`...)
+	b = appendJSONString(b, ev.APIVersion)
 	b = append(b, `,"data":`...)
 	b = append(b, data...)
 	return append(b, '}')
+}
+
+// appendEnvelopeHead appends the envelope of ev up to its "sequence":
+// {"id":…,"type":…,"created":"…" .
+func appendEnvelopeHead(b []byte, ev Event) []byte {
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, ev.ID)
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, ev.Type)
+	b = append(b, `,"created":"`...)
+	b = ev.Created.UTC().AppendFormat(b, TimeFormat)
+	return append(b, '"')
+}
+
+// Sequenced returns the event to store with sequence seq, the tenant's
+// next (Event.Sequence): a store calls it in the transaction that
+// assigns seq. When the body is the envelope PrepareEvent built,
+// "sequence" is written into it after "created" (SequenceOffset); another
+// body (a test's, an import's) is kept as it is.
+func (ne NewEvent) Sequenced(seq uint64) Event {
+	ev := ne.Event
+	ev.Sequence = seq
+	at := ne.SequenceOffset()
+	if seq == 0 || at < 0 {
+		return ev
+	}
+	b := make([]byte, 0, len(ev.Body)+len(`,"sequence":`)+20)
+	b = append(b, ev.Body[:at]...)
+	b = append(b, `,"sequence":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	ev.Body = append(b, ev.Body[at:]...)
+	return ev
+}
+
+// SequenceOffset is where in the body Sequenced writes
+// `,"sequence":<n>`, or -1 when it keeps the body as it is: for a store
+// that writes the sequence into the body itself (in SQL, say).
+func (ne NewEvent) SequenceOffset() int {
+	var head [160]byte
+	h := appendEnvelopeHead(head[:0], ne.Event)
+	if !bytes.HasPrefix(ne.Event.Body, h) {
+		return -1
+	}
+	return len(h)
+}
+
+// EnvelopeSequence returns the "sequence" of an envelope body, or 0 when
+// it has none (an event stored before events were numbered).
+func EnvelopeSequence(body []byte) uint64 {
+	// Every envelope starts {"id":"evt_…","type":"a.b","created":"<time>"
+	// with no quote inside the id or the type.
+	i := bytes.Index(body, []byte(`"created":"`))
+	if i < 0 {
+		return 0
+	}
+	rest := body[i+len(`"created":"`):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return 0
+	}
+	rest, ok := bytes.CutPrefix(rest[j+1:], []byte(`,"sequence":`))
+	if !ok {
+		return 0
+	}
+	var n uint64
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n
 }
 
 // appendJSONString appends s as a JSON string, as json.Marshal writes it:
@@ -523,12 +603,19 @@ func PrepareEvent(tenant string, in IngestInput, opts IngestOptions) (NewEvent, 
 	if err := validText("Idempotency-Key", in.IdempotencyKey, MaxIdempotencyKey); err != nil {
 		return NewEvent{}, err
 	}
+	if err := validText("ordering_key", in.OrderingKey, MaxOrderingKey); err != nil {
+		return NewEvent{}, err
+	}
+	if in.OrderingKey != "" {
+		// Only when there is one, so that a request without a key hashes
+		// as it did before keys existed.
+		hashed = append(append(hashed, 0), in.OrderingKey...)
+	}
 
 	now := opts.Now().UTC()
 	created := now.Truncate(time.Millisecond)
-	id := NewID("evt")
-	body := encodeEnvelope(id, in.Type, created, in.APIVersion, data)
-	ev := Event{ID: id, TenantID: tenant, Type: in.Type, Created: created, APIVersion: in.APIVersion, Body: body}
+	ev := Event{ID: NewID("evt"), TenantID: tenant, Type: in.Type, Created: created, APIVersion: in.APIVersion, OrderingKey: in.OrderingKey}
+	ev.Body = encodeEnvelope(ev, data)
 	return NewEvent{
 		Event:              ev,
 		IdempotencyKey:     in.IdempotencyKey,

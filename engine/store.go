@@ -88,7 +88,10 @@ type Log interface {
 	// AppendEvent is ingest, in one transaction: check the tenant exists
 	// (CodeTenantNotFound) and the type is in the catalogue
 	// (CodeUnknownEventType); honour the idempotency key (see NewEvent);
-	// append the event to the log with the next sequence; and store the
+	// append the event to the log at its next place, as
+	// in.Sequenced(n) for n its tenant's next Sequence (one more than
+	// the last event stored for the tenant, ever, deleted or not: no
+	// gap, no repeat, committed with the event); and store the
 	// deliveries in.Deliveries returns for the tenant's endpoints as they
 	// are in that transaction.
 	AppendEvent(ctx context.Context, in NewEvent) (IngestResult, error)

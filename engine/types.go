@@ -90,16 +90,27 @@ func (ep *Endpoint) SigningKeys(now time.Time) []string {
 }
 
 // Event is one entry of the append-only event log. Body is the envelope
-// {"id","type","created","api_version","data"} exactly as it is sent: it is
-// stored once, verbatim, and every attempt and replay signs these bytes.
+// {"id","type","created","sequence","ordering_key","api_version","data"}
+// exactly as it is sent ("ordering_key" only when the event has one): it
+// is stored once, verbatim, and every attempt and replay signs these
+// bytes.
 type Event struct {
-	Seq        uint64          `json:"-"` // position in the log: ingest order
-	ID         string          `json:"id"`
-	TenantID   string          `json:"tenant"`
-	Type       string          `json:"type"`
-	Created    time.Time       `json:"created"`
-	APIVersion string          `json:"api_version"`
-	Body       json.RawMessage `json:"-"`
+	Seq uint64 `json:"-"` // position in the log: ingest order
+	// Sequence is the event's number among its tenant's events: 1 for
+	// the first, then one more for each event stored, assigned in the
+	// commit that stores it, so the stored events of a tenant have every
+	// number from 1 to the last, in the order they were stored (a
+	// tenant deleted and made again goes on from its last number). Zero
+	// for an event stored before webhookd numbered events: its envelope
+	// has no "sequence" and keeps the bytes it was stored with.
+	Sequence    uint64          `json:"sequence,omitempty"`
+	ID          string          `json:"id"`
+	TenantID    string          `json:"tenant"`
+	Type        string          `json:"type"`
+	Created     time.Time       `json:"created"`
+	APIVersion  string          `json:"api_version"`
+	OrderingKey string          `json:"ordering_key,omitempty"` // see IngestInput.OrderingKey
+	Body        json.RawMessage `json:"-"`
 }
 
 // State is where a delivery is in its life. The stored states are Pending,

@@ -17,6 +17,7 @@ const (
 	MaxURLLen         = 2048
 	MaxAPIVersionLen  = 64
 	MaxIdempotencyKey = 255
+	MaxOrderingKey    = 255
 	MaxEventTypesEach = 256 // subscriptions per endpoint
 )
 

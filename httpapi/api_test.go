@@ -908,3 +908,62 @@ func TestAPI_DurationsInBodies(t *testing.T) {
 		}
 	}
 }
+
+// TestIngest_Sequence: each event of a tenant gets the next sequence,
+// in its envelope and the feed, with its ordering key; a bad ordering key
+// is refused, naming the field, and takes no number.
+func TestIngest_Sequence(t *testing.T) {
+	e := newAPIEnv(t)
+	e.fixture()
+	before := e.snapshot()
+	for name, key := range map[string]string{
+		"too long":          strings.Repeat("k", engine.MaxOrderingKey+1),
+		"control character": "order\u0007",
+	} {
+		t.Run(name, func(t *testing.T) {
+			body, _ := json.Marshal(map[string]any{"type": "payment.succeeded", "data": map[string]int{"n": 1}, "ordering_key": key})
+			r := e.do(req{method: "POST", path: "/v1/tenants/acme/events", body: string(body)})
+			checkProblem(t, r, 422, engine.CodeInvalidField, "ordering_key")
+		})
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a refused ingest changed the state:\n%s\nwant\n%s", after, before)
+	}
+	for i, key := range []string{"order_1", "", "order_1"} {
+		body := `{"type":"payment.succeeded","data":{}}`
+		if key != "" {
+			body = `{"type":"payment.succeeded","ordering_key":"` + key + `","data":{}}`
+		}
+		var ing ingestJSON
+		e.must(req{method: "POST", path: "/v1/tenants/acme/events", body: body}, 202, &ing)
+		var ev struct {
+			Event struct {
+				Sequence    uint64  `json:"sequence"`
+				OrderingKey *string `json:"ordering_key"`
+			} `json:"event"`
+		}
+		e.must(req{method: "GET", path: "/v1/tenants/acme/events/" + ing.ID}, 200, &ev)
+		if ev.Event.Sequence != uint64(i+1) {
+			t.Errorf("event %d: sequence %d, want %d", i, ev.Event.Sequence, i+1)
+		}
+		if key == "" && ev.Event.OrderingKey != nil || key != "" && (ev.Event.OrderingKey == nil || *ev.Event.OrderingKey != key) {
+			t.Errorf("event %d: ordering_key %v, want %q (absent when none)", i, ev.Event.OrderingKey, key)
+		}
+	}
+	var feed struct {
+		Data []struct {
+			Event struct {
+				Sequence uint64 `json:"sequence"`
+			} `json:"event"`
+		} `json:"data"`
+	}
+	e.must(req{method: "GET", path: "/v1/tenants/acme/events"}, 200, &feed)
+	for i, item := range feed.Data {
+		if item.Event.Sequence != uint64(i+1) {
+			t.Errorf("feed item %d: sequence %d", i, item.Event.Sequence)
+		}
+	}
+	if len(feed.Data) != 3 {
+		t.Errorf("feed has %d events, want 3", len(feed.Data))
+	}
+}

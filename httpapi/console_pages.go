@@ -233,9 +233,10 @@ func deliveriesLink(tenant string, q url.Values, cursor string) string {
 // deliveryData is the delivery page's data.
 type deliveryData struct {
 	D           engine.Delivery
-	EndpointURL string // "" when the endpoint was deleted
-	Envelope    string // the stored envelope, as sent
-	InFlight    bool   // delivering, or an attempt due within 30s: the page reloads itself (console.js)
+	EndpointURL string       // "" when the endpoint was deleted
+	Envelope    string       // the stored envelope, as sent
+	Event       engine.Event // its Sequence and OrderingKey; zero when the event is no longer stored
+	InFlight    bool         // delivering, or an attempt due within 30s: the page reloads itself (console.js)
 }
 
 // handleDeliveryPage shows one delivery: every attempt (time, duration,
@@ -254,7 +255,7 @@ func (s *server) handleDeliveryPage(w http.ResponseWriter, r *http.Request, ps h
 		data.EndpointURL = ep.URL
 	}
 	if ev, _, err := s.svc.Event(ctx, v.tenant.ID, d.EventID); err == nil {
-		data.Envelope = string(storedEnvelope(ev.Body))
+		data.Envelope, data.Event = string(storedEnvelope(ev.Body)), ev
 	}
 	p := s.newPage(v, "Delivery "+d.ID, "deliveries")
 	p.Notice = notice(r)

@@ -114,7 +114,7 @@ func newConsoleEnv(t *testing.T) *consoleEnv {
 	ep := e.fixture()
 	e.must(req{method: "PUT", path: "/v1/tenants/globex", body: `{"name":"Globex"}`}, 201, nil)
 	var ing ingestJSON
-	e.must(req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{"note":"</pre><script>alert(2)</script>"}}`}, 202, &ing)
+	e.must(req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","ordering_key":"<b>order</b>","data":{"note":"</pre><script>alert(2)</script>"}}`}, 202, &ing)
 	now := time.Now().UTC()
 	rec := engine.AttemptRecord{
 		DeliveryID: ing.Deliveries[0].ID, Cycle: 1,
@@ -345,7 +345,7 @@ func TestConsole_EscapesHostileText(t *testing.T) {
 		if p.status != 200 {
 			t.Fatalf("%s: %d", path, p.status)
 		}
-		for _, bad := range []string{"<script>alert", "<img src=x", "<b>bold", "<i>permanent", "</pre><script>"} {
+		for _, bad := range []string{"<script>alert", "<img src=x", "<b>bold", "<i>permanent", "</pre><script>", "<b>order"} {
 			if strings.Contains(p.body, bad) {
 				t.Errorf("%s contains %q unescaped", path, bad)
 			}
@@ -355,6 +355,7 @@ func TestConsole_EscapesHostileText(t *testing.T) {
 	for _, want := range []string{
 		`<pre class="excerpt">&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;</pre>`,
 		"HTTP 500", "HTTP 500 &lt;b&gt;bold&lt;/b&gt;", "HTTP 500: &lt;i&gt;permanent&lt;/i&gt;",
+		`<span id="sequence">sequence 1</span>`, `<code id="ordering-key">&lt;b&gt;order&lt;/b&gt;</code>`,
 	} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("the delivery page lacks %s", want)

@@ -33,6 +33,8 @@ func TestDecodeBody_Ingest(t *testing.T) {
 			engine.IngestInput{Type: "a.b", APIVersion: "2026-12-01", Data: json.RawMessage(`[1,2]`)}},
 		{"whitespace everywhere, data kept as sent", " \r\n\t{ \"type\" : \"a.b\" ,\n \"data\" : { \"k\" : [ 1 , true , null ] } } \n", "",
 			engine.IngestInput{Type: "a.b", Data: json.RawMessage(`{ "k" : [ 1 , true , null ] }`)}},
+		{"ordering key", `{"type":"a.b","ordering_key":"order \u00e9","data":1}`, "",
+			engine.IngestInput{Type: "a.b", OrderingKey: "order é", Data: json.RawMessage(`1`)}},
 		{"empty object", `{}`, "", engine.IngestInput{}},
 		{"data null", `{"type":"a.b","data":null}`, "", engine.IngestInput{Type: "a.b", Data: json.RawMessage(`null`)}},
 		{"type null", `{"type":null,"data":1}`, "", engine.IngestInput{Data: json.RawMessage(`1`)}},
@@ -94,15 +96,16 @@ func TestDecodeBody_Ingest(t *testing.T) {
 //   - it accepts exactly the bodies that are one JSON object of valid
 //     UTF-8, with no lone surrogate escape, no name twice in any object,
 //     only the exact names of engine.IngestInput at the top, type and
-//     api_version strings (or null);
+//     api_version and ordering_key strings (or null);
 //   - what it accepts it decodes as the independent reading does: data
-//     byte for byte as sent, type and api_version unescaped;
+//     byte for byte as sent, type, api_version and ordering_key unescaped;
 //   - what it refuses gets a coded client error, and one about the JSON
 //     names the byte offset, within the body.
 //
 // It is seeded from FuzzDecodeIngest's corpus.
 func FuzzDecodeStrict(f *testing.F) {
 	f.Add([]byte(`{"type":"payment.succeeded","api_version":"v1","data":{"amount":4200,"currency":"eur"}}`))
+	f.Add([]byte(`{"type":"a.b","ordering_key":"order \u00e9 1","data":{}}`))
 	f.Add([]byte(`{"data":[1,{"a":"\u00e9\""}],"type":"a.b"} `))
 	f.Add([]byte(`{"type":"a.b","data":{},"x":1}`))
 	f.Add([]byte(`{"data":{"a":1,"\u0061":2}}`))
@@ -145,7 +148,7 @@ func checkDecodeBody(t *testing.T, body []byte) {
 		t.Fatalf("decodeBody(%.200q) error %v; the independent reading accepts: %v", body, err, ok)
 	}
 	if err == nil {
-		if in.Type != want.Type || in.APIVersion != want.APIVersion || !bytes.Equal(in.Data, want.Data) {
+		if in.Type != want.Type || in.APIVersion != want.APIVersion || in.OrderingKey != want.OrderingKey || !bytes.Equal(in.Data, want.Data) {
 			t.Fatalf("decodeBody(%.200q) = %+v, the independent reading %+v", body, in, want)
 		}
 		return
@@ -183,7 +186,7 @@ func ingestReading(body []byte) (in engine.IngestInput, ok bool) {
 	}
 	for _, name := range top {
 		switch name {
-		case "type", "api_version":
+		case "type", "api_version", "ordering_key":
 			if v := m[name]; v[0] != '"' && v[0] != 'n' {
 				return in, false
 			}
@@ -194,6 +197,7 @@ func ingestReading(body []byte) (in engine.IngestInput, ok bool) {
 	}
 	json.Unmarshal(m["type"], &in.Type)
 	json.Unmarshal(m["api_version"], &in.APIVersion)
+	json.Unmarshal(m["ordering_key"], &in.OrderingKey)
 	in.Data = m["data"]
 	return in, true
 }

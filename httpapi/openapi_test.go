@@ -790,8 +790,15 @@ func TestOpenAPI_WebhooksValidate(t *testing.T) {
 				t.Errorf("%s: the receiver's answer breaks openapi.json webhooks.%s: %v", name, webhook, ve)
 			}
 		}
-		if n := len(strings.Fields(req.Header.Get("webhook-signature"))); webhook == "event" && n != wantKeys {
+		if webhook != "event" {
+			return
+		}
+		if n := len(strings.Fields(req.Header.Get("webhook-signature"))); n != wantKeys {
 			t.Errorf("%s: %d signatures, want %d", name, n, wantKeys)
+		}
+		env, err := verify.ParseEnvelope(x.body)
+		if err != nil || env.Sequence == 0 || req.Header.Get(verify.HeaderSequence) != strconv.FormatUint(env.Sequence, 10) {
+			t.Errorf("%s: webhook-sequence %q, envelope sequence %d (%v)", name, req.Header.Get(verify.HeaderSequence), env.Sequence, err)
 		}
 	}
 

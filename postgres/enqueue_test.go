@@ -366,6 +366,7 @@ func TestEnqueueTx_Privileges(t *testing.T) {
 		"GRANT SELECT ON " + wh("tenants") + " TO " + role,
 		"GRANT SELECT, INSERT ON " + wh("events") + ", " + wh("deliveries") + " TO " + role,
 		"GRANT SELECT, INSERT, UPDATE (request_hash, event_id, expires) ON " + wh("idempotency") + " TO " + role,
+		"GRANT SELECT, INSERT, UPDATE ON " + wh("tenant_sequences") + " TO " + role,
 	} {
 		if _, err := a.conn.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)

@@ -54,11 +54,11 @@ type Import struct {
 	conn   *pgxpool.Conn // holds the import's advisory lock
 	source string
 
-	tenants, types, endpoints, tokens, idempotency copyBatch
-	events                                         []pendingEvent
-	eventBytes                                     int
-	wrote                                          Counts
-	err                                            error
+	tenants, sequences, types, endpoints, tokens, idempotency copyBatch
+	events                                                    []pendingEvent
+	eventBytes                                                int
+	wrote                                                     Counts
+	err                                                       error
 }
 
 // Counts are the rows of each kind in the schema (Tenants: live ones;
@@ -90,7 +90,7 @@ var ErrCountMismatch = errors.New("the schema's row counts are not the source's"
 const metaMigration = "migration"
 
 // importTables are the tables an import fills (and a rerun empties).
-var importTables = []string{"tenants", "event_types", "endpoints", "access_tokens", "events", "deliveries", "idempotency"}
+var importTables = []string{"tenants", "tenant_sequences", "event_types", "endpoints", "access_tokens", "events", "deliveries", "idempotency"}
 
 // migrationMark is the value of meta's "migration" row.
 type migrationMark struct {
@@ -127,6 +127,7 @@ func (s *Store) Import(ctx context.Context, source string) (im *Import, restarte
 		return nil, false, err
 	}
 	im.tenants = copyBatch{table: "tenants", cols: []string{"id", "deleted_at", "doc"}}
+	im.sequences = copyBatch{table: "tenant_sequences", cols: []string{"tenant_id", "last"}}
 	im.types = copyBatch{table: "event_types", cols: []string{"name", "doc"}}
 	im.endpoints = copyBatch{table: "endpoints", cols: []string{"tenant_id", "id", "doc", "secrets"}}
 	im.tokens = copyBatch{table: "access_tokens", cols: []string{"hash", "tenant_id", "id", "expires", "doc"}}
@@ -274,6 +275,14 @@ func (im *Import) DeletedTenant(id string, at time.Time) error {
 	return im.add(&im.tenants, len(doc), id, at.UnixNano(), doc)
 }
 
+// Sequence imports the last event Sequence tenant gave.
+func (im *Import) Sequence(tenant string, last uint64) error {
+	if !validTenantID(tenant) {
+		return im.fail(fmt.Errorf("postgres: import the sequence of tenant %q: tenant id must not be empty or contain a NUL byte", tenant))
+	}
+	return im.add(&im.sequences, 16, tenant, int64(last))
+}
+
 // EventType imports an event type of the catalogue.
 func (im *Import) EventType(et engine.EventType) error {
 	et.Created, et.Updated = utc(et.Created), utc(et.Updated)
@@ -379,13 +388,13 @@ func (im *Import) flushEvents() error {
 		for i, pe := range im.events {
 			seq := xid*65536 + int64(i)
 			ev := pe.ev
-			events[i] = []any{seq, ev.ID, ev.TenantID, ev.Type, ev.Created.UnixNano(), ev.APIVersion, ev.Body}
+			events[i] = []any{seq, ev.ID, ev.TenantID, ev.Type, ev.Created.UnixNano(), ev.APIVersion, ev.Body, int64(ev.Sequence), ev.OrderingKey}
 			for _, row := range pe.rows {
 				row[deliverySeqCol] = seq
 				deliveries = append(deliveries, row)
 			}
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"seq", "id", "tenant_id", "type", "created", "api_version", "body"}, pgx.CopyFromRows(events)); err != nil {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"seq", "id", "tenant_id", "type", "created", "api_version", "body", "sequence", "ordering_key"}, pgx.CopyFromRows(events)); err != nil {
 			return fmt.Errorf("events: %w", err)
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"deliveries"}, deliveryCols, pgx.CopyFromRows(deliveries)); err != nil {
@@ -421,7 +430,7 @@ func (im *Import) fail(err error) error {
 // with an error wrapping ErrCountMismatch and leaves the import marked
 // running. Close the import after.
 func (im *Import) Finish(want Counts) (Counts, error) {
-	for _, b := range []*copyBatch{&im.tenants, &im.types, &im.endpoints, &im.tokens, &im.idempotency} {
+	for _, b := range []*copyBatch{&im.tenants, &im.sequences, &im.types, &im.endpoints, &im.tokens, &im.idempotency} {
 		if err := im.flush(b); err != nil {
 			return Counts{}, err
 		}

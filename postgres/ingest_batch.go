@@ -37,29 +37,33 @@ const maxIngestBatch = 64
 const groupTimeout = 30 * time.Second
 
 // cachedWrite is one appendCached write: sql with args, whose one row
-// is the event's seq.
+// is the event's seq and sequence.
 type cachedWrite struct {
 	tenant string
 	sql    string
 	args   []any
 
 	alone bool // its group failed: it is to run again by itself
-	seq   int64
+	at    written
 	err   error
 }
 
+// written is where a write put its event: its place in the log and its
+// tenant's sequence.
+type written struct{ seq, sequence int64 }
+
 // writeCached runs w with the writes waiting beside it (the store's
-// ingests queue) and returns its seq.
-func (s *Store) writeCached(ctx context.Context, w *cachedWrite) (int64, error) {
+// ingests queue) and returns its seq and sequence.
+func (s *Store) writeCached(ctx context.Context, w *cachedWrite) (int64, int64, error) {
 	s.ingests.do(w, func(group []*cachedWrite) {
-		seqs, err := s.writeGroup(ctx, group)
+		at, err := s.writeGroup(ctx, group)
 		if err != nil && len(group) > 1 {
 			s.groupSplits.Add(1)
 		}
 		for i, g := range group {
 			switch {
 			case err == nil:
-				g.seq = seqs[i]
+				g.at = at[i]
 			case len(group) == 1:
 				g.err = err
 			default:
@@ -68,19 +72,22 @@ func (s *Store) writeCached(ctx context.Context, w *cachedWrite) (int64, error) 
 		}
 	})
 	if w.alone {
-		seqs, err := s.writeGroup(ctx, []*cachedWrite{w})
+		at, err := s.writeGroup(ctx, []*cachedWrite{w})
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		return seqs[0], nil
+		w.at = at[0]
 	}
-	return w.seq, w.err
+	return w.at.seq, w.at.sequence, w.err
 }
 
 // writeGroup runs the writes of group in one implicit transaction and
-// returns their seqs. A group of one is its caller's (cut by its ctx);
-// a larger one is no one's.
-func (s *Store) writeGroup(ctx context.Context, group []*cachedWrite) ([]int64, error) {
+// returns where each put its event. A group of one is its caller's (cut
+// by its ctx); a larger one is no one's. The tenants' locks come first,
+// in tenant order, so two groups do not wait for each other's (but
+// where two tenants' IDs share a hashtext: PostgreSQL's deadlock check
+// then fails one group, whose writes run again one by one).
+func (s *Store) writeGroup(ctx context.Context, group []*cachedWrite) ([]written, error) {
 	if len(group) > 1 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.Background(), groupTimeout)
@@ -92,14 +99,16 @@ func (s *Store) writeGroup(ctx context.Context, group []*cachedWrite) ([]int64, 
 			tenants = append(tenants, w.tenant)
 		}
 	}
+	slices.Sort(tenants)
 	b := &pgx.Batch{}
 	for _, t := range tenants {
-		b.Queue("SELECT pg_advisory_xact_lock_shared($1, hashtext($2))", int32(tenantLock), t)
+		b.Queue("SELECT pg_advisory_xact_lock_shared($1, hashtext($2)), pg_advisory_xact_lock($3, hashtext($2))",
+			int32(tenantLock), t, int32(sequenceLock))
 	}
 	for _, w := range group {
 		b.Queue(w.sql, w.args...)
 	}
-	seqs := make([]int64, len(group))
+	at := make([]written, len(group))
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	for range tenants {
@@ -108,9 +117,9 @@ func (s *Store) writeGroup(ctx context.Context, group []*cachedWrite) ([]int64, 
 		}
 	}
 	for i := range group {
-		if err := br.QueryRow().Scan(&seqs[i]); err != nil {
+		if err := br.QueryRow().Scan(&at[i].seq, &at[i].sequence); err != nil {
 			return nil, err
 		}
 	}
-	return seqs, br.Close()
+	return at, br.Close()
 }

@@ -264,3 +264,45 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestAppendEvent_ClaimedAtIngestSendsTheStoredBody: the attempt of a
+// delivery its ingest claimed reads what the ingest kept, not the
+// database, and that must be the body as stored, with the sequence the
+// write gave it. It was the body before the write (no "sequence"), so
+// the first attempt's bytes differed from every later one's.
+func TestAppendEvent_ClaimedAtIngestSendsTheStoredBody(t *testing.T) {
+	clock := &manualClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ss := nodes(t, 1, clock)
+	ctx := t.Context()
+	acme(t, ss[0], clock.now(), 1)
+	a := ss[0].Scheduler(SchedulerOptions{PreClaim: 10, Poll: 20 * time.Millisecond})
+	if _, err := a.Recover(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	var res engine.IngestResult
+	for range 2 { // the first reads the endpoints; the second claims
+		ne, err := engine.PrepareEvent("acme", engine.IngestInput{Type: "order.created", Data: []byte(`{"n":1}`)}, engine.IngestOptions{Now: clock.now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err = ss[0].AppendEvent(ctx, ne); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := res.Deliveries[0].ID
+	if !a.Holds(id) {
+		t.Fatal("the second ingest's delivery was not claimed by its node")
+	}
+	stored, _, err := ss[0].Event(ctx, "acme", res.Event.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := ss[0].AttemptInput(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(in.Body) != string(stored.Body) || string(res.Event.Body) != string(stored.Body) || engine.EnvelopeSequence(in.Body) != 2 {
+		t.Errorf("the attempt's body\n%s\nthe ingest's\n%s\nstored\n%s", in.Body, res.Event.Body, stored.Body)
+	}
+}

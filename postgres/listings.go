@@ -164,13 +164,13 @@ func (s *Store) ListEvents(ctx context.Context, tenant string, f engine.EventFil
 			if err := tx.QueryRow(ctx, "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 65536").Scan(&horizon); err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, `SELECT seq, id, tenant_id, type, created, api_version, body FROM events
+			rows, err := tx.Query(ctx, `SELECT seq, id, tenant_id, type, created, api_version, sequence, ordering_key, body FROM events
 				WHERE tenant_id = $1 AND seq > $2 AND seq < $3 AND ($4 = '' OR type = $4) AND created >= $5
 				ORDER BY seq LIMIT $6`, tenant, after, horizon, f.Type, since, f.Limit+1)
 			if err != nil {
 				return err
 			}
-			if out, err = pgx.CollectRows(rows, scanEvent); err != nil {
+			if out, err = pgx.CollectRows(rows, eventRow); err != nil {
 				return err
 			}
 			if len(out) > f.Limit {
@@ -200,16 +200,19 @@ func (s *Store) ListEvents(ctx context.Context, tenant string, f engine.EventFil
 }
 
 // scanEvent reads an event from (seq, id, tenant_id, type, created,
-// api_version, body).
-func scanEvent(r pgx.CollectableRow) (engine.Event, error) {
+// api_version, sequence, ordering_key, body).
+func scanEvent(r pgx.Row) (engine.Event, error) {
 	var ev engine.Event
-	var seq, created int64
-	if err := r.Scan(&seq, &ev.ID, &ev.TenantID, &ev.Type, &created, &ev.APIVersion, &ev.Body); err != nil {
+	var seq, created, sequence int64
+	if err := r.Scan(&seq, &ev.ID, &ev.TenantID, &ev.Type, &created, &ev.APIVersion, &sequence, &ev.OrderingKey, &ev.Body); err != nil {
 		return ev, err
 	}
-	ev.Seq, ev.Created = uint64(seq), time.Unix(0, created).UTC()
+	ev.Seq, ev.Created, ev.Sequence = uint64(seq), time.Unix(0, created).UTC(), uint64(sequence)
 	return ev, nil
 }
+
+// eventRow is scanEvent for pgx.CollectRows.
+func eventRow(r pgx.CollectableRow) (engine.Event, error) { return scanEvent(r) }
 
 // RecentEvents returns tenant's last n events, newest first, each with
 // its deliveries in ID order, without their bodies.
@@ -217,12 +220,12 @@ func (s *Store) RecentEvents(ctx context.Context, tenant string, n int) ([]engin
 	out := []engine.EventDeliveries{}
 	err := s.readTx(ctx, func(tx pgx.Tx) error {
 		out = out[:0]
-		rows, err := tx.Query(ctx, `SELECT seq, id, tenant_id, type, created, api_version, NULL::bytea FROM events
+		rows, err := tx.Query(ctx, `SELECT seq, id, tenant_id, type, created, api_version, sequence, ordering_key, NULL::bytea FROM events
 			WHERE tenant_id = $1 ORDER BY seq DESC LIMIT $2`, tenant, n)
 		if err != nil {
 			return err
 		}
-		evs, err := pgx.CollectRows(rows, scanEvent)
+		evs, err := pgx.CollectRows(rows, eventRow)
 		if err != nil {
 			return err
 		}

@@ -127,7 +127,7 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 			}
 			cols.tokens[i], cols.until[i] = &token, &until
 			taken = append(taken, engine.Work{DeliveryID: d.ID, TenantID: d.TenantID, EndpointID: d.EndpointID})
-			p := prefetched{doc: cols.docs[i], body: stored.Body, epDoc: ep.doc, epSecrets: ep.secrets, delivery: &ds[i]}
+			p := prefetched{doc: cols.docs[i], epDoc: ep.doc, epSecrets: ep.secrets, delivery: &ds[i]}
 			if full, ok := seen.full[d.EndpointID]; ok {
 				p.endpoint = &full
 			}
@@ -142,8 +142,9 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 		sql = appendCachedKeySQL
 		args = append(args, in.IdempotencyKey, in.RequestHash[:], in.IdempotencyExpires.UnixNano())
 	}
+	args = append(args, in.SequenceOffset(), ev.OrderingKey)
 	w := &cachedWrite{tenant: ev.TenantID, sql: sql, args: args}
-	seq, err := s.writeCached(ctx, w)
+	seq, sequence, err := s.writeCached(ctx, w)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == fallbackCode || retryable(err) {
 		return engine.IngestResult{}, false, nil
@@ -151,12 +152,13 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 	if err != nil {
 		return engine.IngestResult{}, false, storeError(err)
 	}
-	stored.Seq = uint64(seq)
+	stored = sequenced(in, stored, seq, sequence)
 	s.cachedIngests.Add(1)
 	if len(taken) > 0 {
 		read := time.Now()
 		for i := range inputs {
-			inputs[i].at = read
+			// The body as stored, with the sequence the write gave it.
+			inputs[i].at, inputs[i].body = read, stored.Body
 		}
 		c.preclaimed(taken, token, inputs)
 	}
@@ -167,35 +169,51 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 const fallbackCode = "WH001"
 
 // appendCachedSQL is appendCached's write without an idempotency key:
-// $1…$6 the event, $7 the endpoints_version the deliveries were made
-// at, $8…$16 the deliveries' columns (deliveryColumns). The event's seq,
-// or ingest_fallback.
-const appendCachedSQL = `WITH ev AS (
-	INSERT INTO events (seq, id, tenant_id, type, created, api_version, body)
-	SELECT ` + seqSQL + `, $1, $2, $3, $4, $5, $6
+// $1…$6 the event (its body without its sequence), $7 the
+// endpoints_version the deliveries were made at, $8…$16 the deliveries'
+// columns (deliveryColumns), $17 the offset of the sequence in the body
+// and $18 the ordering key (insertEventSQL). The event's seq and
+// sequence, or ingest_fallback.
+var appendCachedSQL = `WITH sq AS (` + nextSequenceSQL + `), ev AS (
+	` + insertEventSQL(17, 18) + `
 	WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NULL AND endpoints_version = $7)
 	AND EXISTS (SELECT 1 FROM event_types WHERE name = $3)
 	ON CONFLICT (id) DO NOTHING RETURNING seq
 ), dl AS (` + insertDeliveriesSQL + `)
-SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full path'))`
+SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full path')), (SELECT last FROM sq)`
 
 // appendCachedKeySQL is appendCachedSQL that also claims the
 // idempotency key $17 (request hash $18, expiring at $19) and appends
-// the event only if it did.
-const appendCachedKeySQL = `WITH key AS (
+// the event only if it did; $20 and $21 are appendCachedSQL's $17 and
+// $18.
+var appendCachedKeySQL = `WITH key AS (
 	INSERT INTO idempotency (tenant_id, key, request_hash, event_id, expires) VALUES ($2, $17, $18, $1, $19)
 	ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = excluded.request_hash, event_id = excluded.event_id, expires = excluded.expires
 	WHERE idempotency.expires <= $4
 	RETURNING 1
-), ev AS (
-	INSERT INTO events (seq, id, tenant_id, type, created, api_version, body)
-	SELECT ` + seqSQL + `, $1, $2, $3, $4, $5, $6
+), sq AS (` + nextSequenceSQL + `), ev AS (
+	` + insertEventSQL(20, 21) + `
 	WHERE EXISTS (SELECT 1 FROM key)
 	AND EXISTS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NULL AND endpoints_version = $7)
 	AND EXISTS (SELECT 1 FROM event_types WHERE name = $3)
 	ON CONFLICT (id) DO NOTHING RETURNING seq
 ), dl AS (` + insertDeliveriesSQL + `)
-SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full path'))`
+SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full path')), (SELECT last FROM sq)`
+
+// insertEventSQL inserts event $1 (tenant $2, type $3, created $4,
+// api_version $5, body $6 without its sequence) at the next place of
+// the log with the sequence of the CTE sq, written into the body at
+// byte offset $offset (engine.NewEvent.SequenceOffset; -1: the body is
+// kept as it is), and the ordering key $key. The caller adds its WHERE
+// and what follows.
+func insertEventSQL(offset, key int) string {
+	return fmt.Sprintf(`INSERT INTO events (seq, id, tenant_id, type, created, api_version, body, sequence, ordering_key)
+	SELECT `+seqSQL+`, $1, $2, $3, $4, $5,
+		CASE WHEN $%[1]d::int < 0 THEN $6::bytea
+		ELSE substring($6::bytea FROM 1 FOR $%[1]d::int) || convert_to(',"sequence":' || sq.last, 'UTF8') || substring($6::bytea FROM $%[1]d::int + 1) END,
+		sq.last, $%[2]d::text
+	FROM sq`, offset, key)
+}
 
 // insertDeliveriesSQL inserts the deliveries of event ev ($2 its tenant,
 // $1 its ID, $3 its type), one per element of the arrays $8…$16; one
@@ -230,6 +248,14 @@ func deliveryColumns(ds []engine.Delivery) (newDeliveryCols, error) {
 		c.due[i], c.dead[i], c.docs[i] = dueAt(d), deadAt(d), doc
 	}
 	return c, nil
+}
+
+// sequenced returns stored, the event of in, at place seq of the log
+// with sequence: as the insert wrote it (insertEventSQL).
+func sequenced(in engine.NewEvent, stored engine.Event, seq, sequence int64) engine.Event {
+	ev := in.Sequenced(uint64(sequence))
+	stored.Seq, stored.Sequence, stored.Body = uint64(seq), ev.Sequence, ev.Body
+	return stored
 }
 
 // newStoredEvent checks ev and returns it as it is stored.
@@ -289,6 +315,8 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	// not FOR SHARE on the tenant's row: many ingests sharing one row lock
 	// made PostgreSQL build a multixact for the row at every ingest.
 	b.Queue("SELECT pg_advisory_xact_lock_shared($1, hashtext($2))", int32(tenantLock), ev.TenantID)
+	// Before the first write (see the schema on tenant_sequences).
+	b.Queue(lockSequenceSQL, int32(sequenceLock), ev.TenantID)
 	// The version before the endpoints: endpoints read at a later
 	// version than the one kept are merely refused by the next
 	// appendCached, never taken for a newer version.
@@ -305,16 +333,17 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	} else {
 		b.Queue("SELECT doc, NULL::bytea FROM endpoints WHERE tenant_id = $1 ORDER BY id", ev.TenantID)
 	}
-	b.Queue(`INSERT INTO events (seq, id, tenant_id, type, created, api_version, body)
-		VALUES (`+seqSQL+`, $1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING seq`,
-		ev.ID, ev.TenantID, ev.Type, stored.Created.UnixNano(), ev.APIVersion, stored.Body)
+	b.Queue(`WITH sq AS (`+nextSequenceSQL+`) `+insertEventSQL(7, 8)+` ON CONFLICT (id) DO NOTHING RETURNING seq, sequence`,
+		ev.ID, ev.TenantID, ev.Type, stored.Created.UnixNano(), ev.APIVersion, stored.Body, in.SequenceOffset(), ev.OrderingKey)
 	var tenantFound, known, keyClaimed, inserted bool
 	var eps []engine.Endpoint
 	err = func() error {
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
+		for range 2 { // the locks
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
 		}
 		err := br.QueryRow().Scan(&seen.version)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -352,11 +381,14 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 		if err != nil {
 			return err
 		}
-		err = br.QueryRow().Scan(&stored.Seq)
+		var seq, sequence int64
+		err = br.QueryRow().Scan(&seq, &sequence)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // an event of that ID exists: a duplicate, or refused below
 		}
-		inserted = err == nil
+		if inserted = err == nil; inserted {
+			stored = sequenced(in, stored, seq, sequence)
+		}
 		return err
 	}()
 	if eps == nil {
@@ -480,18 +512,14 @@ func normalizeDelivery(d engine.Delivery) engine.Delivery {
 
 // eventByID reads event id (of any tenant) and its deliveries in ID order.
 func eventByID(ctx context.Context, q querier, id string) (engine.Event, []engine.Delivery, error) {
-	var ev engine.Event
-	var seq, created int64
-	err := q.QueryRow(ctx, "SELECT seq, id, tenant_id, type, created, api_version, body FROM events WHERE id = $1", id).
-		Scan(&seq, &ev.ID, &ev.TenantID, &ev.Type, &created, &ev.APIVersion, &ev.Body)
+	ev, err := scanEvent(q.QueryRow(ctx, "SELECT seq, id, tenant_id, type, created, api_version, sequence, ordering_key, body FROM events WHERE id = $1", id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return engine.Event{}, nil, engine.EventNotFound()
 	}
 	if err != nil {
 		return engine.Event{}, nil, err
 	}
-	ev.Seq, ev.Created = uint64(seq), time.Unix(0, created).UTC()
-	ds, err := collectDocs[engine.Delivery](ctx, q, "SELECT doc FROM deliveries WHERE tenant_id = $1 AND event_seq = $2 ORDER BY id", ev.TenantID, seq)
+	ds, err := collectDocs[engine.Delivery](ctx, q, "SELECT doc FROM deliveries WHERE tenant_id = $1 AND event_seq = $2 ORDER BY id", ev.TenantID, int64(ev.Seq))
 	return ev, ds, err
 }
 

@@ -18,6 +18,20 @@ import (
 // the hash of its ID): "whte" in ASCII.
 const tenantLock = 0x77687465
 
+// sequenceLock is the first key of a tenant's sequence lock ("whts"),
+// which an ingest holds from before its first write to its commit (see
+// the schema's comment on tenant_sequences); the second is the tenant
+// ID's hashtext.
+const sequenceLock = 0x77687473
+
+// lockSequenceSQL takes the sequence lock of tenant $2 ($1 sequenceLock).
+const lockSequenceSQL = "SELECT pg_advisory_xact_lock($1, hashtext($2))"
+
+// nextSequenceSQL is a CTE that bumps tenant $2's sequence and returns
+// it as last.
+const nextSequenceSQL = `INSERT INTO tenant_sequences AS s (tenant_id, last) VALUES ($2, 1)
+	ON CONFLICT (tenant_id) DO UPDATE SET last = s.last + 1 RETURNING last`
+
 // validTenantID reports whether id can name a tenant: not empty, and
 // without a NUL byte, which PostgreSQL's text refuses.
 func validTenantID(id string) bool {

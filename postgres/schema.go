@@ -53,6 +53,18 @@ import (
 //     transaction's ID × 65 536. The reconciliation feed reads only below
 //     the oldest transaction still running, so an event committed late
 //     never lands behind a cursor a reader has passed.
+//   - tenant_sequences holds each tenant's last event Sequence (migration
+//     2; kept when the tenant is deleted), and events.sequence each
+//     event's (0: stored before migration 2). An ingest takes its
+//     tenant's sequence lock (an exclusive advisory lock) before its
+//     first write, and bumps the row in the transaction that inserts the
+//     event: a tenant's numbers have no gap (a rollback gives its number
+//     back) and, since a transaction gets its ID at its first write,
+//     after the lock, follow the log's order. The price: a tenant's
+//     ingests commit one after another, and EnqueueTx holds the lock
+//     until the application's transaction ends. In an application's
+//     transaction that wrote before EnqueueTx, the event may be placed in
+//     the log before an event of the tenant with a lower number.
 var migrations = []string{
 	1: `
 CREATE TABLE meta (
@@ -145,6 +157,15 @@ CREATE TABLE idempotency (
 	PRIMARY KEY (tenant_id, key)
 );
 CREATE INDEX idempotency_expires ON idempotency (expires);
+`,
+	2: `
+CREATE TABLE tenant_sequences (
+	tenant_id text COLLATE "C" PRIMARY KEY,
+	last      bigint NOT NULL
+);
+ALTER TABLE events
+	ADD COLUMN sequence bigint NOT NULL DEFAULT 0,
+	ADD COLUMN ordering_key text NOT NULL DEFAULT '';
 `,
 }
 

@@ -32,6 +32,7 @@ func checkInvariants(tx *bolt.Tx) []error {
 	// Events and their ID index.
 	ids := tx.Bucket(bucketEventIDs)
 	nEvents := 0
+	lastSequence := map[string]uint64{} // tenant → the Sequence of its last numbered event so far
 	c := tx.Bucket(bucketEvents).Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		nEvents++
@@ -45,6 +46,24 @@ func checkInvariants(tx *bolt.Tx) []error {
 		if sv := ids.Get([]byte(ev.ID)); !bytes.Equal(sv, k) {
 			if !report("event %s: event_ids has %x, want %x", ev.ID, sv, k) {
 				return errs
+			}
+		}
+		if ev.Sequence != 0 {
+			prev, seen := lastSequence[ev.TenantID]
+			if seen && ev.Sequence != prev+1 {
+				if !report("event %s of %s: Sequence %d after %d", ev.ID, ev.TenantID, ev.Sequence, prev) {
+					return errs
+				}
+			}
+			lastSequence[ev.TenantID] = ev.Sequence
+			var counter uint64
+			if v := tx.Bucket(bucketTenantSequences).Get([]byte(ev.TenantID)); v != nil {
+				counter, _ = decodeSeq(v)
+			}
+			if ev.Sequence > counter {
+				if !report("event %s of %s: Sequence %d above the tenant's last, %d", ev.ID, ev.TenantID, ev.Sequence, counter) {
+					return errs
+				}
 			}
 		}
 		seq, _ := decodeSeq(k)

@@ -32,6 +32,7 @@
 //	access_tokens       sha256(token)(32)                            access token record (v1 ‖ JSON)
 //	tenant_access_tokens tenant ‖ 0x00 ‖ token ID                    sha256(token)(32)
 //	deleted_tenants     tenant ID                                    deleted at(8): a deleted tenant whose data is being purged
+//	tenant_sequences    tenant ID                                    last event Sequence(8) of the tenant; kept when it is deleted
 //
 // Schema 2 added tenant_events and tenant_deliveries (the delivery log and
 // the reconciliation feed page by them); Open fills them from the log when
@@ -45,7 +46,8 @@
 // The events bucket is the append-only event log: the key is the bucket's
 // NextSequence, so cursor order is ingest order. An event record is
 //
-//	version(2) ‖ id ‖ tenant ‖ type ‖ created ‖ api_version ‖ body       (binary.go's fields)
+//	version(3) ‖ id ‖ tenant ‖ type ‖ created ‖ api_version ‖ sequence ‖ ordering key ‖ body   (binary.go's fields)
+//	version(2) ‖ id ‖ tenant ‖ type ‖ created ‖ api_version ‖ body       (before schema 4: no sequence)
 //	version(1) ‖ header length(4) ‖ header JSON {id, tenant, type, created, api_version} ‖ body   (before schema 3)
 //
 // where body is the envelope exactly as ingested: every attempt and replay
@@ -58,7 +60,10 @@
 // key: the opaque cursor is base64url(deadAt(8) ‖ delivery ID) of the last
 // dead letter of the page, and the next page Seeks after it. The
 // idempotency_expiry index lets PruneIdempotency delete expired records
-// without reading the live ones. Check verifies these invariants.
+// without reading the live ones. A tenant's numbered events (schema 4) have
+// Sequences one apart in log order, the last at most its tenant_sequences
+// value (retention and the purge take events away from the front, or all
+// of them). Check verifies these invariants.
 //
 // The encoding types (tenantRecord, deliveryRecord, ...) are not the
 // domain types: the API's JSON may change without changing the file.

@@ -21,6 +21,7 @@ import (
 const (
 	formatV1 = 1
 	formatV2 = 2
+	formatV3 = 3 // event records since schema 4: formatV2 with the sequence and the ordering key
 )
 
 func init() {
@@ -29,6 +30,11 @@ func init() {
 	// that a webhookd which cannot read formatV2 refuses the file at Open
 	// instead of failing on its records.
 	migrations[2] = func(*bolt.Tx) error { return nil }
+	// Schema 3 to 4: events are numbered per tenant (tenant_sequences)
+	// and new event records are formatV3. Events already stored keep
+	// their records and have no number; a tenant's first event after the
+	// upgrade is its 1.
+	migrations[3] = func(*bolt.Tx) error { return nil }
 }
 
 // The encoding types below are the on-disk form of the domain types. They
@@ -248,23 +254,27 @@ const maxEventHeader = 1 << 16
 
 // encodeEvent encodes an event as
 //
-//	version(2) ‖ id ‖ tenant ‖ type ‖ created ‖ api version ‖ body
+//	version(3) ‖ id ‖ tenant ‖ type ‖ created ‖ api version ‖
+//	sequence (uvarint) ‖ ordering key ‖ body
 //
 // in the binary format of binary.go, the body last and as is: it is what
 // gets signed and sent, byte for byte. Seq is not encoded: it is the
-// record's key. Records written before formatV2 are
+// record's key. Records written before schema 4 are formatV2, the same
+// without sequence and ordering key, and before schema 3
 //
 //	version(1) ‖ header length(4, big-endian) ‖ header JSON ‖ body
 //
-// and decodeEvent reads both.
+// and decodeEvent reads all three.
 func encodeEvent(ev engine.Event) ([]byte, error) {
-	b := make([]byte, 0, 32+len(ev.ID)+len(ev.TenantID)+len(ev.Type)+len(ev.APIVersion)+len(ev.Body))
-	b = append(b, formatV2)
+	b := make([]byte, 0, 40+len(ev.ID)+len(ev.TenantID)+len(ev.Type)+len(ev.APIVersion)+len(ev.OrderingKey)+len(ev.Body))
+	b = append(b, formatV3)
 	b = appendString(b, ev.ID)
 	b = appendString(b, ev.TenantID)
 	b = appendString(b, ev.Type)
 	b = appendTime(b, ev.Created)
 	b = appendString(b, ev.APIVersion)
+	b = binary.AppendUvarint(b, ev.Sequence)
+	b = appendString(b, ev.OrderingKey)
 	return append(b, ev.Body...), nil
 }
 
@@ -291,9 +301,12 @@ func decodeEventHeader(data []byte) (engine.Event, []byte, error) {
 	var ev engine.Event
 	var body []byte
 	switch data[0] {
-	case formatV2:
+	case formatV2, formatV3:
 		r := reader{b: data[1:]}
 		ev = engine.Event{ID: r.string(), TenantID: r.string(), Type: r.string(), Created: r.time(), APIVersion: r.string()}
+		if data[0] == formatV3 {
+			ev.Sequence, ev.OrderingKey = r.uvarint(), r.string()
+		}
 		if r.err != nil {
 			return engine.Event{}, nil, fmt.Errorf("decode event: %w", r.err)
 		}
@@ -324,7 +337,7 @@ func decodeEventHeader(data []byte) (engine.Event, []byte, error) {
 // eventBody returns the body of an event record, as decodeEventHeader
 // does, without copying the header's strings: each attempt reads it.
 func eventBody(data []byte) ([]byte, error) {
-	if len(data) == 0 || data[0] != formatV2 {
+	if len(data) == 0 || data[0] != formatV3 && data[0] != formatV2 {
 		_, body, err := decodeEventHeader(data)
 		return body, err
 	}
@@ -334,6 +347,10 @@ func eventBody(data []byte) ([]byte, error) {
 	r.skipString() // type
 	r.time()       // created
 	r.skipString() // api version
+	if data[0] == formatV3 {
+		r.uvarint()    // sequence
+		r.skipString() // ordering key
+	}
 	if r.err != nil {
 		return nil, fmt.Errorf("decode event: %w", r.err)
 	}

@@ -22,7 +22,7 @@ var (
 	}
 	sampleEvent = engine.Event{
 		ID: "evt_01hzzzzzzzzzzzzzzzzzzzzzzz", TenantID: "acme", Type: "order.created",
-		Created: t0.Add(123 * time.Millisecond), APIVersion: "v1",
+		Created: t0.Add(123 * time.Millisecond), APIVersion: "v1", Sequence: 1 << 40, OrderingKey: "order 7 é",
 		Body: []byte("{\"id\":\"evt_1\",  \"data\":{\"a\":\"\\u00e9\"}}\n\xff"),
 	}
 	sampleDelivery = engine.Delivery{
@@ -40,6 +40,30 @@ var (
 	}
 	sampleIdempotency = idempotencyRecord{EventID: sampleEvent.ID, RequestHash: [32]byte{1, 2, 3, 31: 0xff}, Expires: t0.Add(24 * time.Hour)}
 )
+
+// TestDecodeEvent_formatV2 reads an event record written before schema
+// 4: no sequence, no ordering key, the same body.
+func TestDecodeEvent_formatV2(t *testing.T) {
+	b := []byte{formatV2}
+	b = appendString(b, sampleEvent.ID)
+	b = appendString(b, sampleEvent.TenantID)
+	b = appendString(b, sampleEvent.Type)
+	b = appendTime(b, sampleEvent.Created)
+	b = appendString(b, sampleEvent.APIVersion)
+	b = append(b, sampleEvent.Body...)
+	want := sampleEvent
+	want.Sequence, want.OrderingKey = 0, ""
+	got, err := decodeEvent(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("decodeEvent(formatV2) =\n%+v\nwant\n%+v", got, want)
+	}
+	if body, err := eventBody(b); err != nil || !bytes.Equal(body, want.Body) {
+		t.Errorf("eventBody(formatV2) = %q, %v", body, err)
+	}
+}
 
 func TestEncoding_roundTrip(t *testing.T) {
 	tests := []struct {
@@ -59,10 +83,10 @@ func TestEncoding_roundTrip(t *testing.T) {
 		{"endpoint", formatV1, false, sampleEndpoint,
 			func() ([]byte, error) { return encodeEndpoint(sampleEndpoint) },
 			func(b []byte) (any, error) { return decodeEndpoint(b) }},
-		{"event", formatV2, true, sampleEvent,
+		{"event", formatV3, true, sampleEvent,
 			func() ([]byte, error) { return encodeEvent(sampleEvent) },
 			func(b []byte) (any, error) { return decodeEvent(b) }},
-		{"event with empty body", formatV2, true, engine.Event{ID: "e", TenantID: "t", Body: []byte{}},
+		{"event with empty body", formatV3, true, engine.Event{ID: "e", TenantID: "t", Body: []byte{}},
 			func() ([]byte, error) { return encodeEvent(engine.Event{ID: "e", TenantID: "t"}) },
 			func(b []byte) (any, error) { return decodeEvent(b) }},
 		{"delivery", formatV2, false, sampleDelivery,
@@ -341,6 +365,7 @@ func TestDecode_formatV1(t *testing.T) {
 	}
 
 	ev := sampleEvent
+	ev.Sequence, ev.OrderingKey = 0, "" // written before events were numbered
 	h := []byte(`{"id":"` + ev.ID + `","tenant":"acme","type":"order.created","created":"` +
 		ev.Created.Format(time.RFC3339Nano) + `","api_version":"v1"}`)
 	rec := append([]byte{formatV1, 0, 0, 0, byte(len(h))}, h...)

@@ -19,7 +19,8 @@ import (
 // before and whose record has not expired at in.Event.Created, nothing is
 // appended: the result is the first event and its deliveries (Duplicate)
 // when the request hash matches, CodeIdempotencyConflict when it does not.
-// Otherwise the event gets the next sequence number and one Pending
+// Otherwise the event gets the next place in the log, its tenant's next
+// Sequence (engine.NewEvent.Sequenced) and one Pending
 // delivery, due at in.Event.Created, per enabled endpoint of the tenant
 // that subscribes to the type. Deliveries are returned in ID order, the
 // order Event lists them in. A refused or duplicate ingest is answered from
@@ -32,16 +33,12 @@ func (db *DB) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Inges
 	if ev.Type == "" {
 		return engine.IngestResult{}, engine.Errorf(engine.CodeInvalidField, "type", "type is required")
 	}
-	value, err := encodeEvent(ev) // outside the transaction: it copies the body
-	if err != nil {
-		return engine.IngestResult{}, fmt.Errorf("storage: append event %s: %w", ev.ID, err)
-	}
 	// Check first in a read transaction, so that a refused or duplicate
 	// ingest never enters the commit loop, where a failing write costs
 	// the rest of its batch a rerun. The write checks again.
 	var res engine.IngestResult
 	var dup bool
-	err = db.view(ctx, func(tx *bolt.Tx) error {
+	err := db.view(ctx, func(tx *bolt.Tx) error {
 		d, _, err := checkIngest(tx, in)
 		if d != nil {
 			res, dup = *d, true
@@ -56,7 +53,7 @@ func (db *DB) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Inges
 	}
 	err = db.update(ctx, func(tx *bolt.Tx) error {
 		var err error
-		res, err = appendEvent(tx, in, value)
+		res, err = appendEvent(tx, in)
 		return err
 	})
 	if err != nil {
@@ -104,9 +101,8 @@ func checkIngest(tx *bolt.Tx, in engine.NewEvent) (dup *engine.IngestResult, exp
 	return &engine.IngestResult{Event: first, Deliveries: ds, Duplicate: true}, nil, nil
 }
 
-// appendEvent is the transaction of AppendEvent; value is the encoded
-// event.
-func appendEvent(tx *bolt.Tx, in engine.NewEvent, value []byte) (engine.IngestResult, error) {
+// appendEvent is the transaction of AppendEvent.
+func appendEvent(tx *bolt.Tx, in engine.NewEvent) (engine.IngestResult, error) {
 	ev := in.Event
 	tenant := ev.TenantID
 	dup, expired, err := checkIngest(tx, in)
@@ -123,6 +119,22 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, value []byte) (engine.IngestRe
 		if err := expiry.Delete(expiryKey(expired.Expires, tenant, in.IdempotencyKey)); err != nil {
 			return engine.IngestResult{}, err
 		}
+	}
+
+	sequences := tx.Bucket(bucketTenantSequences)
+	var last uint64
+	if v := sequences.Get([]byte(tenant)); v != nil {
+		if last, err = decodeSeq(v); err != nil {
+			return engine.IngestResult{}, fmt.Errorf("sequence of tenant %s: %w", tenant, err)
+		}
+	}
+	ev = in.Sequenced(last + 1)
+	if err := sequences.Put([]byte(tenant), u64(ev.Sequence)); err != nil {
+		return engine.IngestResult{}, err
+	}
+	value, err := encodeEvent(ev)
+	if err != nil {
+		return engine.IngestResult{}, err
 	}
 
 	events := tx.Bucket(bucketEvents)

@@ -29,6 +29,9 @@ type ExportSink interface {
 	// and idempotency keys are still being purged: they are exported
 	// with the others, and the target goes on purging them.
 	DeletedTenant(id string, at time.Time) error
+	// Sequence is the last event Sequence tenant (live, deleted or
+	// purged) gave: the target numbers the tenant's next event one more.
+	Sequence(tenant string, last uint64) error
 	EventType(engine.EventType) error
 	// Endpoint is an endpoint with its secrets in plain.
 	Endpoint(engine.Endpoint) error
@@ -140,6 +143,16 @@ func exportAll(tx *bolt.Tx, sealer *sealing.Sealer, sink ExportSink, n *ExportCo
 		}
 		n.DeletedTenants++
 		return sink.DeletedTenant(string(k), keyTime(binary.BigEndian.Uint64(v)))
+	})
+	if err != nil {
+		return err
+	}
+	err = forEach(tx, bucketTenantSequences, func(k, v []byte) error {
+		last, err := decodeSeq(v)
+		if err != nil {
+			return fmt.Errorf("sequence of tenant %q: %w", k, err)
+		}
+		return sink.Sequence(string(k), last)
 	})
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 type recordingSink struct {
 	tenants     []engine.Tenant
 	deleted     map[string]time.Time
+	sequences   map[string]uint64
 	types       []engine.EventType
 	endpoints   []engine.Endpoint
 	tokens      map[[sha256.Size]byte]engine.AccessToken
@@ -33,12 +34,16 @@ type idemRow struct {
 }
 
 func newRecordingSink() *recordingSink {
-	return &recordingSink{deleted: map[string]time.Time{}, tokens: map[[sha256.Size]byte]engine.AccessToken{}, deliveries: map[string][]engine.Delivery{}}
+	return &recordingSink{deleted: map[string]time.Time{}, sequences: map[string]uint64{}, tokens: map[[sha256.Size]byte]engine.AccessToken{}, deliveries: map[string][]engine.Delivery{}}
 }
 
 func (r *recordingSink) Tenant(t engine.Tenant) error { r.tenants = append(r.tenants, t); return nil }
 func (r *recordingSink) DeletedTenant(id string, at time.Time) error {
 	r.deleted[id] = at
+	return nil
+}
+func (r *recordingSink) Sequence(tenant string, last uint64) error {
+	r.sequences[tenant] = last
 	return nil
 }
 func (r *recordingSink) EventType(et engine.EventType) error {
@@ -151,6 +156,9 @@ func TestExport(t *testing.T) {
 	}
 	if at, ok := sink.deleted["gone"]; !ok || !at.Equal(t0.Add(2*time.Hour)) {
 		t.Errorf("deleted tenants %v", sink.deleted)
+	}
+	if want := map[string]uint64{"acme": 3, "gone": 1}; !reflect.DeepEqual(sink.sequences, want) {
+		t.Errorf("sequences %v, want %v", sink.sequences, want)
 	}
 	if !reflect.DeepEqual(sink.endpoints, wantEndpoints) || sink.endpoints[0].Secrets[0].Key != ep.Secrets[0].Key {
 		t.Errorf("endpoints %+v, want %+v with its secret in plain", sink.endpoints, wantEndpoints)

@@ -36,12 +36,17 @@ var (
 	// Tenants deleted and not yet purged (tenantdelete.go).
 	bucketDeletedTenants = []byte("deleted_tenants")
 
+	// Each tenant's last event Sequence (schema 4), kept when the tenant
+	// is deleted.
+	bucketTenantSequences = []byte("tenant_sequences")
+
 	allBuckets = [][]byte{
 		bucketMeta, bucketTenants, bucketEventTypes, bucketEndpoints,
 		bucketEvents, bucketEventIDs, bucketDeliveries, bucketEventDeliveries,
 		bucketRetryIndex, bucketDeadLetters, bucketIdempotency, bucketIdempotencyIndex,
 		bucketTenantEvents, bucketTenantDeliveries, bucketPaused,
 		bucketAccessTokens, bucketTenantAccessTokens, bucketDeletedTenants,
+		bucketTenantSequences,
 	}
 )
 
@@ -51,8 +56,9 @@ var keySchema = []byte("schema")
 // schemaVersion is the layout of buckets and keys this code reads and
 // writes. A file with a higher version is refused at Open. Schema 2 added
 // the tenant indexes; schema 3 writes deliveries and event headers in the
-// binary formatV2 (encoding.go).
-const schemaVersion = 3
+// binary formatV2 (encoding.go); schema 4 numbers each tenant's events
+// (tenant_sequences, event records in formatV3).
+const schemaVersion = 4
 
 // sep ends a variable-length key part (a tenant ID, an event ID) that is
 // followed by more key. Tenant and event IDs never contain it.

@@ -27,8 +27,7 @@ func TestDB_UpdateDeliveries_deadLettersOfOneEndpointBeyondTheScanBound(t *testi
 	b := mustEndpoint(t, db, "acme", "b.created")
 	kill := func(tx *bolt.Tx, typ string, at time.Time) error {
 		in := newEvent("acme", typ, `{}`)
-		v, _ := encodeEvent(in.Event)
-		res, err := appendEvent(tx, in, v)
+		res, err := appendEvent(tx, in)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/webhookd/webhookd/engine"
 )
 
 // setSchema rewrites the schema version of the closed file at path.
@@ -71,4 +74,79 @@ func TestOpen_migratesOlderSchema(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestOpen_schema3NumbersNewEvents: a file of schema 3 (event records in
+// formatV2, no tenant_sequences) opens at schema 4: its events keep
+// their bytes and have no sequence, and the tenant's next event is its 1.
+func TestOpen_schema3NumbersNewEvents(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	db := mustOpenDBAt(t, path)
+	mustTenant(t, db, "acme")
+	mustEventType(t, db, "order.created")
+	var old []engine.Event
+	for range 2 {
+		res, err := db.AppendEvent(ctx, newEvent("acme", "order.created", `{"old":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		old = append(old, res.Event)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Make it the file a webhookd of schema 3 wrote.
+	raw, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = raw.Update(func(tx *bolt.Tx) error {
+		events := tx.Bucket(bucketEvents)
+		c := events.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			ev, err := decodeEvent(v)
+			if err != nil {
+				return err
+			}
+			b := []byte{formatV2}
+			b = appendString(b, ev.ID)
+			b = appendString(b, ev.TenantID)
+			b = appendString(b, ev.Type)
+			b = appendTime(b, ev.Created)
+			b = appendString(b, ev.APIVersion)
+			if err := events.Put(k, append(b, ev.Body...)); err != nil {
+				return err
+			}
+		}
+		if err := tx.DeleteBucket(bucketTenantSequences); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keySchema, u64(3))
+	})
+	raw.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	db = mustOpenDBAt(t, path)
+	for _, want := range old {
+		ev, _, err := db.Event(ctx, "acme", want.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Sequence != 0 || string(ev.Body) != string(want.Body) {
+			t.Errorf("event %s of schema 3: sequence %d, body %s; want none and %s", want.ID, ev.Sequence, ev.Body, want.Body)
+		}
+	}
+	res, err := db.AppendEvent(ctx, newEvent("acme", "order.created", `{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Event.Sequence != 1 {
+		t.Errorf("the first event after the upgrade has sequence %d, want 1", res.Event.Sequence)
+	}
+	if err := db.Check(); err != nil {
+		t.Error(err)
+	}
 }

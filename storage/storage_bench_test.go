@@ -240,7 +240,7 @@ func BenchmarkStoredDelivery(b *testing.B) {
 // TestStoredEvent_matchesDecode is TestStoredDelivery_matchesDecode for
 // events.
 func TestStoredEvent_matchesDecode(t *testing.T) {
-	full := engine.Event{Seq: 7, ID: "evt_1", TenantID: "acme", Type: "order.created",
+	full := engine.Event{Seq: 7, ID: "evt_1", TenantID: "acme", Type: "order.created", Sequence: 3, OrderingKey: "order_1",
 		Created: time.Now().In(time.FixedZone("UTC+2", 2*3600)), APIVersion: "v1", Body: []byte(benchBody)}
 	rv := reflect.ValueOf(full)
 	for i := range rv.NumField() {

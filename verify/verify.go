@@ -20,6 +20,10 @@ const (
 	HeaderTimestamp       = "webhook-timestamp"
 	HeaderSignature       = "webhook-signature"
 	HeaderStripeSignature = "X-Webhook-Signature"
+	// HeaderSequence is the event's sequence (Envelope.Sequence), not
+	// signed: read it from the envelope once the signature is checked.
+	// An event stored before webhookd numbered events has none.
+	HeaderSequence = "webhook-sequence"
 )
 
 // DefaultTolerance is how far a message's timestamp may be from the

@@ -14,7 +14,8 @@ import (
 // (CodeUnknownEventType); a live idempotency record with the same request
 // hash gives the first event and its deliveries as they are now
 // (Duplicate), with another hash CodeIdempotencyConflict. Otherwise the
-// event gets the next sequence number and the deliveries in.Deliveries
+// event gets the next place in the log, its tenant's next Sequence
+// (NewEvent.Sequenced) and the deliveries in.Deliveries
 // returns for the tenant's endpoints (in ID order), returned in ID order.
 func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.IngestResult, error) {
 	ev := in.Event
@@ -51,7 +52,7 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 		return engine.IngestResult{}, fmt.Errorf("memstore: append event %s: event id exists", ev.ID)
 	}
 
-	stored := copyEvent(ev)
+	stored := copyEvent(in.Sequenced(s.sequences[ev.TenantID] + 1))
 	stored.Seq = s.seq + 1
 	eps := s.endpointsOf(ev.TenantID)
 	var made []engine.Delivery
@@ -75,6 +76,7 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 	slices.SortFunc(ds, func(a, b engine.Delivery) int { return strings.Compare(a.ID, b.ID) })
 
 	s.seq++
+	s.sequences[ev.TenantID] = stored.Sequence
 	e := &event{ev: stored, deliveries: make([]string, len(ds))}
 	for i, d := range ds {
 		e.deliveries[i] = d.ID

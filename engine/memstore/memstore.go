@@ -42,6 +42,7 @@ type Store struct {
 	tokens     map[[32]byte]engine.AccessToken       // by the token's SHA-256
 
 	seq         uint64              // the last event's place in the log
+	sequences   map[string]uint64   // tenant → its last event's Sequence, kept when it is deleted
 	events      map[string]*event   // by event ID
 	log         map[string][]*event // tenant → its events in log order
 	deliveries  map[string]*engine.Delivery
@@ -76,6 +77,7 @@ func New() *Store {
 		log:         map[string][]*event{},
 		deliveries:  map[string]*engine.Delivery{},
 		idempotency: map[idempotencyKey]idempotencyRecord{},
+		sequences:   map[string]uint64{},
 	}
 }
 

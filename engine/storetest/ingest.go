@@ -23,6 +23,7 @@ var ingestTests = []test{
 	{"an event with no subscriber has no delivery", testNoSubscriber},
 	{"the body is stored verbatim", testBodyVerbatim},
 	{"the log sequence grows in append order", testSequence},
+	{"each tenant numbers its events 1, 2, 3… with no gap", testTenantSequence},
 	{"a refused ingest appends nothing", testIngestRefused},
 	{"an event belongs to its tenant only", testEventIsolation},
 	{"idempotency keys within and at the end of their window", testIdempotency},
@@ -79,7 +80,7 @@ func testFanOut(t *testing.T, f *fixture) {
 	slices.SortFunc(want, byID)
 	wantEqual(t, "deliveries", res.Deliveries, want)
 
-	stored := in.Event
+	stored := in.Sequenced(1) // the tenant's first event
 	stored.Seq = res.Event.Seq
 	wantEqual(t, "the appended event", res.Event, stored)
 	ev, ds, err := f.s.Event(t.Context(), "acme", in.Event.ID)
@@ -318,6 +319,77 @@ func testSequence(t *testing.T, f *fixture) {
 	}
 }
 
+func testTenantSequence(t *testing.T, f *fixture) {
+	f.tenant(t, "acme")
+	f.tenant(t, "globex")
+	f.eventType(t, "order.created")
+	f.endpoint(t, "acme", "*")
+	prepared := func(tenant string, in engine.IngestInput) engine.NewEvent {
+		t.Helper()
+		ne, err := engine.PrepareEvent(tenant, in, engine.IngestOptions{Now: func() time.Time { return t0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ne
+	}
+	want := map[string]uint64{}
+	for i := range 6 {
+		tenant := []string{"acme", "globex", "acme"}[i%3]
+		want[tenant]++
+		ne := prepared(tenant, engine.IngestInput{Type: "order.created", Data: []byte(`{"i":1}`), OrderingKey: "order_1"})
+		res := f.ingest(t, ne)
+		wantEqual(t, "Sequence of "+tenant+"'s event", res.Event.Sequence, want[tenant])
+		wantEqual(t, "OrderingKey", res.Event.OrderingKey, "order_1")
+		wantEqual(t, "the envelope's sequence", engine.EnvelopeSequence(res.Event.Body), want[tenant])
+		wantEqual(t, "the stored body", string(res.Event.Body), string(ne.Sequenced(want[tenant]).Body))
+		ev, _, err := f.s.Event(t.Context(), tenant, res.Event.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, "Event", ev, res.Event)
+		if tenant == "acme" {
+			in, err := f.s.AttemptInput(t.Context(), res.Deliveries[0].ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEqual(t, "AttemptInput's body", string(in.Body), string(res.Event.Body))
+		}
+	}
+	// A refused ingest and a repeat take no number.
+	_, err := f.s.AppendEvent(t.Context(), prepared("acme", engine.IngestInput{Type: "order.nope", Data: []byte(`{}`)}))
+	wantCode(t, err, engine.CodeUnknownEventType, "type")
+	keyed := prepared("acme", engine.IngestInput{Type: "order.created", Data: []byte(`{}`), IdempotencyKey: "k1"})
+	first := f.ingest(t, keyed)
+	again := keyed
+	again.Event.ID = engine.NewID("evt")
+	if dup := f.ingest(t, again); !dup.Duplicate || dup.Event.Sequence != first.Event.Sequence {
+		t.Errorf("a repeat = Sequence %d, duplicate %v; want the first's %d", dup.Event.Sequence, dup.Duplicate, first.Event.Sequence)
+	}
+	wantEqual(t, "Sequence after a refusal", first.Event.Sequence, want["acme"]+1)
+	next := f.ingest(t, prepared("acme", engine.IngestInput{Type: "order.created", Data: []byte(`{}`)}))
+	wantEqual(t, "Sequence after a repeat", next.Event.Sequence, want["acme"]+2)
+	if bytes.Contains(next.Event.Body, []byte("ordering_key")) {
+		t.Errorf("an event with no ordering key has one in its envelope: %s", next.Event.Body)
+	}
+
+	evs, _, err := f.s.ListEvents(t.Context(), "acme", engine.EventFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range evs {
+		wantEqual(t, "ListEvents' Sequence", ev.Sequence, uint64(i+1))
+	}
+	recent, err := f.s.RecentEvents(t.Context(), "acme", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ed := range recent {
+		if ed.Event.Sequence == 0 {
+			t.Errorf("RecentEvents' %s has no Sequence", ed.Event.ID)
+		}
+	}
+}
+
 func testIngestRefused(t *testing.T, f *fixture) {
 	f.tenant(t, "acme")
 	f.eventType(t, "order.created")
@@ -543,6 +615,13 @@ func testIngestConcurrent(t *testing.T, f *fixture) {
 			t.Fatalf("ListEvents(%s): next %q, %v", tn, next, err)
 		}
 		wantEqual(t, "events of "+tn, sorted(eventIDs(evs)), sorted(appended[tn]))
+		// In log order, the tenant's numbers are 1 to n: none twice,
+		// none missing, whatever ran at once.
+		for i, ev := range evs {
+			if ev.Sequence != uint64(i+1) {
+				t.Errorf("%s's event %d in log order has Sequence %d", tn, i+1, ev.Sequence)
+			}
+		}
 	}
 	if n := len(f.retryIndex(t)); n != writers*each*2 {
 		t.Errorf("%d retry entries, want %d", n, writers*each*2)

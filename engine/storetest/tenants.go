@@ -141,9 +141,13 @@ func testDeleteTenant(t *testing.T, f *fixture) {
 		wantEmpty(t, "the new tenant's endpoints", eps)
 		again := gone.keyed
 		again.Event.ID = engine.NewID("evt")
-		if res := f.ingest(t, again); res.Duplicate {
+		res := f.ingest(t, again)
+		if res.Duplicate {
 			t.Error("the old tenant's idempotency key holds in the new one")
 		}
+		// Its events go on from the old tenant's last number, so a
+		// receiver that tracks sequences never sees one go back.
+		wantEqual(t, "the new tenant's first Sequence", res.Event.Sequence, uint64(len(gone.events)+1))
 	})
 
 	t.Run("the other tenant keeps everything", func(t *testing.T) {
