@@ -176,6 +176,14 @@ func newContractEnv(t *testing.T, sopts engine.ServiceOptions, opts httpapi.Opti
 	return c
 }
 
+// noRoom is a backup that fails before its first byte, as one without
+// room for its copy does.
+type noRoom struct{}
+
+func (noRoom) WriteTo(io.Writer) (int64, error) {
+	return 0, engine.Errorf(engine.CodeUnavailable, "", "no room for the copy")
+}
+
 // backupOf is the backup of a contractEnv's database, opened after the
 // handler is made.
 type backupOf struct{ c *contractEnv }
@@ -602,6 +610,10 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	bare.check(call{method: "PUT", path: "/v1/event-types/payment.succeeded", status: 201})
 	bare.check(call{method: "POST", path: "/v1/tenants/acme/events", body: ingest, status: 202})
 	bare.check(call{method: "POST", path: "/v1/tenants/acme/events", body: ingest, status: 429, code: engine.CodeRateLimited})
+
+	// A backup that cannot start (no room for the copy).
+	full := &contractEnv{apiEnv: newSecurityEnv(t, engine.ServiceOptions{}, httpapi.Options{Backup: noRoom{}}), o: o, driven: e.driven}
+	full.check(call{method: "GET", path: "/v1/admin/backup", status: 503, code: engine.CodeUnavailable})
 
 	// Every documented answer was driven, or notDriven says why not.
 	for path, item := range o.model.Paths.PathItems.FromOldest() {
