@@ -41,16 +41,22 @@ var (
 	sampleIdempotency = idempotencyRecord{EventID: sampleEvent.ID, RequestHash: [32]byte{1, 2, 3, 31: 0xff}, Expires: t0.Add(24 * time.Hour)}
 )
 
+// encodeEventV2 encodes ev as a webhookd of schema 3 wrote it
+// (formatV2): no sequence, no ordering key.
+func encodeEventV2(ev engine.Event) []byte {
+	b := []byte{formatV2}
+	b = appendString(b, ev.ID)
+	b = appendString(b, ev.TenantID)
+	b = appendString(b, ev.Type)
+	b = appendTime(b, ev.Created)
+	b = appendString(b, ev.APIVersion)
+	return append(b, ev.Body...)
+}
+
 // TestDecodeEvent_formatV2 reads an event record written before schema
 // 4: no sequence, no ordering key, the same body.
 func TestDecodeEvent_formatV2(t *testing.T) {
-	b := []byte{formatV2}
-	b = appendString(b, sampleEvent.ID)
-	b = appendString(b, sampleEvent.TenantID)
-	b = appendString(b, sampleEvent.Type)
-	b = appendTime(b, sampleEvent.Created)
-	b = appendString(b, sampleEvent.APIVersion)
-	b = append(b, sampleEvent.Body...)
+	b := encodeEventV2(sampleEvent)
 	want := sampleEvent
 	want.Sequence, want.OrderingKey = 0, ""
 	got, err := decodeEvent(b)

@@ -109,13 +109,7 @@ func TestOpen_schema3NumbersNewEvents(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			b := []byte{formatV2}
-			b = appendString(b, ev.ID)
-			b = appendString(b, ev.TenantID)
-			b = appendString(b, ev.Type)
-			b = appendTime(b, ev.Created)
-			b = appendString(b, ev.APIVersion)
-			if err := events.Put(k, append(b, ev.Body...)); err != nil {
+			if err := events.Put(k, encodeEventV2(ev)); err != nil {
 				return err
 			}
 		}
