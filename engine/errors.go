@@ -35,6 +35,7 @@ const (
 	CodeLimitReached        Code = "limit_reached"          // the tenant has as many of something as it may (ServiceOptions.MaxEndpointsPerTenant)
 	CodePendingDeliveries   Code = "pending_deliveries"     // the tenant still has deliveries pending: deleting it would drop them (unless forced)
 	CodeTenantDeleting      Code = "tenant_deleting"        // the tenant id belongs to a deleted tenant whose data is still being purged
+	CodeNotBlocking         Code = "not_blocking"           // a skip of a delivery that is not a dead head blocking its line
 	CodeInternal            Code = "internal"               // anything uncoded; details go to the operator log only
 )
 

@@ -164,6 +164,10 @@ type EndpointInput struct {
 	URL         string   `json:"url"`
 	EventTypes  []string `json:"event_types"`
 	Description string   `json:"description"`
+	// Ordering and OnDead are the endpoint's (see lines.go); absent:
+	// none and skip.
+	Ordering Ordering `json:"ordering"`
+	OnDead   OnDead   `json:"on_dead"`
 }
 
 // EndpointPatch is the body of PATCH .../endpoints/{id}; nil fields are left
@@ -172,7 +176,12 @@ type EndpointPatch struct {
 	URL         *string   `json:"url"`
 	EventTypes  *[]string `json:"event_types"`
 	Description *string   `json:"description"`
-	Disabled    *bool     `json:"disabled"`
+	// Ordering applies to the events ingested after the change: a
+	// delivery's line is fixed when it is made. OnDead applies to the
+	// next head that dies.
+	Ordering *Ordering `json:"ordering"`
+	OnDead   *OnDead   `json:"on_dead"`
+	Disabled *bool     `json:"disabled"`
 	// DeliverHeld, with disabled false, says what becomes of the
 	// deliveries held (paused) while the endpoint was disabled: true sends
 	// them now, false (the default) dead-letters them. See
@@ -198,6 +207,12 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 	if err := validText("description", in.Description, MaxDescriptionLen); err != nil {
 		return Endpoint{}, "", err
 	}
+	if err := ValidateOrdering(in.Ordering); err != nil {
+		return Endpoint{}, "", err
+	}
+	if err := ValidateOnDead(in.OnDead); err != nil {
+		return Endpoint{}, "", err
+	}
 	types, err := s.checkSubscriptions(ctx, in.EventTypes)
 	if err != nil {
 		return Endpoint{}, "", err
@@ -207,6 +222,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 	ep := Endpoint{
 		ID: NewID("ep"), TenantID: tenant, URL: in.URL, EventTypes: types,
 		Description: in.Description, Created: now, Updated: now,
+		Ordering: in.Ordering, OnDead: in.OnDead,
 		VerificationRequired: s.opts.RequireEndpointVerification,
 		Secrets:              []Secret{{Key: secret}},
 	}
@@ -295,6 +311,16 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 			return Endpoint{}, err
 		}
 	}
+	if p.Ordering != nil {
+		if err := ValidateOrdering(*p.Ordering); err != nil {
+			return Endpoint{}, err
+		}
+	}
+	if p.OnDead != nil {
+		if err := ValidateOnDead(*p.OnDead); err != nil {
+			return Endpoint{}, err
+		}
+	}
 	var types []string
 	if p.EventTypes != nil {
 		var err error
@@ -315,6 +341,12 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 		}
 		if p.Description != nil {
 			ep.Description = *p.Description
+		}
+		if p.Ordering != nil {
+			ep.Ordering = *p.Ordering
+		}
+		if p.OnDead != nil {
+			ep.OnDead = *p.OnDead
 		}
 		ep.Updated = now
 		return nil
@@ -621,7 +653,7 @@ func PrepareEvent(tenant string, in IngestInput, opts IngestOptions) (NewEvent, 
 		IdempotencyKey:     in.IdempotencyKey,
 		RequestHash:        sha256.Sum256(hashed),
 		IdempotencyExpires: now.Add(opts.IdempotencyWindow),
-		Deliveries:         func(eps []Endpoint) []Delivery { return NewDeliveries(ev, eps, NewID) },
+		Deliveries:         func(stored Event, eps []Endpoint) []Delivery { return NewDeliveries(stored, eps, NewID) },
 	}, nil
 }
 

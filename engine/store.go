@@ -28,7 +28,12 @@ import (
 // invariant that follows from a delivery's state alone: a Pending
 // delivery is due at NextAttemptAt (RetryIndex lists it there), a Dead one
 // is among its tenant's dead letters, a Paused one among its endpoint's
-// paused deliveries, and no delivery is in any of these otherwise.
+// paused deliveries, and no delivery is in any of these otherwise. It
+// settles every ordered delivery it saves in its line (lines.go) in the
+// same transaction: SettleLine on the transition with the line as it
+// reads it, then PromoteDelivery of the lowest waiting member when the
+// head left; a delivery it deletes (a purge, retention) leaves its line
+// the same way. So a line has a head whenever it has a waiting member.
 type Store interface {
 	Records
 	Log
@@ -124,6 +129,11 @@ type Log interface {
 	// delivery resumed): a caller that loops until none come back then
 	// meets each once. It returns none only when none is selected.
 	UpdateDeliveries(ctx context.Context, sel Selection, max int, fn func(Delivery) Delivery) ([]Delivery, error)
+	// LineHead returns the head of the line (endpointID, line) (see
+	// lines.go) as stored, and whether the line has one. The dispatcher
+	// asks it after a transition that may have ended a head, to take
+	// the promoted delivery.
+	LineHead(ctx context.Context, endpointID, line string) (Delivery, bool, error)
 	// RetryIndex calls fn for every pending delivery, in due order then
 	// by delivery ID. It is how a single process rebuilds its timer at
 	// start (LocalScheduler.Recover). fn must not call the Store; its
@@ -168,13 +178,15 @@ type NewEvent struct {
 	RequestHash        [32]byte
 	IdempotencyExpires time.Time
 
-	// Deliveries returns the event's deliveries among its tenant's
+	// Deliveries returns the deliveries of ev, the event as it is
+	// stored (Sequenced, with its Sequence and Seq), among its tenant's
 	// endpoints, as the store reads them inside the append's transaction,
 	// in creation order and perhaps with their secrets still sealed
 	// (NewDeliveries). It may be called more than once; the last call's
-	// result is stored, and each delivery must be of this event and
-	// tenant. Nil: NewDeliveries with NewID.
-	Deliveries func(endpoints []Endpoint) []Delivery
+	// result is stored, each delivery settled in its line (SettleLine),
+	// and each must be of this event and tenant. Nil: NewDeliveries with
+	// NewID.
+	Deliveries func(ev Event, endpoints []Endpoint) []Delivery
 }
 
 // IngestResult is the outcome of AppendEvent.

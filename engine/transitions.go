@@ -32,9 +32,11 @@ const (
 	ReasonEndpointDeleted = "endpoint deleted"
 )
 
-// NewDeliveries returns the deliveries that event ev creates among eps,
-// its tenant's endpoints: one per endpoint that subscribes to ev's type,
-// in ID order, each in cycle 1 from ev.Created. A delivery to an enabled
+// NewDeliveries returns the deliveries that event ev (as stored, with its
+// Sequence) creates among eps, its tenant's endpoints: one per endpoint
+// that subscribes to ev's type, in ID order, each in cycle 1 from
+// ev.Created, with ev's Sequence and its line at the endpoint (LineOf;
+// the store settles it in the line, SettleLine). A delivery to an enabled
 // endpoint is Pending, due at ev.Created; to a disabled one it is Paused
 // (held, not dropped: delivered if the endpoint is enabled with "deliver
 // held"). newID makes their IDs (NewID("dlv")).
@@ -46,7 +48,7 @@ func NewDeliveries(ev Event, eps []Endpoint, newID func(prefix string) string) [
 		}
 		d := Delivery{
 			ID: newID("dlv"), TenantID: ev.TenantID, EventID: ev.ID, EventType: ev.Type,
-			EndpointID: ep.ID, State: StatePending,
+			EndpointID: ep.ID, State: StatePending, Sequence: ev.Sequence, Line: LineOf(ev, ep),
 			Cycle: 1, CycleStart: ev.Created, NextAttemptAt: ev.Created,
 			Created: ev.Created, Updated: ev.Created,
 			Attempts: []Attempt{}, Replays: []Replay{},
@@ -132,13 +134,18 @@ func ReplayDelivery(d Delivery, r Replay) Delivery {
 }
 
 // DropHeldDelivery returns paused delivery d dead, not sent, because its
-// endpoint was enabled "from now on": Dead at at with ReasonHeldNotSent.
-// A delivery that is not paused is returned as it is.
+// endpoint was enabled "from now on": Dead at at with ReasonHeldNotSent;
+// an ordered one is skipped too (SkipByDropped), so its line goes on
+// whatever the endpoint's on_dead. A delivery that is not paused is
+// returned as it is.
 func DropHeldDelivery(d Delivery, at time.Time) Delivery {
 	if d.State != StatePaused {
 		return d
 	}
 	d.State, d.Reason, d.DeadAt, d.Updated = StateDead, ReasonHeldNotSent, at, at
+	if d.Line != "" {
+		d.Skips = append(slices.Clip(d.Skips), Skip{At: at, By: SkipByDropped, Cycle: d.Cycle})
+	}
 	return d
 }
 
@@ -175,6 +182,10 @@ func CheckStorable(d Delivery) error {
 			return fmt.Errorf("delivery %s: pending without a time to be due at", d.ID)
 		}
 	case StateSucceeded, StateDead, StatePaused:
+	case StateWaiting:
+		if d.Line == "" || !d.NextAttemptAt.IsZero() {
+			return fmt.Errorf("delivery %s: waiting outside a line, or with a time to be due at", d.ID)
+		}
 	default:
 		return fmt.Errorf("delivery %s: state %q is never stored", d.ID, d.State)
 	}
@@ -182,11 +193,12 @@ func CheckStorable(d Delivery) error {
 }
 
 // CheckTransition refuses after as the next stored state of before when
-// it changes whose delivery it is (ID, tenant, endpoint, event) or
+// it changes whose delivery it is (ID, tenant, endpoint, event), its line,
+// or
 // cannot be stored (CheckStorable).
 func CheckTransition(before, after Delivery) error {
-	if after.ID != before.ID || after.TenantID != before.TenantID || after.EndpointID != before.EndpointID || after.EventID != before.EventID {
-		return fmt.Errorf("delivery %s: a transition changed who it belongs to", before.ID)
+	if after.ID != before.ID || after.TenantID != before.TenantID || after.EndpointID != before.EndpointID || after.EventID != before.EventID || after.Line != before.Line {
+		return fmt.Errorf("delivery %s: a transition changed who it belongs to or its line", before.ID)
 	}
 	return CheckStorable(after)
 }

@@ -60,6 +60,16 @@ type Endpoint struct {
 	// current URL; zero when it has not (a URL change clears it).
 	Verified time.Time `json:"verified,omitzero"`
 
+	// Ordering is the order its deliveries are attempted in (see
+	// lines.go): OrderingNone (the zero value), OrderingKey or
+	// OrderingEndpoint. A delivery's line is fixed when it is made, so a
+	// change applies to the events ingested after it.
+	Ordering Ordering `json:"ordering"`
+	// OnDead is what a line of this endpoint does when its head dies:
+	// OnDeadSkip (the zero value) or OnDeadBlock. Read when the head
+	// dies.
+	OnDead OnDead `json:"on_dead"`
+
 	// Secrets are the signing keys, current first. A key with a non-zero
 	// Expires is an old key kept for a rotation grace window. Secrets are
 	// never serialised to JSON: the API shows a secret once, when it is made.
@@ -114,7 +124,7 @@ type Event struct {
 }
 
 // State is where a delivery is in its life. The stored states are Pending,
-// Succeeded and Dead; Delivering is reported by the dispatcher for a pending
+// Succeeded, Dead, Paused and Waiting; Delivering is reported by the dispatcher for a pending
 // delivery whose attempt is in flight and is never written to disk.
 type State string
 
@@ -142,6 +152,16 @@ const (
 	// replay moves it to Pending. Nothing moves it after a crash: it stays
 	// paused on disk.
 	StatePaused State = "paused"
+	// Waiting: an ordered delivery behind the head of its line (see
+	// lines.go): not attempted, not in the retry index, not counted by
+	// the dispatcher (so not by max_pending either), in the line's
+	// waiting index by Sequence. The store moves it out, in the
+	// transaction that ends its head, when it is the line's lowest
+	// Sequence (PromoteDelivery: Pending, due at once); a replay starts a
+	// new cycle and it waits again. Nothing moves it after a crash: the
+	// promotion was committed with the end of the head, so the promoted
+	// delivery is pending in the retry index.
+	StateWaiting State = "waiting"
 )
 
 // Delivery is the sending of one event to one endpoint: its state, every
@@ -153,6 +173,18 @@ type Delivery struct {
 	EventType  string `json:"event_type"`
 	EndpointID string `json:"endpoint_id"`
 	State      State  `json:"state"`
+
+	// Sequence is its event's Sequence (0 for a delivery made before
+	// events were numbered). Line is the line it is ordered in among its
+	// endpoint's deliveries, fixed when it is made (LineOf): "" when it
+	// is not ordered.
+	Sequence uint64 `json:"sequence,omitempty"`
+	Line     string `json:"line,omitempty"`
+	// WaitingBehind is the ID of its line's head while it is Waiting,
+	// filled in by the store when it reads the delivery (the head
+	// changes without the waiting deliveries being rewritten); "" in any
+	// other state.
+	WaitingBehind string `json:"waiting_behind,omitempty"`
 
 	// Cycle counts delivery cycles: 1 at ingest, +1 per replay. Attempts
 	// from an older cycle are kept in the log but no longer move the state.
@@ -173,6 +205,10 @@ type Delivery struct {
 
 	Attempts []Attempt `json:"attempts"`
 	Replays  []Replay  `json:"replays"`
+	// Skips records each time the delivery, dead at the head of its
+	// line, let the line go on without it (SkipDelivery, or its death
+	// on a line whose endpoint's on_dead is skip). Nil when none.
+	Skips []Skip `json:"skips,omitempty"`
 }
 
 // Attempt is one HTTP request to the endpoint and what came of it.
@@ -201,6 +237,14 @@ const (
 type Replay struct {
 	At    time.Time `json:"at"`
 	By    string    `json:"by"` // who asked: "admin" or a token name
+	Cycle int       `json:"cycle"`
+}
+
+// Skip records that a dead ordered delivery stopped holding its line:
+// the deliveries behind it went on without it.
+type Skip struct {
+	At    time.Time `json:"at"`
+	By    string    `json:"by"` // who asked ("admin", a token name), or SkipByOnDead
 	Cycle int       `json:"cycle"`
 }
 

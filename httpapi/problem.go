@@ -52,6 +52,7 @@ var statusTable = map[engine.Code]statusEntry{
 	engine.CodeLimitReached:        {http.StatusConflict, "Limit reached"},
 	engine.CodePendingDeliveries:   {http.StatusConflict, "Deliveries pending"},
 	engine.CodeTenantDeleting:      {http.StatusConflict, "Tenant being deleted"},
+	engine.CodeNotBlocking:         {http.StatusConflict, "Delivery not blocking its line"},
 	engine.CodeInternal:            {http.StatusInternalServerError, "Internal error"},
 }
 

@@ -102,6 +102,11 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 	if err != nil {
 		return engine.IngestResult{}, false, err
 	}
+	// The deliveries are made before the write assigns the event its
+	// sequence, so they carry Sequence 0: this store keeps no ordered
+	// lines (endpointDocs refuses them), which is all Delivery.Sequence
+	// is needed for. A store that keeps lines must make them from the
+	// sequenced event (engine.NewEvent.Deliveries).
 	ds, err := makeDeliveries(stored, in, slices.Clone(seen.eps))
 	if err != nil {
 		return engine.IngestResult{}, false, nil // the full path says so, if it is so of the tenant's endpoints as they are
@@ -277,7 +282,7 @@ func newStoredEvent(ev engine.Event) (engine.Event, error) {
 func makeDeliveries(ev engine.Event, in engine.NewEvent, eps []engine.Endpoint) ([]engine.Delivery, error) {
 	var made []engine.Delivery
 	if in.Deliveries != nil {
-		made = in.Deliveries(eps)
+		made = in.Deliveries(ev, eps)
 	} else {
 		made = engine.NewDeliveries(ev, eps, engine.NewID)
 	}
@@ -907,4 +912,10 @@ func (s *Store) RetryIndex(ctx context.Context, fn func(engine.RetryEntry) error
 		}
 		return rows.Err()
 	})
+}
+
+// LineHead reports no head: this store refuses ordered endpoints
+// (endpointDocs), so it has no lines.
+func (s *Store) LineHead(ctx context.Context, endpointID, line string) (engine.Delivery, bool, error) {
+	return engine.Delivery{}, false, ctx.Err()
 }

@@ -21,7 +21,10 @@ import (
 //   - every event decodes and event_ids maps its ID to its sequence;
 //   - every idempotency record has exactly its idempotency_expiry entry;
 //   - every access token is in tenant_access_tokens under its tenant and
-//     ID with its hash, and nothing else is.
+//     ID with its hash, and nothing else is;
+//   - a delivery is in line_waiting iff it is waiting, and its line then
+//     has a head; it is in line_heads, as its line's head, iff it holds
+//     its line (engine.HoldsLine), so a line has at most one head.
 func checkInvariants(tx *bolt.Tx) []error {
 	var errs []error
 	report := func(format string, args ...any) bool {
@@ -95,7 +98,8 @@ func checkInvariants(tx *bolt.Tx) []error {
 	retry := tx.Bucket(bucketRetryIndex)
 	dead := tx.Bucket(bucketDeadLetters)
 	byEvent := tx.Bucket(bucketEventDeliveries)
-	var nPending, nDead, nPaused, nDeliveries int
+	heads, waiting := tx.Bucket(bucketLineHeads), tx.Bucket(bucketLineWaiting)
+	var nPending, nDead, nPaused, nDeliveries, nWaiting, nHeads int
 	c = tx.Bucket(bucketDeliveries).Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		nDeliveries++
@@ -111,7 +115,27 @@ func checkInvariants(tx *bolt.Tx) []error {
 				return errs
 			}
 		}
+		if engine.HoldsLine(d) {
+			nHeads++
+			if h := heads.Get(lineKey(d.EndpointID, d.Line)); string(h) != d.ID {
+				if !report("delivery %s: holds line %q of %s, but line_heads has %q", d.ID, d.Line, d.EndpointID, h) {
+					return errs
+				}
+			}
+		}
 		switch d.State {
+		case engine.StateWaiting:
+			nWaiting++
+			if waiting.Get(lineWaitingKey(d.EndpointID, d.Line, d.Sequence, d.ID)) == nil {
+				if !report("delivery %s: waiting but not in line_waiting", d.ID) {
+					return errs
+				}
+			}
+			if h := heads.Get(lineKey(d.EndpointID, d.Line)); h == nil || string(h) == d.ID {
+				if !report("delivery %s: waiting in line %q of %s, whose head is %q", d.ID, d.Line, d.EndpointID, h) {
+					return errs
+				}
+			}
 		case engine.StatePending:
 			nPending++
 			if d.NextAttemptAt.IsZero() {
@@ -142,6 +166,16 @@ func checkInvariants(tx *bolt.Tx) []error {
 	}
 	if n := retry.Stats().KeyN; n != nPending {
 		if !report("%d pending deliveries but %d retry index entries", nPending, n) {
+			return errs
+		}
+	}
+	if n := waiting.Stats().KeyN; n != nWaiting {
+		if !report("%d waiting deliveries but %d line_waiting entries", nWaiting, n) {
+			return errs
+		}
+	}
+	if n := heads.Stats().KeyN; n != nHeads {
+		if !report("%d deliveries hold a line but %d line_heads entries", nHeads, n) {
 			return errs
 		}
 	}

@@ -5,19 +5,51 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/webhookd/webhookd/engine"
 )
 
-// getDelivery reads delivery id, or CodeDeliveryNotFound.
+// getDelivery reads delivery id, or CodeDeliveryNotFound; a waiting one
+// with WaitingBehind its line's head as stored in tx.
 func getDelivery(tx *bolt.Tx, id string) (engine.Delivery, error) {
 	v := tx.Bucket(bucketDeliveries).Get([]byte(id))
 	if v == nil {
 		return engine.Delivery{}, engine.DeliveryNotFound()
 	}
-	return decodeDelivery(v)
+	d, err := decodeDelivery(v)
+	if err == nil && d.State == engine.StateWaiting {
+		d.WaitingBehind = string(tx.Bucket(bucketLineHeads).Get(lineKey(d.EndpointID, d.Line)))
+	}
+	return d, err
+}
+
+// LineHead returns the head of the line (endpointID, line) and whether
+// the line has one.
+func (db *DB) LineHead(ctx context.Context, endpointID, line string) (engine.Delivery, bool, error) {
+	var out engine.Delivery
+	var found bool
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		if line == "" {
+			return nil
+		}
+		id := tx.Bucket(bucketLineHeads).Get(lineKey(endpointID, line))
+		if id == nil {
+			return nil
+		}
+		d, err := getDelivery(tx, string(id))
+		if err != nil {
+			return fmt.Errorf("head %s: %w", id, err)
+		}
+		out, found = d, true
+		return nil
+	})
+	if err != nil {
+		return engine.Delivery{}, false, wrap("line head of "+endpointID, err)
+	}
+	return out, found, nil
 }
 
 // putDelivery stores d and returns it as stored (times in UTC), which is
@@ -185,10 +217,21 @@ func (db *DB) UpdateDeliveries(ctx context.Context, sel engine.Selection, max in
 			if !selected(sel, d) {
 				continue // moved meanwhile
 			}
-			if d, err = saveDelivery(tx, d, fn(d)); err != nil {
+			out = append(out, d)
+		}
+		// Saved in line order (a range replay makes the lowest Sequence
+		// of a line its head), returned in the selection's.
+		order := make([]int, len(out))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return engine.CompareLineOrder(out[a], out[b]) })
+		for _, i := range order {
+			d, err := saveDelivery(tx, out[i], fn(out[i]))
+			if err != nil {
 				return err
 			}
-			out = append(out, d)
+			out[i] = d
 		}
 		return nil
 	})

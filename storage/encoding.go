@@ -21,7 +21,7 @@ import (
 const (
 	formatV1 = 1
 	formatV2 = 2
-	formatV3 = 3 // event records since schema 4: formatV2 with the sequence and the ordering key
+	formatV3 = 3 // event records since schema 4, delivery records since schema 5: formatV2 with more fields at the end
 )
 
 func init() {
@@ -35,6 +35,10 @@ func init() {
 	// their records and have no number; a tenant's first event after the
 	// upgrade is its 1.
 	migrations[3] = func(*bolt.Tx) error { return nil }
+	// Schema 4 to 5: ordered lines (line_heads, line_waiting, which Open
+	// creates) and delivery records in formatV3. No delivery stored
+	// before is ordered, so there is nothing to rewrite.
+	migrations[4] = func(*bolt.Tx) error { return nil }
 }
 
 // The encoding types below are the on-disk form of the domain types. They
@@ -76,6 +80,9 @@ type endpointRecord struct {
 	FailingSince   time.Time `json:"failing_since,omitzero"`
 	LastFailure    string    `json:"last_failure,omitempty"`
 	LastFailureAt  time.Time `json:"last_failure_at,omitzero"`
+
+	Ordering string `json:"ordering,omitempty"` // "": none (written before ordered lines)
+	OnDead   string `json:"on_dead,omitempty"`  // "": skip
 }
 
 type secretRecord struct {
@@ -215,6 +222,7 @@ func encodeEndpoint(ep engine.Endpoint) ([]byte, error) {
 		VerificationRequired: ep.VerificationRequired, Verified: utc(ep.Verified),
 		DisabledReason: ep.DisabledReason, DisabledAt: utc(ep.DisabledAt),
 		FailingSince: utc(ep.FailingSince), LastFailure: ep.LastFailure, LastFailureAt: utc(ep.LastFailureAt),
+		Ordering: string(ep.Ordering), OnDead: string(ep.OnDead),
 	}
 	if ep.Secrets != nil {
 		r.Secrets = make([]secretRecord, len(ep.Secrets))
@@ -239,6 +247,7 @@ func decodeEndpoint(data []byte) (engine.Endpoint, error) {
 		VerificationRequired: r.VerificationRequired, Verified: r.Verified,
 		DisabledReason: r.DisabledReason, DisabledAt: r.DisabledAt,
 		FailingSince: r.FailingSince, LastFailure: r.LastFailure, LastFailureAt: r.LastFailureAt,
+		Ordering: engine.Ordering(r.Ordering), OnDead: engine.OnDead(r.OnDead),
 	}
 	if r.Secrets != nil {
 		ep.Secrets = make([]engine.Secret, len(r.Secrets))
@@ -357,15 +366,19 @@ func eventBody(data []byte) ([]byte, error) {
 	return r.b, nil
 }
 
-// encodeDelivery encodes d in the binary format (formatV2, binary.go):
+// encodeDelivery encodes d in the binary format (formatV3, binary.go):
 //
-//	version(2) ‖ id ‖ tenant ‖ event id ‖ event type ‖ endpoint id ‖ state ‖
+//	version(3) ‖ id ‖ tenant ‖ event id ‖ event type ‖ endpoint id ‖ state ‖
 //	cycle ‖ cycle start ‖ cycle attempts ‖ next attempt at ‖ last status ‖
 //	reason ‖ dead at ‖ created ‖ updated ‖
 //	count ‖ attempts (cycle ‖ number ‖ start ‖ duration ‖ status ‖ error ‖
-//	response ‖ outcome ‖ retry after) ‖ count ‖ replays (at ‖ by ‖ cycle)
+//	response ‖ outcome ‖ retry after) ‖ count ‖ replays (at ‖ by ‖ cycle) ‖
+//	sequence (uvarint) ‖ line ‖ count ‖ skips (at ‖ by ‖ cycle)
 //
-// Records written before it are JSON (formatV1); decodeDelivery reads both.
+// A delivery with no sequence, line or skips is written in formatV2, the
+// same without the last three fields, as before schema 5. WaitingBehind
+// is not encoded: a read fills it in (getDelivery). Records written
+// before schema 3 are JSON (formatV1); decodeDelivery reads all three.
 func encodeDelivery(d engine.Delivery) ([]byte, error) {
 	n := 64 + len(d.ID) + len(d.TenantID) + len(d.EventID) + len(d.EventType) + len(d.EndpointID) + len(d.Reason)
 	for _, a := range d.Attempts {
@@ -374,8 +387,17 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 	for _, rp := range d.Replays {
 		n += 16 + len(rp.By)
 	}
+	n += 12 + len(d.Line)
+	for _, sk := range d.Skips {
+		n += 16 + len(sk.By)
+	}
+	v3 := d.Sequence != 0 || d.Line != "" || d.Skips != nil
 	b := make([]byte, 0, n)
-	b = append(b, formatV2)
+	if v3 {
+		b = append(b, formatV3)
+	} else {
+		b = append(b, formatV2)
+	}
 	for _, s := range [...]string{d.ID, d.TenantID, d.EventID, d.EventType, d.EndpointID, string(d.State)} {
 		b = appendString(b, s)
 	}
@@ -406,6 +428,17 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 		b = appendString(b, rp.By)
 		b = appendInt(b, int64(rp.Cycle))
 	}
+	if !v3 {
+		return b, nil
+	}
+	b = binary.AppendUvarint(b, d.Sequence)
+	b = appendString(b, d.Line)
+	b = appendCount(b, len(d.Skips), d.Skips == nil)
+	for _, sk := range d.Skips {
+		b = appendTime(b, sk.At)
+		b = appendString(b, sk.By)
+		b = appendInt(b, int64(sk.Cycle))
+	}
 	return b, nil
 }
 
@@ -413,7 +446,7 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 // (StateDelivering never is).
 func storedState(s engine.State) bool {
 	switch s {
-	case engine.StatePending, engine.StateSucceeded, engine.StateDead, engine.StatePaused:
+	case engine.StatePending, engine.StateSucceeded, engine.StateDead, engine.StatePaused, engine.StateWaiting:
 		return true
 	}
 	return false
@@ -423,8 +456,8 @@ func storedState(s engine.State) bool {
 func decodeDelivery(data []byte) (engine.Delivery, error) {
 	var d engine.Delivery
 	var err error
-	if len(data) > 0 && data[0] == formatV2 {
-		d, err = decodeDeliveryV2(data[1:])
+	if len(data) > 0 && (data[0] == formatV2 || data[0] == formatV3) {
+		d, err = decodeDeliveryV2(data[1:], data[0] == formatV3)
 	} else {
 		d, err = decodeDeliveryV1(data)
 	}
@@ -447,7 +480,9 @@ const (
 	minReplayBytes  = 4
 )
 
-func decodeDeliveryV2(data []byte) (engine.Delivery, error) {
+// decodeDeliveryV2 decodes a formatV2 record after its version byte, or
+// with v3 a formatV3 one.
+func decodeDeliveryV2(data []byte, v3 bool) (engine.Delivery, error) {
 	r := reader{b: data}
 	d := engine.Delivery{
 		ID: r.string(), TenantID: r.string(), EventID: r.string(), EventType: r.string(),
@@ -470,6 +505,15 @@ func decodeDeliveryV2(data []byte) (engine.Delivery, error) {
 		d.Replays = make([]engine.Replay, n)
 		for i := range d.Replays {
 			d.Replays[i] = engine.Replay{At: r.time(), By: r.string(), Cycle: int(r.int())}
+		}
+	}
+	if v3 {
+		d.Sequence, d.Line = r.uvarint(), r.string()
+		if n := r.count(minReplayBytes); n >= 0 {
+			d.Skips = make([]engine.Skip, n)
+			for i := range d.Skips {
+				d.Skips[i] = engine.Skip{At: r.time(), By: r.string(), Cycle: int(r.int())}
+			}
 		}
 	}
 	if err := r.end(); err != nil {

@@ -168,7 +168,7 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent) (engine.IngestResult, error) {
 	}
 	var ds []engine.Delivery
 	if in.Deliveries != nil {
-		ds = in.Deliveries(eps)
+		ds = in.Deliveries(stored, eps)
 	} else {
 		ds = engine.NewDeliveries(stored, eps, engine.NewID)
 	}

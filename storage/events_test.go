@@ -58,7 +58,7 @@ func TestDB_AppendEvent(t *testing.T) {
 				got = append(got, d.EndpointID)
 				want := engine.Delivery{
 					ID: d.ID, TenantID: "a", EventID: in.Event.ID, EventType: tt.typ,
-					EndpointID: d.EndpointID, State: engine.StatePending,
+					EndpointID: d.EndpointID, State: engine.StatePending, Sequence: res.Event.Sequence,
 					Cycle: 1, CycleStart: t0, NextAttemptAt: t0, Created: t0, Updated: t0,
 					Attempts: []engine.Attempt{}, Replays: []engine.Replay{},
 				}

@@ -40,13 +40,18 @@ var (
 	// is deleted.
 	bucketTenantSequences = []byte("tenant_sequences")
 
+	// Ordered lines (schema 5; savedelivery.go): each line's head and
+	// its waiting deliveries by Sequence.
+	bucketLineHeads   = []byte("line_heads")
+	bucketLineWaiting = []byte("line_waiting")
+
 	allBuckets = [][]byte{
 		bucketMeta, bucketTenants, bucketEventTypes, bucketEndpoints,
 		bucketEvents, bucketEventIDs, bucketDeliveries, bucketEventDeliveries,
 		bucketRetryIndex, bucketDeadLetters, bucketIdempotency, bucketIdempotencyIndex,
 		bucketTenantEvents, bucketTenantDeliveries, bucketPaused,
 		bucketAccessTokens, bucketTenantAccessTokens, bucketDeletedTenants,
-		bucketTenantSequences,
+		bucketTenantSequences, bucketLineHeads, bucketLineWaiting,
 	}
 )
 
@@ -57,8 +62,9 @@ var keySchema = []byte("schema")
 // writes. A file with a higher version is refused at Open. Schema 2 added
 // the tenant indexes; schema 3 writes deliveries and event headers in the
 // binary formatV2 (encoding.go); schema 4 numbers each tenant's events
-// (tenant_sequences, event records in formatV3).
-const schemaVersion = 4
+// (tenant_sequences, event records in formatV3); schema 5 keeps ordered
+// lines (line_heads, line_waiting, delivery records in formatV3).
+const schemaVersion = 5
 
 // sep ends a variable-length key part (a tenant ID, an event ID) that is
 // followed by more key. Tenant and event IDs never contain it.
@@ -215,5 +221,29 @@ func tenantDeliveryKey(tenant string, seq uint64, deliveryID string) []byte {
 func pausedKey(tenant, endpointID, deliveryID string) []byte {
 	b := append(tenantPrefix(tenant), endpointID...)
 	b = append(b, sep)
+	return append(b, deliveryID...)
+}
+
+// lineKey is endpoint ID ‖ 0x00 ‖ line: a line's entry in line_heads,
+// and the start of its entries in line_waiting. Endpoint IDs and lines
+// never contain 0x00 (ordering keys have no control characters).
+func lineKey(endpointID, line string) []byte {
+	b := make([]byte, 0, len(endpointID)+1+len(line)+1)
+	b = append(b, endpointID...)
+	b = append(b, sep)
+	return append(b, line...)
+}
+
+// lineWaitingPrefix is lineKey ‖ 0x00: the start of a line's waiting
+// deliveries in line_waiting.
+func lineWaitingPrefix(endpointID, line string) []byte {
+	return append(lineKey(endpointID, line), sep)
+}
+
+// lineWaitingKey is endpoint ID ‖ 0x00 ‖ line ‖ 0x00 ‖ sequence(8) ‖
+// delivery ID: a line's waiting deliveries in line order (Sequence, then
+// ID), so the first is the next to be promoted.
+func lineWaitingKey(endpointID, line string, sequence uint64, deliveryID string) []byte {
+	b := binary.BigEndian.AppendUint64(lineWaitingPrefix(endpointID, line), sequence)
 	return append(b, deliveryID...)
 }

@@ -34,6 +34,15 @@ func storedDelivery(d engine.Delivery) (engine.Delivery, error) {
 			d.Replays[i].At = utc(d.Replays[i].At)
 		}
 	}
+	if d.Skips != nil {
+		d.Skips = slices.Clone(d.Skips)
+		for i := range d.Skips {
+			d.Skips[i].At = utc(d.Skips[i].At)
+		}
+	}
+	if d.State != engine.StateWaiting {
+		d.WaitingBehind = "" // getDelivery fills it in for a waiting one only
+	}
 	return d, nil
 }
 

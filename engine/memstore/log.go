@@ -57,7 +57,7 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 	eps := s.endpointsOf(ev.TenantID)
 	var made []engine.Delivery
 	if in.Deliveries != nil {
-		made = in.Deliveries(eps)
+		made = in.Deliveries(copyEvent(stored), eps)
 	} else {
 		made = engine.NewDeliveries(stored, eps, engine.NewID)
 	}
@@ -80,8 +80,7 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 	e := &event{ev: stored, deliveries: make([]string, len(ds))}
 	for i, d := range ds {
 		e.deliveries[i] = d.ID
-		s.deliveries[d.ID] = &d
-		ds[i] = copyDelivery(d)
+		ds[i] = copyDelivery(*s.save(nil, d))
 	}
 	s.events[ev.ID] = e
 	s.log[ev.TenantID] = append(s.log[ev.TenantID], e)
@@ -184,7 +183,7 @@ func (s *Store) RecordOutcome(ctx context.Context, id string, fn func(engine.Del
 	if err := engine.CheckTransition(*d, after); err != nil {
 		return engine.Delivery{}, fmt.Errorf("memstore: update delivery %s: %w", id, err)
 	}
-	*d = copyDelivery(after)
+	s.save(d, after)
 	if old, ok := s.endpoints[d.TenantID][d.EndpointID]; ok && health != nil {
 		ep := copyEndpoint(old)
 		health(&ep)
@@ -220,16 +219,27 @@ func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, n in
 		}, byDeath)
 	}
 	selected = selected[:min(len(selected), max(n, 0))]
-	out := make([]engine.Delivery, len(selected))
+	afters := make([]engine.Delivery, len(selected))
 	for i, d := range selected {
 		after := fn(copyDelivery(*d))
 		if err := engine.CheckTransition(*d, after); err != nil {
 			return nil, fmt.Errorf("memstore: update %s deliveries of %s: %w", sel.State, sel.Tenant, err)
 		}
-		out[i] = copyDelivery(after)
+		afters[i] = after
 	}
+	// Saved in line order (a range replay makes the lowest Sequence of a
+	// line its head), returned in the selection's.
+	order := make([]int, len(selected))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return engine.CompareLineOrder(*selected[a], *selected[b]) })
+	for _, i := range order {
+		s.save(selected[i], afters[i])
+	}
+	out := make([]engine.Delivery, len(selected))
 	for i, d := range selected {
-		*d = copyDelivery(out[i])
+		out[i] = copyDelivery(*d)
 	}
 	return out, nil
 }

@@ -152,6 +152,10 @@ func copyDelivery(d engine.Delivery) engine.Delivery {
 	for i := range d.Replays {
 		d.Replays[i].At = utc(d.Replays[i].At)
 	}
+	d.Skips = slices.Clone(d.Skips)
+	for i := range d.Skips {
+		d.Skips[i].At = utc(d.Skips[i].At)
+	}
 	return d
 }
 

@@ -100,8 +100,10 @@ func newEvent(tenant, typ, body string) engine.NewEvent {
 func newEventAt(tenant, typ, body string, at time.Time) engine.NewEvent {
 	ev := engine.Event{ID: engine.NewID("evt"), TenantID: tenant, Type: typ, Created: at, APIVersion: "2030-01-01", Body: []byte(body)}
 	return engine.NewEvent{
-		Event:      ev,
-		Deliveries: func(eps []engine.Endpoint) []engine.Delivery { return engine.NewDeliveries(ev, eps, engine.NewID) },
+		Event: ev,
+		Deliveries: func(stored engine.Event, eps []engine.Endpoint) []engine.Delivery {
+			return engine.NewDeliveries(stored, eps, engine.NewID)
+		},
 	}
 }
 

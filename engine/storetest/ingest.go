@@ -49,11 +49,11 @@ func testFanOut(t *testing.T, f *fixture) {
 	in := newEvent("acme", "order.created", `{"id":1}`)
 	var seen []engine.Endpoint
 	var mu sync.Mutex
-	in.Deliveries = func(got []engine.Endpoint) []engine.Delivery {
+	in.Deliveries = func(stored engine.Event, got []engine.Endpoint) []engine.Delivery {
 		mu.Lock()
 		seen = slices.Clone(got)
 		mu.Unlock()
-		return engine.NewDeliveries(in.Event, got, engine.NewID)
+		return engine.NewDeliveries(stored, got, engine.NewID)
 	}
 	res := f.ingest(t, in)
 	if res.Duplicate {
@@ -146,8 +146,8 @@ func testFanOutAtomic(t *testing.T, f *fixture) {
 		var a sight
 		var made []engine.Delivery
 		var cmu sync.Mutex
-		in.Deliveries = func(eps []engine.Endpoint) []engine.Delivery {
-			ds := engine.NewDeliveries(in.Event, eps, engine.NewID)
+		in.Deliveries = func(stored engine.Event, eps []engine.Endpoint) []engine.Delivery {
+			ds := engine.NewDeliveries(stored, eps, engine.NewID)
 			cmu.Lock()
 			defer cmu.Unlock()
 			a, made = sight{marker: marker}, slices.Clone(ds)

@@ -55,6 +55,10 @@ type Harness struct {
 	// passing (or its process dying) would. Nil: a scheduler's leases end
 	// when it is dropped, as LocalScheduler's end with their process.
 	EndLeases func(sched engine.Scheduler)
+
+	// NoLines says the store refuses endpoints whose ordering is not none
+	// (the PostgreSQL store, for now): the Lines tests are skipped.
+	NoLines bool
 }
 
 // Run runs the whole suite against h.
@@ -75,10 +79,14 @@ func Run(t *testing.T, h Harness) {
 		{"DeleteTenant", deleteTenantTests},
 		{"RecordOutcome", outcomeTests},
 		{"Scheduler", schedulerTests},
+		{"Lines", lineTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()
+			if g.name == "Lines" && h.NoLines {
+				t.Skip("the store keeps no ordered lines (Harness.NoLines)")
+			}
 			for _, tt := range g.tests {
 				t.Run(tt.name, func(t *testing.T) {
 					t.Parallel()
