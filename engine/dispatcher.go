@@ -838,10 +838,36 @@ func (d *Dispatcher) record(in *AttemptInput, rec *AttemptRecord, ended time.Tim
 			d.opts.OnAlert(Alert{Kind: kind, Delivery: updated, Endpoint: rec.Endpoint, At: rec.At})
 		}
 	}
+	d.FollowLine(updated)
 	if updated.State != StatePending {
 		return time.Time{}
 	}
 	return d.retryAt(updated, *rec, ended)
+}
+
+// FollowLine hands the dispatcher the head of dl's line when dl, as just
+// stored, may have ended its line's head (see lines.go): an ordered
+// delivery that no longer holds its line (succeeded, dead and skipped,
+// or waiting) may have made the store promote the next, which is
+// pending now and due at once. It does nothing for any other delivery.
+// When the store cannot be read it tries again after storeRetryDelay
+// while the dispatcher runs; a restart finds the promoted delivery in
+// the retry index anyway.
+func (d *Dispatcher) FollowLine(dl Delivery) {
+	if dl.Line == "" || HoldsLine(dl) {
+		return
+	}
+	head, ok, err := d.store.LineHead(d.baseCtx, dl.EndpointID, dl.Line)
+	if err != nil {
+		if d.baseCtx.Err() == nil {
+			d.log.Error("read line head", "endpoint", dl.EndpointID, "line", dl.Line, "err", err)
+			time.AfterFunc(storeRetryDelay, func() { d.FollowLine(dl) })
+		}
+		return
+	}
+	if ok && head.State == StatePending && head.ID != dl.ID {
+		d.Enqueue(head.ID, head.TenantID, head.EndpointID, head.NextAttemptAt)
+	}
 }
 
 // send makes the HTTP request of one attempt and fills in rec: the attempt's

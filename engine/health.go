@@ -105,8 +105,12 @@ func (s *Service) SetEndpointEnabled(ctx context.Context, tenant, id string, ena
 			return ep, total, err
 		}
 		for _, d := range ds {
-			if deliverHeld && s.disp != nil {
+			switch {
+			case s.disp == nil:
+			case deliverHeld && d.State == StatePending:
 				s.disp.Enqueue(d.ID, d.TenantID, d.EndpointID, d.NextAttemptAt)
+			case !deliverHeld:
+				s.disp.FollowLine(d) // a dropped head's line goes on
 			}
 		}
 		total += len(ds)

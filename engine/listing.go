@@ -126,7 +126,11 @@ const replayBatch = 500
 
 // ReplayDeadLetters replays tenant's dead letters that died in [since,
 // until), of endpointID when set, and returns how many it queued. Each
-// replay is recorded on its delivery with by.
+// replay is recorded on its delivery with by. Ordered ones are replayed
+// in their lines' order (engine.CompareLineOrder) within each batch of
+// replayBatch: the lowest Sequence of a line becomes its head (unless the
+// line has one) and the others wait behind it. A line whose dead letters
+// span batches gets them in batch order, which is the order they died in.
 func (s *Service) ReplayDeadLetters(ctx context.Context, tenant string, since, until time.Time, endpointID, by string) (int, error) {
 	if _, err := s.Tenant(ctx, tenant); err != nil {
 		return 0, err
@@ -154,7 +158,7 @@ func (s *Service) ReplayDeadLetters(ctx context.Context, tenant string, since, u
 			return total, err
 		}
 		for _, d := range ds {
-			if s.disp != nil {
+			if s.disp != nil && d.State == StatePending { // an ordered one may wait behind its line's head
 				s.disp.Enqueue(d.ID, d.TenantID, d.EndpointID, d.NextAttemptAt)
 			}
 		}

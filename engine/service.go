@@ -553,8 +553,8 @@ func (s *Service) ingest(ctx context.Context, tenant string, in IngestInput) (In
 			// already; not when the first ingest's commit reached the disk
 			// but reported a failure (its client retried), so hand over
 			// any pending one it does not hold.
-			if res.Duplicate && (d.State != StatePending || s.disp.Holds(d.ID)) {
-				continue
+			if res.Duplicate && (d.State != StatePending || s.disp.Holds(d.ID)) || d.State == StateWaiting {
+				continue // a waiting one is handed over when its line reaches it (FollowLine)
 			}
 			s.disp.Enqueue(d.ID, d.TenantID, d.EndpointID, d.NextAttemptAt)
 		}
@@ -752,8 +752,33 @@ func (s *Service) Replay(ctx context.Context, tenant, id, by string) (Delivery, 
 	if err != nil {
 		return Delivery{}, err
 	}
-	if s.disp != nil {
+	if s.disp != nil && d.State == StatePending { // an ordered one may wait behind its line's head
 		s.disp.Enqueue(d.ID, d.TenantID, d.EndpointID, d.NextAttemptAt)
+	}
+	return d, nil
+}
+
+// Skip lets the line of delivery id of tenant go on without it: it must
+// be a dead delivery blocking its line (its endpoint's on_dead is
+// block), else CodeNotBlocking. The skip is recorded on the delivery
+// with by, and the line's next delivery is promoted and handed to the
+// dispatcher.
+func (s *Service) Skip(ctx context.Context, tenant, id, by string) (Delivery, error) {
+	if !validID(id) {
+		return Delivery{}, DeliveryNotFound()
+	}
+	sk := Skip{At: s.now(), By: by}
+	d, err := s.store.UpdateDelivery(ctx, id, func(d Delivery) (Delivery, error) {
+		if d.TenantID != tenant {
+			return Delivery{}, DeliveryNotFound()
+		}
+		return SkipDelivery(d, sk)
+	})
+	if err != nil {
+		return Delivery{}, err
+	}
+	if s.disp != nil {
+		s.disp.FollowLine(d)
 	}
 	return d, nil
 }
