@@ -194,6 +194,16 @@ func (c *Client) Replay(ctx context.Context, tenant, id string) (Delivery, error
 	return d, err
 }
 
+// Skip lets the line of delivery id go on without it: it must be a dead
+// delivery blocking its line (its endpoint's on_dead is block), else the
+// error's code is not_blocking. It returns the delivery with the skip
+// recorded.
+func (c *Client) Skip(ctx context.Context, tenant, id string) (Delivery, error) {
+	var d Delivery
+	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "deliveries", seg(id), "skip")}, &d)
+	return d, err
+}
+
 // ReplayDeadLetters sends again every dead letter of tenant in r and
 // returns how many it queued.
 func (c *Client) ReplayDeadLetters(ctx context.Context, tenant string, r DeadLetterRange) (int, error) {

@@ -386,3 +386,50 @@ func TestClient_Ready(t *testing.T) {
 		t.Errorf("Backup without a source: %v, %d bytes; want not_found and nothing", err, buf.Len())
 	}
 }
+
+// TestClient_Skip: an endpoint asking for ordering answers it; a dead
+// head blocks its line (the next delivery waits behind it) until Skip,
+// and a second Skip is not_blocking.
+func TestClient_Skip(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client("", client.Options{})
+	ctx := t.Context()
+	e.setup(c, "/ok")
+	ep, err := c.CreateEndpoint(ctx, "acme", client.EndpointInput{URL: e.receiver.URL + "/refuses", EventTypes: []string{"invoice.paid"},
+		Ordering: client.OrderingEndpoint, OnDead: client.OnDeadBlock})
+	if err != nil || ep.Ordering != client.OrderingEndpoint || ep.OnDead != client.OnDeadBlock {
+		t.Fatalf("CreateEndpoint = %+v, %v", ep, err)
+	}
+	var ids []string
+	for range 2 {
+		res, err := c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.paid", Data: map[string]any{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range res.Deliveries {
+			if d.EndpointID == ep.ID {
+				ids = append(ids, d.ID)
+			}
+		}
+	}
+	head := waitDelivery(t, c, ids[0])
+	if head.State != client.StateDead || head.Line != "endpoint" || head.Sequence == 0 {
+		t.Fatalf("head = %+v, want dead in line endpoint", head)
+	}
+	if next, err := c.Delivery(ctx, "acme", ids[1]); err != nil || next.State != client.StateWaiting || next.WaitingBehind != ids[0] {
+		t.Fatalf("next = %+v, %v; want waiting behind %s", next, err, ids[0])
+	}
+	skipped, err := c.Skip(ctx, "acme", ids[0])
+	if err != nil || len(skipped.Skips) != 1 || skipped.Skips[0].By != "admin" {
+		t.Fatalf("Skip = %+v, %v; want one skip by admin", skipped.Skips, err)
+	}
+	_, err = c.Skip(ctx, "acme", ids[0])
+	var p *client.Problem
+	if !errors.As(err, &p) || p.Code != client.CodeNotBlocking || p.Status != http.StatusConflict {
+		t.Fatalf("Skip again: %v, want 409 not_blocking", err)
+	}
+	if d := waitDelivery(t, c, ids[1]); d.State != client.StateDead {
+		t.Fatalf("the line's next = %+v, want attempted (and refused)", d)
+	}
+}

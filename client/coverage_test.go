@@ -20,7 +20,7 @@ var (
 		"updateEndpoint": "UpdateEndpoint", "deleteEndpoint": "DeleteEndpoint",
 		"rotateSecret": "RotateSecret", "revokeSecret": "RevokeSecret", "verifyEndpoint": "VerifyEndpoint",
 		"ingest": "Ingest", "listEvents": "Feed", "getEvent": "Event",
-		"listDeliveries": "Deliveries", "getDelivery": "Delivery", "replayDelivery": "Replay",
+		"listDeliveries": "Deliveries", "getDelivery": "Delivery", "replayDelivery": "Replay", "skipDelivery": "Skip",
 		"listDeadLetters": "DeadLetters", "replayDeadLetters": "ReplayDeadLetters",
 		"report": "Report", "reportAll": "ReportAll",
 		"issueAccessToken": "IssueAccessToken", "listAccessTokens": "AccessTokens", "revokeAccessToken": "RevokeAccessToken",

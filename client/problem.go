@@ -39,6 +39,7 @@ const (
 	CodeLimitReached        Code = "limit_reached"          // 409: the tenant has as many of something as it may
 	CodePendingDeliveries   Code = "pending_deliveries"     // 409: the tenant still has deliveries pending (delete with force)
 	CodeTenantDeleting      Code = "tenant_deleting"        // 409: the tenant id belongs to a deleted tenant still being purged
+	CodeNotBlocking         Code = "not_blocking"           // 409: Skip of a delivery that is not a dead head blocking its line
 	CodeInternal            Code = "internal"               // 500: the server failed; its operator log says why
 )
 

@@ -75,13 +75,38 @@ type Endpoint struct {
 	// Verified is when the endpoint last passed the challenge at its
 	// current URL; zero when it has not.
 	Verified time.Time `json:"verified,omitzero"`
+	// Ordering is the order its deliveries are attempted in: "none",
+	// "key" (one line per ordering key) or "endpoint" (one line).
+	Ordering Ordering `json:"ordering"`
+	// OnDead is what a line does when its head dies: "skip" or "block".
+	OnDead OnDead `json:"on_dead"`
 }
+
+// Ordering is an endpoint's ordering.
+type Ordering string
+
+const (
+	OrderingNone     Ordering = "none"     // in parallel, no order promised
+	OrderingKey      Ordering = "key"      // one line per ordering key; events without one are not ordered
+	OrderingEndpoint Ordering = "endpoint" // one line: one request in flight
+)
+
+// OnDead is what an ordered line does when its head dies.
+type OnDead string
+
+const (
+	OnDeadSkip  OnDead = "skip"  // the line goes on; the dead letter records the skip
+	OnDeadBlock OnDead = "block" // the line stops until the dead letter is replayed and succeeds, or skipped (Skip)
+)
 
 // EndpointInput is what CreateEndpoint makes.
 type EndpointInput struct {
 	URL         string   `json:"url"`
 	EventTypes  []string `json:"event_types"`
 	Description string   `json:"description,omitempty"`
+	// Ordering and OnDead, when empty, are none and skip.
+	Ordering Ordering `json:"ordering,omitempty"`
+	OnDead   OnDead   `json:"on_dead,omitempty"`
 }
 
 // CreatedEndpoint is a new endpoint with its signing secret, which no
@@ -99,7 +124,10 @@ type EndpointPatch struct {
 	URL         *string   `json:"url,omitempty"`
 	EventTypes  *[]string `json:"event_types,omitempty"`
 	Description *string   `json:"description,omitempty"`
-	Disabled    *bool     `json:"disabled,omitempty"`
+	// Ordering applies to the events ingested after the change.
+	Ordering *Ordering `json:"ordering,omitempty"`
+	OnDead   *OnDead   `json:"on_dead,omitempty"`
+	Disabled *bool     `json:"disabled,omitempty"`
 	// DeliverHeld, with Disabled set to false, sends the deliveries held
 	// while the endpoint was disabled; false dead-letters them.
 	DeliverHeld bool `json:"deliver_held,omitempty"`
@@ -219,6 +247,7 @@ const (
 	StateSucceeded  State = "succeeded"  // an attempt got a 2xx
 	StateDead       State = "dead"       // out of attempts or refused for good: a dead letter until replayed
 	StatePaused     State = "paused"     // its endpoint is disabled; waits for it to be enabled
+	StateWaiting    State = "waiting"    // ordered, behind the head of its line (WaitingBehind)
 )
 
 // Delivery is the sending of one event to one endpoint: its state, every
@@ -230,6 +259,13 @@ type Delivery struct {
 	EventType  string `json:"event_type"`
 	EndpointID string `json:"endpoint_id"`
 	State      State  `json:"state"`
+	// Sequence is its event's sequence; Line the line it is ordered in
+	// at its endpoint ("endpoint" or "key:"+the ordering key), "" when
+	// not ordered; WaitingBehind, while waiting, the ID of the delivery
+	// at the head of its line.
+	Sequence      uint64 `json:"sequence,omitempty"`
+	Line          string `json:"line,omitempty"`
+	WaitingBehind string `json:"waiting_behind,omitempty"`
 	// Cycle counts delivery cycles: 1 at ingest, +1 per replay.
 	Cycle         int       `json:"cycle"`
 	CycleStart    time.Time `json:"cycle_start"`
@@ -245,6 +281,17 @@ type Delivery struct {
 	Updated  time.Time `json:"updated"`
 	Attempts []Attempt `json:"attempts"`
 	Replays  []Replay  `json:"replays"`
+	// Skips records each time it let its line go on without it.
+	Skips []Skip `json:"skips,omitempty"`
+}
+
+// Skip records that a dead ordered delivery let its line go on without
+// it: By is who asked (Skip), or "on_dead skip" (it died on a line whose
+// endpoint has on_dead skip), or "held, not sent".
+type Skip struct {
+	At    time.Time `json:"at"`
+	By    string    `json:"by"`
+	Cycle int       `json:"cycle"`
 }
 
 // Outcome is how an attempt was classified.

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -277,4 +279,31 @@ func validChoice(field, v string, ok bool, choices []string) error {
 		return Errorf(CodeInvalidField, field, "%s %q is not one of %s; did you mean %q?", field, v, strings.Join(choices, ", "), near)
 	}
 	return Errorf(CodeInvalidField, field, "%s %q is not one of %s", field, v, strings.Join(choices, ", "))
+}
+
+// LineNote says, from the head of d's line as it is now, what keeps
+// waiting delivery d waiting: "waiting behind dlv_… (attempt N, next at
+// T)" while the head is pending, or what holds the head otherwise; for a
+// dead delivery blocking its line, that it does. "" for any other
+// delivery, and when the store cannot say.
+func (s *Service) LineNote(ctx context.Context, d Delivery) string {
+	if d.Blocking() {
+		return "blocking its line: the deliveries behind it wait until it is replayed and succeeds, or is skipped"
+	}
+	if d.State != StateWaiting {
+		return ""
+	}
+	head, ok, err := s.store.LineHead(ctx, d.EndpointID, d.Line)
+	if err != nil || !ok {
+		return ""
+	}
+	switch {
+	case head.State == StatePending:
+		return fmt.Sprintf("waiting behind %s (attempt %d, next at %s)", head.ID, head.CycleAttempts+1, head.NextAttemptAt.UTC().Format(TimeFormat))
+	case head.State == StatePaused:
+		return fmt.Sprintf("waiting behind %s (held: its endpoint is disabled)", head.ID)
+	case head.Blocking():
+		return fmt.Sprintf("waiting behind %s (dead: the line is blocked until it is replayed and succeeds, or is skipped)", head.ID)
+	}
+	return "waiting behind " + head.ID
 }

@@ -64,9 +64,9 @@ func (s *Service) ListDeliveries(ctx context.Context, tenant string, f DeliveryF
 		return nil, "", err
 	}
 	switch f.State {
-	case "", StatePending, StateDelivering, StateSucceeded, StateDead, StatePaused:
+	case "", StatePending, StateDelivering, StateSucceeded, StateDead, StatePaused, StateWaiting:
 	default:
-		return nil, "", Errorf(CodeInvalidField, "state", "state must be pending, delivering, succeeded, dead or paused")
+		return nil, "", Errorf(CodeInvalidField, "state", "state must be pending, delivering, succeeded, dead, paused or waiting")
 	}
 	if f.EndpointID != "" && !validID(f.EndpointID) {
 		return nil, "", Errorf(CodeInvalidField, "endpoint", "endpoint is not an endpoint id")

@@ -967,3 +967,52 @@ func TestIngest_Sequence(t *testing.T) {
 		t.Errorf("feed has %d events, want 3", len(feed.Data))
 	}
 }
+
+// TestAPI_EndpointOrdering: an endpoint answers its ordering and on_dead
+// (none and skip unless asked); create and PATCH take them, refuse
+// anything else naming the field with the nearest value, and an ordered
+// endpoint's second delivery in a line waits behind the first.
+func TestAPI_EndpointOrdering(t *testing.T) {
+	e := newAPIEnv(t)
+	ep := e.fixture()
+	var got struct {
+		Ordering string `json:"ordering"`
+		OnDead   string `json:"on_dead"`
+	}
+	e.must(req{method: "GET", path: "/v1/tenants/acme/endpoints/" + ep.ID}, 200, &got)
+	if got.Ordering != "none" || got.OnDead != "skip" {
+		t.Errorf("default endpoint: ordering %q, on_dead %q; want none, skip", got.Ordering, got.OnDead)
+	}
+	before := e.snapshot()
+	for _, tc := range []struct{ method, path, body, field, hint string }{
+		{"POST", "/v1/tenants/acme/endpoints", `{"url":"https://hooks.example.com/a","event_types":["*"],"ordering":"keys"}`, "ordering", `did you mean "key"?`},
+		{"POST", "/v1/tenants/acme/endpoints", `{"url":"https://hooks.example.com/a","event_types":["*"],"on_dead":"blok"}`, "on_dead", `did you mean "block"?`},
+		{"PATCH", "/v1/tenants/acme/endpoints/" + ep.ID, `{"ordering":"fifo"}`, "ordering", "not one of none, key, endpoint"},
+	} {
+		p := checkProblem(t, e.do(req{method: tc.method, path: tc.path, body: tc.body}), 422, engine.CodeInvalidField, tc.field)
+		if !strings.Contains(p.Detail, tc.hint) {
+			t.Errorf("%s %s: detail %q, want it to say %q", tc.method, tc.body, p.Detail, tc.hint)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a refused change changed the state:\n%s\nwant\n%s", after, before)
+	}
+	e.must(req{method: "PATCH", path: "/v1/tenants/acme/endpoints/" + ep.ID, body: `{"ordering":"key","on_dead":"block"}`}, 200, &got)
+	if got.Ordering != "key" || got.OnDead != "block" {
+		t.Errorf("after PATCH: ordering %q, on_dead %q; want key, block", got.Ordering, got.OnDead)
+	}
+	var first, second ingestJSON
+	body := `{"type":"payment.succeeded","ordering_key":"order_1","data":{}}`
+	e.must(req{method: "POST", path: "/v1/tenants/acme/events", body: body}, 202, &first)
+	e.must(req{method: "POST", path: "/v1/tenants/acme/events", body: body}, 202, &second)
+	var d struct {
+		State         string `json:"state"`
+		Line          string `json:"line"`
+		Sequence      uint64 `json:"sequence"`
+		WaitingBehind string `json:"waiting_behind"`
+	}
+	e.must(req{method: "GET", path: "/v1/tenants/acme/deliveries/" + second.Deliveries[0].ID}, 200, &d)
+	if d.State != "waiting" || d.Line != "key:order_1" || d.Sequence != 2 || d.WaitingBehind != first.Deliveries[0].ID {
+		t.Errorf("second delivery = %+v, want waiting in line key:order_1 with sequence 2 behind %s", d, first.Deliveries[0].ID)
+	}
+}

@@ -139,6 +139,7 @@ func (s *server) consoleRoutes() {
 	s.handle("GET", "/console/t/:tenant/deliveries", s.consoleTenant(s.handleDeliveriesPage))
 	s.handle("GET", "/console/t/:tenant/deliveries/:id", s.consoleTenant(s.handleDeliveryPage))
 	s.handle("POST", "/console/t/:tenant/deliveries/:id/resend", s.consoleTenant(s.handleConsoleResend))
+	s.handle("POST", "/console/t/:tenant/deliveries/:id/skip", s.consoleTenant(s.handleConsoleSkip))
 	s.handle("GET", "/console/t/:tenant/dead-letters", s.consoleTenant(s.handleDeadLettersPage))
 	s.handle("POST", "/console/t/:tenant/dead-letters/replay", s.consoleTenant(s.handleConsoleReplayRange))
 	s.handle("GET", "/console/t/:tenant/report", s.consoleTenant(s.handleReportPage))

@@ -35,6 +35,17 @@ func (s *server) handleConsoleResend(w http.ResponseWriter, r *http.Request, ps 
 	redirectNotice(w, r, tenantPath(v.tenant.ID, "deliveries", d.ID), "resent", -1)
 }
 
+// handleConsoleSkip lets the line of a dead delivery that blocks it go
+// on without it.
+func (s *server) handleConsoleSkip(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
+	d, err := s.svc.Skip(r.Context(), v.tenant.ID, ps.ByName("id"), v.p.name)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	redirectNotice(w, r, tenantPath(v.tenant.ID, "deliveries", d.ID), "skipped", -1)
+}
+
 // handleConsoleReplayRange replays the dead letters that died in
 // [since, until) (until empty: now), of one endpoint when chosen.
 func (s *server) handleConsoleReplayRange(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {

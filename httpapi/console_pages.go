@@ -21,6 +21,7 @@ import (
 // link can never put words in the console's mouth.
 var noticeMessages = map[string]string{
 	"resent":       "Resent: a new delivery cycle has started. This page shows its attempts as they are made.",
+	"skipped":      "Skipped: its line goes on without it; the next delivery of the line is sent now.",
 	"replayed":     "Range replay: dead letters queued for a new delivery cycle: %d.",
 	"disabled":     "Endpoint disabled: its deliveries are held (paused) until it is enabled again.",
 	"enabled-held": "Endpoint enabled: held deliveries queued for delivery: %d.",
@@ -156,7 +157,7 @@ func (s *server) handleDeliveriesPage(w http.ResponseWriter, r *http.Request, _ 
 	data := deliveriesData{
 		State: q.Get("state"), Type: q.Get("type"), Endpoint: q.Get("endpoint"),
 		Since: q.Get("since"), Until: q.Get("until"),
-		States:    []engine.State{engine.StatePending, engine.StateDelivering, engine.StateSucceeded, engine.StateDead, engine.StatePaused},
+		States:    []engine.State{engine.StatePending, engine.StateDelivering, engine.StateSucceeded, engine.StateDead, engine.StatePaused, engine.StateWaiting},
 		Endpoints: map[string]string{},
 	}
 	p := s.newPage(v, "Deliveries", "deliveries")
@@ -237,11 +238,14 @@ type deliveryData struct {
 	Envelope    string       // the stored envelope, as sent
 	Event       engine.Event // its Sequence and OrderingKey; zero when the event is no longer stored
 	InFlight    bool         // delivering, or an attempt due within 30s: the page reloads itself (console.js)
+	LineNote    string       // what an ordered delivery waits for, or that it blocks its line (engine.Service.LineNote)
 }
 
 // handleDeliveryPage shows one delivery: every attempt (time, duration,
 // status or error, the response excerpt as text), the next attempt time,
-// the replay history, the envelope, and the Resend button.
+// the replay history, the envelope, and the Resend button; for an
+// ordered delivery its line and what it waits for, and the Skip button
+// on a dead head blocking its line.
 func (s *server) handleDeliveryPage(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
 	ctx := r.Context()
 	d, err := s.svc.Delivery(ctx, v.tenant.ID, ps.ByName("id"))
@@ -250,7 +254,8 @@ func (s *server) handleDeliveryPage(w http.ResponseWriter, r *http.Request, ps h
 		return
 	}
 	data := deliveryData{D: d, InFlight: d.State == engine.StateDelivering ||
-		d.State == engine.StatePending && time.Until(d.NextAttemptAt) < 30*time.Second}
+		d.State == engine.StatePending && time.Until(d.NextAttemptAt) < 30*time.Second,
+		LineNote: s.svc.LineNote(ctx, d)}
 	if ep, err := s.svc.Endpoint(ctx, v.tenant.ID, d.EndpointID); err == nil {
 		data.EndpointURL = ep.URL
 	}

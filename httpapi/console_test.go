@@ -450,3 +450,51 @@ func TestConsole_Pages(t *testing.T) {
 		}
 	})
 }
+
+// TestConsole_BlockedLine: the page of a dead head blocking its line
+// shows its line and a Skip button (a CSRF-checked form, as Resend); the
+// page of the delivery behind it says what it waits behind; Skip records
+// the skip by the token and lets the line go on.
+func TestConsole_BlockedLine(t *testing.T) {
+	e := newConsoleEnv(t)
+	e.must(req{method: "PATCH", path: "/v1/tenants/acme/endpoints/" + e.endpoint.ID, body: `{"ordering":"endpoint","on_dead":"block"}`}, 200, nil)
+	var first, second ingestJSON
+	e.must(req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{}}`}, 202, &first)
+	e.must(req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{}}`}, 202, &second)
+	head, next := first.Deliveries[0].ID, second.Deliveries[0].ID
+	killDelivery(t, e.apiEnv, head)
+
+	b := e.browser()
+	b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+	page := b.get("/console/t/acme/deliveries/" + next)
+	if !strings.Contains(page.body, "waiting behind "+head) || strings.Contains(page.body, `id="skip"`) {
+		t.Errorf("the waiting delivery's page does not say what it waits behind, or offers Skip:\n%s", page.body)
+	}
+	page = b.get("/console/t/acme/deliveries/" + head)
+	if !strings.Contains(page.body, `id="skip"`) || !strings.Contains(page.body, "blocking its line") {
+		t.Fatalf("the blocking head's page offers no Skip:\n%s", page.body)
+	}
+	skip := "/console/t/acme/deliveries/" + head + "/skip"
+	if p := b.do("POST", skip, url.Values{"csrf": {"AAAA"}}); p.status != 403 {
+		t.Errorf("skip with a wrong CSRF token: %d", p.status)
+	}
+	p := b.do("POST", skip, url.Values{"csrf": {page.field(t, csrfField)}}, "Origin", e.srv.URL)
+	if p.status != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/console/t/acme/deliveries/"+head) {
+		t.Fatalf("skip: %d to %q\n%s", p.status, p.header.Get("Location"), p.body)
+	}
+	if p := b.get(p.header.Get("Location")); !strings.Contains(p.body, "Skipped") || strings.Contains(p.body, `id="skip"`) {
+		t.Errorf("after skip: no notice, or Skip still offered:\n%s", p.body)
+	}
+	var d struct {
+		Skips []struct{ By string }
+	}
+	e.must(req{method: "GET", path: "/v1/tenants/acme/deliveries/" + head}, 200, &d)
+	if len(d.Skips) != 1 || d.Skips[0].By != "token "+e.token.ID {
+		t.Errorf("skips %+v, want one by the token", d.Skips)
+	}
+	var n struct{ State string }
+	e.must(req{method: "GET", path: "/v1/tenants/acme/deliveries/" + next}, 200, &n)
+	if n.State != "pending" {
+		t.Errorf("the next delivery is %s after the skip, want pending", n.State)
+	}
+}

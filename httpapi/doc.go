@@ -20,10 +20,10 @@
 //	PUT    /v1/event-types/:type                      {"description"} (body optional) → 201 / 200, the event type
 //	DELETE /v1/event-types/:type                      → 204
 //	GET    /v1/event-types                            ?cursor=&limit= → 200 a page of event types
-//	POST   /v1/tenants/:tenant/endpoints              {"url","event_types","description"} → 201 the endpoint plus "secret", Location
+//	POST   /v1/tenants/:tenant/endpoints              {"url","event_types","description","ordering","on_dead"} → 201 the endpoint plus "secret", Location
 //	GET    /v1/tenants/:tenant/endpoints              ?cursor=&limit= → 200 a page of endpoints
 //	GET    /v1/tenants/:tenant/endpoints/:id          → 200 the endpoint
-//	PATCH  /v1/tenants/:tenant/endpoints/:id          {"url","event_types","description","disabled","deliver_held"}, each optional → 200 the endpoint
+//	PATCH  /v1/tenants/:tenant/endpoints/:id          {"url","event_types","description","ordering","on_dead","disabled","deliver_held"}, each optional → 200 the endpoint
 //	DELETE /v1/tenants/:tenant/endpoints/:id          → 204
 //	POST   /v1/tenants/:tenant/endpoints/:id/secret/rotate  {"grace"} (body optional; "24h" default, "0s" to 168h) → 200 the endpoint plus the new "secret"
 //	POST   /v1/tenants/:tenant/endpoints/:id/secret/revoke  → 200 the endpoint plus a new "secret"; every old key stops at once
@@ -32,6 +32,7 @@
 //	GET    /v1/tenants/:tenant/events/:id             → 200 {"event": stored envelope, "deliveries": [delivery...]}
 //	GET    /v1/tenants/:tenant/deliveries/:id         → 200 the delivery
 //	POST   /v1/tenants/:tenant/deliveries/:id/replay  → 202 the delivery, replayed by "admin" or "token tok_…"
+//	POST   /v1/tenants/:tenant/deliveries/:id/skip    → 200 the delivery, its line going on without it; 409 not_blocking unless it is a dead head blocking its line
 //	GET    /v1/tenants/:tenant/dead-letters           ?cursor=&limit= → 200 a page of dead deliveries
 //	POST   /v1/tenants/:tenant/dead-letters/replay    {"since","until","endpoint"} → 202 {"queued"}
 //	GET    /v1/tenants/:tenant/deliveries             ?state=&type=&endpoint=&since=&until=&limit=&cursor= → 200 newest first

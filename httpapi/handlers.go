@@ -372,6 +372,17 @@ func (s *server) handleReplay(w http.ResponseWriter, r *http.Request, ps httprou
 	s.writeJSON(w, r, http.StatusAccepted, deliveryJSON(d))
 }
 
+// handleSkip lets the line of a dead delivery that blocks it go on
+// without it (409 not_blocking for any other delivery).
+func (s *server) handleSkip(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	d, err := s.svc.Skip(r.Context(), ps.ByName("tenant"), ps.ByName("id"), replayedBy(r))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, deliveryJSON(d))
+}
+
 func (s *server) handleListDeadLetters(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	q := r.URL.Query()
 	limit := 0 // the engine's default

@@ -558,6 +558,28 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	e.check(call{method: "POST", path: dPath + "/replay", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
 	e.check(call{method: "POST", path: dPath + "/replay?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
 
+	// An ordered line blocked by its dead head, and its skip.
+	e.check(call{method: "PATCH", path: epPath, body: `{"ordering":"endpoint","on_dead":"block"}`, status: 200})
+	e.check(call{method: "PATCH", path: epPath, body: `{"ordering":"endpont"}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	var blocked ingestJSON
+	if err := json.Unmarshal(e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: ingest, status: 202}).body, &blocked); err != nil {
+		t.Fatal(err)
+	}
+	var headID string
+	for _, d := range blocked.Deliveries {
+		if d.EndpointID == ep.ID {
+			headID = d.ID
+		}
+	}
+	killDelivery(t, e.apiEnv, headID)
+	skPath := "/v1/tenants/acme/deliveries/" + headID + "/skip"
+	e.check(call{method: "POST", path: skPath, header: tenantTok(tok.Token), status: 200})
+	e.check(call{method: "POST", path: skPath, status: 409, code: engine.CodeNotBlocking})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/deliveries/dlv_nope/skip", status: 404, code: engine.CodeDeliveryNotFound})
+	e.check(call{method: "POST", path: skPath, header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "POST", path: skPath, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "POST", path: skPath + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+
 	// Reports.
 	e.check(call{method: "GET", path: "/v1/tenants/acme/report?last=10", header: tenantTok(tok.Token), status: 200})
 	e.check(call{method: "GET", path: "/v1/tenants/acme/report?last=0", invalid: true, status: 422, code: engine.CodeInvalidField})

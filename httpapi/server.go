@@ -134,6 +134,7 @@ func (s *server) routes() {
 
 	s.handle("GET", "/v1/tenants/:tenant/deliveries/:id", s.tenantAuth(s.takes(s.handleGetDelivery)))
 	s.handle("POST", "/v1/tenants/:tenant/deliveries/:id/replay", s.tenantAuth(s.takes(s.handleReplay)))
+	s.handle("POST", "/v1/tenants/:tenant/deliveries/:id/skip", s.tenantAuth(s.takes(s.handleSkip)))
 
 	s.handle("GET", "/v1/tenants/:tenant/dead-letters", s.tenantAuth(s.takes(s.handleListDeadLetters, "limit", "cursor")))
 	s.handle("POST", "/v1/tenants/:tenant/dead-letters/replay", s.tenantAuth(s.takes(s.handleReplayDeadLetters)))
