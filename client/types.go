@@ -422,11 +422,17 @@ type Report struct {
 	Pending               int            `json:"pending"`
 	Dead                  int            `json:"dead"`
 	DeadByReason          map[string]int `json:"dead_by_reason"`
-	Replayed              int            `json:"replayed"`
-	DuplicateDeliveries   int            `json:"duplicate_deliveries"`
-	Target                float64        `json:"target"`
-	MeetsTarget           bool           `json:"meets_target"`
-	Checks                []ReportCheck  `json:"checks"`
+	// Waiting, Blocking and Skipped count ordered deliveries: waiting
+	// behind their line's head, dead and holding their line, dead and
+	// gone past by their line.
+	Waiting             int           `json:"waiting,omitempty"`
+	Blocking            int           `json:"blocking,omitempty"`
+	Skipped             int           `json:"skipped,omitempty"`
+	Replayed            int           `json:"replayed"`
+	DuplicateDeliveries int           `json:"duplicate_deliveries"`
+	Target              float64       `json:"target"`
+	MeetsTarget         bool          `json:"meets_target"`
+	Checks              []ReportCheck `json:"checks"`
 }
 
 // ReportCheck is one consistency check of a Report.

@@ -31,8 +31,19 @@
 // status and attempt count, until a replay starts a new cycle (same event
 // id, same body, fresh timestamp and signature).
 //
-// Order is not guaranteed: attempts of different events run concurrently
-// and retries overtake nothing in particular.
+// Order is not guaranteed, unless the endpoint asks for it: attempts of
+// different events run concurrently and retries overtake nothing in
+// particular. An endpoint whose ordering is key (one line per ordering
+// key) or endpoint (one line) gets each line's events one at a time, in
+// sequence order: the next is not attempted until the one ahead of it has
+// succeeded or died, and across a crash too (a restart may send the same
+// one again). The head's retries keep their schedule and deadline; what
+// waits behind it waits, and its deadline runs from when its turn comes.
+// A head that dies lets the line go on (on_dead skip, recorded on the dead
+// letter) or stops it until it is replayed and succeeds, or skipped
+// (on_dead block). A delivery's line is fixed when it is made, so a change
+// of ordering applies to the events ingested after it. lines.go has the
+// rules.
 //
 // # Who decides, who stores
 //
@@ -43,7 +54,10 @@
 // return, in one transaction each (UpdateDelivery, UpdateDeliveries,
 // AppendEvent's fan-out callback), and derives from the new state alone
 // where the delivery is listed: due (Pending), among the dead letters
-// (Dead), or held for its endpoint (Paused). The conformance suite in
+// (Dead), held for its endpoint (Paused), or waiting in its line
+// (Waiting; the store settles an ordered delivery in its line, and
+// promotes the next when a head leaves, in the same transaction with
+// the line rules of lines.go). The conformance suite in
 // engine/storetest is the Store contract that every backend must pass.
 //
 // # Durability

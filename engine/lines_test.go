@@ -129,3 +129,15 @@ func TestCompareLineOrder(t *testing.T) {
 		t.Error("CompareLineOrder is not by Sequence, then ID")
 	}
 }
+
+func TestNewReport_Lines(t *testing.T) {
+	dead := RecordAttempt(ordered(), AttemptRecord{Cycle: 1, State: StateDead, Reason: "HTTP 400", At: tt1})
+	skipped, _ := SkipDelivery(dead, Skip{At: tt2, By: "admin"})
+	waiting := ordered()
+	waiting.State, waiting.NextAttemptAt = StateWaiting, time.Time{}
+	unorderedDead := RecordAttempt(pending(), AttemptRecord{Cycle: 1, State: StateDead, Reason: "HTTP 400", At: tt1})
+	r := NewReport([]EventDeliveries{{Deliveries: []Delivery{dead, skipped, waiting, unorderedDead}}})
+	if r.Waiting != 1 || r.Blocking != 1 || r.Skipped != 1 || r.Dead != 3 || r.Pending != 0 {
+		t.Errorf("report: waiting %d, blocking %d, skipped %d, dead %d, pending %d; want 1, 1, 1, 3, 0", r.Waiting, r.Blocking, r.Skipped, r.Dead, r.Pending)
+	}
+}

@@ -180,11 +180,18 @@ type Report struct {
 	Pending               int            `json:"pending"`
 	Dead                  int            `json:"dead"`
 	DeadByReason          map[string]int `json:"dead_by_reason"`
-	Replayed              int            `json:"replayed"`
-	DuplicateDeliveries   int            `json:"duplicate_deliveries"`
-	Target                float64        `json:"target"`
-	MeetsTarget           bool           `json:"meets_target"`
-	Checks                []ReportCheck  `json:"checks"`
+	// Waiting counts the ordered deliveries waiting behind the head of
+	// their line; Blocking the dead ones that hold their line (on_dead
+	// block); Skipped the dead ones their line went on without. Absent
+	// when zero.
+	Waiting             int           `json:"waiting,omitempty"`
+	Blocking            int           `json:"blocking,omitempty"`
+	Skipped             int           `json:"skipped,omitempty"`
+	Replayed            int           `json:"replayed"`
+	DuplicateDeliveries int           `json:"duplicate_deliveries"`
+	Target              float64       `json:"target"`
+	MeetsTarget         bool          `json:"meets_target"`
+	Checks              []ReportCheck `json:"checks"`
 }
 
 // ReportCheck is one consistency check of the report.
@@ -242,8 +249,16 @@ func NewReport(events []EventDeliveries) Report {
 			switch d.State {
 			case StatePending, StateDelivering:
 				r.Pending++
+			case StateWaiting:
+				r.Waiting++
 			case StateDead:
 				r.Dead++
+				switch {
+				case d.Blocking():
+					r.Blocking++
+				case d.Line != "" && len(d.Skips) > 0:
+					r.Skipped++
+				}
 				reason := d.Reason
 				if reason == "" {
 					deadWithoutReason++

@@ -229,6 +229,9 @@ func SumReports(rs []Report) Report {
 		total.RetrySuccesses += r.RetrySuccesses
 		total.Pending += r.Pending
 		total.Dead += r.Dead
+		total.Waiting += r.Waiting
+		total.Blocking += r.Blocking
+		total.Skipped += r.Skipped
 		total.Replayed += r.Replayed
 		total.DuplicateDeliveries += r.DuplicateDeliveries
 		for reason, n := range r.DeadByReason {

@@ -352,6 +352,10 @@ func (im *Import) Event(ev engine.Event, ds []engine.Delivery) error {
 		if err := engine.CheckStorable(d); err != nil {
 			return im.fail(fmt.Errorf("postgres: import event %s: %w", ev.ID, err))
 		}
+		if d.State == engine.StateWaiting {
+			// This store keeps no lines: it would never attempt it.
+			return im.fail(fmt.Errorf("postgres: import event %s: delivery %s is waiting in an ordered line: ordered delivery is not available with the postgres driver yet (let its line finish first)", ev.ID, d.ID))
+		}
 		d = normalizeDelivery(d)
 		doc, err := json.Marshal(d)
 		if err != nil {

@@ -20,7 +20,7 @@
 //	endpoints           tenant ‖ 0x00 ‖ endpoint ID                  endpoint record with secrets, sealed or plain (v1 ‖ JSON)
 //	events              seq(8)                                       event record (see below); never rewritten
 //	event_ids           event ID                                     seq(8)
-//	deliveries          delivery ID                                  delivery record (v2 ‖ binary; v1 ‖ JSON before schema 3)
+//	deliveries          delivery ID                                  delivery record (v3 ‖ binary with sequence, line, skips; v2 ‖ binary without them; v1 ‖ JSON before schema 3)
 //	event_deliveries    event ID ‖ 0x00 ‖ delivery ID                empty
 //	retry_index         due(8) ‖ delivery ID                         endpoint ID
 //	dead_letters        tenant ‖ 0x00 ‖ deadAt(8) ‖ delivery ID      empty
@@ -33,6 +33,8 @@
 //	tenant_access_tokens tenant ‖ 0x00 ‖ token ID                    sha256(token)(32)
 //	deleted_tenants     tenant ID                                    deleted at(8): a deleted tenant whose data is being purged
 //	tenant_sequences    tenant ID                                    last event Sequence(8) of the tenant; kept when it is deleted
+//	line_heads          endpoint ID ‖ 0x00 ‖ line                    the delivery ID of the line's head (schema 5)
+//	line_waiting        endpoint ID ‖ 0x00 ‖ line ‖ 0x00 ‖ sequence(8) ‖ dlv ID   empty (a line's waiting deliveries, next first)
 //
 // Schema 2 added tenant_events and tenant_deliveries (the delivery log and
 // the reconciliation feed page by them); Open fills them from the log when
@@ -63,7 +65,13 @@
 // without reading the live ones. A tenant's numbered events (schema 4) have
 // Sequences one apart in log order, the last at most its tenant_sequences
 // value (retention and the purge take events away from the front, or all
-// of them). Check verifies these invariants.
+// of them). An ordered delivery (schema 5; engine/lines.go) is in
+// line_waiting if and only if it is waiting, and in line_heads, as the
+// value of its line's entry, if and only if it holds its line (pending,
+// paused, or dead and blocking); saveDelivery keeps both from the state
+// like the other indexes and promotes a line's first waiting delivery in
+// the transaction that ends its head, so a line with waiting deliveries
+// has a head. Check verifies these invariants.
 //
 // The encoding types (tenantRecord, deliveryRecord, ...) are not the
 // domain types: the API's JSON may change without changing the file.
