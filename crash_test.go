@@ -152,6 +152,30 @@ func (p *proc) waitListening(t *testing.T) string {
 	return ""
 }
 
+// procFiles writes config to cfgPath and creates webhookd.log beside it
+// for the processes of a test; the log's end is shown if the test fails.
+func procFiles(t *testing.T, cfgPath, config string) *os.File {
+	t.Helper()
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := os.Create(filepath.Join(filepath.Dir(cfgPath), "webhookd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		defer logs.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logs.Name())
+			if len(b) > 8<<10 {
+				b = b[len(b)-8<<10:]
+			}
+			t.Logf("webhookd's log (the end):\n%s", b)
+		}
+	})
+	return logs
+}
+
 // kill sends SIGKILL and waits for the process to be gone.
 func (p *proc) kill() {
 	p.cmd.Process.Kill()
@@ -462,23 +486,7 @@ func TestCrash_KillNine(t *testing.T) {
 		"delivery.endpoint_concurrency": 8,
 		"log.level":                     "warn",
 	})
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logs, err := os.Create(filepath.Join(dir, "webhookd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
-	defer func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(logs.Name())
-			if len(b) > 8<<10 {
-				b = b[len(b)-8<<10:]
-			}
-			t.Logf("webhookd's log (the end):\n%s", b)
-		}
-	}()
+	logs := procFiles(t, cfgPath, cfg)
 
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)

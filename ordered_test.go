@@ -280,14 +280,7 @@ func TestOrdered_KillNine(t *testing.T) {
 		"delivery.attempt_timeout": "2s",
 		"log.level":                "warn",
 	})
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logs, err := os.Create(filepath.Join(dir, "webhookd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
+	logs := procFiles(t, cfgPath, cfg)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 2))
