@@ -27,6 +27,14 @@ import (
 // (a delivery is its line's head iff HoldsLine). So the rules run inside
 // the transaction: no crash can leave a line with waiting members and no
 // head.
+//
+// A waiting delivery is not held for a disabled endpoint: only the head
+// is attempted, so only the head is ever paused. Enabling the endpoint
+// "from now on" drops that head (DropHeldDelivery) and the line goes on
+// with what waited behind it, including the events ingested while the
+// endpoint was disabled. Waiting deliveries are not in the dispatcher, so
+// max_pending and the per-tenant bound do not count them: a line's
+// backlog is bounded by what ingest let in.
 
 // Ordering is what an endpoint asks of the order of its deliveries. Its
 // zero value is OrderingNone; its text (JSON) form is "none", "key" or
