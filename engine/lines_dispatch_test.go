@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/engine/memstore"
 	"github.com/webhookd/webhookd/storage"
 )
 
@@ -250,5 +251,30 @@ func TestDispatcher_BlockedLine(t *testing.T) {
 	want := []uint64{first.Sequence, first.Sequence, third.Sequence}
 	if len(got) != len(want) || got[1] != want[1] || got[2] != want[2] {
 		t.Errorf("successes in order %v, want %v", got, want)
+	}
+}
+
+// TestService_LineNote: a waiting delivery's note names its line's head
+// with the head's next attempt, read when asked; a blocking head's says
+// so; any other delivery has none.
+func TestService_LineNote(t *testing.T) {
+	svc := engine.NewService(memstore.New(), nil, engine.ServiceOptions{Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}})
+	ctx := t.Context()
+	if _, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{Name: "Acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.PutEventType(ctx, "order.created", engine.EventTypeInput{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: "http://127.0.0.1:1/in", EventTypes: []string{"*"}, Ordering: engine.OrderingEndpoint}); err != nil {
+		t.Fatal(err)
+	}
+	head, next := ingestKeyed(t, svc, ""), ingestKeyed(t, svc, "")
+	want := "waiting behind " + head.ID + " (attempt 1, next at " + head.NextAttemptAt.UTC().Format(engine.TimeFormat) + ")"
+	if got := svc.LineNote(ctx, next); got != want {
+		t.Errorf("LineNote(waiting) = %q, want %q", got, want)
+	}
+	if got := svc.LineNote(ctx, head); got != "" {
+		t.Errorf("LineNote(head) = %q, want none", got)
 	}
 }

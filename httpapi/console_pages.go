@@ -113,6 +113,7 @@ func (s *server) handleEndpointsPage(w http.ResponseWriter, r *http.Request, _ h
 // deliveriesData is the deliveries page's data.
 type deliveriesData struct {
 	Deliveries  []engine.Delivery
+	LineNotes   map[string]string // delivery ID → what it waits behind, or that it blocks its line (engine.Service.LineNote)
 	Endpoints   map[string]string // endpoint ID → URL, for the table and the filter
 	EndpointIDs []string
 	EventTypes  []string
@@ -159,6 +160,7 @@ func (s *server) handleDeliveriesPage(w http.ResponseWriter, r *http.Request, _ 
 		Since: q.Get("since"), Until: q.Get("until"),
 		States:    []engine.State{engine.StatePending, engine.StateDelivering, engine.StateSucceeded, engine.StateDead, engine.StatePaused, engine.StateWaiting},
 		Endpoints: map[string]string{},
+		LineNotes: map[string]string{},
 	}
 	p := s.newPage(v, "Deliveries", "deliveries")
 	eps, err := s.svc.Endpoints(ctx, v.tenant.ID)
@@ -191,6 +193,11 @@ func (s *server) handleDeliveriesPage(w http.ResponseWriter, r *http.Request, _ 
 	if ferr == nil {
 		var next string
 		data.Deliveries, next, ferr = s.svc.ListDeliveries(ctx, v.tenant.ID, f)
+		for _, d := range data.Deliveries {
+			if note := s.svc.LineNote(ctx, d); note != "" {
+				data.LineNotes[d.ID] = note
+			}
+		}
 		if ferr == nil {
 			if next != "" {
 				data.Older = deliveriesLink(v.tenant.ID, q, next)

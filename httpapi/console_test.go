@@ -470,6 +470,9 @@ func TestConsole_BlockedLine(t *testing.T) {
 	if !strings.Contains(page.body, "waiting behind "+head) || strings.Contains(page.body, `id="skip"`) {
 		t.Errorf("the waiting delivery's page does not say what it waits behind, or offers Skip:\n%s", page.body)
 	}
+	if log := b.get("/console/t/acme/deliveries?state=waiting"); !strings.Contains(log.body, "waiting behind "+head) {
+		t.Errorf("the delivery log does not say what the waiting delivery waits behind:\n%s", log.body)
+	}
 	page = b.get("/console/t/acme/deliveries/" + head)
 	if !strings.Contains(page.body, `id="skip"`) || !strings.Contains(page.body, "blocking its line") {
 		t.Fatalf("the blocking head's page offers no Skip:\n%s", page.body)
