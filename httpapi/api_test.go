@@ -1016,3 +1016,17 @@ func TestAPI_EndpointOrdering(t *testing.T) {
 		t.Errorf("second delivery = %+v, want waiting in line key:order_1 with sequence 2 behind %s", d, first.Deliveries[0].ID)
 	}
 }
+
+// killDelivery makes delivery id dead, as a 410 would.
+func killDelivery(t *testing.T, e *apiEnv, id string) {
+	t.Helper()
+	at := time.Now().UTC()
+	rec := engine.AttemptRecord{
+		DeliveryID: id, Cycle: 1,
+		Attempt: engine.Attempt{Cycle: 1, Number: 1, Start: at, Duration: 3 * time.Millisecond, Status: 410, Response: "gone", Outcome: engine.OutcomePermanent},
+		State:   engine.StateDead, Reason: "endpoint answered 410", LastStatus: 410, At: at,
+	}
+	if _, err := e.db.UpdateDelivery(context.Background(), id, func(d engine.Delivery) (engine.Delivery, error) { return engine.RecordAttempt(d, rec), nil }); err != nil {
+		t.Fatal(err)
+	}
+}

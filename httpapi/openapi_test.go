@@ -650,20 +650,6 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	}
 }
 
-// killDelivery makes delivery id dead, as a 410 would.
-func killDelivery(t *testing.T, e *apiEnv, id string) {
-	t.Helper()
-	at := time.Now().UTC()
-	rec := engine.AttemptRecord{
-		DeliveryID: id, Cycle: 1,
-		Attempt: engine.Attempt{Cycle: 1, Number: 1, Start: at, Duration: 3 * time.Millisecond, Status: 410, Response: "gone", Outcome: engine.OutcomePermanent},
-		State:   engine.StateDead, Reason: "endpoint answered 410", LastStatus: 410, At: at,
-	}
-	if _, err := e.db.UpdateDelivery(context.Background(), id, func(d engine.Delivery) (engine.Delivery, error) { return engine.RecordAttempt(d, rec), nil }); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestOpenAPI_DispatcherAnswersValidate drives, against an API whose
 // service runs a dispatcher delivering to a loopback receiver, the
 // answers TestOpenAPI_EveryAnswerValidates cannot cause: a verification
