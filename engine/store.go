@@ -185,7 +185,10 @@ type NewEvent struct {
 	// (NewDeliveries). It may be called more than once; the last call's
 	// result is stored, each delivery settled in its line (SettleLine),
 	// and each must be of this event and tenant. Nil: NewDeliveries with
-	// NewID.
+	// NewID. A store that keeps no ordered lines and numbers the event in
+	// the statement that writes its deliveries (PostgreSQL's one round
+	// trip) may call it with the event before its Sequence is known, and
+	// then stores each delivery with the event's Sequence.
 	Deliveries func(ev Event, endpoints []Endpoint) []Delivery
 }
 

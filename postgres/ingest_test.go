@@ -305,4 +305,24 @@ func TestAppendEvent_ClaimedAtIngestSendsTheStoredBody(t *testing.T) {
 	if string(in.Body) != string(stored.Body) || string(res.Event.Body) != string(stored.Body) || engine.EnvelopeSequence(in.Body) != 2 {
 		t.Errorf("the attempt's body\n%s\nthe ingest's\n%s\nstored\n%s", in.Body, res.Event.Body, stored.Body)
 	}
+	// The delivery has its event's sequence too, however it is read.
+	read, err := ss[0].Delivery(ctx, "acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Deliveries[0].Sequence != 2 || in.Delivery.Sequence != 2 || read.Sequence != 2 {
+		t.Errorf("delivery sequence: ingest %d, attempt %d, read %d; want 2", res.Deliveries[0].Sequence, in.Delivery.Sequence, read.Sequence)
+	}
+	// The holder's record compares the document it kept with the row's:
+	// it must apply in one statement, not fall back.
+	before := ss[0].recordFallbacks.Load()
+	at := clock.now()
+	rec := engine.AttemptRecord{DeliveryID: id, Cycle: 1, State: engine.StateSucceeded, LastStatus: 200, At: at,
+		Attempt: engine.Attempt{Cycle: 1, Number: 1, Start: at, Status: 200, Outcome: engine.OutcomeSuccess}}
+	if _, err := ss[0].RecordOutcome(ctx, id, func(d engine.Delivery) (engine.Delivery, error) { return engine.RecordAttempt(d, rec), nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := ss[0].recordFallbacks.Load() - before; n != 0 {
+		t.Errorf("the holder's record fell back %d times", n)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,10 +104,11 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 		return engine.IngestResult{}, false, err
 	}
 	// The deliveries are made before the write assigns the event its
-	// sequence, so they carry Sequence 0: this store keeps no ordered
-	// lines (endpointDocs refuses them), which is all Delivery.Sequence
-	// is needed for. A store that keeps lines must make them from the
-	// sequenced event (engine.NewEvent.Deliveries).
+	// sequence: the write puts it into their documents
+	// (insertDeliveriesSQL) and sequencedDoc into what is returned. That
+	// is all of a delivery that depends on it while this store keeps no
+	// ordered lines (endpointDocs refuses them); a store that keeps lines
+	// must make them from the sequenced event (engine.NewEvent.Deliveries).
 	ds, err := makeDeliveries(stored, in, slices.Clone(seen.eps))
 	if err != nil {
 		return engine.IngestResult{}, false, nil // the full path says so, if it is so of the tenant's endpoints as they are
@@ -159,11 +161,15 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 	}
 	stored = sequenced(in, stored, seq, sequence)
 	s.cachedIngests.Add(1)
+	for i := range ds {
+		ds[i].Sequence = stored.Sequence
+	}
 	if len(taken) > 0 {
 		read := time.Now()
 		for i := range inputs {
-			// The body as stored, with the sequence the write gave it.
-			inputs[i].at, inputs[i].body = read, stored.Body
+			// The body and the delivery's document as stored, with the
+			// sequence the write gave them (inputs[i].delivery is in ds).
+			inputs[i].at, inputs[i].body, inputs[i].doc = read, stored.Body, sequencedDoc(inputs[i].doc, stored.Sequence)
 		}
 		c.preclaimed(taken, token, inputs)
 	}
@@ -221,12 +227,14 @@ func insertEventSQL(offset, key int) string {
 }
 
 // insertDeliveriesSQL inserts the deliveries of event ev ($2 its tenant,
-// $1 its ID, $3 its type), one per element of the arrays $8…$16; one
-// with a lease token is due when its lease ends.
+// $1 its ID, $3 its type), one per element of the arrays $8…$16, with
+// the event's sequence (sq) written into their documents as sequencedDoc
+// writes it; one with a lease token is due when its lease ends.
 const insertDeliveriesSQL = `
 	INSERT INTO deliveries (id, tenant_id, event_id, event_seq, event_type, endpoint_id, state, created, next_attempt_at, due_at, dead_at, doc, lease_token, lease_until)
-	SELECT d.id, $2, $1, ev.seq, $3, d.endpoint_id, d.state, d.created, d.due, coalesce(d.until, d.due), d.dead, d.doc, d.token, d.until
-	FROM ev, unnest($8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bytea[], $15::bigint[], $16::bigint[])
+	SELECT d.id, $2, $1, ev.seq, $3, d.endpoint_id, d.state, d.created, d.due, coalesce(d.until, d.due), d.dead,
+		convert_to('{"sequence":' || sq.last || ',', 'UTF8') || substring(d.doc FROM 2), d.token, d.until
+	FROM ev, sq, unnest($8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bytea[], $15::bigint[], $16::bigint[])
 		AS d(id, endpoint_id, state, created, due, dead, doc, token, until)`
 
 // newDeliveryCols are deliveries as the columns of insertDeliveriesSQL.
@@ -253,6 +261,17 @@ func deliveryColumns(ds []engine.Delivery) (newDeliveryCols, error) {
 		c.due[i], c.dead[i], c.docs[i] = dueAt(d), deadAt(d), doc
 	}
 	return c, nil
+}
+
+// sequencedDoc returns doc, a delivery's JSON document made without a
+// sequence, with "sequence" n as its first member: the bytes
+// insertDeliveriesSQL writes.
+func sequencedDoc(doc []byte, n uint64) []byte {
+	b := make([]byte, 0, len(doc)+len(`"sequence":,`)+20)
+	b = append(b, `{"sequence":`...)
+	b = strconv.AppendUint(b, n, 10)
+	b = append(b, ',')
+	return append(b, doc[1:]...)
 }
 
 // sequenced returns stored, the event of in, at place seq of the log
@@ -732,6 +751,7 @@ func (s *Store) recordAsRead(ctx context.Context, id string, fn func(engine.Deli
 		return engine.Delivery{}, false, storeError(err)
 	}
 	if !applied {
+		s.recordFallbacks.Add(1)
 		return engine.Delivery{}, false, nil
 	}
 	s.claims.recorded(id, token, change)

@@ -83,6 +83,9 @@ type Store struct {
 	endpoints     sync.Map
 	cachedIngests atomic.Int64 // ingests appendCached took, for tests
 	groupSplits   atomic.Int64 // ingest groups that failed and ran alone, for tests
+	// recordFallbacks counts holders' records whose compare-and-set
+	// found the row changed and took the row-locked path, for tests.
+	recordFallbacks atomic.Int64
 	// preclaimer is the running Scheduler whose node an ingest claims
 	// its new deliveries for (SchedulerOptions.PreClaim); nil: none.
 	preclaimer atomic.Pointer[Scheduler]
