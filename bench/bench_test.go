@@ -344,3 +344,19 @@ func TestRun_clusterNeedsDatabase(t *testing.T) {
 		t.Errorf("err = %v, want one naming -database-url", err)
 	}
 }
+
+func TestReceiverSet_orderViolations(t *testing.T) {
+	key := map[string]string{"a1": "a", "a2": "a", "a3": "a", "b1": "b", "b2": "b"}
+	rs := &receiverSet{rs: []*receiver{
+		// a: 1, 3, 2 (late), 3 again (a repeat); b: 2, 1 (late).
+		{arrivals: []arrival{{"a1", 1}, {"b2", 5}, {"a3", 3}, {"a2", 2}, {"a3", 3}, {"b1", 4}}},
+		// Another endpoint: its lines are its own.
+		{arrivals: []arrival{{"a3", 3}, {"a1", 1}}},
+	}}
+	if got, want := rs.orderViolations(func(id string) string { return key[id] }), int64(3); got != want {
+		t.Errorf("by key: %d violations, want %d", got, want)
+	}
+	if got, want := rs.orderViolations(func(string) string { return "" }), int64(5); got != want {
+		t.Errorf("by endpoint: %d violations, want %d", got, want)
+	}
+}

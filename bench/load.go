@@ -15,10 +15,25 @@ const eventType = "bench.sent"
 
 // eventBody returns an ingest request body of size bytes (at least the
 // minimal event).
-func eventBody(size int) []byte {
-	const head, tail = `{"type":"` + eventType + `","data":{"pad":"`, `"}}`
+func eventBody(size int) []byte { return keyedEventBody(size, "") }
+
+// keyedEventBody is eventBody with the event's ordering_key, unless key
+// is "": the same size, with less padding.
+func keyedEventBody(size int, key string) []byte {
+	head := `{"type":"` + eventType + `",`
+	if key != "" {
+		head += `"ordering_key":"` + key + `",`
+	}
+	head += `"data":{"pad":"`
+	const tail = `"}}`
 	pad := max(0, size-len(head)-len(tail))
 	return []byte(head + strings.Repeat("x", pad) + tail)
+}
+
+// keyedBody is an ingest request body and the ordering key it carries.
+type keyedBody struct {
+	key  string
+	body []byte
 }
 
 // loadSpec is one ingest load: clients concurrent clients sending events
@@ -38,6 +53,19 @@ type loadSpec struct {
 	// when keys) to the next and leaves that node out from then on.
 	nodes []*apiClient
 	keys  bool
+	// keyed, when set, replaces body: the i-th event the clients take
+	// (from 0) is keyed[i%len(keyed)], round-robin over its keys.
+	keyed []keyedBody
+}
+
+// event returns the body of the load's i-th event (from 0) and its
+// ordering key.
+func (s *loadSpec) event(i int) ([]byte, string) {
+	if len(s.keyed) == 0 {
+		return s.body, ""
+	}
+	k := s.keyed[i%len(s.keyed)]
+	return k.body, k.key
 }
 
 // ack is one acknowledged event.
@@ -46,6 +74,7 @@ type ack struct {
 	sent       time.Time // when it was sent (open loop: when it was due)
 	acked      time.Time // when the 202 was read
 	deliveries []string
+	key        string // its ordering key, if any
 	// failedOver: a node could not be reached, and the event went to the
 	// next; began is when it was first sent.
 	failedOver bool
@@ -129,8 +158,9 @@ func runLoad(ctx context.Context, api *apiClient, spec loadSpec, sent *atomic.In
 				defer wg.Done()
 				defer func() { <-sem }()
 				c := newClient(i, nodes, spec.keys)
-				a, err := c.send(ctx, spec.tenant, spec.body)
-				a.sent = due
+				body, key := spec.event(i)
+				a, err := c.send(ctx, spec.tenant, body)
+				a.sent, a.key = due, key
 				record(a, c, err)
 			}()
 		}
@@ -141,8 +171,14 @@ func runLoad(ctx context.Context, api *apiClient, spec loadSpec, sent *atomic.In
 			go func() {
 				defer wg.Done()
 				c := newClient(i, nodes, spec.keys)
-				for ctx.Err() == nil && issued.Add(1) <= int64(spec.events) {
-					a, err := c.send(ctx, spec.tenant, spec.body)
+				for ctx.Err() == nil {
+					n := int(issued.Add(1))
+					if n > spec.events {
+						break
+					}
+					body, key := spec.event(n - 1)
+					a, err := c.send(ctx, spec.tenant, body)
+					a.key = key
 					record(a, c, err)
 				}
 			}()

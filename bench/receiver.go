@@ -117,6 +117,16 @@ type receiver struct {
 
 	mu    sync.Mutex
 	pairs map[string]*pair // by webhook-id (the event id)
+	// arrivals, when logOrder, is every request answered 2xx in the order
+	// the receiver answered them.
+	logOrder bool
+	arrivals []arrival
+}
+
+// arrival is one request a receiver answered 2xx.
+type arrival struct {
+	id  string // webhook-id
+	seq uint64 // webhook-sequence: the event's place in its tenant
 }
 
 // pair is what one receiver saw of one event.
@@ -168,12 +178,23 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = f.Status
 		}
 	}
-	rc.record(r.Header.Get(verify.HeaderID), arrived, status < 300)
+	var seq uint64
+	if rc.logOrder {
+		seq, _ = strconv.ParseUint(r.Header.Get(verify.HeaderSequence), 10, 64)
+	}
+	rc.record(r.Header.Get(verify.HeaderID), seq, arrived, status < 300)
 	w.WriteHeader(status)
 }
 
-func (rc *receiver) record(id string, at time.Time, ok bool) {
+// record counts a request for event id, and logs its arrival when ok and
+// rc.logOrder. It runs before the answer is written, so a sender that
+// waits for the answer to one event before it sends the next finds them
+// logged in that order.
+func (rc *receiver) record(id string, seq uint64, at time.Time, ok bool) {
 	rc.mu.Lock()
+	if ok && rc.logOrder {
+		rc.arrivals = append(rc.arrivals, arrival{id: id, seq: seq})
+	}
 	p := rc.pairs[id]
 	if p == nil {
 		p = &pair{first: at}
@@ -201,8 +222,9 @@ type receiverSet struct {
 }
 
 // startReceivers starts n receivers on 127.0.0.1 with the fault mix; the
-// first hang of them hang on every request.
-func startReceivers(n, hang int, faults Faults) (*receiverSet, error) {
+// first hang of them hang on every request. Each of configure is applied
+// to each receiver before it serves.
+func startReceivers(n, hang int, faults Faults, configure ...func(*receiver)) (*receiverSet, error) {
 	s := &receiverSet{}
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -214,6 +236,9 @@ func startReceivers(n, hang int, faults Faults) (*receiverSet, error) {
 			index: i, url: "http://" + ln.Addr().String() + "/hooks/" + strconv.Itoa(i),
 			faults: faults, hang: i < hang, release: make(chan struct{}),
 			verifyEvery: 64, delivered: &s.delivered, pairs: make(map[string]*pair),
+		}
+		for _, f := range configure {
+			f(rc)
 		}
 		rc.srv = &http.Server{Handler: rc, ReadHeaderTimeout: 10 * time.Second, ErrorLog: discardLog}
 		go rc.srv.Serve(ln)
@@ -294,6 +319,28 @@ func (s *receiverSet) deliveredTimes(use func(i int) bool, fn func(eventID strin
 		}
 		rc.mu.Unlock()
 	}
+}
+
+// orderViolations counts, over every receiver of s, the arrivals of an
+// event after a later one (a higher sequence) of the same line, where
+// lineOf names an event's line by its id. A repeat of the latest
+// (at-least-once) is not one.
+func (s *receiverSet) orderViolations(lineOf func(eventID string) string) int64 {
+	var n int64
+	for _, rc := range s.rs {
+		latest := make(map[string]uint64)
+		rc.mu.Lock()
+		for _, a := range rc.arrivals {
+			line := lineOf(a.id)
+			if a.seq < latest[line] {
+				n++
+			} else {
+				latest[line] = a.seq
+			}
+		}
+		rc.mu.Unlock()
+	}
+	return n
 }
 
 // discardLog silences net/http's own logging in receivers and servers.
