@@ -183,6 +183,10 @@ func (in *instance) close(grace time.Duration) error {
 		in.api.hc.CloseIdleConnections()
 		return nil
 	}
+	// The clients' idle connections first: one the transport dialed and
+	// never used is new to the server, and Shutdown waits up to 5s for a
+	// new connection to send its request.
+	in.api.hc.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := in.srv.Shutdown(ctx); err != nil {
@@ -191,7 +195,6 @@ func (in *instance) close(grace time.Duration) error {
 	if in.disp != nil {
 		in.node.Stop(ctx) // a cut-off attempt stays pending: fine here
 	}
-	in.api.hc.CloseIdleConnections()
 	return in.closeStore()
 }
 
