@@ -81,6 +81,21 @@ func TestRun_tiny(t *testing.T) {
 				t.Errorf("delivery = %+v, want the healthy tenant's 80 delivered once each", d)
 			}
 		}},
+		{Options{Scenario: "ordered", Events: 100, Clients: 8}, func(t *testing.T, r *Result) {
+			ord := r.Ordered
+			if ord == nil || len(ord.Phases) != len(orderedPhases) {
+				t.Fatalf("ordered = %+v, want %d phases", ord, len(orderedPhases))
+			}
+			for i, p := range ord.Phases {
+				if want := int64(100 * p.Runs); p.Runs == 0 || p.Expected != want || p.Delivered != want || p.Duplicates != 0 || p.RateRatio <= 0 || p.P99Ratio <= 0 {
+					t.Errorf("%s: %d of %d delivered in %d runs, %d duplicates, ratios %g and %g; want 100 a run, each once, ratios to none",
+						p.Name, p.Delivered, p.Expected, p.Runs, p.Duplicates, p.RateRatio, p.P99Ratio)
+				}
+				if i > 0 && p.Violations != 0 {
+					t.Errorf("%s: %d order violations, want 0", p.Name, p.Violations)
+				}
+			}
+		}},
 		{Options{Scenario: "backlog", Events: 300, Clients: 8}, func(t *testing.T, r *Result) {
 			bl, d := r.Backlog, r.Delivery
 			if bl == nil || bl.Pending != 300 || bl.Scheduled != 300 || bl.FiredEarly != 0 {

@@ -37,6 +37,7 @@ type Result struct {
 	Slow         *SlowStats     `json:"slow_receiver,omitempty"`
 	Noisy        *SlowStats     `json:"noisy_tenant,omitempty"`
 	Cluster      *ClusterStats  `json:"cluster,omitempty"`
+	Ordered      *OrderedStats  `json:"ordered,omitempty"`
 	Series       []Point        `json:"series,omitempty"`
 	Targets      []Target       `json:"targets,omitempty"`
 	Notes        []string       `json:"notes,omitempty"`
@@ -283,6 +284,20 @@ func printResult(w io.Writer, m Machine, r *Result) {
 				k.Claims, k.LeaseEndSec, k.Reoffered, k.ReofferSec, k.SettledSec)
 			if d := k.Delivery; d != nil {
 				row("  acknowledged events lost", "%d of %d (%d deliveries of %d received, %d duplicates)", k.Lost, k.Acked, d.Delivered, d.Expected, d.Duplicates)
+			}
+		}
+	}
+	if ord := r.Ordered; ord != nil {
+		row("receivers", "answer 2xx after %s ms; phases that ran twice (alternating) are pooled", f2(ord.ReceiverMs))
+		for i, p := range ord.Phases {
+			order := fmt.Sprintf("%d order violations", p.Violations)
+			if i == 0 {
+				order = fmt.Sprintf("%d arrivals after a later event (no order promised)", p.Violations)
+			}
+			row(p.Name, "%s deliveries/s end to end = %.1f%% of none; e2e p50 %s  p99 %s ms = %.2f× none; %d of %d delivered in %d run%s, %s; ingest %s events/s; CPU %.2f cores",
+				num(p.Rate), 100*p.RateRatio, f2(p.EndToEnd.P50), f2(p.EndToEnd.P99), p.P99Ratio, p.Delivered, p.Expected, p.Runs, ifs(p.Runs != 1, "s"), order, num(p.IngestRate), p.CPU)
+			if p.Ordering == "endpoint" {
+				row("  endpoint ordering's bound", "%s deliveries/s measured; 1 / the receiver's latency = %s /s", num(p.Rate), num(1000/ord.ReceiverMs))
 			}
 		}
 	}

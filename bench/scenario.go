@@ -108,6 +108,11 @@ var Scenarios = []Scenario{
 		run: (*runner).noisyTenant,
 	},
 	{
+		Name: "ordered", About: "ingest and delivery at once to 1 endpoint answering in 2 ms, with ordering none, key over 1, 10, 100 and 1 000 keys, and endpoint",
+		Events: 3000, Duration: 20 * time.Second, Clients: 64, Endpoints: 1, InProcessOnly: true,
+		run: (*runner).ordered,
+	},
+	{
 		Name: "cluster", About: "the same load on 1 bbolt node, 1 node on PostgreSQL, 3 nodes on one PostgreSQL schema; then 1 of 3 nodes killed under load",
 		Events: 200000, Duration: 10 * time.Second, Clients: 64, Endpoints: 2, InProcessOnly: true, NeedsDatabase: true,
 		run: (*runner).cluster,
@@ -346,6 +351,12 @@ func (r *runner) openWithReceivers(file string, hang int, dispatch bool) (*recei
 // setup creates the tenant, the event type and an endpoint per receiver,
 // and gives each receiver its endpoint's secret to check signatures with.
 func (r *runner) setup(in *instance, rs *receiverSet) error {
+	_, err := r.endpoints(in, rs)
+	return err
+}
+
+// endpoints is setup, returning the endpoints in the receivers' order.
+func (r *runner) endpoints(in *instance, rs *receiverSet) ([]endpointInfo, error) {
 	var urls []string
 	if rs != nil {
 		for _, rc := range rs.rs {
@@ -354,12 +365,12 @@ func (r *runner) setup(in *instance, rs *receiverSet) error {
 	}
 	eps, err := in.api.setup(r.ctx, r.tenant, eventType, urls)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i, ep := range eps {
 		rs.rs[i].verifier.Store(&verify.Verifier{Secrets: []string{ep.Secret}})
 	}
-	return nil
+	return eps, nil
 }
 
 // startProfile starts the CPU profile and the execution trace of the
