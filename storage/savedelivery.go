@@ -153,10 +153,7 @@ func createDelivery(tx *bolt.Tx, d engine.Delivery, seq uint64) (engine.Delivery
 	if tx.Bucket(bucketDeliveries).Get([]byte(d.ID)) != nil {
 		return engine.Delivery{}, fmt.Errorf("delivery id %s exists", d.ID)
 	}
-	if err := engine.CheckStorable(d); err != nil {
-		return engine.Delivery{}, err
-	}
-	d, _, err := settleLine(tx, engine.Delivery{}, d)
+	d, _, err := settleLine(tx, engine.Delivery{}, d) // reads only its line and state
 	if err != nil {
 		return engine.Delivery{}, err
 	}
