@@ -82,6 +82,7 @@ func writeSource(t *testing.T, path string, key []byte) source {
 			ID: engine.NewID("evt"), TenantID: tenant, Type: "order.created", Created: migrateT0.Add(time.Duration(i) * time.Millisecond),
 			APIVersion: "2030-01-01", Body: []byte(fmt.Sprintf("{\"n\": %d,\n \"raw\":\"\\u00e9\"}\n", i)),
 		}}
+		in.Event.OrderingKey = "order-1" // each delivery names the previous one at its endpoint
 		if i%3 == 0 {
 			in.IdempotencyKey = fmt.Sprintf("key-%d", i)
 			in.RequestHash = sha256.Sum256([]byte(in.IdempotencyKey))
@@ -335,12 +336,18 @@ func TestMigrate(t *testing.T) {
 			continue
 		}
 		last := want[len(want)-1]
-		res, err := pg.AppendEvent(ctx, engine.NewEvent{Event: engine.Event{ID: engine.NewID("evt"), TenantID: tn.ID, Type: last.Type, Created: far, APIVersion: "v1", Body: []byte(`{}`)}})
+		res, err := pg.AppendEvent(ctx, engine.NewEvent{Event: engine.Event{ID: engine.NewID("evt"), TenantID: tn.ID, Type: last.Type, Created: far, APIVersion: "v1", Body: []byte(`{}`), OrderingKey: "order-1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if last.Sequence == 0 || res.Event.Sequence != last.Sequence+1 {
 			t.Errorf("%s's next event after the migration: sequence %d, want %d", tn.ID, res.Event.Sequence, last.Sequence+1)
+		}
+		// And its key goes on where the file left it, at each endpoint.
+		for _, d := range res.Deliveries {
+			if d.PreviousSequence != last.Sequence {
+				t.Errorf("%s's next event of its key after the migration: delivery to %s has previous sequence %d, want %d", tn.ID, d.EndpointID, d.PreviousSequence, last.Sequence)
+			}
 		}
 	}
 

@@ -43,6 +43,7 @@ const receiveSecretEnv = "WEBHOOKD_RECEIVE_SECRET"
 //	inbox     = "data/receiver-inbox.db"
 //	tolerance = "5m"
 //	fail_rate = 0.0
+//	ordered   = false
 //
 // A flag overrides the file; -secret overrides WEBHOOKD_RECEIVE_SECRET,
 // which overrides secrets in the file.
@@ -62,6 +63,12 @@ type receiveConfig struct {
 	// purpose, from 0 to 1: their write is rolled back and the answer is
 	// 500, so webhookd retries them. Zero: none fail.
 	FailRate float64 `toml:"fail_rate"`
+	// Ordered refuses, with 425, an event whose previous event in its
+	// ordering key (webhook-previous-sequence) the inbox has not
+	// processed yet, so webhookd retries it after that one: the
+	// receiver processes each key's events in sequence order
+	// (verify.Receiver.Ordered).
+	Ordered bool `toml:"ordered"`
 }
 
 func defaultReceiveConfig() receiveConfig {
@@ -88,7 +95,7 @@ func runReceive(ctx context.Context, args []string, getenv func(string) string, 
 	def := defaultReceiveConfig()
 	fs := flag.NewFlagSet("webhookd receive", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "TOML `file` with listen, secrets, inbox, tolerance and fail_rate (flags override it)")
+	configPath := fs.String("config", "", "TOML `file` with listen, secrets, inbox, tolerance, fail_rate and ordered (flags override it)")
 	listen := fs.String("listen", def.Listen, "listen `address`")
 	var secrets []string
 	fs.Func("secret", "the endpoint's signing `secret` (whsec_…); repeat it, or separate with commas, to accept new and old while rotating, newest first (default: env "+receiveSecretEnv+")", func(s string) error {
@@ -98,6 +105,7 @@ func runReceive(ctx context.Context, args []string, getenv func(string) string, 
 	inbox := fs.String("inbox", def.Inbox, "bbolt inbox `file`: the events already processed")
 	tolerance := fs.Duration("tolerance", def.Tolerance.Duration, "largest accepted distance between a signature's timestamp and the clock")
 	failRate := fs.Float64("fail-rate", 0, "fraction of new events whose processing fails (answered 500, so webhookd retries), 0 to 1")
+	ordered := fs.Bool("ordered", false, "process each ordering key's events in sequence order: answer 425 (webhookd retries) to one whose previous event is not processed yet")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -122,6 +130,8 @@ func runReceive(ctx context.Context, args []string, getenv func(string) string, 
 			cfg.Tolerance.Duration = *tolerance
 		case "fail-rate":
 			cfg.FailRate = *failRate
+		case "ordered":
+			cfg.Ordered = *ordered
 		}
 	})
 	switch env := getenv(receiveSecretEnv); {
@@ -160,8 +170,12 @@ func runReceive(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	rs.printf("webhookd receive listening on http://%s (inbox %s, %d %s)\n",
-		ln.Addr(), cfg.Inbox, len(cfg.Secrets), plural(len(cfg.Secrets), "secret", "secrets"))
+	inOrder := ""
+	if cfg.Ordered {
+		inOrder = ", each ordering key in sequence order"
+	}
+	rs.printf("webhookd receive listening on http://%s (inbox %s, %d %s%s)\n",
+		ln.Addr(), cfg.Inbox, len(cfg.Secrets), plural(len(cfg.Secrets), "secret", "secrets"), inOrder)
 
 	select {
 	case <-ctx.Done():
@@ -191,7 +205,7 @@ func loadReceiveConfig(path string) (receiveConfig, error) {
 		}
 		return receiveConfig{}, fmt.Errorf("receive config %s: %s", path, strings.TrimPrefix(err.Error(), "toml: "))
 	}
-	known := []string{"listen", "secrets", "inbox", "tolerance", "fail_rate"}
+	known := []string{"listen", "secrets", "inbox", "tolerance", "fail_rate", "ordered"}
 	var unknown []string
 	for _, k := range md.Keys() {
 		if !slices.Contains(known, k.String()) {
@@ -255,6 +269,7 @@ func newReceiveServer(cfg receiveConfig, ib *boltinbox.Inbox, out io.Writer, log
 	rs.handler = verify.Handler(cfg.Secrets, ib, rs.handle)
 	rs.handler.Verifier.Tolerance = cfg.Tolerance.Duration
 	rs.handler.Logger = log
+	rs.handler.Ordered = cfg.Ordered
 	rs.verifier = rs.handler.Verifier
 	return rs
 }
@@ -354,6 +369,8 @@ func (rs *receiveServer) verdict(r *http.Request, body []byte, sw *statusWriter,
 		return fmt.Sprintf("rejected (%d): invalid signature (%s)", code, strings.TrimPrefix(verr.Error(), "verify: "))
 	case verr != nil:
 		return fmt.Sprintf("rejected (%d): %s", code, answer)
+	case code == http.StatusTooEarly:
+		return fmt.Sprintf("verified early (%d): %s; webhookd retries", code, strings.TrimPrefix(answer, "verify: "))
 	case note.err != nil:
 		return fmt.Sprintf("verified failed (%d): %s; webhookd retries", code, note.err)
 	case code >= 500:

@@ -266,6 +266,10 @@ type Delivery struct {
 	Sequence      uint64 `json:"sequence,omitempty"`
 	Line          string `json:"line,omitempty"`
 	WaitingBehind string `json:"waiting_behind,omitempty"`
+	// PreviousSequence is, for an event with an ordering key, the
+	// sequence of the previous event with that key delivered to this
+	// endpoint (the webhook-previous-sequence header); 0 when none.
+	PreviousSequence uint64 `json:"previous_sequence,omitempty"`
 	// Cycle counts delivery cycles: 1 at ingest, +1 per replay.
 	Cycle         int       `json:"cycle"`
 	CycleStart    time.Time `json:"cycle_start"`

@@ -891,6 +891,9 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 		if n := EnvelopeSequence(in.Body); n > 0 {
 			req.Header[http.CanonicalHeaderKey(verify.HeaderSequence)] = []string{strconv.FormatUint(n, 10)}
 		}
+		if dl.PreviousSequence > 0 {
+			req.Header[http.CanonicalHeaderKey(verify.HeaderPreviousSequence)] = []string{strconv.FormatUint(dl.PreviousSequence, 10)}
+		}
 		err = verify.SignHeader(req.Header, in.Endpoint.SigningKeys(start), dl.EventID, start, in.Body)
 		if err != nil {
 			// Not a transport error: no key can sign. Never retried.

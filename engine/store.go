@@ -189,6 +189,11 @@ type NewEvent struct {
 	// the statement that writes its deliveries (PostgreSQL's one round
 	// trip) may call it with the event before its Sequence is known, and
 	// then stores each delivery with the event's Sequence.
+	//
+	// When ev has an OrderingKey the store sets each delivery's
+	// PreviousSequence, in the same transaction, to the Sequence of the
+	// last delivery it made for that key to that endpoint that it still
+	// stores (0: none), and remembers this one as the last.
 	Deliveries func(ev Event, endpoints []Endpoint) []Delivery
 }
 

@@ -180,6 +180,15 @@ type Delivery struct {
 	// is not ordered.
 	Sequence uint64 `json:"sequence,omitempty"`
 	Line     string `json:"line,omitempty"`
+	// PreviousSequence is, for a delivery of an event with an
+	// OrderingKey, the Sequence of the event before it with the same key
+	// that was made into a delivery to the same endpoint, fixed when the
+	// delivery is made (whatever the endpoint's Ordering); 0 when there
+	// is none, the event has no key, or that delivery is no longer
+	// stored (retention, a purge). Each attempt sends it in the
+	// webhook-previous-sequence header, so a receiver can refuse an event
+	// whose predecessor it has not processed yet (verify.CheckOrder).
+	PreviousSequence uint64 `json:"previous_sequence,omitempty"`
 	// WaitingBehind is the ID of its line's head while it is Waiting,
 	// filled in by the store when it reads the delivery (the head
 	// changes without the waiting deliveries being rewritten); "" in any

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -786,6 +787,7 @@ func TestOpenAPI_WebhooksValidate(t *testing.T) {
 	epPath := "/v1/tenants/acme/endpoints/" + ep.ID
 
 	validated := map[string]bool{}
+	lastOfKey := map[string]uint64{} // ordering key → the sequence of its last event
 	validate := func(name, webhook string, wantKeys int) {
 		t.Helper()
 		validated[webhook] = true
@@ -820,6 +822,16 @@ func TestOpenAPI_WebhooksValidate(t *testing.T) {
 		if err != nil || env.Sequence == 0 || req.Header.Get(verify.HeaderSequence) != strconv.FormatUint(env.Sequence, 10) {
 			t.Errorf("%s: webhook-sequence %q, envelope sequence %d (%v)", name, req.Header.Get(verify.HeaderSequence), env.Sequence, err)
 		}
+		wantPrevious := ""
+		if env.OrderingKey != "" && lastOfKey[env.OrderingKey] != 0 {
+			wantPrevious = strconv.FormatUint(lastOfKey[env.OrderingKey], 10)
+		}
+		if got := req.Header.Get(verify.HeaderPreviousSequence); got != wantPrevious {
+			t.Errorf("%s: webhook-previous-sequence %q, want %q", name, got, wantPrevious)
+		}
+		if env.OrderingKey != "" {
+			lastOfKey[env.OrderingKey] = env.Sequence
+		}
 	}
 
 	e.check(call{method: "POST", path: epPath + "/verify", status: 200})
@@ -829,6 +841,10 @@ func TestOpenAPI_WebhooksValidate(t *testing.T) {
 	e.check(call{method: "POST", path: epPath + "/secret/rotate", body: `{"grace":"1h"}`, status: 200})
 	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":[1,2]}`, status: 202})
 	validate("event during a rotation", "event", 2)
+	for i := range 2 {
+		e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","ordering_key":"order_1","data":{}}`, status: 202})
+		validate(fmt.Sprintf("keyed event %d", i+1), "event", 2)
+	}
 	for name := range o.model.Webhooks.KeysFromOldest() {
 		if !validated[name] {
 			t.Errorf("webhooks.%s is documented but no request of it was validated", name)

@@ -366,7 +366,7 @@ func TestEnqueueTx_Privileges(t *testing.T) {
 		"GRANT SELECT ON " + wh("tenants") + " TO " + role,
 		"GRANT SELECT, INSERT ON " + wh("events") + ", " + wh("deliveries") + " TO " + role,
 		"GRANT SELECT, INSERT, UPDATE (request_hash, event_id, expires) ON " + wh("idempotency") + " TO " + role,
-		"GRANT SELECT, INSERT, UPDATE ON " + wh("tenant_sequences") + " TO " + role,
+		"GRANT SELECT, INSERT, UPDATE ON " + wh("tenant_sequences") + ", " + wh("key_tails") + " TO " + role,
 	} {
 		if _, err := a.conn.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
@@ -391,7 +391,9 @@ func TestEnqueueTx_Privileges(t *testing.T) {
 		if _, err := tx.Exec(ctx, "INSERT INTO orders VALUES ($1)", fmt.Sprint(i)); err != nil {
 			t.Fatal(err)
 		}
-		res, err := EnqueueTx(ctx, tx, "acme", orderIn("o1", "k1"), a.opts)
+		in := orderIn("o1", "k1")
+		in.OrderingKey = "order_1" // reads and writes key_tails
+		res, err := EnqueueTx(ctx, tx, "acme", in, a.opts)
 		if err != nil || res.Duplicate != want {
 			t.Fatalf("EnqueueTx as the application's role: %+v, %v; want duplicate %v", res, err, want)
 		}

@@ -90,7 +90,7 @@ var ErrCountMismatch = errors.New("the schema's row counts are not the source's"
 const metaMigration = "migration"
 
 // importTables are the tables an import fills (and a rerun empties).
-var importTables = []string{"tenants", "tenant_sequences", "event_types", "endpoints", "access_tokens", "events", "deliveries", "idempotency"}
+var importTables = []string{"tenants", "tenant_sequences", "event_types", "endpoints", "access_tokens", "events", "deliveries", "idempotency", "key_tails"}
 
 // migrationMark is the value of meta's "migration" row.
 type migrationMark struct {
@@ -445,7 +445,15 @@ func (im *Import) Finish(want Counts) (Counts, error) {
 	ctx := im.ctx
 	var got Counts
 	err := pgx.BeginFunc(ctx, im.conn, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT
+		// Each ordering key's last delivery per endpoint, as the source
+		// kept it: the newest stored.
+		_, err := tx.Exec(ctx, `INSERT INTO key_tails (tenant_id, ordering_key, endpoint_id, sequence)
+			SELECT e.tenant_id, e.ordering_key, d.endpoint_id, max(e.sequence) FROM deliveries d JOIN events e ON e.seq = d.event_seq
+			WHERE e.ordering_key <> '' AND e.sequence > 0 GROUP BY 1, 2, 3`)
+		if err != nil {
+			return err
+		}
+		err = tx.QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM tenants WHERE deleted_at IS NULL),
 			(SELECT count(*) FROM tenants WHERE deleted_at IS NOT NULL),
 			(SELECT count(*) FROM event_types),

@@ -34,8 +34,9 @@ const seqSQL = `(pg_current_xact_id()::text::bigint * 65536 +
 // in.Deliveries returns for the tenant's endpoints, returned in ID order.
 //
 // Most ingests take one round trip (appendCached); the first of a
-// tenant on this node, the first after its endpoints changed, and every
-// one that does not simply append take the full path (appendEvent).
+// tenant on this node, the first after its endpoints changed, an event
+// with an ordering key, and every one that does not simply append take
+// the full path (appendEvent).
 func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.IngestResult, error) {
 	if res, ok, err := s.appendCached(ctx, in); ok || err != nil {
 		return res, err
@@ -96,7 +97,9 @@ type rawEndpoint struct{ doc, secrets []byte }
 func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.IngestResult, bool, error) {
 	v, _ := s.endpoints.Load(in.Event.TenantID)
 	seen, _ := v.(*endpointsSeen)
-	if seen == nil {
+	if seen == nil || in.Event.OrderingKey != "" {
+		// A keyed event's deliveries name the key's previous sequence
+		// (key_tails), which the full path reads.
 		return engine.IngestResult{}, false, nil
 	}
 	stored, err := newStoredEvent(in.Event)
@@ -359,8 +362,12 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	}
 	b.Queue(`WITH sq AS (`+nextSequenceSQL+`) `+insertEventSQL(7, 8)+` ON CONFLICT (id) DO NOTHING RETURNING seq, sequence`,
 		ev.ID, ev.TenantID, ev.Type, stored.Created.UnixNano(), ev.APIVersion, stored.Body, in.SequenceOffset(), ev.OrderingKey)
+	if ev.OrderingKey != "" { // under the sequence lock, taken above
+		b.Queue("SELECT endpoint_id, sequence FROM key_tails WHERE tenant_id = $1 AND ordering_key = $2", ev.TenantID, ev.OrderingKey)
+	}
 	var tenantFound, known, keyClaimed, inserted bool
 	var eps []engine.Endpoint
+	var previous map[string]uint64 // endpoint ID → the key's last sequence there
 	err = func() error {
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
@@ -413,6 +420,17 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 		if inserted = err == nil; inserted {
 			stored = sequenced(in, stored, seq, sequence)
 		}
+		if err != nil || ev.OrderingKey == "" {
+			return err
+		}
+		previous = map[string]uint64{}
+		rows, err = br.Query()
+		if err != nil {
+			return err
+		}
+		var id string
+		var last int64
+		_, err = pgx.ForEachRow(rows, []any{&id, &last}, func() error { previous[id] = uint64(last); return nil })
 		return err
 	}()
 	if eps == nil {
@@ -444,6 +462,15 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	}
 	if len(ds) > 0 {
 		b := &pgx.Batch{}
+		if ev.OrderingKey != "" {
+			ids := make([]string, len(ds))
+			for i := range ds {
+				ds[i].PreviousSequence, ids[i] = previous[ds[i].EndpointID], ds[i].EndpointID
+			}
+			b.Queue(`INSERT INTO key_tails (tenant_id, ordering_key, endpoint_id, sequence) SELECT $1, $2, unnest($3::text[]), $4
+				ON CONFLICT (tenant_id, ordering_key, endpoint_id) DO UPDATE SET sequence = excluded.sequence`,
+				ev.TenantID, ev.OrderingKey, ids, int64(stored.Sequence))
+		}
 		for _, d := range ds {
 			doc, err := json.Marshal(d)
 			if err != nil {

@@ -102,16 +102,25 @@ func (s *Store) PruneEvents(ctx context.Context, cursor uint64, r engine.Retenti
 		for _, d := range ds {
 			of[d.EventID] = append(of[d.EventID], d)
 		}
-		var doomedTenants []string
-		var doomed []int64
+		var doomedTenants, tailTenants, tailKeys []string
+		var doomed, tailSequences []int64
 		for _, ev := range evs {
 			if r.Prunable(ev, of[ev.ID]) {
 				doomedTenants = append(doomedTenants, ev.TenantID)
 				doomed = append(doomed, int64(ev.Seq))
+				if ev.OrderingKey != "" {
+					tailTenants, tailKeys, tailSequences = append(tailTenants, ev.TenantID), append(tailKeys, ev.OrderingKey), append(tailSequences, int64(ev.Sequence))
+				}
 			}
 		}
 		if len(doomed) == 0 {
 			return nil
+		}
+		if len(tailKeys) > 0 { // a key whose last delivery goes has no previous one
+			if _, err := tx.Exec(ctx, `DELETE FROM key_tails WHERE (tenant_id, ordering_key, sequence) IN
+				(SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]))`, tailTenants, tailKeys, tailSequences); err != nil {
+				return err
+			}
 		}
 		tag, err := tx.Exec(ctx, "DELETE FROM deliveries WHERE (tenant_id, event_seq) IN (SELECT * FROM unnest($1::text[], $2::bigint[]))", doomedTenants, doomed)
 		if err != nil {
@@ -177,6 +186,9 @@ func (s *Store) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeR
 		// Deliveries whose event is gone cannot be, but the id is about to
 		// be free: make sure.
 		if _, err := tx.Exec(ctx, "DELETE FROM deliveries WHERE tenant_id = $1", res.Tenant); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM key_tails WHERE tenant_id = $1", res.Tenant); err != nil {
 			return err
 		}
 		res.Done = true

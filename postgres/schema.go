@@ -53,6 +53,11 @@ import (
 //     transaction's ID × 65 536. The reconciliation feed reads only below
 //     the oldest transaction still running, so an event committed late
 //     never lands behind a cursor a reader has passed.
+//   - key_tails holds, per tenant, ordering key and endpoint, the
+//     Sequence of the key's last event delivered to the endpoint
+//     (migration 3): the PreviousSequence of the key's next delivery
+//     there. An ingest reads and writes it under the tenant's sequence
+//     lock; the row goes when that event is pruned or its tenant purged.
 //   - tenant_sequences holds each tenant's last event Sequence (migration
 //     2; kept when the tenant is deleted), and events.sequence each
 //     event's (0: stored before migration 2). An ingest takes its
@@ -166,6 +171,15 @@ CREATE TABLE tenant_sequences (
 ALTER TABLE events
 	ADD COLUMN sequence bigint NOT NULL DEFAULT 0,
 	ADD COLUMN ordering_key text NOT NULL DEFAULT '';
+`,
+	3: `
+CREATE TABLE key_tails (
+	tenant_id    text COLLATE "C" NOT NULL,
+	ordering_key text COLLATE "C" NOT NULL,
+	endpoint_id  text COLLATE "C" NOT NULL,
+	sequence     bigint NOT NULL,
+	PRIMARY KEY (tenant_id, ordering_key, endpoint_id)
+);
 `,
 }
 

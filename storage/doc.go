@@ -35,6 +35,7 @@
 //	tenant_sequences    tenant ID                                    last event Sequence(8) of the tenant; kept when it is deleted
 //	line_heads          endpoint ID ‖ 0x00 ‖ line                    the delivery ID of the line's head (schema 5)
 //	line_waiting        endpoint ID ‖ 0x00 ‖ line ‖ 0x00 ‖ sequence(8) ‖ dlv ID   empty (a line's waiting deliveries, next first)
+//	key_tails           endpoint ID ‖ 0x00 ‖ ordering key            Sequence(8) of the key's last delivery to the endpoint (schema 6); gone with that delivery
 //
 // Schema 2 added tenant_events and tenant_deliveries (the delivery log and
 // the reconciliation feed page by them); Open fills them from the log when

@@ -22,6 +22,7 @@ const (
 	formatV1 = 1
 	formatV2 = 2
 	formatV3 = 3 // event records since schema 4, delivery records since schema 5: formatV2 with more fields at the end
+	formatV4 = 4 // delivery records since schema 6: formatV3 with PreviousSequence at the end
 )
 
 func init() {
@@ -39,6 +40,10 @@ func init() {
 	// creates) and delivery records in formatV3. No delivery stored
 	// before is ordered, so there is nothing to rewrite.
 	migrations[4] = func(*bolt.Tx) error { return nil }
+	// Schema 5 to 6: key_tails (which Open creates) and delivery records
+	// in formatV4. Deliveries stored before have no PreviousSequence; a
+	// key's first delivery after the upgrade has none either.
+	migrations[5] = func(*bolt.Tx) error { return nil }
 }
 
 // The encoding types below are the on-disk form of the domain types. They
@@ -387,15 +392,19 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 	for _, rp := range d.Replays {
 		n += 16 + len(rp.By)
 	}
-	n += 12 + len(d.Line)
+	n += 22 + len(d.Line)
 	for _, sk := range d.Skips {
 		n += 16 + len(sk.By)
 	}
-	v3 := d.Sequence != 0 || d.Line != "" || d.Skips != nil
+	v4 := d.PreviousSequence != 0
+	v3 := v4 || d.Sequence != 0 || d.Line != "" || d.Skips != nil
 	b := make([]byte, 0, n)
-	if v3 {
+	switch {
+	case v4:
+		b = append(b, formatV4)
+	case v3:
 		b = append(b, formatV3)
-	} else {
+	default:
 		b = append(b, formatV2)
 	}
 	for _, s := range [...]string{d.ID, d.TenantID, d.EventID, d.EventType, d.EndpointID, string(d.State)} {
@@ -439,6 +448,9 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 		b = appendString(b, sk.By)
 		b = appendInt(b, int64(sk.Cycle))
 	}
+	if v4 {
+		b = binary.AppendUvarint(b, d.PreviousSequence)
+	}
 	return b, nil
 }
 
@@ -456,8 +468,8 @@ func storedState(s engine.State) bool {
 func decodeDelivery(data []byte) (engine.Delivery, error) {
 	var d engine.Delivery
 	var err error
-	if len(data) > 0 && (data[0] == formatV2 || data[0] == formatV3) {
-		d, err = decodeDeliveryV2(data[1:], data[0] == formatV3)
+	if len(data) > 0 && data[0] >= formatV2 && data[0] <= formatV4 {
+		d, err = decodeDeliveryV2(data[1:], data[0])
 	} else {
 		d, err = decodeDeliveryV1(data)
 	}
@@ -480,9 +492,9 @@ const (
 	minReplayBytes  = 4
 )
 
-// decodeDeliveryV2 decodes a formatV2 record after its version byte, or
-// with v3 a formatV3 one.
-func decodeDeliveryV2(data []byte, v3 bool) (engine.Delivery, error) {
+// decodeDeliveryV2 decodes a record of format (formatV2 to formatV4)
+// after its version byte.
+func decodeDeliveryV2(data []byte, format byte) (engine.Delivery, error) {
 	r := reader{b: data}
 	d := engine.Delivery{
 		ID: r.string(), TenantID: r.string(), EventID: r.string(), EventType: r.string(),
@@ -507,7 +519,7 @@ func decodeDeliveryV2(data []byte, v3 bool) (engine.Delivery, error) {
 			d.Replays[i] = engine.Replay{At: r.time(), By: r.string(), Cycle: int(r.int())}
 		}
 	}
-	if v3 {
+	if format >= formatV3 {
 		d.Sequence, d.Line = r.uvarint(), r.string()
 		if n := r.count(minReplayBytes); n >= 0 {
 			d.Skips = make([]engine.Skip, n)
@@ -515,6 +527,9 @@ func decodeDeliveryV2(data []byte, v3 bool) (engine.Delivery, error) {
 				d.Skips[i] = engine.Skip{At: r.time(), By: r.string(), Cycle: int(r.int())}
 			}
 		}
+	}
+	if format >= formatV4 {
+		d.PreviousSequence = r.uvarint()
 	}
 	if err := r.end(); err != nil {
 		return engine.Delivery{}, fmt.Errorf("decode delivery: %w", err)

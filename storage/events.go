@@ -172,9 +172,22 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent) (engine.IngestResult, error) {
 	} else {
 		ds = engine.NewDeliveries(stored, eps, engine.NewID)
 	}
+	tails := tx.Bucket(bucketKeyTails)
 	for i, d := range ds {
 		if d.EventID != stored.ID || d.TenantID != stored.TenantID {
 			return engine.IngestResult{}, fmt.Errorf("delivery %s is not of event %s of tenant %s", d.ID, stored.ID, stored.TenantID)
+		}
+		d.PreviousSequence = 0
+		if ev.OrderingKey != "" {
+			k := keyTailKey(d.EndpointID, ev.OrderingKey)
+			if v := tails.Get(k); v != nil {
+				if d.PreviousSequence, err = decodeSeq(v); err != nil {
+					return engine.IngestResult{}, fmt.Errorf("key tail of endpoint %s: %w", d.EndpointID, err)
+				}
+			}
+			if err := tails.Put(k, u64(ev.Sequence)); err != nil {
+				return engine.IngestResult{}, err
+			}
 		}
 		if ds[i], err = createDelivery(tx, d, seq); err != nil {
 			return engine.IngestResult{}, err

@@ -45,13 +45,17 @@ var (
 	bucketLineHeads   = []byte("line_heads")
 	bucketLineWaiting = []byte("line_waiting")
 
+	// The last delivery made for each (endpoint, ordering key) (schema
+	// 6; events.go): the PreviousSequence of the key's next one there.
+	bucketKeyTails = []byte("key_tails")
+
 	allBuckets = [][]byte{
 		bucketMeta, bucketTenants, bucketEventTypes, bucketEndpoints,
 		bucketEvents, bucketEventIDs, bucketDeliveries, bucketEventDeliveries,
 		bucketRetryIndex, bucketDeadLetters, bucketIdempotency, bucketIdempotencyIndex,
 		bucketTenantEvents, bucketTenantDeliveries, bucketPaused,
 		bucketAccessTokens, bucketTenantAccessTokens, bucketDeletedTenants,
-		bucketTenantSequences, bucketLineHeads, bucketLineWaiting,
+		bucketTenantSequences, bucketLineHeads, bucketLineWaiting, bucketKeyTails,
 	}
 )
 
@@ -63,8 +67,10 @@ var keySchema = []byte("schema")
 // the tenant indexes; schema 3 writes deliveries and event headers in the
 // binary formatV2 (encoding.go); schema 4 numbers each tenant's events
 // (tenant_sequences, event records in formatV3); schema 5 keeps ordered
-// lines (line_heads, line_waiting, delivery records in formatV3).
-const schemaVersion = 5
+// lines (line_heads, line_waiting, delivery records in formatV3); schema
+// 6 keeps each ordering key's last delivery per endpoint (key_tails,
+// delivery records in formatV4).
+const schemaVersion = 6
 
 // sep ends a variable-length key part (a tenant ID, an event ID) that is
 // followed by more key. Tenant and event IDs never contain it.
@@ -232,6 +238,12 @@ func lineKey(endpointID, line string) []byte {
 	b = append(b, endpointID...)
 	b = append(b, sep)
 	return append(b, line...)
+}
+
+// keyTailKey is endpoint ID ‖ 0x00 ‖ ordering key: the key of an
+// ordering key's last delivery to an endpoint in key_tails.
+func keyTailKey(endpointID, orderingKey string) []byte {
+	return lineKey(endpointID, orderingKey)
 }
 
 // lineWaitingPrefix is lineKey ‖ 0x00: the start of a line's waiting

@@ -65,7 +65,7 @@ func (db *DB) PruneEvents(ctx context.Context, cursor uint64, r engine.Retention
 				continue
 			}
 			for _, d := range ds {
-				if err := deleteDelivery(tx, d, seq, time.Now().UTC()); err != nil {
+				if err := deleteDelivery(tx, d, seq, ev.OrderingKey, time.Now().UTC()); err != nil {
 					return err
 				}
 				res.Deliveries++

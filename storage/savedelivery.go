@@ -175,13 +175,23 @@ func createDelivery(tx *bolt.Tx, d engine.Delivery, seq uint64) (engine.Delivery
 	return putDelivery(tx, d)
 }
 
-// deleteDelivery removes d, a delivery of the event at log position seq,
-// with every entry of its.
+// deleteDelivery removes d, a delivery of the event at log position seq
+// whose ordering key is orderingKey, with every entry of its; when d is
+// its key's last delivery to its endpoint, the key tail goes too (the
+// key's next delivery there has no PreviousSequence).
 //
 // A deleted head leaves its line, whose first waiting delivery is
 // promoted at at (advanceLine): d must be as stored now, so a caller that
 // deletes several reads each just before.
-func deleteDelivery(tx *bolt.Tx, d engine.Delivery, seq uint64, at time.Time) error {
+func deleteDelivery(tx *bolt.Tx, d engine.Delivery, seq uint64, orderingKey string, at time.Time) error {
+	if orderingKey != "" {
+		tails, k := tx.Bucket(bucketKeyTails), keyTailKey(d.EndpointID, orderingKey)
+		if v := tails.Get(k); v != nil && d.Sequence != 0 && bytes.Equal(v, u64(d.Sequence)) {
+			if err := tails.Delete(k); err != nil {
+				return err
+			}
+		}
+	}
 	entries := []stateEntry{
 		{bucket: bucketDeliveries, key: []byte(d.ID)},
 		{bucket: bucketEventDeliveries, key: eventDeliveryKey(d.EventID, d.ID)},

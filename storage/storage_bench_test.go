@@ -188,7 +188,7 @@ func TestStoredDelivery_matchesDecode(t *testing.T) {
 		Attempts: []engine.Attempt{{Cycle: 1, Number: 1, Start: time.Now().In(local), Duration: time.Millisecond,
 			Status: 502, Error: "HTTP 502", Response: "bad \"gateway\"", Outcome: engine.OutcomeRetry, RetryAfter: time.Second}},
 		Replays:  []engine.Replay{{At: time.Now(), By: "admin", Cycle: 2}},
-		Sequence: 42, Line: "key:order-1", WaitingBehind: "dlv_0",
+		Sequence: 42, Line: "key:order-1", WaitingBehind: "dlv_0", PreviousSequence: 41,
 		Skips: []engine.Skip{{At: time.Now().In(local), By: "admin", Cycle: 2}},
 	}
 	for _, v := range []any{full, full.Attempts[0], full.Replays[0], full.Skips[0]} {

@@ -123,7 +123,7 @@ func purgeEvents(tx *bolt.Tx, tenant string, max int) (events, deliveries int, e
 			if err != nil {
 				return 0, 0, err
 			}
-			if err := deleteDelivery(tx, d, seq, time.Now().UTC()); err != nil {
+			if err := deleteDelivery(tx, d, seq, ev.OrderingKey, time.Now().UTC()); err != nil {
 				return 0, 0, err
 			}
 			deliveries++

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 )
 
 // DefaultMaxBodyBytes is the largest body a Receiver reads when
@@ -33,6 +34,8 @@ type HandleFunc func(ctx context.Context, tx Tx, m Message) error
 //	     typed error goes to Logger only
 //	405  not a POST
 //	413  body over MaxBodyBytes
+//	425  Ordered, and the previous event of its ordering key is not
+//	     processed yet (ErrOutOfOrder, from the check or from Handle)
 //	500  Handle or the inbox failed, or the Receiver has no valid secret
 //
 // Set the fields before serving; Handler fills the usual ones.
@@ -45,6 +48,11 @@ type Receiver struct {
 	Sender       string
 	MaxBodyBytes int64        // 0: DefaultMaxBodyBytes
 	Logger       *slog.Logger // nil: slog.Default()
+	// Ordered refuses, with 425, an event with an ordering key whose
+	// previous event in that key (webhook-previous-sequence) the inbox
+	// has not processed (see order.go), so that Handle sees each key's
+	// events in sequence order. The Inbox must be an OrderInbox.
+	Ordered bool
 }
 
 // Handler returns a Receiver that verifies with secrets (all the active
@@ -91,11 +99,20 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	var env struct {
-		ID string `json:"id"`
+		ID          string `json:"id"`
+		Sequence    uint64 `json:"sequence"`
+		OrderingKey string `json:"ordering_key"`
 	}
 	if err := json.Unmarshal(body, &env); err != nil || env.ID == "" {
 		http.Error(w, `body is not a JSON event envelope with an "id"`, http.StatusBadRequest)
 		return
+	}
+	m.Sequence, m.OrderingKey = env.Sequence, env.OrderingKey
+	if v := r.Header.Get(HeaderPreviousSequence); v != "" {
+		if m.PreviousSequence, err = strconv.ParseUint(v, 10, 64); err != nil {
+			http.Error(w, HeaderPreviousSequence+" is not a number", http.StatusBadRequest)
+			return
+		}
 	}
 	switch m.Scheme {
 	case SchemeStandard:
@@ -112,13 +129,32 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	ctx := r.Context()
+	if rc.Ordered && m.OrderingKey != "" && m.Sequence != 0 {
+		oi, ok := rc.Inbox.(OrderInbox)
+		if !ok {
+			rc.logger().Error("webhook receiver misconfigured", "err", errNoOrderInbox)
+			http.Error(w, "internal error", http.StatusInternalServerError)
+			return
+		}
+		if err := oi.StartOrder(ctx, rc.Sender, m.Sequence); err != nil {
+			rc.logger().Error("webhook not processed", "id", m.ID, "err", err)
+			http.Error(w, "internal error", http.StatusInternalServerError)
+			return
+		}
+	}
 	res, err := rc.Inbox.Receive(ctx, rc.Sender, m.ID, body, func(tx Tx) error {
+		if err := rc.checkOrder(tx, m); err != nil {
+			return err
+		}
 		if rc.Handle == nil {
 			return nil
 		}
 		return rc.Handle(ctx, tx, m)
 	})
 	switch {
+	case errors.Is(err, ErrOutOfOrder):
+		http.Error(w, err.Error(), http.StatusTooEarly)
+		return
 	case errors.Is(err, ErrEventConflict):
 		rc.logger().Warn("webhook refused", "id", m.ID, "err", err)
 		http.Error(w, "event id already processed with a different body", http.StatusBadRequest)
@@ -134,6 +170,29 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	io.WriteString(w, res.String()+"\n")
+}
+
+// errNoOrderInbox, errNoOrderTx: Ordered is set on a Receiver whose
+// Inbox cannot keep order.
+var (
+	errNoOrderInbox = errors.New("verify: Receiver.Ordered needs an OrderInbox")
+	errNoOrderTx    = errors.New("verify: Receiver.Ordered needs an Inbox whose Tx is an OrderTx")
+)
+
+// checkOrder is Ordered's check of m, in the inbox transaction tx.
+func (rc *Receiver) checkOrder(tx Tx, m Message) error {
+	if !rc.Ordered || m.OrderingKey == "" || m.Sequence == 0 {
+		return nil
+	}
+	otx, ok := tx.(OrderTx)
+	if !ok {
+		return errNoOrderTx
+	}
+	ok, err := otx.InOrder(m.OrderingKey, m.Sequence, m.PreviousSequence)
+	if err != nil || ok {
+		return err
+	}
+	return outOfOrder(m.OrderingKey, m.Sequence, m.PreviousSequence)
 }
 
 func (rc *Receiver) logger() *slog.Logger {

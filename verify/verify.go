@@ -87,6 +87,12 @@ type Message struct {
 	Timestamp time.Time // the signed timestamp, whole seconds
 	Scheme    Scheme
 	Body      []byte // the body passed to Verify (not copied)
+
+	// Filled in by Receiver, from the signed envelope and the
+	// webhook-previous-sequence header; Verify leaves them zero.
+	Sequence         uint64 // Envelope.Sequence
+	OrderingKey      string // Envelope.OrderingKey
+	PreviousSequence uint64 // HeaderPreviousSequence, 0 when absent
 }
 
 // Verifier checks signed requests against the secrets a receiver holds.

@@ -74,6 +74,17 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 		ds[i] = copyDelivery(d)
 	}
 	slices.SortFunc(ds, func(a, b engine.Delivery) int { return strings.Compare(a.ID, b.ID) })
+	for i := range ds {
+		ds[i].PreviousSequence = 0
+		if stored.OrderingKey == "" {
+			continue
+		}
+		k := keyTail{ds[i].EndpointID, stored.OrderingKey}
+		if prev, ok := s.deliveries[s.keyTails[k]]; ok {
+			ds[i].PreviousSequence = prev.Sequence
+		}
+		s.keyTails[k] = ds[i].ID
+	}
 
 	s.seq++
 	s.sequences[ev.TenantID] = stored.Sequence

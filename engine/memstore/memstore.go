@@ -47,7 +47,13 @@ type Store struct {
 	log         map[string][]*event // tenant → its events in log order
 	deliveries  map[string]*engine.Delivery
 	idempotency map[idempotencyKey]idempotencyRecord
+	// keyTails: (endpoint ID, ordering key) → the ID of the last delivery
+	// made for that key to that endpoint; its PreviousSequence source
+	// while the delivery is stored.
+	keyTails map[keyTail]string
 }
+
+type keyTail struct{ endpointID, orderingKey string }
 
 var _ engine.Store = (*Store)(nil)
 
@@ -77,6 +83,7 @@ func New() *Store {
 		log:         map[string][]*event{},
 		deliveries:  map[string]*engine.Delivery{},
 		idempotency: map[idempotencyKey]idempotencyRecord{},
+		keyTails:    map[keyTail]string{},
 		sequences:   map[string]uint64{},
 	}
 }

@@ -80,6 +80,7 @@ func Run(t *testing.T, h Harness) {
 		{"RecordOutcome", outcomeTests},
 		{"Scheduler", schedulerTests},
 		{"Lines", lineTests},
+		{"PreviousSequence", previousTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -24,13 +24,16 @@
 //	verify.due        due ‖ eventKey ‖ task name           empty
 //	verify.versions   objectKey                            0x01 ‖ version ‖ updated ‖ event id
 //	verify.conflicts  objectKey ‖ seq u64                  0x01 ‖ at ‖ version ‖ current version ‖ len(event id) u16 ‖ event id ‖ current event id
+//	verify.sequences  orderKey                             highest sequence processed u64 (Tx.InOrder); the sender's floor under orderKey of ""
 //
 // verify.events, verify.tasks and verify.due are created at open, the
-// other two by the first Tx.Advance. eventKey is verify.AppendEventKey(sender,
+// versions and conflicts by the first Tx.Advance, verify.sequences by the
+// first Tx.InOrder. eventKey is verify.AppendEventKey(sender,
 // event id): len(sender) ‖ sender ‖ len(event id) ‖ event id with
 // big-endian uint16 lengths; objectKey is the same encoding of (sender,
-// object). Times are int64 Unix nanoseconds, big-endian (zero for
-// "none"); versions are big-endian int64. verify.due holds exactly the
+// object), orderKey of (sender, ordering key). Times are int64 Unix
+// nanoseconds, big-endian (zero for "none"); versions are big-endian
+// int64. verify.due holds exactly the
 // pending and processing tasks, keyed by their Due time, so its First()
 // is the next task to claim. seq comes from the bucket's NextSequence, so
 // an object's conflicts are in arrival order.

@@ -18,7 +18,117 @@ import (
 var (
 	bucketVersions  = []byte("verify.versions")
 	bucketConflicts = []byte("verify.conflicts")
+	bucketSequences = []byte("verify.sequences")
 )
+
+var (
+	_ verify.OrderInbox = (*Inbox)(nil)
+	_ verify.OrderTx    = (*Tx)(nil)
+)
+
+// StartOrder implements verify.OrderInbox: the sender's floor is in
+// verify.sequences under the order key of (sender, ""). Once it is set,
+// StartOrder only reads.
+func (in *Inbox) StartOrder(ctx context.Context, sender string, sequence uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	floorKey := verify.AppendEventKey(nil, sender, "")
+	var found bool
+	err := in.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketSequences); b != nil {
+			found = b.Get(floorKey) != nil
+		}
+		return nil
+	})
+	if err != nil || found {
+		return err
+	}
+	err = in.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketSequences)
+		if err != nil || b.Get(floorKey) != nil {
+			return err
+		}
+		return b.Put(floorKey, binary.BigEndian.AppendUint64(nil, sequence))
+	})
+	if err != nil {
+		return fmt.Errorf("verify: inbox: order floor: %w", err)
+	}
+	return nil
+}
+
+// InOrder implements verify.OrderTx: the highest sequence processed per
+// (sender, ordering key), and the sender's floor (StartOrder; this
+// event's sequence when none was set), are in verify.sequences.
+func (t *Tx) InOrder(key string, sequence, previous uint64) (bool, error) {
+	if t.done {
+		return false, errors.New("verify: InOrder after fn returned")
+	}
+	if key == "" || len(key) > verify.MaxKeyLen {
+		return false, verify.ErrInvalidKey
+	}
+	b, err := t.tx.CreateBucketIfNotExists(bucketSequences)
+	if err != nil {
+		return false, fmt.Errorf("verify: inbox: sequences: %w", err)
+	}
+	floorKey := verify.AppendEventKey(nil, t.sender, "")
+	floor, found, err := getU64(b, floorKey)
+	if err != nil {
+		return false, err
+	}
+	if !found {
+		floor = sequence
+		if err := b.Put(floorKey, binary.BigEndian.AppendUint64(nil, floor)); err != nil {
+			return false, fmt.Errorf("verify: inbox: order floor: %w", err)
+		}
+	}
+	k := verify.AppendEventKey(nil, t.sender, key)
+	done, _, err := getU64(b, k)
+	if err != nil {
+		return false, err
+	}
+	if !verify.PredecessorDone(previous, done, floor) {
+		return false, nil
+	}
+	if sequence > done {
+		if err := b.Put(k, binary.BigEndian.AppendUint64(nil, sequence)); err != nil {
+			return false, fmt.Errorf("verify: inbox: sequence of %q: %w", key, err)
+		}
+	}
+	return true, nil
+}
+
+// Processed returns the highest sequence InOrder recorded as processed
+// for sender's ordering key, and whether it recorded any.
+func (in *Inbox) Processed(ctx context.Context, sender, key string) (uint64, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	var n uint64
+	var found bool
+	err := in.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSequences)
+		if b == nil || key == "" {
+			return nil
+		}
+		var err error
+		n, found, err = getU64(b, verify.AppendEventKey(nil, sender, key))
+		return err
+	})
+	return n, found, err
+}
+
+// getU64 reads a big-endian uint64 value of b.
+func getU64(b *bolt.Bucket, k []byte) (uint64, bool, error) {
+	v := b.Get(k)
+	if v == nil {
+		return 0, false, nil
+	}
+	if len(v) != 8 {
+		return 0, false, fmt.Errorf("verify: inbox: corrupt sequence record %x", k)
+	}
+	return binary.BigEndian.Uint64(v), true, nil
+}
 
 // Conflict is the record of an event that arrived after a newer event of
 // the same object and so was not applied: webhookd does not deliver in
