@@ -185,10 +185,12 @@ type NewEvent struct {
 	// (NewDeliveries). It may be called more than once; the last call's
 	// result is stored, each delivery settled in its line (SettleLine),
 	// and each must be of this event and tenant. Nil: NewDeliveries with
-	// NewID. A store that keeps no ordered lines and numbers the event in
-	// the statement that writes its deliveries (PostgreSQL's one round
-	// trip) may call it with the event before its Sequence is known, and
-	// then stores each delivery with the event's Sequence.
+	// NewID. A store that numbers the event in the statement that writes
+	// its deliveries (PostgreSQL's one round trip) may call it with the
+	// event before its Sequence is known, and then stores each delivery
+	// with the event's Sequence; it must not store that way an ordered
+	// delivery, which is settled in its line (PostgreSQL takes its full
+	// path for an event with one).
 	//
 	// When ev has an OrderingKey the store sets each delivery's
 	// PreviousSequence, in the same transaction, to the Sequence of the

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -51,7 +52,7 @@ func TestConformance(t *testing.T) {
 			var mu sync.Mutex
 			scheds := map[*Store][]*Scheduler{}
 			storetest.Run(t, storetest.Harness{
-				NoLines: true, // ordering other than none is refused (records.go)
+				Check: func(t *testing.T, s engine.Store) { checkLines(t, s.(*Store)) },
 				Open: func(t *testing.T) engine.Store {
 					start := time.Now()
 					s := openTest(t, Options{SecretKey: tc.key, Now: func() time.Time { return suiteEpoch.Add(time.Since(start)) }})
@@ -88,5 +89,47 @@ func TestConformance(t *testing.T) {
 				},
 			})
 		})
+	}
+}
+
+// checkLines fails t unless the rows of s's deliveries agree with their
+// documents (state, line, sequence, blocking; no waiting_behind stored)
+// and every line with a waiting member has a head: what the store keeps
+// by construction (lines.go), checked from the rows.
+func checkLines(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := s.pool.Query(ctx, `SELECT d.id, d.state, d.line, d.sequence, d.blocking, d.due_at IS NOT NULL, d.doc,
+		d.state = 'waiting' AND NOT EXISTS (SELECT 1 FROM deliveries h WHERE h.endpoint_id = d.endpoint_id AND h.line = d.line AND `+isHeadSQL("h")+`)
+		FROM deliveries d`)
+	if err != nil {
+		t.Errorf("check lines: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, state, line string
+		var sequence int64
+		var blocking, due, headless bool
+		var doc []byte
+		if err := rows.Scan(&id, &state, &line, &sequence, &blocking, &due, &doc, &headless); err != nil {
+			t.Errorf("check lines: %v", err)
+			return
+		}
+		var d engine.Delivery
+		if err := json.Unmarshal(doc, &d); err != nil {
+			t.Errorf("delivery %s: %v", id, err)
+			continue
+		}
+		if string(d.State) != state || d.Line != line || lineSequence(d) != sequence || d.Blocking() != blocking || d.WaitingBehind != "" {
+			t.Errorf("delivery %s: row (%s, line %q, sequence %d, blocking %v) is not its document's (%s, %q, %d, %v, waiting behind %q)",
+				id, state, line, sequence, blocking, d.State, d.Line, d.Sequence, d.Blocking(), d.WaitingBehind)
+		}
+		if headless || state == string(engine.StateWaiting) && (due || line == "") {
+			t.Errorf("delivery %s: waiting in line %q (due %v) of a line without a head (%v)", id, line, due, headless)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Errorf("check lines: %v", err)
 	}
 }

@@ -41,7 +41,10 @@ import (
 //
 // A pending delivery is due at its next attempt's time (due_at =
 // next_attempt_at), with no lease: the first node's Scheduler to claim
-// claims it. Secrets come in plain and are sealed with the store's key,
+// claims it. Ordered deliveries keep their lines as the source has them
+// (line, sequence, blocking; a waiting one behind its line's head): the
+// import takes no line lock, as no node runs on the schema before it is
+// complete, and deliveries_line_head refuses a line with two heads. Secrets come in plain and are sealed with the store's key,
 // when it has one, as every endpoint it writes.
 
 // Import is a bulk import into an empty schema; make one with
@@ -325,7 +328,8 @@ type pendingEvent struct {
 
 // deliveryCols are the columns of an imported delivery; event_seq is
 // deliverySeqCol.
-var deliveryCols = []string{"id", "tenant_id", "event_id", "event_seq", "event_type", "endpoint_id", "state", "created", "next_attempt_at", "due_at", "dead_at", "doc"}
+var deliveryCols = []string{"id", "tenant_id", "event_id", "event_seq", "event_type", "endpoint_id", "state", "created", "next_attempt_at", "due_at", "dead_at", "doc",
+	"line", "sequence", "blocking"}
 
 const deliverySeqCol = 3
 
@@ -352,18 +356,15 @@ func (im *Import) Event(ev engine.Event, ds []engine.Delivery) error {
 		if err := engine.CheckStorable(d); err != nil {
 			return im.fail(fmt.Errorf("postgres: import event %s: %w", ev.ID, err))
 		}
-		if d.State == engine.StateWaiting {
-			// This store keeps no lines: it would never attempt it.
-			return im.fail(fmt.Errorf("postgres: import event %s: delivery %s is waiting in an ordered line: ordered delivery is not available with the postgres driver yet (let its line finish first)", ev.ID, d.ID))
-		}
 		d = normalizeDelivery(d)
-		doc, err := json.Marshal(d)
+		doc, err := deliveryDoc(d)
 		if err != nil {
 			return im.fail(err)
 		}
 		n += len(doc)
 		due := dueAt(d)
-		pe.rows[i] = []any{d.ID, d.TenantID, d.EventID, nil, d.EventType, d.EndpointID, string(d.State), d.Created.UnixNano(), due, due, deadAt(d), doc}
+		pe.rows[i] = []any{d.ID, d.TenantID, d.EventID, nil, d.EventType, d.EndpointID, string(d.State), d.Created.UnixNano(), due, due, deadAt(d), doc,
+			d.Line, lineSequence(d), d.Blocking()}
 	}
 	im.events = append(im.events, pe)
 	im.eventBytes += n

@@ -91,7 +91,7 @@ func (s *Store) ListDeliveries(ctx context.Context, tenant string, f engine.Deli
 	if !f.Until.IsZero() {
 		until = ns(f.Until)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT event_seq, doc FROM deliveries
+	rows, err := s.pool.Query(ctx, `SELECT d.event_seq, `+deliveryReadSQL+` FROM deliveries d
 		WHERE tenant_id = $1 AND ($2::bigint IS NULL OR (event_seq, id) <= ($2, $3))
 		AND ($4 = '' OR state = $4) AND ($5 = '' OR event_type = $5) AND ($6 = '' OR endpoint_id = $6)
 		AND ($7::bigint IS NULL OR created >= $7) AND ($8::bigint IS NULL OR created < $8)
@@ -107,10 +107,14 @@ func (s *Store) ListDeliveries(ctx context.Context, tenant string, f engine.Deli
 	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (entry, error) {
 		var e entry
 		var doc []byte
-		if err := r.Scan(&e.seq, &doc); err != nil {
+		var behind *string
+		if err := r.Scan(&e.seq, &doc, &behind); err != nil {
 			return e, err
 		}
 		e.d, err = decode[engine.Delivery](doc)
+		if behind != nil {
+			e.d.WaitingBehind = *behind
+		}
 		return e, err
 	})
 	if err != nil {
@@ -235,7 +239,7 @@ func (s *Store) RecentEvents(ctx context.Context, tenant string, n int) ([]engin
 			seqs[i], at[ev.ID] = int64(ev.Seq), i
 			out = append(out, engine.EventDeliveries{Event: ev, Deliveries: []engine.Delivery{}})
 		}
-		ds, err := collectDocs[engine.Delivery](ctx, tx, "SELECT doc FROM deliveries WHERE tenant_id = $1 AND event_seq = ANY($2) ORDER BY id", tenant, seqs)
+		ds, err := collectDeliveries(ctx, tx, "SELECT "+deliveryReadSQL+" FROM deliveries d WHERE tenant_id = $1 AND event_seq = ANY($2) ORDER BY id", tenant, seqs)
 		if err != nil {
 			return err
 		}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -35,8 +34,8 @@ const seqSQL = `(pg_current_xact_id()::text::bigint * 65536 +
 //
 // Most ingests take one round trip (appendCached); the first of a
 // tenant on this node, the first after its endpoints changed, an event
-// with an ordering key, and every one that does not simply append take
-// the full path (appendEvent).
+// with an ordering key or an ordered delivery, and every one that does
+// not simply append take the full path (appendEvent).
 func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.IngestResult, error) {
 	if res, ok, err := s.appendCached(ctx, in); ok || err != nil {
 		return res, err
@@ -109,12 +108,17 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 	// The deliveries are made before the write assigns the event its
 	// sequence: the write puts it into their documents
 	// (insertDeliveriesSQL) and sequencedDoc into what is returned. That
-	// is all of a delivery that depends on it while this store keeps no
-	// ordered lines (endpointDocs refuses them); a store that keeps lines
-	// must make them from the sequenced event (engine.NewEvent.Deliveries).
+	// is all of an unordered delivery that depends on it; an event with
+	// an ordered delivery takes the full path, which settles it in its
+	// line under the line's lock (settleNew).
 	ds, err := makeDeliveries(stored, in, slices.Clone(seen.eps))
 	if err != nil {
 		return engine.IngestResult{}, false, nil // the full path says so, if it is so of the tenant's endpoints as they are
+	}
+	for _, d := range ds {
+		if d.Line != "" {
+			return engine.IngestResult{}, false, nil
+		}
 	}
 	cols, err := deliveryColumns(ds)
 	if err != nil {
@@ -256,7 +260,7 @@ func deliveryColumns(ds []engine.Delivery) (newDeliveryCols, error) {
 		tokens: make([]*int64, len(ds)), until: make([]*int64, len(ds)),
 	}
 	for i, d := range ds {
-		doc, err := json.Marshal(d)
+		doc, err := deliveryDoc(d)
 		if err != nil {
 			return c, err
 		}
@@ -460,6 +464,9 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	if err != nil {
 		return engine.IngestResult{}, seen, err
 	}
+	if err := settleNew(ctx, tx, ds); err != nil {
+		return engine.IngestResult{}, seen, err
+	}
 	if len(ds) > 0 {
 		b := &pgx.Batch{}
 		if ev.OrderingKey != "" {
@@ -472,14 +479,14 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 				ev.TenantID, ev.OrderingKey, ids, int64(stored.Sequence))
 		}
 		for _, d := range ds {
-			doc, err := json.Marshal(d)
+			doc, err := deliveryDoc(d)
 			if err != nil {
 				return engine.IngestResult{}, seen, err
 			}
-			b.Queue(`INSERT INTO deliveries (id, tenant_id, event_id, event_seq, event_type, endpoint_id, state, created, next_attempt_at, due_at, dead_at, doc)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11)`,
+			b.Queue(`INSERT INTO deliveries (id, tenant_id, event_id, event_seq, event_type, endpoint_id, state, created, next_attempt_at, due_at, dead_at, doc, line, sequence, blocking)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11, $12, $13, $14)`,
 				d.ID, d.TenantID, d.EventID, int64(stored.Seq), d.EventType, d.EndpointID, string(d.State), d.Created.UnixNano(),
-				dueAt(d), deadAt(d), doc)
+				dueAt(d), deadAt(d), doc, d.Line, lineSequence(d), d.Blocking())
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return engine.IngestResult{}, seen, err
@@ -570,7 +577,7 @@ func eventByID(ctx context.Context, q querier, id string) (engine.Event, []engin
 	if err != nil {
 		return engine.Event{}, nil, err
 	}
-	ds, err := collectDocs[engine.Delivery](ctx, q, "SELECT doc FROM deliveries WHERE tenant_id = $1 AND event_seq = $2 ORDER BY id", ev.TenantID, int64(ev.Seq))
+	ds, err := collectDeliveries(ctx, q, "SELECT "+deliveryReadSQL+" FROM deliveries d WHERE tenant_id = $1 AND event_seq = $2 ORDER BY id", ev.TenantID, int64(ev.Seq))
 	return ev, ds, err
 }
 
@@ -606,15 +613,14 @@ func (s *Store) readTx(ctx context.Context, fn func(pgx.Tx) error) error {
 // Delivery returns delivery id of tenant, or CodeDeliveryNotFound (also
 // when it is another tenant's).
 func (s *Store) Delivery(ctx context.Context, tenant, id string) (engine.Delivery, error) {
-	var doc []byte
-	err := s.pool.QueryRow(ctx, "SELECT doc FROM deliveries WHERE id = $1 AND tenant_id = $2", id, tenant).Scan(&doc)
+	d, err := scanDelivery(s.pool.QueryRow(ctx, "SELECT "+deliveryReadSQL+" FROM deliveries d WHERE id = $1 AND tenant_id = $2", id, tenant))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return engine.Delivery{}, engine.DeliveryNotFound()
 	}
 	if err != nil {
 		return engine.Delivery{}, storeError(err)
 	}
-	return decode[engine.Delivery](doc)
+	return d, nil
 }
 
 // AttemptInput reads delivery id (of any tenant; CodeDeliveryNotFound),
@@ -751,8 +757,8 @@ func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) 
 // then takes the row lock and applies fn to what is there.
 func (s *Store) recordAsRead(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, bool, error) {
 	token, read, cur, ok := s.claims.asRead(id)
-	if !ok {
-		return engine.Delivery{}, false, nil
+	if !ok || cur.Line != "" {
+		return engine.Delivery{}, false, nil // an ordered one is settled in its line under its lock
 	}
 	after, err := fn(cur)
 	if err != nil {
@@ -762,7 +768,7 @@ func (s *Store) recordAsRead(ctx context.Context, id string, fn func(engine.Deli
 		return engine.Delivery{}, false, fmt.Errorf("postgres: update delivery %s: %w", id, err)
 	}
 	after = normalizeDelivery(after)
-	doc, err := json.Marshal(after)
+	doc, err := deliveryDoc(after)
 	if err != nil {
 		return engine.Delivery{}, false, err
 	}
@@ -786,24 +792,63 @@ func (s *Store) recordAsRead(ctx context.Context, id string, fn func(engine.Deli
 }
 
 // storedDelivery is a delivery as read under its row lock, with the
-// columns of its lease.
+// columns of its lease, and, when it is ordered and the read took its
+// line's lock, its line as SettleLine needs it (view; nil: not read).
 type storedDelivery struct {
 	d          engine.Delivery
 	leaseToken *int64
 	leaseUntil *int64
+	view       *engine.LineView
 }
 
-// lockDelivery reads delivery id under a row lock; CodeDeliveryNotFound.
+// lockDelivery reads delivery id under a row lock, after the lock of its
+// line if it is ordered (and then its line's view too), in one round
+// trip; CodeDeliveryNotFound.
 func lockDelivery(ctx context.Context, tx pgx.Tx, id string) (storedDelivery, error) {
+	b := &pgx.Batch{}
+	b.Queue(lockLineOfSQL, id)
+	b.Queue(`SELECT d.doc, d.lease_token, d.lease_until, d.line <> '',
+		CASE WHEN d.line <> '' THEN (SELECT h.id FROM deliveries h WHERE h.endpoint_id = d.endpoint_id AND h.line = d.line AND `+isHeadSQL("h")+`) END,
+		CASE WHEN d.line <> '' THEN (SELECT ep.doc FROM endpoints ep WHERE ep.tenant_id = d.tenant_id AND ep.id = d.endpoint_id) END
+		FROM deliveries d WHERE d.id = $1 FOR UPDATE OF d`, id)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
 	var row storedDelivery
-	var doc []byte
-	err := tx.QueryRow(ctx, "SELECT doc, lease_token, lease_until FROM deliveries WHERE id = $1 FOR UPDATE", id).Scan(&doc, &row.leaseToken, &row.leaseUntil)
+	if _, err := br.Exec(); err != nil {
+		return row, err
+	}
+	var doc, epDoc []byte
+	var ordered bool
+	var head *string
+	err := br.QueryRow().Scan(&doc, &row.leaseToken, &row.leaseUntil, &ordered, &head, &epDoc)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return row, engine.DeliveryNotFound()
 	}
 	if err != nil {
 		return row, err
 	}
+	if row.d, err = decode[engine.Delivery](doc); err != nil {
+		return row, err
+	}
+	if ordered {
+		v, err := viewOf(head, epDoc)
+		if err != nil {
+			return row, err
+		}
+		row.view = &v
+	}
+	return row, nil
+}
+
+// lockRow reads a delivery from a row of (doc, lease_token,
+// lease_until).
+func lockRow(r pgx.Row) (storedDelivery, error) {
+	var row storedDelivery
+	var doc []byte
+	if err := r.Scan(&doc, &row.leaseToken, &row.leaseUntil); err != nil {
+		return row, err
+	}
+	var err error
 	row.d, err = decode[engine.Delivery](doc)
 	return row, err
 }
@@ -824,11 +869,44 @@ const (
 	leaseRenewed
 )
 
-// saveDelivery writes after over row, as change says, and returns it as
-// stored with what became of the lease.
+// saveDelivery writes after, the next state of row, as change says,
+// settled in its line (engine.SettleLine, with row.view or the line as
+// read now), and returns it as stored with what became of the lease;
+// when the line's head left, it promotes the next (advanceLine). tx holds
+// the lock of an ordered delivery's line.
 func (s *Store) saveDelivery(ctx context.Context, tx pgx.Tx, row storedDelivery, after engine.Delivery, change leaseChange) (engine.Delivery, leaseChange, error) {
+	before := row.d
+	if after.ID != before.ID || after.TenantID != before.TenantID || after.EndpointID != before.EndpointID || after.Line != before.Line {
+		return engine.Delivery{}, change, fmt.Errorf("postgres: delivery %s: a transition changed who it belongs to or its line", before.ID)
+	}
+	advance := false
+	if after.Line != "" {
+		var view engine.LineView
+		if row.view != nil {
+			view = *row.view
+		} else {
+			var err error
+			if view, err = lineView(ctx, tx, after); err != nil {
+				return engine.Delivery{}, change, err
+			}
+		}
+		after, advance = engine.SettleLine(before, after, view)
+		if err := engine.CheckStorable(after); err != nil {
+			return engine.Delivery{}, change, fmt.Errorf("postgres: update delivery %s: %w", after.ID, err)
+		}
+	}
+	after, change, err := s.writeDelivery(ctx, tx, row, after, change)
+	if err != nil || !advance {
+		return after, change, err
+	}
+	return after, change, s.advanceLine(ctx, tx, lineID{after.EndpointID, after.Line}, after.Updated)
+}
+
+// writeDelivery writes after over row, as change says, and returns it
+// as stored with what became of the lease.
+func (s *Store) writeDelivery(ctx context.Context, tx pgx.Tx, row storedDelivery, after engine.Delivery, change leaseChange) (engine.Delivery, leaseChange, error) {
 	after = normalizeDelivery(after)
-	doc, err := json.Marshal(after)
+	doc, err := deliveryDoc(after)
 	if err != nil {
 		return engine.Delivery{}, change, err
 	}
@@ -846,8 +924,8 @@ func (s *Store) saveDelivery(ctx context.Context, tx pgx.Tx, row storedDelivery,
 	case until != nil && *until > now && *until > *due:
 		due = until // claimed elsewhere: not due before its lease ends
 	}
-	_, err = tx.Exec(ctx, `UPDATE deliveries SET state = $2, next_attempt_at = $3, due_at = $4, dead_at = $5, lease_token = $6, lease_until = $7, doc = $8 WHERE id = $1`,
-		after.ID, string(after.State), next, due, deadAt(after), token, until, doc)
+	_, err = tx.Exec(ctx, `UPDATE deliveries SET state = $2, next_attempt_at = $3, due_at = $4, dead_at = $5, lease_token = $6, lease_until = $7, doc = $8, blocking = $9 WHERE id = $1`,
+		after.ID, string(after.State), next, due, deadAt(after), token, until, doc, after.Blocking())
 	return after, change, err
 }
 
@@ -855,19 +933,19 @@ func (s *Store) saveDelivery(ctx context.Context, tx pgx.Tx, row storedDelivery,
 // selects, in one transaction, and returns them as stored: the paused
 // deliveries of sel.EndpointID in ID order, or the dead letters that died
 // in [sel.Since, sel.Until) (no upper bound when Until is zero), of
-// sel.EndpointID when set, in death order.
+// sel.EndpointID when set, in death order. They are saved in line order
+// (a range replay makes the lowest Sequence of a line its head), under
+// the locks of their lines.
 func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, max int, fn func(engine.Delivery) engine.Delivery) ([]engine.Delivery, error) {
-	var sql string
+	var where, order string
 	var args []any
 	switch sel.State {
 	case engine.StatePaused:
-		sql = `SELECT doc, lease_token, lease_until FROM deliveries WHERE tenant_id = $1 AND state = 'paused' AND endpoint_id = $2
-			ORDER BY id LIMIT $3 FOR UPDATE`
+		where, order = `tenant_id = $1 AND state = 'paused' AND endpoint_id = $2`, "id"
 		args = []any{sel.Tenant, sel.EndpointID, max}
 	case engine.StateDead:
-		sql = `SELECT doc, lease_token, lease_until FROM deliveries WHERE tenant_id = $1 AND state = 'dead'
-			AND dead_at >= $2 AND ($3::bigint IS NULL OR dead_at < $3) AND ($4 = '' OR endpoint_id = $4)
-			ORDER BY dead_at, id LIMIT $5 FOR UPDATE`
+		where, order = `tenant_id = $1 AND state = 'dead'
+			AND dead_at >= $2 AND ($3::bigint IS NULL OR dead_at < $3) AND ($4 = '' OR endpoint_id = $4)`, "dead_at, id"
 		var since int64 = -1 << 63
 		if !sel.Since.IsZero() {
 			since = sel.Since.UnixNano()
@@ -879,26 +957,61 @@ func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, max 
 	if max <= 0 {
 		return []engine.Delivery{}, nil
 	}
+	limit := fmt.Sprintf(" ORDER BY %s LIMIT $%d", order, len(args))
 	var out []engine.Delivery
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		out = []engine.Delivery{}
-		rows, err := tx.Query(ctx, sql, args...)
-		if err != nil {
-			return err
-		}
-		selected, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storedDelivery, error) {
-			var row storedDelivery
-			var doc []byte
-			if err := r.Scan(&doc, &row.leaseToken, &row.leaseUntil); err != nil {
-				return row, err
+		// The selection's lines' locks, then its rows'. A row that came
+		// into the selection between the two statements may be of a
+		// line not locked yet: its lock is taken after, out of order
+		// (PostgreSQL breaks a deadlock that makes, and tx runs again).
+		b := &pgx.Batch{}
+		b.Queue(lockLinesSQL("SELECT endpoint_id, line FROM deliveries WHERE "+where+limit), args...)
+		b.Queue("SELECT d.doc, d.lease_token, d.lease_until, "+lineKeySQL("d")+" FROM deliveries d WHERE "+where+limit+" FOR UPDATE", args...)
+		locked := map[int32]bool{}
+		var selected []storedDelivery
+		var keys []int32
+		err := func() error {
+			br := tx.SendBatch(ctx, b)
+			defer br.Close()
+			rows, err := br.Query()
+			if err != nil {
+				return err
 			}
-			row.d, err = decode[engine.Delivery](doc)
-			return row, err
-		})
+			var k int32
+			if _, err := pgx.ForEachRow(rows, []any{&k, nil}, func() error { locked[k] = true; return nil }); err != nil {
+				return err
+			}
+			rows, err = br.Query()
+			if err != nil {
+				return err
+			}
+			selected, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (storedDelivery, error) {
+				var row storedDelivery
+				var doc []byte
+				if err := r.Scan(&doc, &row.leaseToken, &row.leaseUntil, &k); err != nil {
+					return row, err
+				}
+				row.d, err = decode[engine.Delivery](doc)
+				if row.d.Line != "" && !locked[k] {
+					locked[k] = true
+					keys = append(keys, k)
+				}
+				return row, err
+			})
+			return err
+		}()
 		if err != nil {
 			return err
 		}
-		for _, row := range selected {
+		for _, k := range keys {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(lineLock), k); err != nil {
+				return err
+			}
+		}
+		out = make([]engine.Delivery, len(selected))
+		for _, i := range sortInLineOrder(selected) {
+			row := selected[i]
 			after := fn(row.d)
 			if err := engine.CheckTransition(row.d, after); err != nil {
 				return fmt.Errorf("postgres: update %s deliveries of %s: %w", sel.State, sel.Tenant, err)
@@ -907,7 +1020,7 @@ func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, max 
 			if err != nil {
 				return err
 			}
-			out = append(out, stored)
+			out[i] = stored
 		}
 		return s.notifyDue(ctx, tx, out)
 	})
@@ -959,10 +1072,4 @@ func (s *Store) RetryIndex(ctx context.Context, fn func(engine.RetryEntry) error
 		}
 		return rows.Err()
 	})
-}
-
-// LineHead reports no head: this store refuses ordered endpoints
-// (endpointDocs), so it has no lines.
-func (s *Store) LineHead(ctx context.Context, endpointID, line string) (engine.Delivery, bool, error) {
-	return engine.Delivery{}, false, ctx.Err()
 }

@@ -93,8 +93,13 @@ func (s *Store) PruneEvents(ctx context.Context, cursor uint64, r engine.Retenti
 		if len(seqs) == 0 {
 			return nil
 		}
-		ds, err := collectDocs[engine.Delivery](ctx, tx, `SELECT doc FROM deliveries
-			WHERE (tenant_id, event_seq) IN (SELECT * FROM unnest($1::text[], $2::bigint[])) FOR UPDATE`, tenants, seqs)
+		// The events' lines' locks, then their deliveries' rows (the
+		// deliveries of an event are fixed, and so are their lines).
+		const ofEvents = "(tenant_id, event_seq) IN (SELECT * FROM unnest($1::text[], $2::bigint[]))"
+		if _, err := tx.Exec(ctx, lockLinesSQL("SELECT endpoint_id, line FROM deliveries WHERE "+ofEvents), tenants, seqs); err != nil {
+			return err
+		}
+		ds, err := collectDocs[engine.Delivery](ctx, tx, "SELECT doc FROM deliveries WHERE "+ofEvents+" FOR UPDATE", tenants, seqs)
 		if err != nil {
 			return err
 		}
@@ -122,12 +127,10 @@ func (s *Store) PruneEvents(ctx context.Context, cursor uint64, r engine.Retenti
 				return err
 			}
 		}
-		tag, err := tx.Exec(ctx, "DELETE FROM deliveries WHERE (tenant_id, event_seq) IN (SELECT * FROM unnest($1::text[], $2::bigint[]))", doomedTenants, doomed)
-		if err != nil {
+		if res.Deliveries, err = s.deleteDeliveries(ctx, tx, ofEvents, doomedTenants, doomed); err != nil {
 			return err
 		}
-		res.Deliveries = int(tag.RowsAffected())
-		tag, err = tx.Exec(ctx, "DELETE FROM events WHERE seq = ANY($1)", doomed)
+		tag, err := tx.Exec(ctx, "DELETE FROM events WHERE seq = ANY($1)", doomed)
 		res.Events = int(tag.RowsAffected())
 		return err
 	})
@@ -166,12 +169,10 @@ func (s *Store) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeR
 			return err
 		}
 		if len(events) > 0 {
-			tag, err := tx.Exec(ctx, "DELETE FROM deliveries WHERE tenant_id = $1 AND event_seq = ANY($2)", res.Tenant, events)
-			if err != nil {
+			if res.Deliveries, err = s.deleteDeliveries(ctx, tx, "tenant_id = $1 AND event_seq = ANY($2)", res.Tenant, events); err != nil {
 				return err
 			}
-			res.Deliveries = int(tag.RowsAffected())
-			tag, err = tx.Exec(ctx, "DELETE FROM events WHERE seq = ANY($1)", events)
+			tag, err := tx.Exec(ctx, "DELETE FROM events WHERE seq = ANY($1)", events)
 			res.Events = int(tag.RowsAffected())
 			return err
 		}
@@ -185,7 +186,7 @@ func (s *Store) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeR
 		}
 		// Deliveries whose event is gone cannot be, but the id is about to
 		// be free: make sure.
-		if _, err := tx.Exec(ctx, "DELETE FROM deliveries WHERE tenant_id = $1", res.Tenant); err != nil {
+		if _, err := s.deleteDeliveries(ctx, tx, "tenant_id = $1", res.Tenant); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, "DELETE FROM key_tails WHERE tenant_id = $1", res.Tenant); err != nil {

@@ -248,13 +248,7 @@ func (s *Store) EventTypes(ctx context.Context) ([]engine.EventType, error) {
 
 // endpointDocs returns the stored documents of ep: the endpoint without
 // its secrets, and its secrets, sealed when the store has a key.
-//
-// An endpoint that asks for ordered delivery is refused (CodeInvalidField
-// "ordering"): this store keeps no lines yet.
 func (s *Store) endpointDocs(ep engine.Endpoint) (doc, secrets []byte, err error) {
-	if ep.Ordering != engine.OrderingNone {
-		return nil, nil, engine.Errorf(engine.CodeInvalidField, "ordering", "ordered delivery is not available with the postgres driver yet")
-	}
 	ep = normalizeEndpoint(ep)
 	if doc, err = json.Marshal(ep); err != nil {
 		return nil, nil, err

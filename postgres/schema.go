@@ -70,6 +70,16 @@ import (
 //     until the application's transaction ends. In an application's
 //     transaction that wrote before EnqueueTx, the event may be placed in
 //     the log before an event of the tenant with a lower number.
+//   - Ordered lines (engine/lines.go; migration 4): deliveries.line is the
+//     delivery's Line (empty when not ordered), sequence its Sequence (kept
+//     for an ordered delivery, 0 for others) and
+//     blocking its Blocking(), all written with the document. A line's
+//     waiting members are deliveries_waiting, in line order; its head is
+//     the one row of the UNIQUE partial index deliveries_line_head, so the
+//     database itself refuses a second head. Waiting rows have no due_at:
+//     only the head is ever pending, so only one node attempts a line at a
+//     time. Every transaction that changes a line's membership holds the
+//     line's lock (lines.go).
 var migrations = []string{
 	1: `
 CREATE TABLE meta (
@@ -180,6 +190,15 @@ CREATE TABLE key_tails (
 	sequence     bigint NOT NULL,
 	PRIMARY KEY (tenant_id, ordering_key, endpoint_id)
 );
+`,
+	4: `
+ALTER TABLE deliveries
+	ADD COLUMN line text COLLATE "C" NOT NULL DEFAULT '',
+	ADD COLUMN sequence bigint NOT NULL DEFAULT 0,
+	ADD COLUMN blocking boolean NOT NULL DEFAULT false;
+CREATE INDEX deliveries_waiting ON deliveries (endpoint_id, line, sequence, id) WHERE state = 'waiting';
+CREATE UNIQUE INDEX deliveries_line_head ON deliveries (endpoint_id, line)
+	WHERE line <> '' AND (state IN ('pending', 'paused') OR blocking);
 `,
 }
 

@@ -23,15 +23,11 @@ func testPreviousSequence(t *testing.T, f *fixture) {
 	f.eventType(t, b)
 	all := f.endpoint(t, "acme", a, b)
 	onlyA := f.endpoint(t, "acme", a)
-	// An endpoint ordered by key gets the same (a plain one where the
-	// store keeps no lines).
+	// An endpoint ordered by key gets the same.
 	ordered := f.endpoint(t, "acme", a, b)
-	if !f.h.NoLines {
-		var err error
-		ordered, err = f.s.UpdateEndpoint(t.Context(), "acme", ordered.ID, func(e *engine.Endpoint) error { e.Ordering = engine.OrderingKey; return nil })
-		if err != nil {
-			t.Fatal(err)
-		}
+	ordered, err := f.s.UpdateEndpoint(t.Context(), "acme", ordered.ID, func(e *engine.Endpoint) error { e.Ordering = engine.OrderingKey; return nil })
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	ingest := func(typ, key string) (uint64, map[string]uint64) {

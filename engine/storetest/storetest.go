@@ -55,10 +55,6 @@ type Harness struct {
 	// passing (or its process dying) would. Nil: a scheduler's leases end
 	// when it is dropped, as LocalScheduler's end with their process.
 	EndLeases func(sched engine.Scheduler)
-
-	// NoLines says the store refuses endpoints whose ordering is not none
-	// (the PostgreSQL store, for now): the Lines tests are skipped.
-	NoLines bool
 }
 
 // Run runs the whole suite against h.
@@ -85,9 +81,6 @@ func Run(t *testing.T, h Harness) {
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()
-			if g.name == "Lines" && h.NoLines {
-				t.Skip("the store keeps no ordered lines (Harness.NoLines)")
-			}
 			for _, tt := range g.tests {
 				t.Run(tt.name, func(t *testing.T) {
 					t.Parallel()

@@ -1,0 +1,311 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+// Ordered lines (engine/lines.go) in PostgreSQL.
+//
+// A line is the rows of deliveries with one (endpoint_id, line), line not
+// ''. Its head is the row deliveries_line_head indexes (isHeadSQL: the
+// predicate of engine.HoldsLine, from the state and blocking columns), at
+// most one, which the unique index enforces; its waiting members are in
+// deliveries_waiting by (sequence, id), CompareLineOrder's order.
+//
+// Every transaction that changes a line's membership (writes an ordered
+// delivery, or deletes one) first takes the line's lock: a
+// transaction-scoped advisory lock, (lineLock, lineKeySQL of the line).
+// So what it reads of the line (its head, its lowest waiting member)
+// stays so until it commits, and SettleLine and PromoteDelivery run on
+// the line as stored. Locks are taken in this order, which rules out
+// deadlocks between them: a tenant's sequence lock (ingest), then line
+// locks in the order of their keys (lockLinesSQL), then row locks. A
+// delivery's endpoint_id and line never change, so a transaction may
+// read them without a lock to know which line lock to take first. Two
+// lines whose keys collide share a lock: they then take turns, no more.
+//
+// A holder's record of an ordered delivery takes the row-locked path
+// (update), never recordAsRead's compare and set: the head's record
+// promotes the next member in its transaction, and notifies the nodes
+// (notifyDue) that it is due.
+
+// lineLock is the first key of a line's lock ("whln"); the second is
+// lineKeySQL's. Not tenantLock, sequenceLock nor importLock, and the
+// one-key locks (migrationLock, pruneLock) are another key space.
+const lineLock = 0x77686c6e
+
+// lineKeySQL is the SQL of the second key of the lock of the line of
+// the row alias: the hashtext of its endpoint ID ‖ U+0001 ‖ line.
+func lineKeySQL(alias string) string {
+	return fmt.Sprintf("hashtext(%[1]s.endpoint_id || chr(1) || %[1]s.line)", alias)
+}
+
+// isHeadSQL is the predicate of deliveries_line_head on the row alias:
+// the row holds its line (engine.HoldsLine).
+func isHeadSQL(alias string) string {
+	return fmt.Sprintf("%[1]s.line <> '' AND (%[1]s.state IN ('pending', 'paused') OR %[1]s.blocking)", alias)
+}
+
+// lockLinesSQL takes, in key order, the locks of the lines of the rows r
+// that rows (a query with the columns endpoint_id and line) returns, and
+// returns their keys.
+func lockLinesSQL(rows string) string {
+	return fmt.Sprintf(`SELECT k, pg_advisory_xact_lock(%d, k)::text FROM (
+		SELECT DISTINCT %s AS k FROM (%s) r WHERE r.line <> '' ORDER BY k) lines`, int32(lineLock), lineKeySQL("r"), rows)
+}
+
+// lockLineOfSQL takes the lock of the line of delivery $1, if it is
+// ordered.
+var lockLineOfSQL = fmt.Sprintf("SELECT pg_advisory_xact_lock(%d, %s)::text FROM deliveries d WHERE d.id = $1 AND d.line <> ''", int32(lineLock), lineKeySQL("d"))
+
+// waitingBehindSQL is the ID of the head of the line of the row d while
+// d is waiting (Delivery.WaitingBehind, which is not stored: the head
+// changes without its waiting members being rewritten), else NULL.
+var waitingBehindSQL = `CASE WHEN d.state = 'waiting' THEN (SELECT h.id FROM deliveries h
+	WHERE h.endpoint_id = d.endpoint_id AND h.line = d.line AND ` + isHeadSQL("h") + `) END`
+
+// deliveryReadSQL is the columns a delivery is read from (scanDelivery),
+// of the row d.
+var deliveryReadSQL = "d.doc, " + waitingBehindSQL
+
+// scanDelivery reads a delivery from a row of deliveryReadSQL.
+func scanDelivery(r pgx.Row) (engine.Delivery, error) {
+	var doc []byte
+	var behind *string
+	if err := r.Scan(&doc, &behind); err != nil {
+		return engine.Delivery{}, err
+	}
+	d, err := decode[engine.Delivery](doc)
+	if behind != nil {
+		d.WaitingBehind = *behind
+	}
+	return d, err
+}
+
+// collectDeliveries reads the deliveries a query of deliveryReadSQL
+// returns; none is an empty slice.
+func collectDeliveries(ctx context.Context, q querier, sql string, args ...any) ([]engine.Delivery, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, storeError(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.Delivery, error) { return scanDelivery(r) })
+	if err != nil {
+		return nil, storeError(err)
+	}
+	if out == nil {
+		out = []engine.Delivery{}
+	}
+	return out, nil
+}
+
+// deliveryDoc is the stored document of d: without WaitingBehind (see
+// waitingBehindSQL).
+func deliveryDoc(d engine.Delivery) ([]byte, error) {
+	d.WaitingBehind = ""
+	return json.Marshal(d)
+}
+
+// lineSequence is the sequence column of d: its Sequence when it is
+// ordered (the waiting members' order), 0 otherwise.
+func lineSequence(d engine.Delivery) int64 {
+	if d.Line == "" {
+		return 0
+	}
+	return int64(d.Sequence)
+}
+
+// lineID names a line.
+type lineID struct{ endpoint, line string }
+
+// settleNew settles the new deliveries ds in their lines, in tx: it takes
+// the locks of the lines of the ordered ones and reads their heads (one
+// round trip), then applies SettleLine to each (a new delivery of a line
+// with a head waits behind it).
+func settleNew(ctx context.Context, tx pgx.Tx, ds []engine.Delivery) error {
+	var eps, lines []string
+	for _, d := range ds {
+		if d.Line != "" {
+			eps, lines = append(eps, d.EndpointID), append(lines, d.Line)
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	const these = "SELECT * FROM unnest($1::text[], $2::text[]) AS u(endpoint_id, line)"
+	b := &pgx.Batch{}
+	b.Queue(lockLinesSQL(these), eps, lines)
+	b.Queue(`SELECT h.endpoint_id, h.line, h.id FROM deliveries h
+		WHERE (h.endpoint_id, h.line) IN (`+these+`) AND `+isHeadSQL("h"), eps, lines)
+	heads := map[lineID]string{}
+	err := func() error {
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		var l lineID
+		var id string
+		_, err = pgx.ForEachRow(rows, []any{&l.endpoint, &l.line, &id}, func() error {
+			heads[l] = id
+			return nil
+		})
+		return err
+	}()
+	if err != nil {
+		return err
+	}
+	for i, d := range ds {
+		if d.Line == "" {
+			continue
+		}
+		ds[i], _ = engine.SettleLine(engine.Delivery{}, d, engine.LineView{Head: heads[lineID{d.EndpointID, d.Line}]})
+		if err := engine.CheckStorable(ds[i]); err != nil {
+			return fmt.Errorf("postgres: append event %s: %w", d.EventID, err)
+		}
+	}
+	return nil
+}
+
+// lineView reads the line of d, an ordered delivery whose line tx holds
+// the lock of, as SettleLine needs it: its head, and the on_dead of its
+// endpoint (skip when the endpoint is deleted).
+func lineView(ctx context.Context, tx pgx.Tx, d engine.Delivery) (engine.LineView, error) {
+	var head *string
+	var epDoc []byte
+	err := tx.QueryRow(ctx, `SELECT (SELECT h.id FROM deliveries h WHERE h.endpoint_id = $1 AND h.line = $2 AND `+isHeadSQL("h")+`),
+		(SELECT doc FROM endpoints WHERE tenant_id = $3 AND id = $1)`, d.EndpointID, d.Line, d.TenantID).Scan(&head, &epDoc)
+	if err != nil {
+		return engine.LineView{}, err
+	}
+	return viewOf(head, epDoc)
+}
+
+// viewOf is the LineView of a line whose head has ID head (nil: none)
+// and whose endpoint's document is epDoc (nil: deleted).
+func viewOf(head *string, epDoc []byte) (engine.LineView, error) {
+	var v engine.LineView
+	if head != nil {
+		v.Head = *head
+	}
+	if epDoc != nil {
+		ep, err := decode[engine.Endpoint](epDoc)
+		if err != nil {
+			return v, err
+		}
+		v.OnDead = ep.OnDead
+	}
+	return v, nil
+}
+
+// advanceLine makes the lowest waiting member of line l, whose head
+// just left, its head at at (engine.PromoteDelivery), and notifies the
+// nodes that it is due; a line with none waiting is left with no head.
+// tx holds the line's lock.
+func (s *Store) advanceLine(ctx context.Context, tx pgx.Tx, l lineID, at time.Time) error {
+	row, err := lockRow(tx.QueryRow(ctx, `SELECT doc, lease_token, lease_until FROM deliveries
+		WHERE endpoint_id = $1 AND line = $2 AND state = 'waiting' ORDER BY sequence, id LIMIT 1 FOR UPDATE`, l.endpoint, l.line))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// The line has no head now: SettleLine would leave the promoted
+	// delivery as it is.
+	promoted := engine.PromoteDelivery(row.d, at)
+	if err := engine.CheckTransition(row.d, promoted); err != nil {
+		return fmt.Errorf("postgres: promote delivery %s: %w", row.d.ID, err)
+	}
+	if _, _, err := s.writeDelivery(ctx, tx, row, promoted, leaseKeep); err != nil {
+		return err
+	}
+	return s.notifyDue(ctx, tx, []engine.Delivery{promoted})
+}
+
+// deleteDeliveries deletes the deliveries that where (a condition on
+// the columns of deliveries, with args) selects, holding the locks of
+// their lines; a line whose head it deleted goes on with its lowest
+// waiting member (advanceLine, at the store's now). It returns how
+// many it deleted.
+func (s *Store) deleteDeliveries(ctx context.Context, tx pgx.Tx, where string, args ...any) (int, error) {
+	b := &pgx.Batch{}
+	b.Queue(lockLinesSQL("SELECT endpoint_id, line FROM deliveries WHERE "+where), args...)
+	b.Queue("DELETE FROM deliveries d WHERE "+where+" RETURNING d.endpoint_id, d.line, "+isHeadSQL("d"), args...)
+	var ended []lineID
+	n := 0
+	err := func() error {
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		var l lineID
+		var head bool
+		_, err = pgx.ForEachRow(rows, []any{&l.endpoint, &l.line, &head}, func() error {
+			n++
+			if head {
+				ended = append(ended, l)
+			}
+			return nil
+		})
+		return err
+	}()
+	if err != nil {
+		return 0, err
+	}
+	at := s.now()
+	for _, l := range ended {
+		if err := s.advanceLine(ctx, tx, l, at); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// LineHead returns the head of the line (endpointID, line) and whether
+// it has one, through deliveries_line_head.
+func (s *Store) LineHead(ctx context.Context, endpointID, line string) (engine.Delivery, bool, error) {
+	if line == "" {
+		return engine.Delivery{}, false, ctx.Err()
+	}
+	var doc []byte
+	err := s.pool.QueryRow(ctx, "SELECT d.doc FROM deliveries d WHERE d.endpoint_id = $1 AND d.line = $2 AND "+isHeadSQL("d"), endpointID, line).Scan(&doc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return engine.Delivery{}, false, nil
+	}
+	if err != nil {
+		return engine.Delivery{}, false, storeError(err)
+	}
+	d, err := decode[engine.Delivery](doc)
+	return d, err == nil, err
+}
+
+// sortInLineOrder returns the order in which to save rows (their
+// indexes): in line order (a range replay makes the lowest Sequence of a
+// line its head), stably.
+func sortInLineOrder(rows []storedDelivery) []int {
+	order := make([]int, len(rows))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return engine.CompareLineOrder(rows[a].d, rows[b].d) })
+	return order
+}
