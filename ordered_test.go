@@ -5,6 +5,7 @@ package main
 // and fail some of them, and the same across kill -9.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/webhookd/webhookd/postgres/pgtest"
 	"github.com/webhookd/webhookd/storage"
 )
 
@@ -184,7 +188,6 @@ func postKeyed(client *http.Client, base, key, idem string) (bool, error) {
 // endpoint all of them do; every delivery of every endpoint ends
 // succeeded or dead, and every event that did not die succeeded.
 func TestOrdered_Faults(t *testing.T) {
-	skipOnPostgres(t, "ordered delivery is not available with the postgres driver yet")
 	events, keys := 1000, 50
 	if testing.Short() {
 		events, keys = 200, 10
@@ -261,7 +264,6 @@ func TestOrdered_KillNine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the kill -9 test runs without -short (CI's plain go test ./...)")
 	}
-	skipOnPostgres(t, "ordered delivery is not available with the postgres driver yet")
 	t.Parallel()
 	kills := 8
 	if s := os.Getenv("WEBHOOKD_ORDERED_KILLS"); s != "" {
@@ -327,6 +329,10 @@ func TestOrdered_KillNine(t *testing.T) {
 	}()
 
 	checkFile := func(when string) {
+		if onPostgres {
+			checkLinesOnPostgres(t, when, dbPath)
+			return
+		}
 		db, err := storage.Open(dbPath, storage.Options{LockTimeout: 5 * time.Second})
 		if err != nil {
 			t.Fatalf("%s: open: %v", when, err)
@@ -392,5 +398,30 @@ func TestOrdered_KillNine(t *testing.T) {
 	defer rc.mu.Unlock()
 	if len(rc.problems) > 0 {
 		t.Errorf("receiver problems: %v", rc.problems)
+	}
+}
+
+// checkLinesOnPostgres fails t unless every waiting delivery in the
+// schema of the stopped node on db waits behind a head (the unique index
+// deliveries_line_head holds the other half: at most one head a line).
+func checkLinesOnPostgres(t *testing.T, when, db string) {
+	t.Helper()
+	pgSchemas.Lock()
+	schema := pgSchemas.m[db]
+	pgSchemas.Unlock()
+	conn, err := pgx.Connect(t.Context(), pgtest.URL(t))
+	if err != nil {
+		t.Fatalf("%s: %v", when, err)
+	}
+	defer conn.Close(context.Background())
+	var headless int
+	err = conn.QueryRow(t.Context(), fmt.Sprintf(`SELECT count(*) FROM %[1]s.deliveries w WHERE w.state = 'waiting' AND NOT EXISTS (
+		SELECT 1 FROM %[1]s.deliveries h WHERE h.endpoint_id = w.endpoint_id AND h.line = w.line AND h.line <> ''
+		AND (h.state IN ('pending', 'paused') OR h.blocking))`, pgx.Identifier{schema}.Sanitize())).Scan(&headless)
+	if err != nil {
+		t.Fatalf("%s: %v", when, err)
+	}
+	if headless > 0 {
+		t.Fatalf("%s: %d waiting deliveries of lines without a head", when, headless)
 	}
 }
