@@ -373,6 +373,112 @@ func TestMigrate(t *testing.T) {
 	}
 }
 
+// TestMigrate_OrderedLines migrates a bbolt file whose ordered lines
+// are under way (a blocking dead head with two deliveries waiting behind
+// it; a key's pending head with one waiting) and finds every delivery as
+// it was through the PostgreSQL store, which then moves the lines on: a
+// skip of the blocking head and the success of the pending one each
+// promote the next.
+func TestMigrate_OrderedLines(t *testing.T) {
+	dbURL, env := migrateEnv(t, nil)
+	schema := pgtest.Schema(t)
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	ctx := context.Background()
+	db, err := storage.Open(path, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err = db.PutTenant(ctx, engine.Tenant{ID: "acme", Created: migrateT0, Updated: migrateT0})
+	must(err)
+	_, _, err = db.PutEventType(ctx, engine.EventType{Name: "order.created", Created: migrateT0, Updated: migrateT0})
+	must(err)
+	byEndpoint := engine.Endpoint{ID: engine.NewID("ep"), TenantID: "acme", URL: "https://example.com/a", EventTypes: []string{"order.created"},
+		Created: migrateT0, Updated: migrateT0, Secrets: []engine.Secret{{Key: engine.NewSecret()}}, Ordering: engine.OrderingEndpoint, OnDead: engine.OnDeadBlock}
+	byKey := byEndpoint
+	byKey.ID, byKey.URL, byKey.Ordering, byKey.OnDead = engine.NewID("ep"), "https://example.com/b", engine.OrderingKey, engine.OnDeadSkip
+	must(db.CreateEndpoint(ctx, byEndpoint, 0))
+	must(db.CreateEndpoint(ctx, byKey, 0))
+	var line, keyLine []string // the deliveries of each line, in line order
+	for i, key := range []string{"a", "a", "b"} {
+		res, err := db.AppendEvent(ctx, engine.NewEvent{Event: engine.Event{ID: engine.NewID("evt"), TenantID: "acme", Type: "order.created",
+			Created: migrateT0.Add(time.Duration(i) * time.Millisecond), APIVersion: "v1", Body: []byte(`{}`), OrderingKey: key}})
+		must(err)
+		for _, d := range res.Deliveries {
+			if d.EndpointID == byEndpoint.ID {
+				line = append(line, d.ID)
+			} else if key == "a" {
+				keyLine = append(keyLine, d.ID)
+			}
+		}
+	}
+	_, err = db.UpdateDelivery(ctx, line[0], func(d engine.Delivery) (engine.Delivery, error) {
+		return engine.RecordAttempt(d, attemptRecord(d, engine.StateDead, 410, time.Time{})), nil
+	})
+	must(err)
+	want, err := db.RecentEvents(ctx, "acme", 10)
+	must(err)
+	must(db.Close())
+
+	if out, err := runMigrateCmd(t, env, "-from", "bbolt:"+path, "-to", dbURL, "-schema", schema); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	pg, err := postgres.Open(ctx, dbURL, postgres.Options{Schema: schema})
+	must(err)
+	defer pg.Close()
+	got, err := pg.RecentEvents(ctx, "acme", 10)
+	must(err)
+	if len(got) != len(want) {
+		t.Fatalf("%d events, want %d", len(got), len(want))
+	}
+	waiting := 0
+	for i := range want {
+		if !reflect.DeepEqual(got[i].Deliveries, want[i].Deliveries) {
+			t.Errorf("deliveries of %s: %+v, want %+v", want[i].Event.ID, got[i].Deliveries, want[i].Deliveries)
+		}
+		for _, d := range want[i].Deliveries {
+			if d.State == engine.StateWaiting {
+				waiting++
+			}
+		}
+	}
+	if waiting != 3 {
+		t.Fatalf("the source has %d waiting deliveries, want 3", waiting)
+	}
+
+	at := time.Now().UTC()
+	if _, err := pg.UpdateDelivery(ctx, line[0], func(d engine.Delivery) (engine.Delivery, error) {
+		return engine.SkipDelivery(d, engine.Skip{At: at, By: "admin"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pg.UpdateDelivery(ctx, keyLine[0], func(d engine.Delivery) (engine.Delivery, error) {
+		return engine.RecordAttempt(d, attemptRecord(d, engine.StateSucceeded, 200, time.Time{})), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []struct{ endpoint, line, head, behind string }{
+		{byEndpoint.ID, engine.LineEndpoint, line[1], line[2]},
+		{byKey.ID, engine.LineKeyPrefix + "a", keyLine[1], ""},
+	} {
+		head, ok, err := pg.LineHead(ctx, l.endpoint, l.line)
+		if err != nil || !ok || head.ID != l.head || head.State != engine.StatePending {
+			t.Errorf("head of %s: %s %s %v %v, want %s pending", l.line, head.ID, head.State, ok, err, l.head)
+		}
+		if l.behind == "" {
+			continue
+		}
+		if d, err := pg.Delivery(ctx, "acme", l.behind); err != nil || d.State != engine.StateWaiting || d.WaitingBehind != l.head {
+			t.Errorf("delivery %s: %s behind %q %v, want waiting behind %s", l.behind, d.State, d.WaitingBehind, err, l.head)
+		}
+	}
+}
+
 // squeeze collapses runs of spaces to two, as the output's columns are
 // padded.
 func squeeze(s string) string {
