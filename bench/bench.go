@@ -28,6 +28,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	apiclient "github.com/webhookd/webhookd/client"
 )
 
 // Options configure Run. A zero field means the scenario's default.
@@ -68,6 +70,11 @@ type Options struct {
 	// Binary is the webhookd executable the cluster scenario runs as
 	// child processes to kill one; "": this process's own.
 	Binary string
+	// Ordering is the ordering of the cluster scenario's endpoints in
+	// its three load phases: "" or "none", "key" (the events over
+	// orderedProfiled ordering keys, round-robin) or "endpoint". The kill
+	// phase's endpoints are not ordered.
+	Ordering string
 
 	// Progress receives a live progress line (with \r); nil: none.
 	Progress io.Writer
@@ -94,6 +101,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.IntVar(&o.EndpointConcurrency, "endpoint-concurrency", 0, "attempts in flight per endpoint (in-process; default webhookd's, 8)")
 	fs.IntVar(&o.TenantConcurrency, "tenant-concurrency", 0, "attempts in flight per tenant (in-process; default webhookd's, three quarters of -workers)")
 	fs.StringVar(&o.DatabaseURL, "database-url", getenv(DatabaseURLEnv), "PostgreSQL `URL` for the cluster scenario (env "+DatabaseURLEnv+")")
+	fs.StringVar(&o.Ordering, "ordering", "", "the cluster scenario's endpoints' `ordering` in its load phases: key (events over 100 ordering keys) or endpoint (default none)")
 	fs.DurationVar(&o.Baseline, "baseline", 0, "how long each ceiling is measured (default 3s)")
 	fs.DurationVar(&o.Drain, "drain", 0, "how long to wait for deliveries after the load (default 2m)")
 	fs.StringVar(&o.Dir, "dir", "", "directory for the databases (default: a temporary one, removed after)")
@@ -166,6 +174,11 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 			return nil, fmt.Errorf("bench: %w", errNoDatabase)
 		}
 		scs = append(scs, sc)
+	}
+	switch o.Ordering {
+	case "", "none", string(apiclient.OrderingKey), string(apiclient.OrderingEndpoint):
+	default:
+		return nil, fmt.Errorf("bench: -ordering %q: want none, key or endpoint", o.Ordering)
 	}
 	if o.Faults != "" && o.Faults != "none" {
 		if _, err := ParseFaults(o.Faults); err != nil {

@@ -375,3 +375,23 @@ func TestReceiverSet_orderViolations(t *testing.T) {
 		t.Errorf("by endpoint: %d violations, want %d", got, want)
 	}
 }
+
+// TestLineViolations: events the load did not see acknowledged (sent as
+// it ended) are each a line of their own, not one line of no key.
+func TestLineViolations(t *testing.T) {
+	lr := loadResult{acks: []ack{{id: "a1", key: "a"}, {id: "a2", key: "a"}}}
+	rs := &receiverSet{rs: []*receiver{
+		{arrivals: []arrival{{"x9", 9}, {"a2", 2}, {"x8", 8}, {"a1", 1}}},
+	}}
+	if got, want := lineViolations(rs, lr), int64(1); got != want {
+		t.Errorf("%d violations, want %d (a1 after a2)", got, want)
+	}
+}
+
+// TestRun_orderingRefused: -ordering takes none, key or endpoint.
+func TestRun_orderingRefused(t *testing.T) {
+	_, err := Run(context.Background(), Options{Scenario: "cluster", DatabaseURL: "postgres://x", Ordering: "keys"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "-ordering") {
+		t.Errorf("err = %v, want one naming -ordering", err)
+	}
+}

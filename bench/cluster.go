@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	apiclient "github.com/webhookd/webhookd/client"
 )
 
 // DatabaseURLEnv names the environment variable that gives the cluster
@@ -51,6 +53,11 @@ type ClusterPhase struct {
 	Delivery *DeliveryStats `json:"delivery"`
 	// Ratio is Delivery.Rate over the first phase's (one bbolt node).
 	Ratio float64 `json:"ratio_to_bbolt"`
+	// Ordering is the endpoints' (Options.Ordering; "": none), and
+	// Violations the arrivals out of line order (see
+	// OrderedPhase.Violations) when they are ordered.
+	Ordering   string `json:"ordering,omitempty"`
+	Violations int64  `json:"order_violations,omitempty"`
 }
 
 // KillStats is the kill phase: three nodes as child processes of the
@@ -108,6 +115,7 @@ func (r *runner) cluster() error {
 		{"1 node, PostgreSQL", []instanceOptions{{pg: pg1}}},
 		{"3 nodes, PostgreSQL, one schema", []instanceOptions{{pg: pg3}, {pg: pg3}, {pg: pg3}}},
 	}
+	var violations int64
 	for i, p := range phases {
 		if i == len(phases)-1 {
 			r.startProfile() // the phase of interest: three nodes
@@ -125,6 +133,10 @@ func (r *runner) cluster() error {
 			ph.Ratio = 1
 		}
 		cs.Phases = append(cs.Phases, ph)
+		violations += ph.Violations
+	}
+	if ph := cs.Phases[0]; ph.Ordering != "" {
+		r.res.target("order violations in the ordered phases", "0", fmt.Sprint(violations), violations == 0)
 	}
 	three := cs.Phases[len(cs.Phases)-1]
 	r.res.Ingest, r.res.Delivery = three.Ingest, three.Delivery // the summary line
@@ -170,7 +182,11 @@ var errNoDatabase = fmt.Errorf("the cluster scenario runs webhookd on PostgreSQL
 // serve wires it, and waits until every acknowledged event reached every
 // receiver.
 func (r *runner) clusterPhase(name string, nodes []instanceOptions) (*ClusterPhase, error) {
-	rs, err := startReceivers(r.o.Endpoints, 0, r.faults)
+	ordering := apiclient.Ordering(r.o.Ordering)
+	if ordering == "" {
+		ordering = apiclient.OrderingNone
+	}
+	rs, err := startReceivers(r.o.Endpoints, 0, r.faults, func(rc *receiver) { rc.logOrder = ordering != apiclient.OrderingNone })
 	if err != nil {
 		return nil, err
 	}
@@ -192,13 +208,20 @@ func (r *runner) clusterPhase(name string, nodes []instanceOptions) (*ClusterPha
 		ins = append(ins, in)
 		apis = append(apis, in.api)
 	}
-	if err := r.setup(ins[0], rs); err != nil {
+	eps, err := r.endpoints(ins[0], rs)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.setOrdering(ins[0], eps, ordering); err != nil {
 		return nil, err
 	}
 	stop := r.watch(name, nil, rs)
 	cpu := startCPU()
 	spec := r.spec(r.o.Clients, r.o.Events)
 	spec.nodes = apis
+	if ordering == apiclient.OrderingKey {
+		spec.keyed = keyedBodies(r.o.EventSize, orderedProfiled)
+	}
 	lr := runLoad(r.ctx, nil, spec, &r.sent)
 	expected := int64(len(lr.acks)) * int64(r.o.Endpoints)
 	if !r.drain(r.o.Drain, func() bool { return rs.delivered.Load() >= expected }) {
@@ -211,7 +234,11 @@ func (r *runner) clusterPhase(name string, nodes []instanceOptions) (*ClusterPha
 	}
 	d, _ := r.deliveryStats(rs, lr.acks, lr.start, all, true)
 	d.CPU, d.PendingAtEnd = cores, max(0, int(expected-rs.delivered.Load()))
-	return &ClusterPhase{Name: name, Nodes: len(nodes), Ingest: r.ingestStats(lr, r.o.Clients), Delivery: d}, nil
+	ph := &ClusterPhase{Name: name, Nodes: len(nodes), Ingest: r.ingestStats(lr, r.o.Clients), Delivery: d}
+	if ordering != apiclient.OrderingNone {
+		ph.Ordering, ph.Violations = string(ordering), lineViolations(rs, lr)
+	}
+	return ph, nil
 }
 
 // clusterKill runs three nodes as child processes of the webhookd binary

@@ -176,22 +176,11 @@ func (r *runner) orderedRun(i int, name string, ordering apiclient.Ordering, key
 	if err != nil {
 		return nil, nil, 0, nil, err
 	}
-	if ordering != apiclient.OrderingNone {
-		c, err := in.api.client()
-		if err != nil {
-			return nil, nil, 0, nil, err
-		}
-		for _, ep := range eps {
-			if _, err := c.UpdateEndpoint(r.ctx, r.tenant, ep.ID, apiclient.EndpointPatch{Ordering: &ordering}); err != nil {
-				return nil, nil, 0, nil, fmt.Errorf("set ordering %s: %w", ordering, err)
-			}
-		}
+	if err := r.setOrdering(in, eps, ordering); err != nil {
+		return nil, nil, 0, nil, err
 	}
 	spec := r.spec(r.o.Clients, r.o.Events)
-	for k := range keys {
-		key := fmt.Sprintf("key-%04d", k)
-		spec.keyed = append(spec.keyed, keyedBody{key: key, body: keyedEventBody(r.o.EventSize, key)})
-	}
+	spec.keyed = keyedBodies(r.o.EventSize, keys)
 
 	stop := r.watch(name, in, rs)
 	cpu := startCPU()
@@ -211,10 +200,51 @@ func (r *runner) orderedRun(i int, name string, ordering apiclient.Ordering, key
 	if d.PendingAtEnd > 0 {
 		r.res.note("%s: %d deliveries still pending after %s; its figures are of the %d delivered", name, d.PendingAtEnd, r.o.Duration, d.Delivered)
 	}
+	return r.ingestStats(lr, r.o.Clients), d, lineViolations(rs, lr), points(ingestSeries(lr.start, lr.acks), ser), nil
+}
+
+// setOrdering gives each of eps, endpoints of in, ordering (none: leaves
+// them as they are).
+func (r *runner) setOrdering(in *instance, eps []endpointInfo, ordering apiclient.Ordering) error {
+	if ordering == apiclient.OrderingNone {
+		return nil
+	}
+	c, err := in.api.client()
+	if err != nil {
+		return err
+	}
+	for _, ep := range eps {
+		if _, err := c.UpdateEndpoint(r.ctx, r.tenant, ep.ID, apiclient.EndpointPatch{Ordering: &ordering}); err != nil {
+			return fmt.Errorf("set ordering %s: %w", ordering, err)
+		}
+	}
+	return nil
+}
+
+// keyedBodies are the bodies of events of size bytes over keys ordering
+// keys (0: none), for loadSpec.keyed.
+func keyedBodies(size, keys int) []keyedBody {
+	var out []keyedBody
+	for k := range keys {
+		key := fmt.Sprintf("key-%04d", k)
+		out = append(out, keyedBody{key: key, body: keyedEventBody(size, key)})
+	}
+	return out
+}
+
+// lineViolations counts the arrivals at the receivers of rs (which log
+// their order) of an event of lr after a later event of its ordering key
+// (see OrderedPhase.Violations). An event whose acknowledgement the load
+// did not get (sent as it ended) is of no known key: a line of its own.
+func lineViolations(rs *receiverSet, lr loadResult) int64 {
 	keyOf := make(map[string]string, len(lr.acks))
 	for _, a := range lr.acks {
 		keyOf[a.id] = a.key
 	}
-	violations := rs.orderViolations(func(id string) string { return keyOf[id] })
-	return r.ingestStats(lr, r.o.Clients), d, violations, points(ingestSeries(lr.start, lr.acks), ser), nil
+	return rs.orderViolations(func(id string) string {
+		if k, ok := keyOf[id]; ok {
+			return k
+		}
+		return "\x00" + id
+	})
 }

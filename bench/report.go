@@ -273,8 +273,12 @@ func printResult(w io.Writer, m Machine, r *Result) {
 	if cs := r.Cluster; cs != nil {
 		for _, p := range cs.Phases {
 			in, d := p.Ingest, p.Delivery
-			row(p.Name, "%s deliveries/s end to end = %.1f%% of 1 bbolt node; %d of %d delivered, %d duplicates; ingest %s events/s, p50 %s  p99 %s ms; e2e p50 %s  p99 %s ms; CPU %.2f cores",
-				num(d.Rate), 100*p.Ratio, d.Delivered, d.Expected, d.Duplicates, num(in.Rate), f2(in.Latency.P50), f2(in.Latency.P99), f2(d.EndToEnd.P50), f2(d.EndToEnd.P99), d.CPU)
+			order := ""
+			if p.Ordering != "" {
+				order = fmt.Sprintf("; ordering %s, %d order violations", p.Ordering, p.Violations)
+			}
+			row(p.Name, "%s deliveries/s end to end = %.1f%% of 1 bbolt node; %d of %d delivered, %d duplicates; ingest %s events/s, p50 %s  p99 %s ms; e2e p50 %s  p99 %s ms; CPU %.2f cores%s",
+				num(d.Rate), 100*p.Ratio, d.Delivered, d.Expected, d.Duplicates, num(in.Rate), f2(in.Latency.P50), f2(in.Latency.P99), f2(d.EndToEnd.P50), f2(d.EndToEnd.P99), d.CPU, order)
 		}
 		if k := cs.Kill; k != nil {
 			row("kill 1 of 3 nodes (SIGKILL)", "at %.1fs of a load of %s events/s, lease %s; %d events acknowledged through the 3 nodes", k.KilledAt, num(k.Rate), k.Lease, k.Acked)
