@@ -50,9 +50,11 @@ type EnqueueOptions struct {
 // search_path is the webhookd schema for the duration of the call only.
 // Until tx ends it holds a share lock on the tenant's row (a deletion of
 // the tenant waits), the tenant's sequence (every other ingest of the
-// tenant waits: see the schema's comment on tenant_sequences) and, with
-// an Idempotency-Key, the key (another ingest with the same key waits
-// for tx's end); and a transaction open
+// tenant waits: see the schema's comment on tenant_sequences), the locks
+// of the lines of its ordered deliveries (lines.go: a record that ends
+// the head of one of them waits) and, with an Idempotency-Key, the key
+// (another ingest with the same key waits for tx's end); and a
+// transaction open
 // long holds back the reconciliation feed (ListEvents) for events after
 // it: commit promptly.
 //

@@ -752,13 +752,14 @@ func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) 
 // the delivery as this process's AttemptInput read it, written only if
 // the row is still exactly that and still under this process's lease
 // (compare and set on the document and the token). It reports false
-// when it wrote nothing: nothing was read under a claim, or the row
-// changed since (a replay, a pause, the lease taken over); the caller
-// then takes the row lock and applies fn to what is there.
+// when it wrote nothing: nothing was read under a claim, the delivery
+// is ordered (its record is settled in its line under the line's lock),
+// or the row changed since (a replay, a pause, the lease taken over);
+// the caller then takes the row lock and applies fn to what is there.
 func (s *Store) recordAsRead(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, bool, error) {
 	token, read, cur, ok := s.claims.asRead(id)
 	if !ok || cur.Line != "" {
-		return engine.Delivery{}, false, nil // an ordered one is settled in its line under its lock
+		return engine.Delivery{}, false, nil
 	}
 	after, err := fn(cur)
 	if err != nil {
