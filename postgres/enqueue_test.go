@@ -504,3 +504,40 @@ func killedApp(t *testing.T) {
 	time.Sleep(time.Minute) // the test kills it long before
 	t.Fatal("not killed within a minute")
 }
+
+// TestEnqueueTx_OrderedLine: an event enqueued in an application's
+// transaction is settled in its lines as an ingest is: its delivery to an
+// ordered endpoint waits behind the line's head, its other delivery is
+// pending.
+func TestEnqueueTx_OrderedLine(t *testing.T) {
+	a := newEnqueueApp(t)
+	ctx := t.Context()
+	ordered := a.eps[0]
+	if _, err := a.s.UpdateEndpoint(ctx, "acme", ordered, func(ep *engine.Endpoint) error {
+		ep.Ordering = engine.OrderingEndpoint
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var head string
+	for i, id := range []string{"o1", "o2"} {
+		tx, res := a.placeOrder(t, ctx, id, "")
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range res.Deliveries {
+			want := engine.StatePending
+			switch {
+			case d.EndpointID == ordered && i == 0:
+				head = d.ID
+			case d.EndpointID == ordered:
+				want = engine.StateWaiting
+			}
+			got, err := a.s.Delivery(ctx, "acme", d.ID)
+			if err != nil || got.State != want || got.State == engine.StateWaiting && got.WaitingBehind != head {
+				t.Errorf("%s: delivery to %s is %s behind %q (%v), want %s", id, d.EndpointID, got.State, got.WaitingBehind, err, want)
+			}
+		}
+	}
+	checkLines(t, a.s)
+}

@@ -16,13 +16,14 @@ import (
 // Ordered lines (engine/lines.go) in PostgreSQL.
 //
 // A line is the rows of deliveries with one (endpoint_id, line), line not
-// ''. Its head is the row deliveries_line_head indexes (isHeadSQL: the
+// empty. Its head is the row deliveries_line_head indexes (isHeadSQL: the
 // predicate of engine.HoldsLine, from the state and blocking columns), at
 // most one, which the unique index enforces; its waiting members are in
 // deliveries_waiting by (sequence, id), CompareLineOrder's order.
 //
 // Every transaction that changes a line's membership (writes an ordered
-// delivery, or deletes one) first takes the line's lock: a
+// delivery, or deletes one; but an import, which runs alone) first takes
+// the line's lock: a
 // transaction-scoped advisory lock, (lineLock, lineKeySQL of the line).
 // So what it reads of the line (its head, its lowest waiting member)
 // stays so until it commits, and SettleLine and PromoteDelivery run on
@@ -55,9 +56,9 @@ func isHeadSQL(alias string) string {
 	return fmt.Sprintf("%[1]s.line <> '' AND (%[1]s.state IN ('pending', 'paused') OR %[1]s.blocking)", alias)
 }
 
-// lockLinesSQL takes, in key order, the locks of the lines of the rows r
-// that rows (a query with the columns endpoint_id and line) returns, and
-// returns their keys.
+// lockLinesSQL is a query that takes the locks of the lines of what rows
+// (a query with the columns endpoint_id and line) returns, in key order,
+// and returns their keys.
 func lockLinesSQL(rows string) string {
 	return fmt.Sprintf(`SELECT k, pg_advisory_xact_lock(%d, k)::text FROM (
 		SELECT DISTINCT %s AS k FROM (%s) r WHERE r.line <> '' ORDER BY k) lines`, int32(lineLock), lineKeySQL("r"), rows)
@@ -142,29 +143,14 @@ func settleNew(ctx context.Context, tx pgx.Tx, ds []engine.Delivery) error {
 		return nil
 	}
 	const these = "SELECT * FROM unnest($1::text[], $2::text[]) AS u(endpoint_id, line)"
-	b := &pgx.Batch{}
-	b.Queue(lockLinesSQL(these), eps, lines)
-	b.Queue(`SELECT h.endpoint_id, h.line, h.id FROM deliveries h
-		WHERE (h.endpoint_id, h.line) IN (`+these+`) AND `+isHeadSQL("h"), eps, lines)
 	heads := map[lineID]string{}
-	err := func() error {
-		br := tx.SendBatch(ctx, b)
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		var l lineID
-		var id string
-		_, err = pgx.ForEachRow(rows, []any{&l.endpoint, &l.line, &id}, func() error {
-			heads[l] = id
-			return nil
-		})
-		return err
-	}()
+	var l lineID
+	var id string
+	err := withLineLocks(ctx, tx, these, `SELECT h.endpoint_id, h.line, h.id FROM deliveries h
+		WHERE (h.endpoint_id, h.line) IN (`+these+`) AND `+isHeadSQL("h"), []any{eps, lines}, []any{&l.endpoint, &l.line, &id}, func() error {
+		heads[l] = id
+		return nil
+	})
 	if err != nil {
 		return err
 	}
@@ -178,6 +164,26 @@ func settleNew(ctx context.Context, tx pgx.Tx, ds []engine.Delivery) error {
 		}
 	}
 	return nil
+}
+
+// withLineLocks takes, in one round trip, the locks of the lines of the
+// rows of lines (a query of endpoint_id and line) and then runs query,
+// both with args, calling fn with each row of query scanned into dest.
+func withLineLocks(ctx context.Context, tx pgx.Tx, lines, query string, args, dest []any, fn func() error) error {
+	b := &pgx.Batch{}
+	b.Queue(lockLinesSQL(lines), args...)
+	b.Queue(query, args...)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	_, err = pgx.ForEachRow(rows, dest, fn)
+	return err
 }
 
 // lineView reads the line of d, an ordered delivery whose line tx holds
@@ -242,32 +248,18 @@ func (s *Store) advanceLine(ctx context.Context, tx pgx.Tx, l lineID, at time.Ti
 // waiting member (advanceLine, at the store's now). It returns how
 // many it deleted.
 func (s *Store) deleteDeliveries(ctx context.Context, tx pgx.Tx, where string, args ...any) (int, error) {
-	b := &pgx.Batch{}
-	b.Queue(lockLinesSQL("SELECT endpoint_id, line FROM deliveries WHERE "+where), args...)
-	b.Queue("DELETE FROM deliveries d WHERE "+where+" RETURNING d.endpoint_id, d.line, "+isHeadSQL("d"), args...)
 	var ended []lineID
+	var l lineID
+	var head bool
 	n := 0
-	err := func() error {
-		br := tx.SendBatch(ctx, b)
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		var l lineID
-		var head bool
-		_, err = pgx.ForEachRow(rows, []any{&l.endpoint, &l.line, &head}, func() error {
+	err := withLineLocks(ctx, tx, "SELECT endpoint_id, line FROM deliveries WHERE "+where,
+		"DELETE FROM deliveries d WHERE "+where+" RETURNING d.endpoint_id, d.line, "+isHeadSQL("d"), args, []any{&l.endpoint, &l.line, &head}, func() error {
 			n++
 			if head {
 				ended = append(ended, l)
 			}
 			return nil
 		})
-		return err
-	}()
 	if err != nil {
 		return 0, err
 	}
