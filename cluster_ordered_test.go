@@ -18,12 +18,13 @@ import (
 // receiver (ordering key over ten keys, and ordering endpoint), ingests
 // through all three at once while the receiver answers 502 to one
 // request in ten and holds one in a hundred past the attempt timeout,
-// and SIGKILLs one node a third of the way in. Then:
+// and SIGKILLs one node a third of the way in. It checks:
 //
 //   - at the key endpoint each key's requests, at the endpoint endpoint
 //     all of them, arrived in sequence order (a retry, or a resend of the
 //     killed node's attempt, repeats its sequence; nothing later came
 //     before the one ahead of it had succeeded or died);
+//   - mid-load, every waiting delivery waits behind a head;
 //   - every delivery settled (none pending or waiting), and every
 //     acknowledged event succeeded or died at each endpoint: nothing
 //     acknowledged is lost.
@@ -94,6 +95,9 @@ func TestCluster_OrderedLines(t *testing.T) {
 	alive[2].Store(false)
 	procs[2].kill()
 	ackedAtKill := acked.Load()
+	// Any snapshot of the lines is consistent: each change of a line
+	// commits whole.
+	checkLinesOnPostgres(t, "mid-load, after the kill", schema)
 	wg.Wait()
 	if acked.Load() < int64(events) {
 		t.Fatalf("%d of %d events acknowledged by the deadline", acked.Load(), events)

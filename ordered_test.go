@@ -330,7 +330,10 @@ func TestOrdered_KillNine(t *testing.T) {
 
 	checkFile := func(when string) {
 		if onPostgres {
-			checkLinesOnPostgres(t, when, dbPath)
+			pgSchemas.Lock()
+			schema := pgSchemas.m[dbPath]
+			pgSchemas.Unlock()
+			checkLinesOnPostgres(t, when, schema)
 			return
 		}
 		db, err := storage.Open(dbPath, storage.Options{LockTimeout: 5 * time.Second})
@@ -401,14 +404,11 @@ func TestOrdered_KillNine(t *testing.T) {
 	}
 }
 
-// checkLinesOnPostgres fails t unless every waiting delivery in the
-// schema of the stopped node on db waits behind a head (the unique index
-// deliveries_line_head holds the other half: at most one head a line).
-func checkLinesOnPostgres(t *testing.T, when, db string) {
+// checkLinesOnPostgres fails t unless every waiting delivery in schema
+// waits behind a head (the unique index deliveries_line_head holds the
+// other half: at most one head a line).
+func checkLinesOnPostgres(t *testing.T, when, schema string) {
 	t.Helper()
-	pgSchemas.Lock()
-	schema := pgSchemas.m[db]
-	pgSchemas.Unlock()
 	conn, err := pgx.Connect(t.Context(), pgtest.URL(t))
 	if err != nil {
 		t.Fatalf("%s: %v", when, err)
