@@ -188,3 +188,87 @@ func TestLines_RetentionEndsABlockingHead(t *testing.T) {
 	}
 	checkLines(t, s)
 }
+
+// TestLines_ConcurrentReplays: three nodes replay the dead deliveries of
+// one line, each its share, while a fourth goroutine succeeds whatever
+// heads the line: every replay is settled behind the head of the moment
+// (no second head, no waiting delivery without one), and the line
+// drains.
+func TestLines_ConcurrentReplays(t *testing.T) {
+	clock := &manualClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ss := nodes(t, 3, clock)
+	now := clock.now()
+	ep := orderedAcme(t, ss[0], now, engine.OnDeadSkip)
+	n := 24
+	if testing.Short() {
+		n = 12
+	}
+	line := engine.LineKeyPrefix + "a"
+	var ids []string
+	for range n {
+		d, err := ingestKeyed(t, ss[0], now, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, d.ID)
+	}
+	attempt := func(d engine.Delivery, state engine.State, status int) engine.Delivery {
+		outcome := map[engine.State]engine.Outcome{engine.StateSucceeded: engine.OutcomeSuccess, engine.StateDead: engine.OutcomePermanent}[state]
+		return engine.RecordAttempt(d, engine.AttemptRecord{DeliveryID: d.ID, Cycle: d.Cycle, At: now, State: state, LastStatus: status,
+			Attempt: engine.Attempt{Cycle: d.Cycle, Number: d.CycleAttempts + 1, Start: now, Status: status, Outcome: outcome}})
+	}
+	// Each head dies in turn (on_dead skip): the line is empty, every
+	// delivery a dead letter.
+	for range n {
+		head, ok, err := ss[0].LineHead(t.Context(), ep.ID, line)
+		if err != nil || !ok {
+			t.Fatalf("head: %v %v", ok, err)
+		}
+		if _, err := ss[0].UpdateDelivery(t.Context(), head.ID, func(d engine.Delivery) (engine.Delivery, error) {
+			return attempt(d, engine.StateDead, 410), nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var wg sync.WaitGroup
+	for i, s := range ss {
+		wg.Go(func() {
+			for j := i; j < n; j += len(ss) {
+				if _, err := s.UpdateDelivery(t.Context(), ids[j], func(d engine.Delivery) (engine.Delivery, error) {
+					return engine.ReplayDelivery(d, engine.Replay{At: now, By: "admin"}), nil
+				}); err != nil {
+					t.Errorf("replay %d: %v", j, err)
+				}
+			}
+		})
+	}
+	succeeded := 0
+	wg.Go(func() {
+		for deadline := time.Now().Add(30 * time.Second); succeeded < n && time.Now().Before(deadline); {
+			head, ok, err := ss[0].LineHead(t.Context(), ep.ID, line)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if !ok {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			_, err = ss[0].UpdateDelivery(t.Context(), head.ID, func(d engine.Delivery) (engine.Delivery, error) {
+				if d.State != engine.StatePending {
+					return d, errors.New("not pending")
+				}
+				return attempt(d, engine.StateSucceeded, 200), nil
+			})
+			if err == nil {
+				succeeded++
+			}
+		}
+	})
+	wg.Wait()
+	if succeeded != n {
+		t.Errorf("%d of %d replays succeeded", succeeded, n)
+	}
+	checkLines(t, ss[0])
+}
