@@ -29,7 +29,8 @@ import (
 //     acknowledged event succeeded or died at each endpoint: nothing
 //     acknowledged is lost.
 func TestCluster_OrderedLines(t *testing.T) {
-	t.Parallel() // processes of its own, on a schema of its own
+	// Not parallel: three more processes beside TestCluster_KillNode's
+	// on two cores made its load miss its bound.
 	const lease = 3 * time.Second
 	events := 300
 	if testing.Short() {
