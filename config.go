@@ -17,6 +17,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/webhookd/webhookd/httpapi"
 	"github.com/webhookd/webhookd/verify"
 )
 
@@ -38,6 +39,23 @@ type Config struct {
 	Log       LogConfig       `toml:"log"`
 	Retention RetentionConfig `toml:"retention"`
 	Alerts    AlertsConfig    `toml:"alerts"`
+	Console   ConsoleConfig   `toml:"console"`
+}
+
+// ConsoleConfig is the [console] section: embedding the web console in the
+// operator's own app through portal links (docs/portal.md).
+type ConsoleConfig struct {
+	// SessionTTL is how long a console session opened by a portal link
+	// lasts, at most 720h.
+	SessionTTL Duration `toml:"session_ttl"`
+	// FrameAncestors are the origins allowed to show the console in a
+	// frame, like "https://app.example.com" (scheme, host, optional port;
+	// no path). Empty: no site may frame it.
+	FrameAncestors []string `toml:"frame_ancestors"`
+	// PublicURL is the base URL browsers reach webhookd at, which portal
+	// links start with ("https://hooks.example.com"); "": the scheme and
+	// host of the request asking for the link.
+	PublicURL string `toml:"public_url"`
 }
 
 // RetentionConfig is the [retention] section: how long finished events are
@@ -334,6 +352,11 @@ func defaultConfig() Config {
 			Succeeded: Duration{30 * 24 * time.Hour},
 			Dead:      Duration{30 * 24 * time.Hour},
 		},
+		Console: ConsoleConfig{
+			SessionTTL:     Duration{time.Hour},
+			FrameAncestors: []string{},
+			PublicURL:      "",
+		},
 	}
 }
 
@@ -543,6 +566,19 @@ func (c Config) validate(name string) error {
 		}
 		if key, err := verify.StandardKey(c.Alerts.Secret); err != nil || !strings.HasPrefix(c.Alerts.Secret, "whsec_") || len(key) < 24 {
 			v.addf("config %s: alerts.secret: must be whsec_ + base64 of at least 24 random bytes when alerts.url is set", v.name)
+		}
+	}
+	if ttl := c.Console.SessionTTL.Duration; ttl <= 0 || ttl > 720*time.Hour {
+		v.add("console.session_ttl", c.Console.SessionTTL, "must be more than 0s and at most 720h (30 days)")
+	}
+	for i, o := range c.Console.FrameAncestors {
+		if err := httpapi.ValidOrigin(o); err != nil {
+			v.add(fmt.Sprintf("console.frame_ancestors[%d]", i), o, err.Error())
+		}
+	}
+	if c.Console.PublicURL != "" {
+		if err := httpapi.ValidOrigin(strings.TrimSuffix(c.Console.PublicURL, "/")); err != nil {
+			v.add("console.public_url", c.Console.PublicURL, err.Error())
 		}
 	}
 	for _, r := range []struct {

@@ -170,6 +170,11 @@ func TestLoadConfig_Invalid(t *testing.T) {
 		{"token non-ASCII", "[api]\ntokens = [\"0123456789abcdéf\"]", `api.tokens[0]: must be at least 16 characters`},
 		{"tenant_token_ttl zero", "[api]\ntenant_token_ttl = \"0s\"", `api.tenant_token_ttl = "0s": must be more than 0s and at most 720h (30 days)`},
 		{"tenant_token_ttl over 30 days", "[api]\ntenant_token_ttl = \"721h\"", `api.tenant_token_ttl = "721h0m0s": must be more than 0s and at most 720h`},
+		{"console session_ttl zero", "[console]\nsession_ttl = \"0s\"", `console.session_ttl = "0s": must be more than 0s and at most 720h (30 days)`},
+		{"console frame_ancestors with a path", "[console]\nframe_ancestors = [\"https://app.example.com/embed\"]", `console.frame_ancestors[0] = "https://app.example.com/embed": must be an origin like`},
+		{"console frame_ancestors injecting a CSP directive", "[console]\nframe_ancestors = [\"https://a.example; script-src *\"]", `console.frame_ancestors[0] = "https://a.example; script-src *": must be an origin like`},
+		{"console frame_ancestors wildcard", "[console]\nframe_ancestors = [\"*\"]", `console.frame_ancestors[0] = "*": must be an origin like`},
+		{"console public_url not a URL", "[console]\npublic_url = \"hooks.example.com\"", `console.public_url = "hooks.example.com": must be an origin like`},
 		{"max_body too small", "[ingest]\nmax_body = \"1023B\"", `ingest.max_body = "1023B": must be between 1KiB and 64MiB`},
 		{"max_body too large", "[ingest]\nmax_body = 67108865", `ingest.max_body = "67108865B": must be between 1KiB and 64MiB`},
 		{"max_body zero", "[ingest]\nmax_body = 0", `ingest.max_body = "0B": must be between 1KiB and 64MiB`},
@@ -259,6 +264,7 @@ func TestLoadConfig_Bounds(t *testing.T) {
 		{"token 16", "[api]\ntokens = [\"!#$%&'()*+,-./:;\"]"},
 		{"tenant_token_ttl 720h", "[api]\ntenant_token_ttl = \"720h\""},
 		{"tenant_token_ttl 1s", "[api]\ntenant_token_ttl = \"1s\""},
+		{"console embedding", "[console]\nsession_ttl = \"8h\"\nframe_ancestors = [\"https://app.example.com\", \"http://localhost:3000\"]\npublic_url = \"https://hooks.example.com/\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -248,6 +248,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		IngestBurst: cfg.API.IngestBurst,
 
 		TenantTokenTTL: cfg.API.TenantTokenTTL.Duration,
+		Console: httpapi.ConsoleOptions{
+			SessionTTL:     cfg.Console.SessionTTL.Duration,
+			FrameAncestors: cfg.Console.FrameAncestors,
+			PublicURL:      strings.TrimSuffix(cfg.Console.PublicURL, "/"),
+		},
 
 		ObserveRequest: m.observeRequest,
 		ObserveIngest:  m.observeIngest,

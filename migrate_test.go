@@ -129,7 +129,7 @@ func writeSource(t *testing.T, path string, key []byte) source {
 		hash := sha256.Sum256([]byte("whk_" + tenant))
 		must(db.CreateAccessToken(ctx, hash, tok))
 		if i == 1 {
-			_, err := db.RevokeAccessToken(ctx, tenant, tok.ID, migrateT0.Add(time.Minute))
+			_, _, err := db.RevokeAccessToken(ctx, tenant, tok.ID, migrateT0.Add(time.Minute))
 			must(err)
 		}
 	}

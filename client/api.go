@@ -252,6 +252,24 @@ func (c *Client) IssueAccessToken(ctx context.Context, tenant string, ttl time.D
 	return t, err
 }
 
+// CreatePortalLink makes a one-time URL that opens the console as tenant
+// in the browser that opens it, within ttl (0: the server's default,
+// 10 minutes); returnURL, when not "", is where the console's "back"
+// link goes. Hand the URL to your customer's browser (an iframe or a new
+// tab) right away. Admin tokens only.
+func (c *Client) CreatePortalLink(ctx context.Context, tenant string, ttl time.Duration, returnURL string) (PortalLink, error) {
+	body := struct {
+		TTL       string `json:"ttl,omitempty"`
+		ReturnURL string `json:"return_url,omitempty"`
+	}{ReturnURL: returnURL}
+	if ttl != 0 {
+		body.TTL = ttl.String()
+	}
+	var l PortalLink
+	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "portal-links"), body: body}, &l)
+	return l, err
+}
+
 // RevokeAccessToken revokes token id ("tok_…") of tenant: it is refused
 // from the next request on. Admin tokens only.
 func (c *Client) RevokeAccessToken(ctx context.Context, tenant, id string) error {

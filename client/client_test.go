@@ -202,6 +202,18 @@ func TestClient_EveryRoute(t *testing.T) {
 		t.Fatalf("Tenant with a revoked token: %v, want unauthorized", err)
 	}
 
+	// A portal link: a one-time console URL, listed with the tokens.
+	link, err := c.CreatePortalLink(ctx, "acme", 5*time.Minute, "https://app.example.com/hooks")
+	if err != nil || !strings.Contains(link.URL, "/console/portal/whk_t_") || link.ReturnURL != "https://app.example.com/hooks" || time.Until(link.Expires) > 5*time.Minute {
+		t.Fatalf("CreatePortalLink = %+v, %v", link, err)
+	}
+	if got := collect(t, c.AccessTokens(ctx, "acme", client.ListOptions{})); len(got) != 2 || got[1].ID != link.ID || got[1].Purpose != "portal_link" {
+		t.Fatalf("AccessTokens after a portal link = %+v", got)
+	}
+	if _, err := c.CreatePortalLink(ctx, "acme", 2*time.Hour, ""); client.CodeOf(err) != client.CodeInvalidField {
+		t.Fatalf("CreatePortalLink(2h) = %v, want invalid_field", err)
+	}
+
 	// A backup is a database webhookd can open.
 	var buf bytes.Buffer
 	if n, err := c.Backup(ctx, &buf); err != nil || n != int64(buf.Len()) || n == 0 {

@@ -24,7 +24,8 @@ var (
 		"listDeadLetters": "DeadLetters", "replayDeadLetters": "ReplayDeadLetters",
 		"report": "Report", "reportAll": "ReportAll",
 		"issueAccessToken": "IssueAccessToken", "listAccessTokens": "AccessTokens", "revokeAccessToken": "RevokeAccessToken",
-		"backup": "Backup",
+		"createPortalLink": "CreatePortalLink",
+		"backup":           "Backup",
 	}
 	notCalled = map[string]string{
 		"metrics":              "Prometheus scrapes it, in its own text format",

@@ -462,6 +462,21 @@ type AccessToken struct {
 	Expires     time.Time   `json:"expires"`
 	// Revoked is when the token was revoked; zero while it is not.
 	Revoked time.Time `json:"revoked,omitzero"`
+	// Purpose is "" for a token issued by IssueAccessToken, "portal_link"
+	// for a portal link and "portal_session" for the console session one
+	// opened; ReturnURL is a portal link's (and its session's).
+	Purpose   string `json:"purpose,omitempty"`
+	ReturnURL string `json:"return_url,omitempty"`
+}
+
+// PortalLink is a one-time URL that opens the console as a tenant
+// (CreatePortalLink). ID names it among the tenant's access tokens, to
+// revoke it before it is used.
+type PortalLink struct {
+	ID        string    `json:"id"`
+	URL       string    `json:"url"`
+	Expires   time.Time `json:"expires"`
+	ReturnURL string    `json:"return_url,omitempty"`
 }
 
 // IssuedToken is a new access token: its facts and the token itself,

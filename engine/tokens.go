@@ -48,6 +48,14 @@ type AccessToken struct {
 	Expires     time.Time   `json:"expires"`
 	// Revoked is when the token was revoked; zero while it is not.
 	Revoked time.Time `json:"revoked,omitzero"`
+	// Purpose is "" for a token issued by POST …/access-tokens; a portal
+	// link's is PurposePortalLink (never a bearer token: it only opens a
+	// console session, once) and the session's PurposePortalSession
+	// (portal.go).
+	Purpose string `json:"purpose,omitempty"`
+	// ReturnURL is a portal link's: where the console's "back" link
+	// goes, "" for none.
+	ReturnURL string `json:"return_url,omitempty"`
 }
 
 // Active reports whether t is accepted at now: not revoked, not expired.
@@ -71,9 +79,10 @@ type TokenStore interface {
 	// AccessTokens lists tenant's tokens in the order they were issued.
 	AccessTokens(ctx context.Context, tenant string) ([]AccessToken, error)
 	// RevokeAccessToken sets Revoked to at on token id of tenant, unless it
-	// is revoked already, and returns it; CodeNotFound ("id") when tenant
-	// has no such token.
-	RevokeAccessToken(ctx context.Context, tenant, id string, at time.Time) (AccessToken, error)
+	// is revoked already, and returns it as stored and whether this call
+	// revoked it: of concurrent calls, exactly one does (RedeemPortalLink
+	// counts on that). CodeNotFound ("id") when tenant has no such token.
+	RevokeAccessToken(ctx context.Context, tenant, id string, at time.Time) (AccessToken, bool, error)
 }
 
 // AccessTokenInput is the body of POST /v1/tenants/{tenant}/access-tokens.
@@ -121,11 +130,15 @@ func (s *Service) IssueAccessToken(ctx context.Context, tenant string, in Access
 	if err != nil {
 		return AccessToken{}, "", err
 	}
+	return s.storeToken(ctx, AccessToken{TenantID: t.ID, Environment: t.Environment}, ttl)
+}
+
+// storeToken stores tok (its tenant, environment, purpose and return URL
+// set) as a new token that lives ttl from now, and returns it with its
+// value.
+func (s *Service) storeToken(ctx context.Context, tok AccessToken, ttl time.Duration) (AccessToken, string, error) {
 	now := s.now()
-	tok := AccessToken{
-		ID: NewID("tok"), TenantID: t.ID, Environment: t.Environment,
-		Created: now, Expires: now.Add(ttl),
-	}
+	tok.ID, tok.Created, tok.Expires = NewID("tok"), now, now.Add(ttl)
 	value := newAccessTokenValue()
 	if err := s.store.CreateAccessToken(ctx, HashAccessToken(value), tok); err != nil {
 		return AccessToken{}, "", err
@@ -152,10 +165,12 @@ func (s *Service) RevokeAccessToken(ctx context.Context, tenant, id string) (Acc
 	if _, err := s.Tenant(ctx, tenant); err != nil {
 		return AccessToken{}, err
 	}
-	return s.store.RevokeAccessToken(ctx, tenant, id, s.now())
+	t, _, err := s.store.RevokeAccessToken(ctx, tenant, id, s.now())
+	return t, err
 }
 
-// LookupAccessToken returns the active token whose value is token. Any
+// LookupAccessToken returns the active token whose value is token; a
+// portal link is not one (it only opens a session, RedeemPortalLink). Any
 // failure a client can cause — not a tenant token, unknown, revoked,
 // expired — is the same CodeUnauthorized error, so an answer never says
 // which.
@@ -168,7 +183,7 @@ func (s *Service) LookupAccessToken(ctx context.Context, token string) (AccessTo
 	if err != nil {
 		return AccessToken{}, err
 	}
-	if !ok || !t.Active(s.now()) {
+	if !ok || !t.Active(s.now()) || t.Purpose == PurposePortalLink {
 		return AccessToken{}, unauthorized
 	}
 	return t, nil

@@ -72,17 +72,25 @@ const (
 	consoleStatsLimit  = 1000
 )
 
-// console holds the console's parsed pages and its CSRF key.
+// console holds the console's parsed pages, its CSRF key and how it may
+// be framed.
 type console struct {
 	pages  map[string]*template.Template
 	static http.Handler
 	key    [32]byte // random per process: HMAC key of CSRF tokens
+	opts   ConsoleOptions
+	csp    string // the Content-Security-Policy of every page
 }
 
 // newConsole parses the embedded templates (a broken template is a bug
 // caught by any test: it panics) and makes a fresh CSRF key.
-func newConsole() *console {
-	c := &console{pages: map[string]*template.Template{}}
+func newConsole(opts ConsoleOptions) *console {
+	c := &console{pages: map[string]*template.Template{}, opts: opts}
+	ancestors := "'none'"
+	if len(opts.FrameAncestors) > 0 {
+		ancestors = strings.Join(opts.FrameAncestors, " ")
+	}
+	c.csp = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors " + ancestors
 	if _, err := rand.Read(c.key[:]); err != nil {
 		panic("httpapi: crypto/rand failed: " + err.Error())
 	}
@@ -130,6 +138,8 @@ func (s *server) consoleRoutes() {
 	s.handle("GET", "/console/login", s.handleLoginPage)
 	s.handle("POST", "/console/login", s.handleLogin)
 	s.handle("POST", "/console/logout", s.handleLogout)
+	s.handle("GET", "/console/portal/:link", s.handlePortalPage)
+	s.handle("POST", "/console/portal/:link", s.handlePortalOpen)
 	s.handle("GET", "/console/tenants", s.consoleSession(s.handleTenantsPage))
 
 	s.handle("GET", "/console/t/:tenant/endpoints", s.consoleTenant(s.handleEndpointsPage))
@@ -155,11 +165,13 @@ type visit struct {
 // consoleHandler is a console page or action of a logged-in principal.
 type consoleHandler func(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit)
 
-// setConsoleHeaders sets the headers every console page carries.
-func setConsoleHeaders(w http.ResponseWriter) {
+// headers sets the headers every console page carries.
+func (c *console) headers(w http.ResponseWriter) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", c.csp)
+	if len(c.opts.FrameAncestors) == 0 {
+		h.Set("X-Frame-Options", "DENY") // it cannot name origins: frame-ancestors does, for browsers that take it
+	}
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
@@ -170,7 +182,7 @@ func setConsoleHeaders(w http.ResponseWriter) {
 // only with a valid CSRF token from this site.
 func (s *server) consoleSession(h consoleHandler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		setConsoleHeaders(w)
+		s.console.headers(w)
 		token := sessionToken(r)
 		p, err := s.identify(r.Context(), token)
 		if err != nil {
@@ -178,7 +190,7 @@ func (s *server) consoleSession(h consoleHandler) httprouter.Handle {
 				s.consoleError(w, r, nil, err)
 				return
 			}
-			clearCookie(w, r, sessionCookie)
+			s.console.clearCookie(w, r, sessionCookie)
 			if r.Method == http.MethodGet {
 				target := "/console/login"
 				if token != "" {
@@ -256,6 +268,9 @@ func sameOrigin(r *http.Request) bool {
 	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }
 
+// encodeSession is the session cookie's value for token.
+func encodeSession(token string) string { return base64.RawURLEncoding.EncodeToString([]byte(token)) }
+
 // sessionToken returns the token in the session cookie, "" when none.
 func sessionToken(r *http.Request) string {
 	c, err := r.Cookie(sessionCookie)
@@ -276,20 +291,31 @@ func secureRequest(r *http.Request) bool {
 	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
-// setCookie sets a console cookie: HttpOnly, SameSite=Strict, Path=/console,
-// Secure over TLS, for the browser session.
-func setCookie(w http.ResponseWriter, r *http.Request, name, value string) {
-	http.SetCookie(w, &http.Cookie{
-		Name: name, Value: value, Path: "/console",
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secureRequest(r),
-	})
+// setCookie sets a console cookie: HttpOnly, Path=/console, for the
+// browser session; SameSite=Strict and Secure over TLS, or, when the
+// console may be framed, SameSite=None, Secure and Partitioned (a cookie
+// of the frame's own, keyed by the top-level site, which browsers that
+// block third-party cookies still keep). CSRF protection does not rest
+// on SameSite: every form carries its token and is checked for Origin.
+func (c *console) setCookie(w http.ResponseWriter, r *http.Request, name, value string) {
+	http.SetCookie(w, c.cookie(r, name, value))
 }
 
-func clearCookie(w http.ResponseWriter, r *http.Request, name string) {
-	http.SetCookie(w, &http.Cookie{
-		Name: name, Value: "", Path: "/console", MaxAge: -1,
+func (c *console) clearCookie(w http.ResponseWriter, r *http.Request, name string) {
+	k := c.cookie(r, name, "")
+	k.MaxAge = -1
+	http.SetCookie(w, k)
+}
+
+func (c *console) cookie(r *http.Request, name, value string) *http.Cookie {
+	k := &http.Cookie{
+		Name: name, Value: value, Path: "/console",
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secureRequest(r),
-	})
+	}
+	if len(c.opts.FrameAncestors) > 0 {
+		k.SameSite, k.Secure, k.Partitioned = http.SameSiteNoneMode, true, true
+	}
+	return k
 }
 
 // page is what every console template gets.
@@ -302,6 +328,7 @@ type page struct {
 	CSRF   string        // the CSRF token every form carries
 	Notice string        // a success message
 	Error  string        // an error message
+	Return string        // a portal session's link back to the operator's app; "" for none
 	Data   any           // the page's own data
 }
 
@@ -311,7 +338,7 @@ func (s *server) newPage(v *visit, title, nav string) page {
 	if v == nil {
 		return p
 	}
-	p.Tenant = v.tenant
+	p.Tenant, p.Return = v.tenant, v.p.returnURL
 	p.CSRF = s.console.mac("csrf", v.session)
 	if v.p.tenant != "" {
 		p.Who = fmt.Sprintf("%s (tenant %s, expires %s)", v.p.name, v.p.tenant, fmtTime(v.p.expires))
@@ -337,7 +364,7 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name
 		http.Error(w, internalDetail, http.StatusInternalServerError)
 		return
 	}
-	setConsoleHeaders(w)
+	s.console.headers(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	w.Write(buf.Bytes()) // the status is sent; a write error means the client went away
@@ -365,7 +392,7 @@ func (s *server) consoleError(w http.ResponseWriter, r *http.Request, v *visit, 
 // handleConsoleRoot sends a browser to its start page: the login page, a
 // tenant token's endpoints, or an admin's tenant picker.
 func (s *server) handleConsoleRoot(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	setConsoleHeaders(w)
+	s.console.headers(w)
 	p, err := s.identify(r.Context(), sessionToken(r))
 	if err != nil {
 		http.Redirect(w, r, "/console/login", http.StatusSeeOther)
@@ -412,7 +439,7 @@ func (s *server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 	var raw [16]byte
 	rand.Read(raw[:])
 	nonce := base64.RawURLEncoding.EncodeToString(raw[:])
-	setCookie(w, r, loginCookie, nonce)
+	s.console.setCookie(w, r, loginCookie, nonce)
 	p := s.newPage(nil, "Log in", "")
 	p.Notice, p.Error = notice, errMsg
 	p.Data = loginData{LoginCSRF: s.console.mac("login", nonce)}
@@ -422,7 +449,7 @@ func (s *server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 // handleLogin checks the pasted token as the API would and, if it is
 // good, keeps it in the session cookie.
 func (s *server) handleLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	setConsoleHeaders(w)
+	s.console.headers(w)
 	nonce := ""
 	if c, err := r.Cookie(loginCookie); err == nil {
 		nonce = c.Value
@@ -444,8 +471,8 @@ func (s *server) handleLogin(w http.ResponseWriter, r *http.Request, _ httproute
 		s.renderLogin(w, r, http.StatusUnauthorized, "", "That token is not valid: it may be mistyped, expired or revoked.")
 		return
 	}
-	clearCookie(w, r, loginCookie)
-	setCookie(w, r, sessionCookie, base64.RawURLEncoding.EncodeToString([]byte(token)))
+	s.console.clearCookie(w, r, loginCookie)
+	s.console.setCookie(w, r, sessionCookie, encodeSession(token))
 	http.Redirect(w, r, homeOf(p), http.StatusSeeOther)
 }
 
@@ -453,7 +480,7 @@ func (s *server) handleLogin(w http.ResponseWriter, r *http.Request, _ httproute
 // session it ends, so another site cannot log a browser out; without a
 // valid session there is nothing to end.
 func (s *server) handleLogout(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	setConsoleHeaders(w)
+	s.console.headers(w)
 	token := sessionToken(r)
 	if token != "" {
 		if err := s.checkForm(w, r, "csrf", token); err != nil {
@@ -461,7 +488,7 @@ func (s *server) handleLogout(w http.ResponseWriter, r *http.Request, _ httprout
 			return
 		}
 	}
-	clearCookie(w, r, sessionCookie)
+	s.console.clearCookie(w, r, sessionCookie)
 	http.Redirect(w, r, "/console/login?m=out", http.StatusSeeOther)
 }
 

@@ -406,6 +406,21 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	e.check(call{method: "GET", path: "/v1/tenants/acme/access-tokens", header: tenantTok(tok.Token), status: 403, code: engine.CodeForbidden})
 	e.check(call{method: "GET", path: "/v1/tenants/acme/access-tokens?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
 
+	// Portal links.
+	pl := "/v1/tenants/acme/portal-links"
+	e.check(call{method: "POST", path: pl, body: `{"ttl":"5m","return_url":"https://app.example.com/settings"}`, status: 201})
+	e.check(call{method: "POST", path: pl, status: 201})
+	e.check(call{method: "POST", path: pl, body: `{"ttl":"2h"}`, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: pl, body: `{"return_url":"javascript:alert(1)"}`, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: pl, body: `{"ttl":1}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: pl, body: `{`, invalid: true, status: 400, code: engine.CodeInvalidJSON})
+	e.check(call{method: "POST", path: pl, body: `{}`, header: map[string]string{"Content-Type": "text/plain"}, invalid: true, status: 415, code: engine.CodeUnsupportedMedia})
+	e.check(call{method: "POST", path: pl, body: `{"ttl":"` + strings.Repeat("1", maxBody) + `"}`, status: 413, code: engine.CodeBodyTooLarge})
+	e.check(call{method: "POST", path: "/v1/tenants/nobody/portal-links", status: 404, code: engine.CodeTenantNotFound})
+	e.check(call{method: "POST", path: pl, header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "POST", path: pl, header: tenantTok(tok.Token), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "POST", path: pl + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+
 	// Endpoints.
 	var ep endpointJSON
 	r = e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://hooks.example.com/in","event_types":["payment.succeeded"],"description":"main"}`, status: 201})

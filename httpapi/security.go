@@ -104,8 +104,11 @@ type principal struct {
 	env  engine.Environment // the credential's environment
 	// tenant is a tenant token's one tenant; "" for a configured token.
 	tenant  string
-	expires time.Time   // a tenant token's expiry; zero for a configured token
-	cred    *credential // the configured token (its ingest limiter); nil for a tenant token
+	expires time.Time // a tenant token's expiry; zero for a configured token
+	// returnURL is a portal session's way back to the operator's app;
+	// "" otherwise.
+	returnURL string
+	cred      *credential // the configured token (its ingest limiter); nil for a tenant token
 }
 
 // adminName is the principal name of every configured token: they are
@@ -143,7 +146,7 @@ func (s *server) identify(ctx context.Context, token string) (principal, error) 
 	if err != nil {
 		return principal{}, err
 	}
-	return principal{name: t.Principal(), env: t.Environment, tenant: t.TenantID, expires: t.Expires}, nil
+	return principal{name: t.Principal(), env: t.Environment, tenant: t.TenantID, expires: t.Expires, returnURL: t.ReturnURL}, nil
 }
 
 // scope says which principals a route admits besides admin tokens.

@@ -63,6 +63,26 @@ type Options struct {
 	// repeat is true when the Idempotency-Key named an event already
 	// stored, so nothing new was stored.
 	ObserveIngest func(repeat bool)
+	// Console configures the web console's embedding (portal.go).
+	Console ConsoleOptions
+}
+
+// ConsoleOptions are the console's [console] settings.
+type ConsoleOptions struct {
+	// SessionTTL is how long a session opened by a portal link lasts.
+	// Zero: engine.DefaultPortalSessionTTL.
+	SessionTTL time.Duration
+	// FrameAncestors are the origins ("https://app.example.com") allowed
+	// to show the console in a frame (CSP frame-ancestors). Empty: none,
+	// and X-Frame-Options DENY. With any, the console's cookies are
+	// SameSite=None; Secure; Partitioned, so that they work inside a
+	// cross-site frame (browsers keep Secure cookies over HTTPS, and over
+	// plain HTTP only for localhost). Each must pass ValidOrigin.
+	FrameAncestors []string
+	// PublicURL is the base URL browsers reach webhookd at
+	// ("https://hooks.example.com"), which portal links start with. "":
+	// the scheme and host of the request that asks for the link.
+	PublicURL string
 }
 
 // server holds what the handlers share.
@@ -87,7 +107,7 @@ func New(svc *engine.Service, opts Options) http.Handler {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.tokens = credentials(opts)
-	s.console = newConsole()
+	s.console = newConsole(opts.Console)
 
 	r := httprouter.New()
 	// Answer unknown paths with a 404 problem instead of redirecting to a
@@ -146,6 +166,7 @@ func (s *server) routes() {
 	s.handle("POST", "/v1/tenants/:tenant/access-tokens", s.auth(s.takes(s.handleIssueAccessToken)))
 	s.handle("GET", "/v1/tenants/:tenant/access-tokens", s.auth(s.takes(s.handleListAccessTokens, "limit", "cursor")))
 	s.handle("DELETE", "/v1/tenants/:tenant/access-tokens/:id", s.auth(s.takes(s.handleRevokeAccessToken)))
+	s.handle("POST", "/v1/tenants/:tenant/portal-links", s.auth(s.takes(s.handleCreatePortalLink)))
 
 	s.handle("GET", "/v1/admin/backup", s.auth(s.takes(s.handleBackup)))
 	s.handle("GET", "/v1/admin/report", s.auth(s.takes(s.handleReportAll, "last")))

@@ -488,10 +488,13 @@ func (s *Store) AccessTokens(ctx context.Context, tenant string) ([]engine.Acces
 }
 
 // RevokeAccessToken sets Revoked to at on token id of tenant, unless it is
-// revoked already, and returns it; CodeNotFound ("id").
-func (s *Store) RevokeAccessToken(ctx context.Context, tenant, id string, at time.Time) (engine.AccessToken, error) {
+// revoked already, and returns it and whether this call revoked it (the
+// row is locked: of two concurrent calls, one does); CodeNotFound ("id").
+func (s *Store) RevokeAccessToken(ctx context.Context, tenant, id string, at time.Time) (engine.AccessToken, bool, error) {
 	var out engine.AccessToken
+	var revoked bool
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		revoked = false
 		var doc []byte
 		err := tx.QueryRow(ctx, "SELECT doc FROM access_tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE", tenant, id).Scan(&doc)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -511,10 +514,11 @@ func (s *Store) RevokeAccessToken(ctx context.Context, tenant, id string, at tim
 			return err
 		}
 		_, err = tx.Exec(ctx, "UPDATE access_tokens SET doc = $3 WHERE tenant_id = $1 AND id = $2", tenant, id, doc)
+		revoked = err == nil
 		return err
 	})
 	if err != nil {
-		return engine.AccessToken{}, err
+		return engine.AccessToken{}, false, err
 	}
-	return out, nil
+	return out, revoked, nil
 }

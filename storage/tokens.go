@@ -30,12 +30,15 @@ type accessTokenRecord struct {
 	Created     time.Time `json:"created"`
 	Expires     time.Time `json:"expires"`
 	Revoked     time.Time `json:"revoked,omitzero"`
+	Purpose     string    `json:"purpose,omitempty"`
+	ReturnURL   string    `json:"return_url,omitempty"`
 }
 
 func encodeAccessToken(t engine.AccessToken) ([]byte, error) {
 	return encodeJSON(accessTokenRecord{
 		ID: t.ID, TenantID: t.TenantID, Environment: string(t.Environment),
 		Created: utc(t.Created), Expires: utc(t.Expires), Revoked: utc(t.Revoked),
+		Purpose: t.Purpose, ReturnURL: t.ReturnURL,
 	})
 }
 
@@ -54,6 +57,7 @@ func decodeAccessToken(data []byte) (engine.AccessToken, error) {
 	return engine.AccessToken{
 		ID: r.ID, TenantID: r.TenantID, Environment: env,
 		Created: r.Created, Expires: r.Expires, Revoked: r.Revoked,
+		Purpose: r.Purpose, ReturnURL: r.ReturnURL,
 	}, nil
 }
 
@@ -146,10 +150,12 @@ func (db *DB) AccessTokens(ctx context.Context, tenant string) ([]engine.AccessT
 }
 
 // RevokeAccessToken sets Revoked to at on token id of tenant, unless it is
-// revoked already, and returns the token. CodeNotFound ("id") when tenant
-// has no such token (a token of another tenant included).
-func (db *DB) RevokeAccessToken(ctx context.Context, tenant, id string, at time.Time) (engine.AccessToken, error) {
+// revoked already, and returns the token and whether this call revoked
+// it. CodeNotFound ("id") when tenant has no such token (a token of
+// another tenant included).
+func (db *DB) RevokeAccessToken(ctx context.Context, tenant, id string, at time.Time) (engine.AccessToken, bool, error) {
 	var out engine.AccessToken
+	var revoked bool
 	err := db.update(ctx, func(tx *bolt.Tx) error {
 		if !validTenantID(tenant) {
 			return errAccessTokenNotFound()
@@ -163,8 +169,9 @@ func (db *DB) RevokeAccessToken(ctx context.Context, tenant, id string, at time.
 		if err != nil {
 			return err
 		}
+		revoked = false // a retried transaction starts over
 		if t.Revoked.IsZero() {
-			t.Revoked = at
+			t.Revoked, revoked = at, true
 			v, err := encodeAccessToken(t)
 			if err != nil {
 				return err
@@ -177,9 +184,9 @@ func (db *DB) RevokeAccessToken(ctx context.Context, tenant, id string, at time.
 		return nil
 	})
 	if err != nil {
-		return engine.AccessToken{}, wrap("revoke access token "+id, err)
+		return engine.AccessToken{}, false, wrap("revoke access token "+id, err)
 	}
-	return out, nil
+	return out, revoked, nil
 }
 
 // PruneAccessTokens deletes, in one transaction, at most max tokens that

@@ -67,13 +67,13 @@ func TestDB_AccessTokens(t *testing.T) {
 		}
 	})
 	t.Run("revoke", func(t *testing.T) {
-		_, err := db.RevokeAccessToken(ctx, "acme", g.ID, t0)
+		_, _, err := db.RevokeAccessToken(ctx, "acme", g.ID, t0)
 		wantCode(t, err, engine.CodeNotFound, "id") // globex's token, asked as acme
-		got, err := db.RevokeAccessToken(ctx, "acme", a.ID, t0.Add(time.Minute))
+		got, _, err := db.RevokeAccessToken(ctx, "acme", a.ID, t0.Add(time.Minute))
 		if err != nil || !got.Revoked.Equal(t0.Add(time.Minute)) {
 			t.Fatalf("revoke = %+v, %v", got, err)
 		}
-		again, err := db.RevokeAccessToken(ctx, "acme", a.ID, t0.Add(time.Hour))
+		again, _, err := db.RevokeAccessToken(ctx, "acme", a.ID, t0.Add(time.Hour))
 		if err != nil || !again.Revoked.Equal(t0.Add(time.Minute)) {
 			t.Errorf("second revoke moved the time: %+v, %v", again, err)
 		}

@@ -283,20 +283,21 @@ func (s *Store) AccessTokens(ctx context.Context, tenant string) ([]engine.Acces
 
 // RevokeAccessToken sets Revoked to at on token id of tenant, unless it is
 // revoked already, and returns it; CodeNotFound ("id").
-func (s *Store) RevokeAccessToken(ctx context.Context, tenant, id string, at time.Time) (engine.AccessToken, error) {
+func (s *Store) RevokeAccessToken(ctx context.Context, tenant, id string, at time.Time) (engine.AccessToken, bool, error) {
 	if err := s.lock(ctx); err != nil {
-		return engine.AccessToken{}, err
+		return engine.AccessToken{}, false, err
 	}
 	defer s.mu.Unlock()
 	for hash, t := range s.tokens {
 		if t.TenantID != tenant || t.ID != id {
 			continue
 		}
-		if t.Revoked.IsZero() {
-			t.Revoked = utc(at)
-			s.tokens[hash] = t
+		if !t.Revoked.IsZero() {
+			return t, false, nil
 		}
-		return t, nil
+		t.Revoked = utc(at)
+		s.tokens[hash] = t
+		return t, true, nil
 	}
-	return engine.AccessToken{}, engine.Errorf(engine.CodeNotFound, "id", "no such access token")
+	return engine.AccessToken{}, false, engine.Errorf(engine.CodeNotFound, "id", "no such access token")
 }

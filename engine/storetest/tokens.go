@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"crypto/sha256"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ var tokenTests = []test{
 	{"a token is found by its hash", testAccessTokenByHash},
 	{"a tenant's tokens are listed in issue order", testAccessTokens},
 	{"a token is revoked once, by its own tenant only", testRevokeAccessToken},
+	{"a portal link keeps its purpose and return URL; one of concurrent revocations revokes", testPortalLinkToken},
 }
 
 // accessToken returns a token of tenant as IssueAccessToken makes it, and
@@ -80,25 +83,25 @@ func testRevokeAccessToken(t *testing.T, f *fixture) {
 	tok, hash := f.issue(t, "acme")
 	other, otherHash := f.issue(t, "globex")
 
-	_, err := f.s.RevokeAccessToken(t.Context(), "acme", other.ID, t0)
+	_, _, err := f.s.RevokeAccessToken(t.Context(), "acme", other.ID, t0)
 	wantCode(t, err, engine.CodeNotFound, "id")
-	_, err = f.s.RevokeAccessToken(t.Context(), "acme", "tok_nope", t0)
+	_, _, err = f.s.RevokeAccessToken(t.Context(), "acme", "tok_nope", t0)
 	wantCode(t, err, engine.CodeNotFound, "id")
 	if got, _, _ := f.s.AccessTokenByHash(t.Context(), otherHash); !got.Revoked.IsZero() {
 		t.Error("another tenant revoked globex's token")
 	}
 
 	at := t0.Add(time.Minute)
-	got, err := f.s.RevokeAccessToken(t.Context(), "acme", tok.ID, at)
-	if err != nil {
-		t.Fatal(err)
+	got, revoked, err := f.s.RevokeAccessToken(t.Context(), "acme", tok.ID, at)
+	if err != nil || !revoked {
+		t.Fatalf("RevokeAccessToken = %v, %v; want revoked by this call", revoked, err)
 	}
 	want := tok
 	want.Revoked = at
 	wantEqual(t, "RevokeAccessToken", got, want)
-	again, err := f.s.RevokeAccessToken(t.Context(), "acme", tok.ID, at.Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
+	again, revoked, err := f.s.RevokeAccessToken(t.Context(), "acme", tok.ID, at.Add(time.Hour))
+	if err != nil || revoked {
+		t.Fatalf("a second RevokeAccessToken = %v, %v; want not revoked by this call", revoked, err)
 	}
 	wantEqual(t, "a second RevokeAccessToken", again, want)
 	stored, ok, _ := f.s.AccessTokenByHash(t.Context(), hash)
@@ -108,4 +111,38 @@ func testRevokeAccessToken(t *testing.T, f *fixture) {
 	wantEqual(t, "the revoked token by hash", stored, want)
 	list, _ := f.s.AccessTokens(t.Context(), "acme")
 	wantEqual(t, "AccessTokens after the revocation", list, []engine.AccessToken{want})
+}
+
+func testPortalLinkToken(t *testing.T, f *fixture) {
+	f.tenant(t, "acme")
+	tok, hash := accessToken("acme", t0.Add(10*time.Minute))
+	tok.Purpose, tok.ReturnURL = engine.PurposePortalLink, "https://app.example.com/settings?tab=webhooks"
+	if err := f.s.CreateAccessToken(t.Context(), hash, tok); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := f.s.AccessTokenByHash(t.Context(), hash)
+	if err != nil || !ok {
+		t.Fatalf("AccessTokenByHash = %v, %v", ok, err)
+	}
+	wantEqual(t, "portal link", got, tok)
+	// Of concurrent revocations, exactly one revokes: a link opens one
+	// session.
+	at := t0.Add(time.Minute)
+	var won atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			_, revoked, err := f.s.RevokeAccessToken(t.Context(), "acme", tok.ID, at)
+			if err != nil {
+				t.Error(err)
+			}
+			if revoked {
+				won.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := won.Load(); n != 1 {
+		t.Errorf("8 concurrent revocations with one time: %d revoked, want 1", n)
+	}
 }

@@ -28,6 +28,13 @@
 		sessionStorage.removeItem("webhookd-reloads:" + location.pathname);
 	}
 
+	// A portal link's page opens the link at once (the button does it
+	// without JavaScript).
+	var auto = document.querySelector("form[data-autosubmit]");
+	if (auto) {
+		auto.submit();
+	}
+
 	// Copy buttons (hidden without JavaScript).
 	document.querySelectorAll("[data-copy]").forEach(function (b) {
 		var target = document.getElementById(b.getAttribute("data-copy"));

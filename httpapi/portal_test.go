@@ -1,0 +1,206 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/httpapi"
+)
+
+// portalEnv is a security env with tenant acme, a clock the test moves,
+// and the console options given.
+func portalEnv(t *testing.T, opts httpapi.ConsoleOptions) (*apiEnv, *atomic.Int64) {
+	t.Helper()
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	e := newSecurityEnv(t, engine.ServiceOptions{Now: func() time.Time { return time.Unix(0, clock.Load()) }}, httpapi.Options{Console: opts})
+	e.fixture()
+	return e, &clock
+}
+
+type portalLinkJSON struct {
+	ID, URL, ReturnURL string
+	Expires            time.Time
+}
+
+// link asks for a portal link of acme with body.
+func link(e *apiEnv, body string) portalLinkJSON {
+	e.t.Helper()
+	var l struct {
+		ID        string    `json:"id"`
+		URL       string    `json:"url"`
+		Expires   time.Time `json:"expires"`
+		ReturnURL string    `json:"return_url"`
+	}
+	e.must(req{method: "POST", path: "/v1/tenants/acme/portal-links", body: body}, 201, &l)
+	return portalLinkJSON{l.ID, l.URL, l.ReturnURL, l.Expires}
+}
+
+// open opens link l as a browser does: the page, then its form's POST
+// from the page's own origin.
+func (b *browser) open(l portalLinkJSON) page {
+	b.t.Helper()
+	u, err := url.Parse(l.URL)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if p := b.get(u.Path); p.status != http.StatusOK || !strings.Contains(p.body, `action="`+u.Path+`"`) {
+		b.t.Fatalf("GET %s: %d\n%s", u.Path, p.status, p.body)
+	}
+	return b.do("POST", u.Path, url.Values{}, "Origin", b.base)
+}
+
+// TestPortal_LinkOpensOnce: a portal link opens a console session as its
+// tenant, with a way back to the app, once; the session is a tenant
+// token of purpose portal_session that lives the configured TTL; a GET of
+// the link (a scanner, a prefetch) does not use it up.
+func TestPortal_LinkOpensOnce(t *testing.T) {
+	e, clock := portalEnv(t, httpapi.ConsoleOptions{SessionTTL: 2 * time.Hour})
+	l := link(e, `{"ttl":"5m","return_url":"https://app.example.com/settings?tab=hooks&x=<y>"}`)
+	if !strings.HasPrefix(l.URL, e.srv.URL+"/console/portal/whk_t_") || l.ReturnURL == "" {
+		t.Fatalf("link %+v: want %s/console/portal/whk_t_… with its return_url", l, e.srv.URL)
+	}
+	now := time.Unix(0, clock.Load()).UTC()
+	if !l.Expires.Equal(now.Add(5 * time.Minute).Truncate(time.Millisecond)) {
+		t.Errorf("expires %s, want %s", l.Expires, now.Add(5*time.Minute))
+	}
+	secret := l.URL[strings.LastIndex(l.URL, "/")+1:]
+
+	// The link is no bearer token.
+	e.must(req{method: "GET", path: "/v1/tenants/acme/deliveries", header: bearer(secret)}, 401, nil)
+
+	b := e.browser()
+	b.get(strings.TrimPrefix(l.URL, e.srv.URL)) // a prefetch
+	p := b.open(l)
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/t/acme/deliveries" {
+		t.Fatalf("open: %d to %q, want 303 to the deliveries\n%s", p.status, p.header.Get("Location"), p.body)
+	}
+	home := b.get("/console/t/acme/deliveries")
+	if home.status != http.StatusOK || !strings.Contains(home.body, `href="https://app.example.com/settings?tab=hooks&amp;x=%3cy%3e"`) {
+		t.Errorf("deliveries page %d without the escaped link back to the app:\n%s", home.status, home.body)
+	}
+	if again := e.browser().open(l); again.status != http.StatusUnauthorized || !strings.Contains(again.body, "used already") {
+		t.Errorf("the link a second time: %d\n%s", again.status, again.body)
+	}
+
+	var toks struct {
+		Data []struct {
+			ID, Purpose string
+			Created     time.Time
+			Expires     time.Time
+			Revoked     time.Time
+		} `json:"data"`
+	}
+	e.must(req{method: "GET", path: "/v1/tenants/acme/access-tokens"}, 200, &toks)
+	var sessions int
+	for _, tk := range toks.Data {
+		switch tk.Purpose {
+		case engine.PurposePortalLink:
+			if tk.ID != l.ID || tk.Revoked.IsZero() {
+				t.Errorf("link token %+v: want %s, revoked", tk, l.ID)
+			}
+		case engine.PurposePortalSession:
+			sessions++
+			if !tk.Expires.Equal(tk.Created.Add(2 * time.Hour)) {
+				t.Errorf("session %+v: want it to live 2h", tk)
+			}
+		}
+	}
+	if sessions != 1 {
+		t.Errorf("%d portal sessions, want 1: %+v", sessions, toks.Data)
+	}
+}
+
+// TestPortal_LinkRefused: a link expired, revoked before use, forged, or
+// posted from another site opens nothing; two browsers racing for one
+// link get one session.
+func TestPortal_LinkRefused(t *testing.T) {
+	e, clock := portalEnv(t, httpapi.ConsoleOptions{})
+
+	expired := link(e, `{"ttl_seconds":60}`)
+	clock.Add(int64(61 * time.Second))
+	if p := e.browser().open(expired); p.status != http.StatusUnauthorized {
+		t.Errorf("expired link: %d\n%s", p.status, p.body)
+	}
+
+	revoked := link(e, `{}`)
+	e.must(req{method: "DELETE", path: "/v1/tenants/acme/access-tokens/" + revoked.ID}, 204, nil)
+	if p := e.browser().open(revoked); p.status != http.StatusUnauthorized {
+		t.Errorf("revoked link: %d\n%s", p.status, p.body)
+	}
+
+	forged := portalLinkJSON{URL: e.srv.URL + "/console/portal/whk_t_" + strings.Repeat("A", 43)}
+	if p := e.browser().open(forged); p.status != http.StatusUnauthorized {
+		t.Errorf("forged link: %d\n%s", p.status, p.body)
+	}
+
+	// A regular tenant token is no portal link either.
+	tok := e.issue("acme", "")
+	if p := e.browser().open(portalLinkJSON{URL: e.srv.URL + "/console/portal/" + tok.Token}); p.status != http.StatusUnauthorized {
+		t.Errorf("a tenant token as a link: %d\n%s", p.status, p.body)
+	}
+
+	cross := link(e, `{}`)
+	u, _ := url.Parse(cross.URL)
+	b := e.browser()
+	if p := b.do("POST", u.Path, url.Values{}, "Origin", "https://evil.example"); p.status != http.StatusForbidden {
+		t.Errorf("a POST from another site: %d\n%s", p.status, p.body)
+	}
+	if p := b.open(cross); p.status != http.StatusSeeOther { // not used up by the refused POST
+		t.Errorf("the link after a refused cross-site POST: %d\n%s", p.status, p.body)
+	}
+
+	raced := link(e, `{}`)
+	var wg sync.WaitGroup
+	var opened atomic.Int32
+	for range 8 {
+		wg.Go(func() {
+			if e.browser().open(raced).status == http.StatusSeeOther {
+				opened.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := opened.Load(); n != 1 {
+		t.Errorf("8 browsers opening one link: %d sessions, want 1", n)
+	}
+}
+
+// TestPortal_Framing: by default no site may frame the console; with
+// frame_ancestors, the listed origins only, and the cookies are the
+// kind a cross-site frame keeps.
+func TestPortal_Framing(t *testing.T) {
+	t.Run("default", func(t *testing.T) {
+		e, _ := portalEnv(t, httpapi.ConsoleOptions{})
+		p := e.browser().open(link(e, `{}`))
+		if csp := p.header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || p.header.Get("X-Frame-Options") != "DENY" {
+			t.Errorf("CSP %q, X-Frame-Options %q: want no framing", csp, p.header.Get("X-Frame-Options"))
+		}
+		if c := p.header.Get("Set-Cookie"); !strings.Contains(c, "SameSite=Strict") || strings.Contains(c, "Partitioned") {
+			t.Errorf("session cookie %q, want SameSite=Strict", c)
+		}
+	})
+	t.Run("frame_ancestors", func(t *testing.T) {
+		e, _ := portalEnv(t, httpapi.ConsoleOptions{FrameAncestors: []string{"https://app.example.com", "https://admin.example.com"}})
+		b := e.browser()
+		p := b.open(link(e, `{}`))
+		if csp := p.header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors https://app.example.com https://admin.example.com") || p.header.Get("X-Frame-Options") != "" {
+			t.Errorf("CSP %q, X-Frame-Options %q: want the two origins", csp, p.header.Get("X-Frame-Options"))
+		}
+		c := p.header.Get("Set-Cookie")
+		for _, want := range []string{"SameSite=None", "Secure", "Partitioned", "HttpOnly", "Path=/console"} {
+			if !strings.Contains(c, want) {
+				t.Errorf("session cookie %q lacks %s", c, want)
+			}
+		}
+		if lp := b.get("/console/login"); !strings.Contains(lp.header.Get("Set-Cookie"), "SameSite=None") {
+			t.Errorf("login cookie %q, want SameSite=None", lp.header.Get("Set-Cookie"))
+		}
+	})
+}
