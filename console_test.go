@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"html"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,50 +80,7 @@ func TestConsole_Browser(t *testing.T) {
 	}
 	in.mustCall(201, "POST", "/v1/tenants/acme/access-tokens", `{"ttl":"1h"}`, &tok)
 
-	shots := t.TempDir()
-	keep := os.Getenv("WEBHOOKD_SCREENSHOTS")
-	shot := func(name string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			png, err := chromedp.FullScreenshot(100)(ctx, tg) // quality 100: PNG
-			if err != nil {
-				return err
-			}
-			for _, dir := range []string{shots, keep} {
-				if dir == "" {
-					continue
-				}
-				path := filepath.Join(dir, name+".png")
-				if err := os.WriteFile(path, png, 0o644); err != nil {
-					return err
-				}
-				t.Logf("screenshot %s", path)
-			}
-			return nil
-		})
-	}
-
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(filepath.Join(t.TempDir(), "profile")),
-		chromedp.WindowSize(1280, 900),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-extensions", true),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil { // start the browser, with no timeout on it
-		t.Fatalf("start %s: %v", chromium, err)
-	}
+	bctx, shot := startBrowser(t, chromium)
 	ctx, cancel := context.WithTimeout(bctx, 45*time.Second) // the whole walk-through
 	defer cancel()
 	// Accept the confirmation console.js asks before a range replay.
@@ -225,4 +184,227 @@ func TestConsole_Browser(t *testing.T) {
 	in.waitState(second, "succeeded")
 	rc.checkSignatures()
 	t.Logf("browser test took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// startBrowser starts headless Chromium at 1280×900 and returns its
+// context and an action that saves a screenshot of the page under name
+// in the test's temp dir (and in $WEBHOOKD_SCREENSHOTS when set, to keep
+// them).
+func startBrowser(t *testing.T, chromium string) (context.Context, func(name string) chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	shots := t.TempDir()
+	keep := os.Getenv("WEBHOOKD_SCREENSHOTS")
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg) // quality 100: PNG
+			if err != nil {
+				return err
+			}
+			for _, dir := range []string{shots, keep} {
+				if dir == "" {
+					continue
+				}
+				path := filepath.Join(dir, name+".png")
+				if err := os.WriteFile(path, png, 0o644); err != nil {
+					return err
+				}
+				t.Logf("screenshot %s", path)
+			}
+			return nil
+		})
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(filepath.Join(t.TempDir(), "profile")),
+		chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancelBrowser)
+	if err := chromedp.Do(bctx); err != nil { // start the browser, with no timeout on it
+		t.Fatalf("start %s: %v", chromium, err)
+	}
+	return bctx, shot
+}
+
+// TestConsole_PortalFramed opens portal links inside an iframe of an
+// operator's app served by another loopback site (localhost frames
+// 127.0.0.1: another site to the browser): an app listed in
+// [console] frame_ancestors shows the tenant's console, logged in by the
+// link, with a cookie the cross-site frame keeps; the link a second time
+// shows that it is used; an app not listed gets no console, and its link
+// stays unused.
+func TestConsole_PortalFramed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the browser test runs in the full suite (go test ./...), not with -short")
+	}
+	chromium := chromiumPath(t)
+	t.Parallel()
+
+	// The operator's apps: a page that frames the link it is given and
+	// says in its title when the frame has loaded.
+	appPage := func(link *atomic.Value) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprintf(w, `<!doctype html><title>app</title><h1>Your app</h1>
+<iframe id="portal" title="Webhooks" src="%s" width="1200" height="700" onload="document.title='loaded '+(++window.loads)"></iframe>
+<script>window.loads = 0</script>`, html.EscapeString(link.Load().(string)))
+		}
+	}
+	var allowedLink, otherLink atomic.Value
+	allowed := httptest.NewServer(appPage(&allowedLink))
+	defer allowed.Close()
+	other := httptest.NewServer(appPage(&otherLink))
+	defer other.Close()
+	allowedApp := strings.Replace(allowed.URL, "127.0.0.1", "localhost", 1)
+	otherApp := strings.Replace(other.URL, "127.0.0.1", "localhost", 1)
+
+	cfg := testConfig + "[console]\nframe_ancestors = [\"" + allowedApp + "\"]\n"
+	in := startInstance(t, t.TempDir(), cfg)
+	in.setup()
+	rc := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
+	ep := in.createEndpoint(rc.srv.URL, "payment.succeeded")
+	rc.setSecret(ep.Secret)
+	dlv := in.ingest("payment.succeeded", `{"order":"ord_1"}`).Deliveries[0].ID
+	in.waitState(dlv, "succeeded")
+
+	type link struct {
+		ID  string `json:"id"`
+		URL string `json:"url"`
+	}
+	newLink := func() link {
+		var l link
+		in.mustCall(201, "POST", "/v1/tenants/acme/portal-links", `{"ttl":"5m","return_url":"`+allowedApp+`/settings"}`, &l)
+		return l
+	}
+	used := func(l link) bool {
+		var toks struct {
+			Data []struct {
+				ID      string    `json:"id"`
+				Revoked time.Time `json:"revoked"`
+			} `json:"data"`
+		}
+		in.mustCall(200, "GET", "/v1/tenants/acme/access-tokens?limit=1000", nil, &toks)
+		for _, tk := range toks.Data {
+			if tk.ID == l.ID {
+				return !tk.Revoked.IsZero()
+			}
+		}
+		t.Fatalf("link %s is not among the tokens", l.ID)
+		return false
+	}
+
+	bctx, shot := startBrowser(t, chromium)
+	ctx, cancel := context.WithTimeout(bctx, 45*time.Second)
+	defer cancel()
+	// frame waits for the app's iframe to show a page of webhookd whose
+	// URL has the prefix, and returns a context that acts inside it.
+	frame := func(prefix string) context.Context {
+		t.Helper()
+		for {
+			infos, err := chromedp.Targets(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, info := range infos {
+				if info.Type == "iframe" && strings.HasPrefix(info.URL, in.base+prefix) {
+					fctx, cancel := chromedp.NewContext(ctx, chromedp.WithTargetID(info.TargetID))
+					t.Cleanup(cancel)
+					return fctx
+				}
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the frame never showed %s%s: %v", in.base, prefix, infos)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+
+	// Listed: the link logs the frame in and lands on the deliveries.
+	l := newLink()
+	allowedLink.Store(l.URL)
+	if err := chromedp.Do(ctx, chromedp.Navigate(allowedApp)); err != nil {
+		t.Fatal(err)
+	}
+	fctx := frame("/console/t/acme/deliveries")
+	rows, err := chromedp.Run(fctx, chromedp.Text(chromedp.CSS("#deliveries tbody"), chromedp.NodeVisible))
+	if err != nil || !strings.Contains(rows, "payment.succeeded") {
+		t.Fatalf("the framed console's deliveries: %q, %v", rows, err)
+	}
+	back, err := chromedp.Run(fctx, chromedp.Text(chromedp.CSS("a.back"), chromedp.NodeVisible))
+	if err != nil || !strings.Contains(back, "Back to the app") {
+		t.Errorf("the way back to the app: %q, %v", back, err)
+	}
+	// The session cookie works from page to page inside the frame.
+	if err := chromedp.Do(fctx, chromedp.Click(chromedp.CSS(`nav a[href$="/endpoints"]`)), chromedp.WaitVisible(chromedp.ID("endpoints"))); err != nil {
+		t.Fatalf("the endpoints page inside the frame: %v", err)
+	}
+	if err := chromedp.Do(ctx, shot("portal-framed")); err != nil {
+		t.Fatal(err)
+	}
+	if !used(l) {
+		t.Error("the link that logged the frame in is not used up")
+	}
+
+	// The same link again: refused, in the frame.
+	if err := chromedp.Do(ctx, chromedp.Navigate(allowedApp)); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := chromedp.Run(frame("/console/portal/"), chromedp.Text(chromedp.ID("error"), chromedp.NodeVisible))
+	if err != nil || !strings.Contains(msg, "used already") {
+		t.Errorf("the link a second time: %q, %v", msg, err)
+	}
+
+	// Not listed: the browser refuses to show the frame, so its page never
+	// runs and the link stays unused.
+	l2 := newLink()
+	otherLink.Store(l2.URL)
+	if err := chromedp.Do(ctx, chromedp.Navigate(otherApp), chromedp.WaitReady(chromedp.ID("portal"))); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		title, err := chromedp.Run(ctx, chromedp.Title())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(title, "loaded") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the other app's frame never finished loading")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := chromedp.Do(ctx, shot("portal-refused")); err != nil {
+		t.Fatal(err)
+	}
+	// The frame holds the browser's error page, not the console's.
+	infos, _ := chromedp.Targets(ctx)
+	for _, info := range infos {
+		if info.Type != "iframe" || !strings.HasPrefix(info.URL, in.base) {
+			continue
+		}
+		fctx, cancel := chromedp.NewContext(ctx, chromedp.WithTargetID(info.TargetID))
+		shown, err := chromedp.Run(fctx, chromedp.Evaluate[bool](`document.querySelector("#open, main") !== null`))
+		cancel()
+		if err != nil || shown {
+			t.Errorf("the unlisted app's frame shows webhookd's page (%v): %s", err, info.URL)
+		}
+	}
+	if used(l2) {
+		t.Error("a frame of an unlisted app used its link")
+	}
 }
