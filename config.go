@@ -56,6 +56,16 @@ type ConsoleConfig struct {
 	// links start with ("https://hooks.example.com"); "": the scheme and
 	// host of the request asking for the link.
 	PublicURL string `toml:"public_url"`
+	// Brand white-labels the console for the operator's customers.
+	Brand BrandConfig `toml:"brand"`
+}
+
+// BrandConfig is [console.brand]: how the console names and colours
+// itself. Empty keys keep webhookd's own.
+type BrandConfig struct {
+	Name    string `toml:"name"`     // in the header and page titles, at most 60 characters
+	Accent  string `toml:"accent"`   // links and buttons, "#rrggbb"
+	LogoURL string `toml:"logo_url"` // an http(s) image before the name
 }
 
 // RetentionConfig is the [retention] section: how long finished events are
@@ -356,6 +366,7 @@ func defaultConfig() Config {
 			SessionTTL:     Duration{time.Hour},
 			FrameAncestors: []string{},
 			PublicURL:      "",
+			Brand:          BrandConfig{},
 		},
 	}
 }
@@ -446,15 +457,18 @@ func insideReported(k toml.Key, reported map[string]bool) bool {
 // spelled as in its toml tags.
 func configKeys() map[string]bool {
 	keys := make(map[string]bool)
-	ct := reflect.TypeFor[Config]()
-	for i := range ct.NumField() {
-		section := ct.Field(i)
-		name := section.Tag.Get("toml")
-		keys[name] = true
-		for j := range section.Type.NumField() {
-			keys[name+"."+section.Type.Field(j).Tag.Get("toml")] = true
+	var add func(prefix string, t reflect.Type)
+	add = func(prefix string, t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name := prefix + f.Tag.Get("toml")
+			keys[name] = true
+			if f.Type.Kind() == reflect.Struct && f.Type.NumField() > 0 && f.Type.Field(0).Tag.Get("toml") != "" {
+				add(name+".", f.Type) // a table inside a section ([console.brand])
+			}
 		}
 	}
+	add("", reflect.TypeFor[Config]())
 	return keys
 }
 
@@ -575,6 +589,10 @@ func (c Config) validate(name string) error {
 		if err := httpapi.ValidOrigin(o); err != nil {
 			v.add(fmt.Sprintf("console.frame_ancestors[%d]", i), o, err.Error())
 		}
+	}
+	b := c.Console.Brand
+	if field, err := httpapi.ValidBrand(httpapi.Brand{Name: b.Name, Accent: b.Accent, LogoURL: b.LogoURL}); err != nil {
+		v.add("console.brand."+field, map[string]string{"name": b.Name, "accent": b.Accent, "logo_url": b.LogoURL}[field], err.Error())
 	}
 	if c.Console.PublicURL != "" {
 		if err := httpapi.ValidOrigin(strings.TrimSuffix(c.Console.PublicURL, "/")); err != nil {

@@ -174,6 +174,8 @@ func TestLoadConfig_Invalid(t *testing.T) {
 		{"console frame_ancestors with a path", "[console]\nframe_ancestors = [\"https://app.example.com/embed\"]", `console.frame_ancestors[0] = "https://app.example.com/embed": must be an origin like`},
 		{"console frame_ancestors injecting a CSP directive", "[console]\nframe_ancestors = [\"https://a.example; script-src *\"]", `console.frame_ancestors[0] = "https://a.example; script-src *": must be an origin like`},
 		{"console frame_ancestors wildcard", "[console]\nframe_ancestors = [\"*\"]", `console.frame_ancestors[0] = "*": must be an origin like`},
+		{"console brand accent", "[console.brand]\naccent = \"red; } body { display: none\"", `console.brand.accent = "red; } body { display: none": must be a colour like "#2456c7"`},
+		{"console brand logo", "[console.brand]\nlogo_url = \"javascript:alert(1)\"", `console.brand.logo_url = "javascript:alert(1)": must be an absolute http or https URL of an image`},
 		{"console public_url not a URL", "[console]\npublic_url = \"hooks.example.com\"", `console.public_url = "hooks.example.com": must be an origin like`},
 		{"max_body too small", "[ingest]\nmax_body = \"1023B\"", `ingest.max_body = "1023B": must be between 1KiB and 64MiB`},
 		{"max_body too large", "[ingest]\nmax_body = 67108865", `ingest.max_body = "67108865B": must be between 1KiB and 64MiB`},
@@ -264,7 +266,7 @@ func TestLoadConfig_Bounds(t *testing.T) {
 		{"token 16", "[api]\ntokens = [\"!#$%&'()*+,-./:;\"]"},
 		{"tenant_token_ttl 720h", "[api]\ntenant_token_ttl = \"720h\""},
 		{"tenant_token_ttl 1s", "[api]\ntenant_token_ttl = \"1s\""},
-		{"console embedding", "[console]\nsession_ttl = \"8h\"\nframe_ancestors = [\"https://app.example.com\", \"http://localhost:3000\"]\npublic_url = \"https://hooks.example.com/\""},
+		{"console embedding", "[console]\nsession_ttl = \"8h\"\nframe_ancestors = [\"https://app.example.com\", \"http://localhost:3000\"]\npublic_url = \"https://hooks.example.com/\"\n[console.brand]\nname = \"Acme Webhooks\"\naccent = \"#0A7cff\"\nlogo_url = \"https://cdn.example.com/logo.svg\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

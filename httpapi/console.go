@@ -90,7 +90,14 @@ func newConsole(opts ConsoleOptions) *console {
 	if len(opts.FrameAncestors) > 0 {
 		ancestors = strings.Join(opts.FrameAncestors, " ")
 	}
-	c.csp = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors " + ancestors
+	imgs := "'self' data:"
+	if u, err := url.Parse(opts.Brand.LogoURL); err == nil && opts.Brand.LogoURL != "" {
+		imgs += " " + u.Scheme + "://" + u.Host
+	}
+	c.csp = "default-src 'self'; img-src " + imgs + "; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors " + ancestors
+	if opts.Brand.Name == "" {
+		c.opts.Brand.Name = "webhookd"
+	}
 	if _, err := rand.Read(c.key[:]); err != nil {
 		panic("httpapi: crypto/rand failed: " + err.Error())
 	}
@@ -135,6 +142,7 @@ func (s *server) consoleRoutes() {
 	s.handle("GET", "/console", s.handleConsoleRoot)
 	s.handle("GET", "/console/", s.handleConsoleRoot)
 	s.handle("GET", "/console/static/*file", s.handleConsoleStatic)
+	s.handle("GET", "/console/brand.css", s.handleBrandCSS)
 	s.handle("GET", "/console/login", s.handleLoginPage)
 	s.handle("POST", "/console/login", s.handleLogin)
 	s.handle("POST", "/console/logout", s.handleLogout)
@@ -329,12 +337,13 @@ type page struct {
 	Notice string        // a success message
 	Error  string        // an error message
 	Return string        // a portal session's link back to the operator's app; "" for none
+	Brand  Brand         // the console's name and logo
 	Data   any           // the page's own data
 }
 
 // newPage returns the page frame for v.
 func (s *server) newPage(v *visit, title, nav string) page {
-	p := page{Title: title, Nav: nav}
+	p := page{Title: title, Nav: nav, Brand: s.console.opts.Brand}
 	if v == nil {
 		return p
 	}
@@ -416,6 +425,17 @@ func (s *server) handleConsoleStatic(w http.ResponseWriter, r *http.Request, ps 
 	r2 := r.Clone(r.Context())
 	r2.URL.Path = ps.ByName("file")
 	s.console.static.ServeHTTP(w, r2)
+}
+
+// handleBrandCSS serves the brand's accent colour as the console's
+// --accent (ValidBrand checked it); empty without one.
+func (s *server) handleBrandCSS(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	if a := s.console.opts.Brand.Accent; a != "" {
+		fmt.Fprintf(w, ":root { --accent: %s; }\n", a)
+	}
 }
 
 // loginData is the login page's own data.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -32,6 +33,27 @@ func ValidOrigin(o string) error {
 	}
 	return nil
 }
+
+// ValidBrand reports what is wrong with b, naming the field: a name of
+// at most 60 printable characters, an accent "#rrggbb", a logo at an
+// absolute http or https URL.
+func ValidBrand(b Brand) (field string, err error) {
+	if len(b.Name) > 60 || strings.IndexFunc(b.Name, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 {
+		return "name", errors.New("must be at most 60 characters, no control characters")
+	}
+	if b.Accent != "" && !accentRE.MatchString(b.Accent) {
+		return "accent", errors.New(`must be a colour like "#2456c7"`)
+	}
+	if b.LogoURL != "" {
+		u, err := url.Parse(b.LogoURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || strings.ContainsAny(b.LogoURL, " ;,'\"") {
+			return "logo_url", errors.New("must be an absolute http or https URL of an image")
+		}
+	}
+	return "", nil
+}
+
+var accentRE = regexp.MustCompile(`^#[0-9a-fA-F]{6}$`)
 
 // portalLink is the answer of POST …/portal-links.
 type portalLink struct {

@@ -204,3 +204,66 @@ func TestPortal_Framing(t *testing.T) {
 		}
 	})
 }
+
+// TestPortal_Brand: the console shows the operator's name (escaped), logo
+// and accent colour, and lets the logo's origin in img-src; without a
+// brand it is webhookd's own.
+func TestPortal_Brand(t *testing.T) {
+	t.Run("branded", func(t *testing.T) {
+		e, _ := portalEnv(t, httpapi.ConsoleOptions{Brand: httpapi.Brand{
+			Name: "Acme <Hooks>", Accent: "#0a7cff", LogoURL: "https://cdn.example.com/brand/logo.svg",
+		}})
+		b := e.browser()
+		b.open(link(e, `{}`))
+		p := b.get("/console/t/acme/endpoints")
+		for _, want := range []string{
+			`<title>Endpoints · Acme &lt;Hooks&gt;</title>`,
+			`<img class="logo" src="https://cdn.example.com/brand/logo.svg" alt="" height="24">Acme &lt;Hooks&gt;</a>`,
+			`<link rel="stylesheet" href="/console/brand.css">`,
+		} {
+			if !strings.Contains(p.body, want) {
+				t.Errorf("the page lacks %s:\n%s", want, p.body)
+			}
+		}
+		if csp := p.header.Get("Content-Security-Policy"); !strings.Contains(csp, "img-src 'self' data: https://cdn.example.com;") {
+			t.Errorf("CSP %q: want the logo's origin in img-src", csp)
+		}
+		css := b.get("/console/brand.css")
+		if css.status != 200 || css.body != ":root { --accent: #0a7cff; }\n" || !strings.HasPrefix(css.header.Get("Content-Type"), "text/css") {
+			t.Errorf("brand.css: %d %q %q", css.status, css.header.Get("Content-Type"), css.body)
+		}
+		if lp := b.get("/console/login"); !strings.Contains(lp.body, "Log in · Acme &lt;Hooks&gt;") {
+			t.Errorf("the login page is not branded:\n%s", lp.body)
+		}
+	})
+	t.Run("default", func(t *testing.T) {
+		e, _ := portalEnv(t, httpapi.ConsoleOptions{})
+		b := e.browser()
+		if p := b.get("/console/login"); !strings.Contains(p.body, "<title>Log in · webhookd</title>") || strings.Contains(p.body, `class="logo"`) {
+			t.Errorf("the default login page:\n%s", p.body)
+		}
+		if css := b.get("/console/brand.css"); css.status != 200 || css.body != "" {
+			t.Errorf("brand.css without a brand: %d %q", css.status, css.body)
+		}
+	})
+}
+
+func TestValidBrand(t *testing.T) {
+	for _, tt := range []struct {
+		b     httpapi.Brand
+		field string
+	}{
+		{httpapi.Brand{}, ""},
+		{httpapi.Brand{Name: "Acme", Accent: "#ABCDEF", LogoURL: "http://localhost:3000/logo.png"}, ""},
+		{httpapi.Brand{Name: strings.Repeat("x", 61)}, "name"},
+		{httpapi.Brand{Name: "a\nb"}, "name"},
+		{httpapi.Brand{Accent: "red"}, "accent"},
+		{httpapi.Brand{Accent: "#abc"}, "accent"},
+		{httpapi.Brand{LogoURL: "/logo.png"}, "logo_url"},
+		{httpapi.Brand{LogoURL: "https://cdn.example.com/a.png; script-src *"}, "logo_url"},
+	} {
+		if field, _ := httpapi.ValidBrand(tt.b); field != tt.field {
+			t.Errorf("ValidBrand(%+v) = %q, want %q", tt.b, field, tt.field)
+		}
+	}
+}

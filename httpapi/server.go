@@ -83,6 +83,17 @@ type ConsoleOptions struct {
 	// ("https://hooks.example.com"), which portal links start with. "":
 	// the scheme and host of the request that asks for the link.
 	PublicURL string
+	// Brand white-labels the console.
+	Brand Brand
+}
+
+// Brand is how the console names and colours itself, for an operator
+// who shows it to its customers as its own. Each field must pass
+// ValidBrand; a zero field keeps webhookd's own.
+type Brand struct {
+	Name    string // in the header and every page's title; "": webhookd
+	Accent  string // the colour of links and buttons, "#rrggbb"
+	LogoURL string // an http(s) image shown before the name; its origin joins the pages' img-src
 }
 
 // server holds what the handlers share.
