@@ -182,6 +182,20 @@ func TestConsole_Browser(t *testing.T) {
 		t.Errorf("notice after the range replay: %q", notice)
 	}
 	in.waitState(second, "succeeded")
+
+	// The report: its "Over the last [n] events" reads on one line.
+	do("open the report",
+		chromedp.Navigate(in.base+"/console/t/acme/report"),
+		chromedp.WaitVisible(chromedp.ID("rate")),
+		shot("8-report"),
+	)
+	oneLine, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		const l = document.querySelector("form.filter label"), i = l.querySelector("input");
+		return l.getBoundingClientRect().height < 1.5 * i.getBoundingClientRect().height;
+	})()`))
+	if err != nil || !oneLine {
+		t.Errorf(`the report's "Over the last [n] events" wraps (%v)`, err)
+	}
 	rc.checkSignatures()
 	t.Logf("browser test took %s", time.Since(start).Round(time.Millisecond))
 }

@@ -562,6 +562,26 @@ var consoleFuncs = template.FuncMap{
 	"short":  shorten,
 	"result": attemptResult,
 	"add":    func(a, b int) int { return a + b },
+	"reason": reasonNow,
+}
+
+// reasonNow is what the console shows as d's reason. A delivery replayed
+// into a new cycle keeps the reason of the last attempt, from the cycle
+// before; until the new cycle's first attempt it reads "none in cycle N
+// yet (cycle N-1 ended: …)", so that a pending delivery is never shown
+// beside a failure that is no longer its state.
+func reasonNow(d engine.Delivery) string {
+	switch d.State {
+	case engine.StatePending, engine.StateDelivering, engine.StateWaiting:
+		if d.CycleAttempts == 0 && d.Cycle > 1 {
+			s := fmt.Sprintf("none in cycle %d yet", d.Cycle)
+			if d.Reason != "" {
+				s += fmt.Sprintf(" (cycle %d ended: %s)", d.Cycle-1, d.Reason)
+			}
+			return s
+		}
+	}
+	return d.Reason
 }
 
 // fmtTime shows t in UTC to the second; "—" for the zero time.

@@ -331,8 +331,16 @@ func TestConsole_CSRF(t *testing.T) {
 	if len(d.Replays) != 1 || d.Replays[0].By != "token "+e.token.ID {
 		t.Errorf("replays %+v, want one by the token", d.Replays)
 	}
-	if p := b.get(p.header.Get("Location")); !strings.Contains(p.body, "Resent") {
-		t.Errorf("no notice after resend:\n%s", p.body)
+	after := b.get(p.header.Get("Location"))
+	if !strings.Contains(after.body, "Resent") {
+		t.Errorf("no notice after resend:\n%s", after.body)
+	}
+	// The new cycle has no attempt yet: the page must not show the last
+	// cycle's failure as the reason of the pending delivery, only as
+	// what ended that cycle.
+	reason := regexp.MustCompile(`(?s)<dd id="reason">(.*?)</dd>`).FindStringSubmatch(after.body)
+	if reason == nil || !strings.HasPrefix(reason[1], "none in cycle 2 yet") || !strings.Contains(reason[1], "cycle 1 ended: HTTP 500") {
+		t.Errorf("the reason right after Resend: %q, want none in cycle 2 yet, and how cycle 1 ended", reason)
 	}
 }
 
