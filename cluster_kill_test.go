@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/postgres/pgtest"
 )
 
@@ -38,6 +40,13 @@ type clusterLoad struct {
 	pace    time.Duration
 	prefix  string // of the Idempotency-Keys
 	client  *http.Client
+	// token is the admin token the load sends: testToken, or one only
+	// its cluster knows (foreign: a node killed mid-load frees its port,
+	// which another test's webhookd may take, and its 401 then means
+	// "not this cluster", tried on the next node like a refused
+	// connection).
+	token   string
+	foreign bool
 
 	next atomic.Int64 // the next event number to send
 
@@ -56,6 +65,7 @@ func newClusterLoad(nodes []string, events, workers int, pace time.Duration) *cl
 		nodes: nodes, events: events, workers: workers, pace: pace,
 		prefix: fmt.Sprintf("load-%d", time.Now().UnixNano()),
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
+		token:  testToken,
 		acked:  map[int]string{},
 		others: map[int]int{},
 	}
@@ -90,10 +100,14 @@ func (l *clusterLoad) send(n int, deadline time.Time) {
 		if err != nil {
 			panic(err)
 		}
-		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set("Authorization", "Bearer "+l.token)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", key)
 		resp, err := l.client.Do(req)
+		if err == nil && l.foreign && resp.StatusCode == http.StatusUnauthorized {
+			resp.Body.Close()
+			err = errors.New("401: another webhookd on a killed node's port")
+		}
 		if err != nil {
 			l.mu.Lock()
 			l.connErrs++
@@ -373,7 +387,9 @@ func TestCluster_KillNode(t *testing.T) {
 	bin := buildWebhookd(t)
 	started := time.Now()
 	url := pgtest.URL(t)
+	loadToken := "cluster-kill-" + engine.NewID("tok") // this cluster's alone (clusterLoad.token)
 	cfg := configWith(t, clusterConfig(t, schema, lease, ""), map[string]any{
+		"api.tokens":                    []string{testToken, loadToken},
 		"delivery.attempt_timeout":      "1s", // under the lease: a claim outlasts its attempt
 		"delivery.schedule":             []string{"50ms", "100ms", "200ms", "500ms"},
 		"delivery.deadline":             "5m",
@@ -394,6 +410,7 @@ func TestCluster_KillNode(t *testing.T) {
 	}
 
 	load := newClusterLoad(bases, events, 6, 25*time.Millisecond)
+	load.token, load.foreign = loadToken, true
 	loaded := make(chan struct{})
 	go func() { defer close(loaded); load.run(time.Now().Add(20 * time.Second)) }()
 
