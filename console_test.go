@@ -69,7 +69,8 @@ func TestConsole_Browser(t *testing.T) {
 	})
 	ep := in.createEndpoint(rc.srv.URL, "payment.succeeded")
 	rc.setSecret(ep.Secret)
-	first := in.ingest("payment.succeeded", `{"order":"ord_1"}`).Deliveries[0].ID
+	firstEvent := in.ingest("payment.succeeded", `{"order":"ord_1"}`)
+	first := firstEvent.Deliveries[0].ID
 	second := in.ingest("payment.succeeded", `{"order":"ord_2"}`).Deliveries[0].ID
 	in.waitState(first, "dead")
 	in.waitState(second, "dead")
@@ -145,6 +146,22 @@ func TestConsole_Browser(t *testing.T) {
 	if attempts := text("#attempts"); strings.Count(attempts, "HTTP 500") != 4 || !strings.Contains(attempts, "<b>database is down</b>") {
 		t.Errorf("the attempts table should show four HTTP 500s and the excerpt as text:\n%s", attempts)
 	}
+
+	// Find the event by its ID from the header's search: its payload,
+	// indented, and its delivery.
+	do("search for the event",
+		chromedp.SendKeys(chromedp.ID("q"), firstEvent.ID),
+		chromedp.Submit(chromedp.ID("q")),
+		chromedp.WaitVisible(chromedp.ID("payload")),
+		shot("4b-event"),
+	)
+	if payload := text("#payload"); !strings.Contains(payload, "\n  \"data\": {\n    \"order\": \"ord_1\"") {
+		t.Errorf("the event page's payload is not the indented envelope:\n%s", payload)
+	}
+	if ds := text("#event-deliveries"); !strings.Contains(ds, first) {
+		t.Errorf("the event page does not list delivery %s:\n%s", first, ds)
+	}
+	do("back to the delivery", chromedp.Navigate(deliveryURL), chromedp.WaitVisible(chromedp.ID("attempts")))
 
 	// Fix the endpoint, press Resend, see it succeed.
 	fixed.Store(true)

@@ -161,6 +161,8 @@ func (s *server) consoleRoutes() {
 	s.handle("GET", "/console/t/:tenant/dead-letters", s.consoleTenant(s.handleDeadLettersPage))
 	s.handle("POST", "/console/t/:tenant/dead-letters/replay", s.consoleTenant(s.handleConsoleReplayRange))
 	s.handle("GET", "/console/t/:tenant/report", s.consoleTenant(s.handleReportPage))
+	s.handle("GET", "/console/t/:tenant/search", s.consoleTenant(s.handleSearch))
+	s.handle("GET", "/console/t/:tenant/events/:id", s.consoleTenant(s.handleEventPage))
 }
 
 // visit is one console request of a logged-in principal.

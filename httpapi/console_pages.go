@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -246,6 +248,7 @@ type deliveryData struct {
 	Event       engine.Event // its Sequence and OrderingKey; zero when the event is no longer stored
 	InFlight    bool         // delivering, or an attempt due within 30s: the page reloads itself (console.js)
 	LineNote    string       // what an ordered delivery waits for, or that it blocks its line (engine.Service.LineNote)
+	LastAttempt *engine.Attempt
 }
 
 // handleDeliveryPage shows one delivery: every attempt (time, duration,
@@ -263,6 +266,9 @@ func (s *server) handleDeliveryPage(w http.ResponseWriter, r *http.Request, ps h
 	data := deliveryData{D: d, InFlight: d.State == engine.StateDelivering ||
 		d.State == engine.StatePending && time.Until(d.NextAttemptAt) < 30*time.Second,
 		LineNote: s.svc.LineNote(ctx, d)}
+	if n := len(d.Attempts); n > 0 {
+		data.LastAttempt = &d.Attempts[n-1]
+	}
 	if ep, err := s.svc.Endpoint(ctx, v.tenant.ID, d.EndpointID); err == nil {
 		data.EndpointURL = ep.URL
 	}
@@ -345,4 +351,61 @@ func (s *server) handleReportPage(w http.ResponseWriter, r *http.Request, _ http
 	p := s.newPage(v, "Report", "report")
 	p.Data = reportData{R: rep, Last: last}
 	s.render(w, r, http.StatusOK, "report", p)
+}
+
+// handleSearch finds an event or a delivery of the tenant by its ID:
+// it sends the browser to its page, or says nothing matched.
+func (s *server) handleSearch(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
+	ctx := r.Context()
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	if strings.HasPrefix(q, "dlv_") {
+		if d, err := s.svc.Delivery(ctx, v.tenant.ID, q); err == nil {
+			http.Redirect(w, r, tenantPath(v.tenant.ID, "deliveries", d.ID), http.StatusSeeOther)
+			return
+		}
+	} else if q != "" {
+		if ev, _, err := s.svc.Event(ctx, v.tenant.ID, q); err == nil {
+			http.Redirect(w, r, tenantPath(v.tenant.ID, "events", ev.ID), http.StatusSeeOther)
+			return
+		}
+	}
+	p := s.newPage(v, "Not found", "")
+	p.Error = "No event or delivery of this tenant has the ID " + strconv.Quote(shorten(q, 120)) + ": give a whole evt_… or dlv_… ID."
+	p.Data = struct{ Status int }{http.StatusNotFound}
+	s.render(w, r, http.StatusNotFound, "error", p)
+}
+
+// eventData is the event page's data.
+type eventData struct {
+	Event      engine.Event
+	Pretty     string // the envelope, indented; the stored bytes when it is not JSON
+	Deliveries []engine.Delivery
+	Endpoints  map[string]string // endpoint ID → URL
+}
+
+// handleEventPage shows one event: its envelope pretty-printed and its
+// deliveries, each linked to its page.
+func (s *server) handleEventPage(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
+	ctx := r.Context()
+	ev, ds, err := s.svc.Event(ctx, v.tenant.ID, ps.ByName("id"))
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	data := eventData{Event: ev, Deliveries: ds, Endpoints: map[string]string{}}
+	body := storedEnvelope(ev.Body)
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, body, "", "  "); err == nil {
+		data.Pretty = buf.String()
+	} else {
+		data.Pretty = string(body)
+	}
+	if eps, err := s.svc.Endpoints(ctx, v.tenant.ID); err == nil {
+		for _, ep := range eps {
+			data.Endpoints[ep.ID] = ep.URL
+		}
+	}
+	p := s.newPage(v, "Event "+ev.ID, "")
+	p.Data = data
+	s.render(w, r, http.StatusOK, "event", p)
 }

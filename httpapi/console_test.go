@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -507,5 +508,75 @@ func TestConsole_BlockedLine(t *testing.T) {
 	e.must(req{method: "GET", path: "/v1/tenants/acme/deliveries/" + next}, 200, &n)
 	if n.State != "pending" {
 		t.Errorf("the next delivery is %s after the skip, want pending", n.State)
+	}
+}
+
+// TestConsole_SearchAndEvent: the header's search finds an event or a
+// delivery of the tenant by ID, never another tenant's; the event page
+// shows its payload indented and escaped, and links its deliveries; the
+// endpoints page links each endpoint's deliveries and dead letters; the
+// delivery page shows the request's headers.
+func TestConsole_SearchAndEvent(t *testing.T) {
+	e := newConsoleEnv(t)
+	var other ingestJSON
+	e.must(req{method: "PUT", path: "/v1/event-types/invoice.paid", body: `{}`}, 201, nil)
+	e.must(req{method: "POST", path: "/v1/tenants/globex/events", body: `{"type":"invoice.paid","data":{}}`}, 202, &other)
+	var d struct {
+		EventID string `json:"event_id"`
+	}
+	e.must(req{method: "GET", path: "/v1/tenants/acme/deliveries/" + e.delivery}, 200, &d)
+
+	b := e.browser()
+	b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+	for _, tc := range []struct{ q, to string }{
+		{d.EventID, "/console/t/acme/events/" + d.EventID},
+		{" " + e.delivery + " ", "/console/t/acme/deliveries/" + e.delivery},
+	} {
+		if p := b.get("/console/t/acme/search?q=" + url.QueryEscape(tc.q)); p.status != http.StatusSeeOther || p.header.Get("Location") != tc.to {
+			t.Errorf("search %q: %d to %q, want %s", tc.q, p.status, p.header.Get("Location"), tc.to)
+		}
+	}
+	for _, q := range []string{other.ID, "dlv_nope", "<script>x</script>", ""} {
+		p := b.get("/console/t/acme/search?q=" + url.QueryEscape(q))
+		if p.status != http.StatusNotFound || strings.Contains(p.body, "<script>x") {
+			t.Errorf("search %q: %d, want 404 with the query escaped\n%s", q, p.status, p.body)
+		}
+	}
+
+	ev := b.get("/console/t/acme/events/" + d.EventID)
+	for _, want := range []string{
+		`"ordering_key": "\u003cb\u003eorder\u003c/b\u003e"`, // the envelope's own escaping, kept
+		`"note": "</pre><script>alert(2)</script>"`,          // stored raw, escaped by the page
+		`href="/console/t/acme/deliveries/` + e.delivery + `"`,
+	} {
+		if !strings.Contains(ev.body, html.EscapeString(want)) && (strings.Contains(want, "<") || !strings.Contains(ev.body, want)) {
+			t.Errorf("the event page lacks %s:\n%s", want, ev.body)
+		}
+	}
+	if strings.Contains(ev.body, "<script>alert") || !strings.Contains(ev.body, "{\n  &#34;id&#34;") {
+		t.Errorf("the event page's payload is not indented and escaped:\n%s", ev.body)
+	}
+	if p := b.get("/console/t/acme/events/" + other.ID); p.status != http.StatusNotFound {
+		t.Errorf("another tenant's event: %d", p.status)
+	}
+
+	eps := b.get("/console/t/acme/endpoints")
+	for _, want := range []string{
+		`href="/console/t/acme/deliveries?endpoint=` + e.endpoint.ID + `"`,
+		`href="/console/t/acme/deliveries?endpoint=` + e.endpoint.ID + `&amp;state=dead"`,
+	} {
+		if !strings.Contains(eps.body, want) {
+			t.Errorf("the endpoints page lacks %s", want)
+		}
+	}
+
+	dp := b.get("/console/t/acme/deliveries/" + e.delivery)
+	req := regexp.MustCompile(`(?s)<pre class="request" id="request">(.*?)</pre>`).FindStringSubmatch(dp.body)
+	if req == nil || !strings.Contains(req[1], "webhook-id: "+d.EventID) || !regexp.MustCompile(`webhook-timestamp: \d{10}\n`).MatchString(req[1]) ||
+		!strings.Contains(req[1], "webhook-sequence: 1") || !strings.Contains(req[1], "webhook-signature: v1,… (one per signing key, not kept)") {
+		t.Errorf("the delivery's request section: %q", req)
+	}
+	if !strings.Contains(dp.body, `href="/console/t/acme/events/`+d.EventID+`"`) {
+		t.Error("the delivery page does not link its event")
 	}
 }
