@@ -200,6 +200,28 @@ func TestConsole_Browser(t *testing.T) {
 	}
 	in.waitState(second, "succeeded")
 
+	// Three more dead letters, ticked one by one and replayed at once.
+	fixed.Store(false)
+	var three []string
+	for i := range 3 {
+		id := in.ingest("payment.succeeded", fmt.Sprintf(`{"order":"ord_%d"}`, 10+i)).Deliveries[0].ID
+		in.waitState(id, "dead")
+		three = append(three, id)
+	}
+	fixed.Store(true)
+	steps := []chromedp.Action[chromedp.Void]{chromedp.Navigate(in.base + "/console/t/acme/dead-letters"), chromedp.WaitVisible(chromedp.ID("dead-letters"))}
+	for _, id := range three {
+		steps = append(steps, chromedp.Click(chromedp.CSS(`input[value="`+id+`"]`)))
+	}
+	steps = append(steps, shot("7b-selected"), chromedp.Click(chromedp.ID("replay-selected")), chromedp.WaitVisible(chromedp.ID("notice")))
+	do("replay three selected dead letters", steps...)
+	if notice := text("#notice"); !strings.Contains(notice, "Replayed the selected deliveries: 3") {
+		t.Errorf("notice after replaying the selection: %q", notice)
+	}
+	for _, id := range three {
+		in.waitState(id, "succeeded")
+	}
+
 	// The report: its "Over the last [n] events" reads on one line.
 	do("open the report",
 		chromedp.Navigate(in.base+"/console/t/acme/report"),

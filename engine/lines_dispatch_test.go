@@ -278,3 +278,49 @@ func TestService_LineNote(t *testing.T) {
 		t.Errorf("LineNote(head) = %q, want none", got)
 	}
 }
+
+// TestService_ReplaySelected: deliveries picked one by one are replayed
+// in their line's order whatever order they were picked in; one ID that
+// is not the tenant's delivery replays none.
+func TestService_ReplaySelected(t *testing.T) {
+	var failing sync.Map
+	rc := newLineReceiver(t, func(string, uint64, int) int {
+		if _, ok := failing.Load("all"); ok {
+			return http.StatusBadRequest // permanent: dead at once
+		}
+		return http.StatusOK
+	})
+	svc, _, _ := lineService(t, rc, engine.OrderingKey, engine.OnDeadSkip)
+	failing.Store("all", true)
+	var ds []engine.Delivery
+	for range 3 {
+		d := ingestKeyed(t, svc, "order_1")
+		waitState(t, svc, d.ID, engine.StateDead)
+		ds = append(ds, d)
+	}
+	failing.Delete("all")
+
+	picked := []string{ds[2].ID, ds[0].ID, "dlv_nope", ds[1].ID}
+	if _, err := svc.ReplaySelected(t.Context(), "acme", picked, "admin"); engine.ErrorCode(err) != engine.CodeDeliveryNotFound {
+		t.Fatalf("ReplaySelected with an unknown ID: %v, want %s", err, engine.CodeDeliveryNotFound)
+	}
+	for _, d := range ds {
+		if got, _ := svc.Delivery(t.Context(), "acme", d.ID); got.State != engine.StateDead || len(got.Replays) != 0 {
+			t.Fatalf("%s after a refused ReplaySelected: %s, %d replays", d.ID, got.State, len(got.Replays))
+		}
+	}
+	before := len(rc.succeeded())
+	got, err := svc.ReplaySelected(t.Context(), "acme", []string{ds[2].ID, ds[0].ID, ds[1].ID, ds[2].ID}, "admin")
+	if err != nil || len(got) != 3 {
+		t.Fatalf("ReplaySelected = %d deliveries, %v; want 3", len(got), err)
+	}
+	for _, d := range ds {
+		waitState(t, svc, d.ID, engine.StateSucceeded)
+	}
+	if s := rc.succeeded()[before:]; len(s) != 3 || s[0] != ds[0].Sequence || s[1] != ds[1].Sequence || s[2] != ds[2].Sequence {
+		t.Errorf("replayed arrivals %v, want %d, %d, %d", s, ds[0].Sequence, ds[1].Sequence, ds[2].Sequence)
+	}
+	if _, err := svc.ReplaySelected(t.Context(), "acme", nil, "admin"); engine.ErrorCode(err) != engine.CodeInvalidField {
+		t.Errorf("ReplaySelected of nothing: %v", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 
@@ -756,6 +757,44 @@ func (s *Service) Replay(ctx context.Context, tenant, id, by string) (Delivery, 
 		s.disp.Enqueue(d.ID, d.TenantID, d.EndpointID, d.NextAttemptAt)
 	}
 	return d, nil
+}
+
+// MaxReplaySelected bounds how many deliveries one ReplaySelected takes.
+const MaxReplaySelected = 100
+
+// ReplaySelected replays the deliveries ids of tenant (at most
+// MaxReplaySelected; repeats count once), each recorded with by, and
+// returns them as replayed. Every ID is checked before any is replayed:
+// one that is not the tenant's delivery fails the whole call
+// (CodeDeliveryNotFound), and nothing is replayed. They are replayed in
+// their lines' order (CompareLineOrder), so that of several deliveries
+// of one line the lowest sequence becomes its head and the others wait
+// behind it, as a range replay does.
+func (s *Service) ReplaySelected(ctx context.Context, tenant string, ids []string, by string) ([]Delivery, error) {
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	if len(ids) == 0 {
+		return nil, Errorf(CodeInvalidField, "id", "select at least one delivery")
+	}
+	if len(ids) > MaxReplaySelected {
+		return nil, Errorf(CodeInvalidField, "id", "at most %d deliveries at once; for more, replay dead letters by time range", MaxReplaySelected)
+	}
+	ds := make([]Delivery, len(ids))
+	for i, id := range ids {
+		d, err := s.Delivery(ctx, tenant, id)
+		if err != nil {
+			return nil, err
+		}
+		ds[i] = d
+	}
+	slices.SortFunc(ds, CompareLineOrder)
+	for i, d := range ds {
+		r, err := s.Replay(ctx, tenant, d.ID, by)
+		if err != nil {
+			return ds[:i], err
+		}
+		ds[i] = r
+	}
+	return ds, nil
 }
 
 // Skip lets the line of delivery id of tenant go on without it: it must

@@ -162,6 +162,7 @@ func (s *server) consoleRoutes() {
 	s.handle("POST", "/console/t/:tenant/dead-letters/replay", s.consoleTenant(s.handleConsoleReplayRange))
 	s.handle("GET", "/console/t/:tenant/report", s.consoleTenant(s.handleReportPage))
 	s.handle("GET", "/console/t/:tenant/search", s.consoleTenant(s.handleSearch))
+	s.handle("POST", "/console/t/:tenant/replay-selected", s.consoleTenant(s.handleConsoleReplaySelected))
 	s.handle("GET", "/console/t/:tenant/events/:id", s.consoleTenant(s.handleEventPage))
 }
 

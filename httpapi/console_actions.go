@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -33,6 +34,22 @@ func (s *server) handleConsoleResend(w http.ResponseWriter, r *http.Request, ps 
 		return
 	}
 	redirectNotice(w, r, tenantPath(v.tenant.ID, "deliveries", d.ID), "resent", -1)
+}
+
+// handleConsoleReplaySelected replays the deliveries ticked on a list
+// (form field id, repeated) and goes back to the list it came from
+// (back: a path of this tenant's console, else the deliveries).
+func (s *server) handleConsoleReplaySelected(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
+	ds, err := s.svc.ReplaySelected(r.Context(), v.tenant.ID, r.PostForm["id"], v.p.name)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	back := r.PostForm.Get("back")
+	if !strings.HasPrefix(back, tenantPath(v.tenant.ID)+"/") || strings.ContainsAny(back, "?#\\") {
+		back = tenantPath(v.tenant.ID, "deliveries")
+	}
+	redirectNotice(w, r, back, "replayed-selected", len(ds))
 }
 
 // handleConsoleSkip lets the line of a dead delivery that blocks it go

@@ -22,12 +22,13 @@ import (
 // redirected to it: fixed texts, with at most the number in ?n=, so a
 // link can never put words in the console's mouth.
 var noticeMessages = map[string]string{
-	"resent":       "Resent: a new delivery cycle has started. This page shows its attempts as they are made.",
-	"skipped":      "Skipped: its line goes on without it; the next delivery of the line is sent now.",
-	"replayed":     "Range replay: dead letters queued for a new delivery cycle: %d.",
-	"disabled":     "Endpoint disabled: its deliveries are held (paused) until it is enabled again.",
-	"enabled-held": "Endpoint enabled: held deliveries queued for delivery: %d.",
-	"enabled-new":  "Endpoint enabled from now on: held deliveries moved to the dead letters, where each can still be replayed: %d.",
+	"resent":            "Resent: a new delivery cycle has started. This page shows its attempts as they are made.",
+	"skipped":           "Skipped: its line goes on without it; the next delivery of the line is sent now.",
+	"replayed":          "Range replay: dead letters queued for a new delivery cycle: %d.",
+	"replayed-selected": "Replayed the selected deliveries: %d, each in a new delivery cycle (one of an ordered line in its line's order).",
+	"disabled":          "Endpoint disabled: its deliveries are held (paused) until it is enabled again.",
+	"enabled-held":      "Endpoint enabled: held deliveries queued for delivery: %d.",
+	"enabled-new":       "Endpoint enabled from now on: held deliveries moved to the dead letters, where each can still be replayed: %d.",
 }
 
 // notice returns the notice for r's ?m= and ?n=, "" when there is none.

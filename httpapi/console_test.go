@@ -580,3 +580,54 @@ func TestConsole_SearchAndEvent(t *testing.T) {
 		t.Error("the delivery page does not link its event")
 	}
 }
+
+// TestConsole_ReplaySelected: the ticked deliveries are replayed, by the
+// logged-in token, and the browser goes back to the list it came from
+// (only a page of the tenant's console); the form needs its CSRF token;
+// an ID that is not the tenant's replays nothing.
+func TestConsole_ReplaySelected(t *testing.T) {
+	e := newConsoleEnv(t)
+	var other ingestJSON
+	e.must(req{method: "PUT", path: "/v1/event-types/invoice.paid", body: `{}`}, 201, nil)
+	e.must(req{method: "POST", path: "/v1/tenants/globex/endpoints", body: `{"url":"https://example.com/in","event_types":["*"]}`}, 201, nil)
+	e.must(req{method: "POST", path: "/v1/tenants/globex/events", body: `{"type":"invoice.paid","data":{}}`}, 202, &other)
+
+	b := e.browser()
+	b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+	list := b.get("/console/t/acme/dead-letters")
+	if !strings.Contains(list.body, `<input type="checkbox" name="id" value="`+e.delivery+`" form="bulk"`) {
+		t.Fatalf("the dead letters have no checkbox for %s:\n%s", e.delivery, list.body)
+	}
+	csrf := list.field(t, csrfField)
+	post := func(form url.Values) page {
+		return b.do("POST", "/console/t/acme/replay-selected", form, "Origin", e.srv.URL)
+	}
+	replays := func() int {
+		var d struct{ Replays []struct{ By string } }
+		e.must(req{method: "GET", path: "/v1/tenants/acme/deliveries/" + e.delivery}, 200, &d)
+		return len(d.Replays)
+	}
+
+	if p := post(url.Values{"id": {e.delivery}}); p.status != 403 {
+		t.Errorf("without the CSRF token: %d", p.status)
+	}
+	if p := post(url.Values{"csrf": {csrf}, "id": {e.delivery, other.Deliveries[0].ID}}); p.status != 404 {
+		t.Errorf("with globex's delivery among them: %d", p.status)
+	}
+	if n := replays(); n != 0 {
+		t.Fatalf("%d replays after refused forms", n)
+	}
+	p := post(url.Values{"csrf": {csrf}, "id": {e.delivery, e.delivery}, "back": {"/console/t/acme/dead-letters"}})
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/t/acme/dead-letters?m=replayed-selected&n=1" {
+		t.Errorf("replay selected: %d to %q", p.status, p.header.Get("Location"))
+	}
+	if n := replays(); n != 1 {
+		t.Errorf("%d replays, want 1 (the ID was ticked twice)", n)
+	}
+	for _, back := range []string{"https://evil.example/", "/console/t/globex/deliveries", "//evil.example/x"} {
+		p := post(url.Values{"csrf": {csrf}, "id": {e.delivery}, "back": {back}})
+		if loc := p.header.Get("Location"); !strings.HasPrefix(loc, "/console/t/acme/deliveries?") {
+			t.Errorf("back %q: sent to %q, want the deliveries", back, loc)
+		}
+	}
+}
