@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
@@ -110,6 +111,13 @@ func TestConsole_Browser(t *testing.T) {
 		}
 	}
 	deliveryURL := in.base + "/console/t/acme/deliveries/" + first
+	// The browser's time zone, which the pages' times are shown in.
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(ctx, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Tokyo"}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Log in with the tenant token.
 	do("log in",
@@ -134,6 +142,18 @@ func TestConsole_Browser(t *testing.T) {
 	)
 	if list := text("#deliveries tbody"); strings.Count(list, "dead") != 2 {
 		t.Errorf("the dead filter should list 2 dead deliveries:\n%s", list)
+	}
+	// Times read in the browser's zone, how long ago, with UTC on hover.
+	when, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(() => {
+		const el = document.querySelector("#deliveries time");
+		return [el.textContent, el.title, el.getAttribute("datetime"), document.getElementById("tz-note").textContent];
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if utc, _ := time.Parse(time.RFC3339, when[2]); !strings.Contains(when[0], utc.In(time.FixedZone("JST", 9*3600)).Format("3:04:05")) ||
+		!strings.Contains(when[0], "ago") && !strings.Contains(when[0], "now") || !strings.HasSuffix(when[1], " UTC") || !strings.Contains(when[3], "Asia/Tokyo") {
+		t.Errorf("a time reads %q (title %q, datetime %s; note %q), want Tokyo's time and how long ago, UTC on hover", when[0], when[1], when[2], when[3])
 	}
 	do("open the dead delivery",
 		chromedp.Click(chromedp.CSS(`a[href="/console/t/acme/deliveries/`+first+`"]`)),

@@ -558,7 +558,7 @@ func tenantPath(tenant string, parts ...string) string {
 
 // consoleFuncs are the template functions of the console.
 var consoleFuncs = template.FuncMap{
-	"ts":     fmtTime,
+	"ts":     timeHTML,
 	"dur":    fmtDuration,
 	"pct":    fmtPercent,
 	"tpath":  tenantPath,
@@ -585,6 +585,16 @@ func reasonNow(d engine.Delivery) string {
 		}
 	}
 	return d.Reason
+}
+
+// timeHTML is t as the pages show it: fmtTime's text in a <time> whose
+// datetime console.js reads to show the browser's local time and how
+// long ago (the UTC text stays as its title); "—" for the zero time.
+func timeHTML(t time.Time) template.HTML {
+	if t.IsZero() {
+		return "—"
+	}
+	return template.HTML(`<time datetime="` + t.UTC().Format(time.RFC3339) + `">` + fmtTime(t) + `</time>`)
 }
 
 // fmtTime shows t in UTC to the second; "—" for the zero time.

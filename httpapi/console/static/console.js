@@ -35,6 +35,31 @@
 		auto.submit();
 	}
 
+	// Times: the server writes UTC; show the browser's local time and how
+	// long ago, with the UTC text as the title.
+	var rel = window.Intl && Intl.RelativeTimeFormat ? new Intl.RelativeTimeFormat(undefined, { numeric: "auto" }) : null;
+	var ago = function (ms) {
+		var s = Math.round(ms / 1000), units = [["year", 31536000], ["month", 2592000], ["day", 86400], ["hour", 3600], ["minute", 60], ["second", 1]];
+		for (var i = 0; i < units.length; i++) {
+			if (Math.abs(s) >= units[i][1] || units[i][0] === "second") {
+				return rel.format(Math.round(s / units[i][1]), units[i][0]);
+			}
+		}
+	};
+	var times = document.querySelectorAll("time[datetime]");
+	times.forEach(function (el) {
+		var d = new Date(el.getAttribute("datetime"));
+		if (isNaN(d)) {
+			return;
+		}
+		el.title = el.textContent;
+		el.textContent = d.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" }) + (rel ? " (" + ago(d - Date.now()) + ")" : "");
+	});
+	var note = document.getElementById("tz-note");
+	if (note && times.length) {
+		note.textContent = "Times are in your time zone (" + Intl.DateTimeFormat().resolvedOptions().timeZone + "); hover over one for UTC.";
+	}
+
 	// Copy buttons (hidden without JavaScript).
 	document.querySelectorAll("[data-copy]").forEach(function (b) {
 		var target = document.getElementById(b.getAttribute("data-copy"));
