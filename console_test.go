@@ -255,6 +255,24 @@ func TestConsole_Browser(t *testing.T) {
 	if err != nil || !oneLine {
 		t.Errorf(`the report's "Over the last [n] events" wraps (%v)`, err)
 	}
+	// At a phone's width (375 px) every page fits: no sideways scroll of
+	// the page; a wide table scrolls inside its own box.
+	if _, err := chromedp.Call(ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: 375, Height: 800, DeviceScaleFactor: 1, Mobile: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pg := range []struct{ name, path, ready string }{
+		{"9-phone-endpoints", "/console/t/acme/endpoints", "endpoints"},
+		{"9-phone-deliveries", "/console/t/acme/deliveries", "deliveries"},
+		{"9-phone-delivery", "/console/t/acme/deliveries/" + first, "attempts"},
+		{"9-phone-dead-letters", "/console/t/acme/dead-letters", "dead-letters"},
+		{"9-phone-report", "/console/t/acme/report", "rate"},
+	} {
+		do("open "+pg.path+" at 375 px", chromedp.Navigate(in.base+pg.path), chromedp.WaitVisible(chromedp.ID(pg.ready)), shot(pg.name))
+		fits, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`))
+		if err != nil || len(fits) != 2 || fits[0] > 375 {
+			t.Errorf("%s at 375 px: the page is %v wide (page, window) (%v)", pg.path, fits, err)
+		}
+	}
 	rc.checkSignatures()
 	t.Logf("browser test took %s", time.Since(start).Round(time.Millisecond))
 }
