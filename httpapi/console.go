@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,6 +150,7 @@ func (s *server) consoleRoutes() {
 	s.handle("GET", "/console/portal/:link", s.handlePortalPage)
 	s.handle("POST", "/console/portal/:link", s.handlePortalOpen)
 	s.handle("GET", "/console/tenants", s.consoleSession(s.handleTenantsPage))
+	s.handle("POST", "/console/tenants", s.consoleSession(s.handleConsoleCreateTenant))
 
 	s.handle("GET", "/console/t/:tenant/endpoints", s.consoleTenant(s.handleEndpointsPage))
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/rotate", s.consoleTenant(s.handleConsoleRotate))
@@ -518,7 +520,18 @@ func (s *server) handleLogout(w http.ResponseWriter, r *http.Request, _ httprout
 // tenantsData is the tenant picker's data.
 type tenantsData struct {
 	Tenants []engine.Tenant
+	// Reports are each shown tenant's delivery report over its last
+	// consoleReportEvents events, by tenant ID; Total sums them.
+	Reports map[string]engine.Report
+	Total   engine.Report
+	Last    int
+	// Env is the environment a new tenant gets by default: the token's.
+	Env engine.Environment
 }
+
+// consoleReportEvents is how many of each tenant's last events the
+// tenants page reports on.
+const consoleReportEvents = 1000
 
 // handleTenantsPage is the admin's tenant picker: every tenant its
 // environment may see. A tenant token is sent to its own tenant.
@@ -539,8 +552,28 @@ func (s *server) handleTenantsPage(w http.ResponseWriter, r *http.Request, _ htt
 		}
 		shown = append(shown, t)
 	}
+	data := tenantsData{Tenants: shown, Reports: map[string]engine.Report{}, Last: consoleReportEvents, Env: v.p.env}
+	if len(shown) > 0 {
+		rep, err := s.svc.ReportAll(r.Context(), consoleReportEvents)
+		if err != nil {
+			s.consoleError(w, r, v, err)
+			return
+		}
+		var mine []engine.Report
+		for _, tr := range rep.Tenants {
+			if slices.ContainsFunc(shown, func(t engine.Tenant) bool { return t.ID == tr.Tenant }) {
+				data.Reports[tr.Tenant] = tr
+				mine = append(mine, tr)
+			}
+		}
+		data.Total = rep.Total
+		if len(mine) != len(rep.Tenants) { // a test token: the total of what it sees
+			data.Total = engine.SumReports(mine)
+		}
+	}
 	p := s.newPage(v, "Tenants", "tenants")
-	p.Data = tenantsData{Tenants: shown}
+	p.Notice = notice(r)
+	p.Data = data
 	s.render(w, r, http.StatusOK, "tenants", p)
 }
 

@@ -52,6 +52,34 @@ func (s *server) handleConsoleReplaySelected(w http.ResponseWriter, r *http.Requ
 	redirectNotice(w, r, back, "replayed-selected", len(ds))
 }
 
+// handleConsoleCreateTenant creates a tenant from the tenants page's
+// form (id, name, environment), as PUT /v1/tenants/{id} would for the
+// logged-in token (a test token creates test tenants only), but never
+// changes one that exists.
+func (s *server) handleConsoleCreateTenant(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
+	ctx := r.Context()
+	id := strings.TrimSpace(r.PostForm.Get("id"))
+	in := engine.TenantInput{Name: strings.TrimSpace(r.PostForm.Get("name")), Environment: engine.Environment(r.PostForm.Get("environment"))}
+	if err := s.allow(ctx, v.p, scopeAdmin, id); err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	if v.p.env == engine.EnvironmentTest && in.Environment != engine.EnvironmentTest {
+		s.consoleError(w, r, v, engine.Errorf(engine.CodeForbidden, "environment", "a test token creates test tenants only"))
+		return
+	}
+	if _, err := s.svc.Tenant(ctx, id); err == nil {
+		s.consoleError(w, r, v, engine.Errorf(engine.CodeInvalidField, "id", "a tenant %q exists already: pick another ID", id))
+		return
+	}
+	t, _, err := s.svc.PutTenant(ctx, id, in)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	redirectNotice(w, r, tenantPath(t.ID, "endpoints"), "tenant-created", -1)
+}
+
 // handleConsoleSkip lets the line of a dead delivery that blocks it go
 // on without it.
 func (s *server) handleConsoleSkip(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {

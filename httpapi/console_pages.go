@@ -24,6 +24,7 @@ import (
 var noticeMessages = map[string]string{
 	"resent":            "Resent: a new delivery cycle has started. This page shows its attempts as they are made.",
 	"skipped":           "Skipped: its line goes on without it; the next delivery of the line is sent now.",
+	"tenant-created":    "Tenant created. Add its endpoints with POST /v1/tenants/{tenant}/endpoints; give its people a portal link or an access token.",
 	"replayed":          "Range replay: dead letters queued for a new delivery cycle: %d.",
 	"replayed-selected": "Replayed the selected deliveries: %d, each in a new delivery cycle (one of an ordered line in its line's order).",
 	"disabled":          "Endpoint disabled: its deliveries are held (paused) until it is enabled again.",

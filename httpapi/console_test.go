@@ -631,3 +631,55 @@ func TestConsole_ReplaySelected(t *testing.T) {
 		}
 	}
 }
+
+// TestConsole_Tenants: the admin's tenants page reports each tenant's
+// delivery and their total, and creates a tenant (never changes one); a
+// test token creates test tenants only; a tenant token none.
+func TestConsole_Tenants(t *testing.T) {
+	e := newConsoleEnv(t)
+	admin := e.browser()
+	admin.mustLogin(testToken, "/console/tenants")
+	list := admin.get("/console/tenants")
+	for _, want := range []string{`<strong id="total-rate">0.0%</strong> of 1 deliveries`, `href="/console/t/acme/dead-letters">1</a>`} {
+		if !strings.Contains(list.body, want) {
+			t.Errorf("the tenants page lacks %s:\n%s", want, list.body)
+		}
+	}
+	csrf := list.field(t, csrfField)
+	create := func(b *browser, csrf, id, env string) page {
+		return b.do("POST", "/console/tenants", url.Values{"csrf": {csrf}, "id": {id}, "name": {"Tenant <" + id + ">"}, "environment": {env}}, "Origin", e.srv.URL)
+	}
+	if p := create(admin, csrf, "beta", "live"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/t/beta/endpoints?m=tenant-created" {
+		t.Fatalf("create beta: %d to %q\n%s", p.status, p.header.Get("Location"), p.body)
+	}
+	var beta struct{ Name, Environment string }
+	e.must(req{method: "GET", path: "/v1/tenants/beta"}, 200, &beta)
+	if beta.Name != "Tenant <beta>" || beta.Environment != "live" {
+		t.Errorf("beta = %+v", beta)
+	}
+	if p := create(admin, csrf, "beta", "live"); p.status != 422 || !strings.Contains(p.body, "exists already") {
+		t.Errorf("create beta again: %d\n%s", p.status, p.body)
+	}
+	if p := create(admin, csrf, "Bad ID", "live"); p.status != 422 {
+		t.Errorf("create with a bad ID: %d", p.status)
+	}
+	if p := create(admin, "", "gamma", "live"); p.status != 403 {
+		t.Errorf("create without the CSRF token: %d", p.status)
+	}
+
+	tester := e.browser()
+	tester.mustLogin(testEnvTk, "/console/tenants")
+	tcsrf := tester.get("/console/tenants").field(t, csrfField)
+	if p := create(tester, tcsrf, "live-one", "live"); p.status != 403 {
+		t.Errorf("a test token creating a live tenant: %d", p.status)
+	}
+	if p := create(tester, tcsrf, "sandbox", "test"); p.status != http.StatusSeeOther {
+		t.Errorf("a test token creating a test tenant: %d\n%s", p.status, p.body)
+	}
+
+	tenant := e.browser()
+	tenant.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+	if p := create(tenant, tenant.get("/console/t/acme/endpoints").field(t, csrfField), "mine", "live"); p.status != 403 {
+		t.Errorf("a tenant token creating a tenant: %d", p.status)
+	}
+}
