@@ -255,6 +255,15 @@ func TestConsole_Browser(t *testing.T) {
 	if err != nil || !oneLine {
 		t.Errorf(`the report's "Over the last [n] events" wraps (%v)`, err)
 	}
+	// Its charts: a point per hour with attempts, as many as the rows of
+	// its numbers.
+	pts, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`[
+		document.querySelectorAll("#chart-rate circle").length,
+		document.querySelectorAll("#chart-latency circle.pt-p99").length,
+		document.querySelectorAll("#chart-table tbody tr").length]`))
+	if err != nil || len(pts) != 3 || pts[0] < 1 || pts[0] != pts[1] || pts[0] != pts[2] {
+		t.Errorf("the report's charts: %v points (rate, p99, table rows), want the same number, at least 1 (%v)", pts, err)
+	}
 	// At a phone's width (375 px) every page fits: no sideways scroll of
 	// the page; a wide table scrolls inside its own box.
 	if _, err := chromedp.Call(ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: 375, Height: 800, DeviceScaleFactor: 1, Mobile: true}); err != nil {

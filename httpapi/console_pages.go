@@ -330,8 +330,9 @@ func (s *server) handleDeadLettersPage(w http.ResponseWriter, r *http.Request, _
 
 // reportData is the report page's data.
 type reportData struct {
-	R    engine.Report
-	Last int
+	R      engine.Report
+	Last   int
+	Charts chartsData
 }
 
 // handleReportPage shows the delivery report over the tenant's last N
@@ -350,8 +351,13 @@ func (s *server) handleReportPage(w http.ResponseWriter, r *http.Request, _ http
 		s.consoleError(w, r, v, err)
 		return
 	}
+	charts, err := s.charts(r, v)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
 	p := s.newPage(v, "Report", "report")
-	p.Data = reportData{R: rep, Last: last}
+	p.Data = reportData{R: rep, Last: last, Charts: charts}
 	s.render(w, r, http.StatusOK, "report", p)
 }
 
@@ -410,4 +416,56 @@ func (s *server) handleEventPage(w http.ResponseWriter, r *http.Request, ps http
 	p := s.newPage(v, "Event "+ev.ID, "")
 	p.Data = data
 	s.render(w, r, http.StatusOK, "event", p)
+}
+
+// charts reads the attempts of the deliveries created in the window the
+// query names (?window=24h or 7d; 24h by default), of one endpoint when
+// ?endpoint= names one, and draws them per hour.
+func (s *server) charts(r *http.Request, v *visit) (chartsData, error) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	data := chartsData{Window: q.Get("window"), Endpoint: q.Get("endpoint"), Endpoints: map[string]string{}, Limit: consoleChartLimit}
+	window, ok := chartWindows[data.Window]
+	if !ok {
+		data.Window, window = "24h", chartWindows["24h"]
+	}
+	eps, err := s.svc.Endpoints(ctx, v.tenant.ID)
+	if err != nil {
+		return data, err
+	}
+	for _, ep := range eps {
+		data.Endpoints[ep.ID] = ep.URL
+		data.EndpointIDs = append(data.EndpointIDs, ep.ID)
+	}
+	if _, ok := data.Endpoints[data.Endpoint]; !ok {
+		data.Endpoint = ""
+	}
+	now := time.Now().UTC()
+	end := now.Truncate(time.Hour).Add(time.Hour) // the current hour is the last point
+	from := end.Add(-window)
+	var ds []engine.Delivery
+	f := engine.DeliveryFilter{Since: from, EndpointID: data.Endpoint, Limit: engine.MaxPageLimit}
+	for {
+		page, next, err := s.svc.ListDeliveries(ctx, v.tenant.ID, f)
+		if err != nil {
+			return data, err
+		}
+		ds = append(ds, page...)
+		if next == "" {
+			break
+		}
+		if len(ds) >= consoleChartLimit {
+			data.Truncated = true
+			break
+		}
+		f.Cursor = next
+	}
+	points := engine.AttemptSeries(ds, from, time.Hour, int(window/time.Hour), data.Endpoint)
+	data.Rate, data.Latency = makeCharts(points, time.Hour)
+	for _, p := range points {
+		if p.Attempts > 0 {
+			data.Points = append(data.Points, p)
+		}
+	}
+	return data, nil
 }

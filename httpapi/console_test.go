@@ -683,3 +683,57 @@ func TestConsole_Tenants(t *testing.T) {
 		t.Errorf("a tenant token creating a tenant: %d", p.status)
 	}
 }
+
+// TestConsole_Charts: the report's charts have one point per hour that
+// had attempts, in the window asked for, and the same numbers in a
+// table.
+func TestConsole_Charts(t *testing.T) {
+	e := newConsoleEnv(t)                        // one attempt now
+	hour := time.Now().UTC().Truncate(time.Hour) // attempts 10 and 20 minutes into hours before this one
+	for _, back := range []time.Duration{2*time.Hour - 10*time.Minute, 5*time.Hour - 10*time.Minute, 5*time.Hour - 20*time.Minute, 3*24*time.Hour - 10*time.Minute} {
+		var ing ingestJSON
+		e.must(req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{}}`}, 202, &ing)
+		at := hour.Add(-back)
+		rec := engine.AttemptRecord{
+			DeliveryID: ing.Deliveries[0].ID, Cycle: 1,
+			Attempt: engine.Attempt{Cycle: 1, Number: 1, Start: at, Duration: 40 * time.Millisecond, Status: 200, Outcome: engine.OutcomeSuccess},
+			State:   engine.StateSucceeded, LastStatus: 200, At: at,
+		}
+		if _, err := e.db.UpdateDelivery(context.Background(), rec.DeliveryID, func(d engine.Delivery) (engine.Delivery, error) {
+			return engine.RecordAttempt(d, rec), nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := e.browser()
+	b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+	count := func(body, class string) int { return strings.Count(body, `<circle class="`+class+`"`) }
+	for _, tc := range []struct {
+		query  string
+		points int
+	}{
+		{"", 3},           // now, 2 h and 5 h ago (two attempts in that hour); 3 days ago is out
+		{"?window=7d", 4}, // and 3 days ago
+		{"?window=7d&endpoint=" + e.endpoint.ID, 4},
+		{"?window=1y", 3}, // an unknown window: 24 h
+	} {
+		p := b.get("/console/t/acme/report" + tc.query)
+		if p.status != 200 {
+			t.Fatalf("report%s: %d", tc.query, p.status)
+		}
+		if n, p50, p99 := count(p.body, "pt-rate"), count(p.body, "pt-p50"), count(p.body, "pt-p99"); n != tc.points || p50 != tc.points || p99 != tc.points {
+			t.Errorf("report%s: %d rate, %d p50, %d p99 points, want %d of each", tc.query, n, p50, p99, tc.points)
+		}
+		table := regexp.MustCompile(`(?s)<table id="chart-table">.*?</table>`).FindString(p.body)
+		if rows := strings.Count(table, "<tr>") - 1; rows != tc.points {
+			t.Errorf("report%s: %d rows in the numbers table, want %d", tc.query, rows, tc.points)
+		}
+	}
+	p := b.get("/console/t/acme/report")
+	if !strings.Contains(p.body, ": 100.0% of 2 attempts</title>") {
+		t.Errorf("no point says it counts the hour's two attempts:\n%s", p.body)
+	}
+	if !strings.Contains(p.body, `<svg id="chart-rate" viewBox="0 0 720 200" width="100%" role="img" aria-label="Successful attempts, per hour">`) {
+		t.Error("the rate chart is not labelled for screen readers")
+	}
+}
