@@ -153,6 +153,9 @@ func (s *server) consoleRoutes() {
 	s.handle("POST", "/console/tenants", s.consoleSession(s.handleConsoleCreateTenant))
 
 	s.handle("GET", "/console/t/:tenant/endpoints", s.consoleTenant(s.handleEndpointsPage))
+	s.handle("POST", "/console/t/:tenant/endpoints", s.consoleTenant(s.handleConsoleCreateEndpoint))
+	s.handle("GET", "/console/t/:tenant/endpoints/:id/edit", s.consoleTenant(s.handleEditEndpointPage))
+	s.handle("POST", "/console/t/:tenant/endpoints/:id", s.consoleTenant(s.handleConsoleUpdateEndpoint))
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/rotate", s.consoleTenant(s.handleConsoleRotate))
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/disable", s.consoleTenant(s.handleConsoleDisable))
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/enable", s.consoleTenant(s.handleConsoleEnable))

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -115,6 +116,7 @@ func (s *server) handleConsoleReplayRange(w http.ResponseWriter, r *http.Request
 
 // rotatedData is the page that shows a rotated secret, once.
 type rotatedData struct {
+	Created         bool // a new endpoint's first secret, not a rotation
 	Endpoint        engine.Endpoint
 	Secret          string
 	Environment     engine.Environment
@@ -133,6 +135,81 @@ func (s *server) handleConsoleRotate(w http.ResponseWriter, r *http.Request, ps 
 	p := s.newPage(v, "New secret", "endpoints")
 	p.Data = rotatedData{Endpoint: res.Endpoint, Secret: res.Secret, Environment: res.Environment, PreviousExpires: res.PreviousExpires}
 	s.render(w, r, http.StatusOK, "rotated", p)
+}
+
+// endpointForm reads the endpoint form's fields: url, description, and
+// the subscribed types (type, repeated; "*" for every type).
+func endpointForm(r *http.Request) (url, description string, types []string) {
+	types = r.PostForm["type"]
+	if slices.Contains(types, engine.AllEventTypes) {
+		types = []string{engine.AllEventTypes}
+	}
+	return strings.TrimSpace(r.PostForm.Get("url")), strings.TrimSpace(r.PostForm.Get("description")), types
+}
+
+// handleConsoleCreateEndpoint creates an endpoint from the endpoints
+// page's form and shows its signing secret, this once.
+func (s *server) handleConsoleCreateEndpoint(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
+	u, desc, types := endpointForm(r)
+	ep, secret, err := s.svc.CreateEndpoint(r.Context(), v.tenant.ID, engine.EndpointInput{URL: u, Description: desc, EventTypes: types})
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	p := s.newPage(v, "New endpoint", "endpoints")
+	p.Data = rotatedData{Created: true, Endpoint: ep, Secret: secret, Environment: v.tenant.Environment}
+	s.render(w, r, http.StatusCreated, "rotated", p)
+}
+
+// editEndpointData is the endpoint form's data.
+type editEndpointData struct {
+	Endpoint engine.Endpoint
+	Types    []engine.EventType
+	All      bool            // subscribed to every type
+	Chosen   map[string]bool // the types it subscribes to
+}
+
+// handleEditEndpointPage shows an endpoint's form: URL, description,
+// subscribed types from the catalogue, ordering and on_dead.
+func (s *server) handleEditEndpointPage(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
+	ctx := r.Context()
+	ep, err := s.svc.Endpoint(ctx, v.tenant.ID, ps.ByName("id"))
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	types, err := s.svc.EventTypes(ctx)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	data := editEndpointData{Endpoint: ep, Types: types, Chosen: map[string]bool{}}
+	for _, t := range ep.EventTypes {
+		data.Chosen[t] = true
+	}
+	data.All = data.Chosen[engine.AllEventTypes]
+	p := s.newPage(v, "Edit endpoint", "endpoints")
+	p.Data = data
+	s.render(w, r, http.StatusOK, "endpoint", p)
+}
+
+// handleConsoleUpdateEndpoint saves the endpoint form, as PATCH
+// …/endpoints/{id} would.
+func (s *server) handleConsoleUpdateEndpoint(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
+	u, desc, types := endpointForm(r)
+	ordering, onDead := engine.Ordering(r.PostForm.Get("ordering")), engine.OnDead(r.PostForm.Get("on_dead"))
+	if ordering == "none" {
+		ordering = engine.OrderingNone
+	}
+	if onDead == "skip" {
+		onDead = engine.OnDeadSkip
+	}
+	patch := engine.EndpointPatch{URL: &u, Description: &desc, EventTypes: &types, Ordering: &ordering, OnDead: &onDead}
+	if _, err := s.svc.UpdateEndpoint(r.Context(), v.tenant.ID, ps.ByName("id"), patch); err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	redirectNotice(w, r, tenantPath(v.tenant.ID, "endpoints"), "endpoint-updated", -1)
 }
 
 // handleConsoleDisable disables an endpoint: its deliveries are held.

@@ -24,6 +24,7 @@ import (
 var noticeMessages = map[string]string{
 	"resent":            "Resent: a new delivery cycle has started. This page shows its attempts as they are made.",
 	"skipped":           "Skipped: its line goes on without it; the next delivery of the line is sent now.",
+	"endpoint-updated":  "Endpoint saved.",
 	"tenant-created":    "Tenant created. Add its endpoints with POST /v1/tenants/{tenant}/endpoints; give its people a portal link or an access token.",
 	"replayed":          "Range replay: dead letters queued for a new delivery cycle: %d.",
 	"replayed-selected": "Replayed the selected deliveries: %d, each in a new delivery cycle (one of an ordered line in its line's order).",
@@ -60,6 +61,7 @@ type endpointRow struct {
 // endpointsData is the endpoints page's data.
 type endpointsData struct {
 	Endpoints []endpointRow
+	Types     []engine.EventType // the catalogue, for the new endpoint's form
 	// StatsTruncated: the window held more deliveries than the stats read.
 	StatsTruncated bool
 	StatsLimit     int
@@ -99,7 +101,12 @@ func (s *server) handleEndpointsPage(w http.ResponseWriter, r *http.Request, _ h
 			}
 		}
 	}
-	data := endpointsData{StatsTruncated: next != "", StatsLimit: consoleStatsLimit}
+	types, err := s.svc.EventTypes(ctx)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	data := endpointsData{StatsTruncated: next != "", StatsLimit: consoleStatsLimit, Types: types}
 	for _, ep := range eps {
 		row := endpointRow{Endpoint: ep}
 		if t := stats[ep.ID]; t != nil && t.attempts > 0 {

@@ -737,3 +737,76 @@ func TestConsole_Charts(t *testing.T) {
 		t.Error("the rate chart is not labelled for screen readers")
 	}
 }
+
+// TestConsole_EndpointForms: a tenant's people add an endpoint from the
+// console (its secret shown once, on that page only) and edit it: URL,
+// description, subscribed types from the catalogue, ordering; bad input
+// is refused and changes nothing; each form needs its CSRF token.
+func TestConsole_EndpointForms(t *testing.T) {
+	e := newConsoleEnv(t)
+	e.must(req{method: "PUT", path: "/v1/event-types/invoice.paid", body: `{"description":"an invoice was paid"}`}, 201, nil)
+	b := e.browser()
+	b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+	list := b.get("/console/t/acme/endpoints")
+	for _, want := range []string{`<input type="checkbox" name="type" value="invoice.paid">`, `<input type="checkbox" name="type" value="payment.succeeded">`} {
+		if !strings.Contains(list.body, want) {
+			t.Fatalf("the new endpoint form lacks %s", want)
+		}
+	}
+	csrf := list.field(t, csrfField)
+	post := func(path string, form url.Values) page {
+		return b.do("POST", path, form, "Origin", e.srv.URL)
+	}
+
+	if p := post("/console/t/acme/endpoints", url.Values{"csrf": {csrf}, "url": {"ftp://nope"}, "type": {"invoice.paid"}}); p.status != 422 {
+		t.Errorf("a bad URL: %d", p.status)
+	}
+	if p := post("/console/t/acme/endpoints", url.Values{"url": {"https://hooks.example.com/in"}, "type": {"invoice.paid"}}); p.status != 403 {
+		t.Errorf("without the CSRF token: %d", p.status)
+	}
+	created := post("/console/t/acme/endpoints", url.Values{"csrf": {csrf}, "url": {"https://hooks.example.com/in"}, "description": {"<ours>"}, "type": {"invoice.paid", "payment.succeeded"}})
+	secret := regexp.MustCompile(`<code id="secret">(whsec_[^<]+)</code>`).FindStringSubmatch(created.body)
+	if created.status != http.StatusCreated || secret == nil || !strings.Contains(created.body, "New endpoint") {
+		t.Fatalf("add endpoint: %d\n%s", created.status, created.body)
+	}
+	var eps struct {
+		Data []struct {
+			ID, URL, Description, Ordering string
+			EventTypes                     []string `json:"event_types"`
+		} `json:"data"`
+	}
+	e.must(req{method: "GET", path: "/v1/tenants/acme/endpoints"}, 200, &eps)
+	if len(eps.Data) != 2 {
+		t.Fatalf("%d endpoints, want 2 (the refused forms made none)", len(eps.Data))
+	}
+	ep := eps.Data[1]
+	if ep.URL != "https://hooks.example.com/in" || ep.Description != "<ours>" || strings.Join(ep.EventTypes, ",") != "invoice.paid,payment.succeeded" {
+		t.Errorf("created %+v", ep)
+	}
+	if p := b.get("/console/t/acme/endpoints"); strings.Contains(p.body, secret[1]) {
+		t.Error("the endpoints page shows the new secret again")
+	}
+
+	edit := b.get("/console/t/acme/endpoints/" + ep.ID + "/edit")
+	for _, want := range []string{`value="https://hooks.example.com/in"`, `value="&lt;ours&gt;"`, `value="invoice.paid" checked`, `<option value="none" selected>`} {
+		if !strings.Contains(edit.body, want) {
+			t.Errorf("the edit form lacks %s", want)
+		}
+	}
+	saved := post("/console/t/acme/endpoints/"+ep.ID, url.Values{"csrf": {csrf}, "url": {"https://hooks.example.com/v2"}, "description": {""}, "type": {"*", "invoice.paid"}, "ordering": {"key"}, "on_dead": {"block"}})
+	if saved.status != http.StatusSeeOther || saved.header.Get("Location") != "/console/t/acme/endpoints?m=endpoint-updated" {
+		t.Fatalf("save: %d to %q\n%s", saved.status, saved.header.Get("Location"), saved.body)
+	}
+	var got struct {
+		URL, Description, Ordering string
+		OnDead                     string   `json:"on_dead"`
+		EventTypes                 []string `json:"event_types"`
+	}
+	e.must(req{method: "GET", path: "/v1/tenants/acme/endpoints/" + ep.ID}, 200, &got)
+	if got.URL != "https://hooks.example.com/v2" || got.Description != "" || strings.Join(got.EventTypes, ",") != "*" || got.Ordering != "key" || got.OnDead != "block" {
+		t.Errorf("after save: %+v", got)
+	}
+	if p := post("/console/t/acme/endpoints/"+ep.ID, url.Values{"csrf": {csrf}, "url": {"https://hooks.example.com/v2"}, "type": {"nope.type"}, "ordering": {"none"}, "on_dead": {"skip"}}); p.status != 422 {
+		t.Errorf("an unknown type: %d", p.status)
+	}
+}
