@@ -451,7 +451,12 @@ func TestReceive_Ordered(t *testing.T) {
 	in.mustCall(202, "POST", "/v1/tenants/acme/events", `{"type":"payment.succeeded","ordering_key":"warm-up","data":{}}`, &first)
 	in.waitState(first.Deliveries[0].ID, "succeeded")
 
-	keys := []string{"order_1", "order_2", "order_3"}
+	// The load is held while the endpoint is disabled and then sent all
+	// at once: later events of a key then reach the receiver before their
+	// predecessors whatever the pace of ingest (one at a time, a key's
+	// events would rarely overtake each other).
+	in.mustCall(200, "PATCH", "/v1/tenants/acme/endpoints/"+ep.ID, `{"disabled": true}`, nil)
+	keys := []string{"order_1", "order_2", "order_3", "order_4", "order_5", "order_6"}
 	n := 60
 	if testing.Short() {
 		n = 30
@@ -468,6 +473,7 @@ func TestReceive_Ordered(t *testing.T) {
 		in.mustCall(202, "POST", "/v1/tenants/acme/events", fmt.Sprintf(`{"type":"payment.succeeded","ordering_key":%q,"data":{"i":%d}}`, key, i), &res)
 		byID[res.ID] = sent{key, i / len(keys), res.Deliveries[0].ID}
 	}
+	in.mustCall(200, "PATCH", "/v1/tenants/acme/endpoints/"+ep.ID, `{"disabled": false, "deliver_held": true}`, nil)
 	for _, s := range byID {
 		in.waitState(s.dlv, "succeeded")
 	}
