@@ -36,6 +36,7 @@ const (
 	CodePendingDeliveries   Code = "pending_deliveries"     // the tenant still has deliveries pending: deleting it would drop them (unless forced)
 	CodeTenantDeleting      Code = "tenant_deleting"        // the tenant id belongs to a deleted tenant whose data is still being purged
 	CodeNotBlocking         Code = "not_blocking"           // a skip of a delivery that is not a dead head blocking its line
+	CodeEndpointDisabled    Code = "endpoint_disabled"      // a test event for a disabled endpoint: enable it first
 	CodeInternal            Code = "internal"               // anything uncoded; details go to the operator log only
 )
 

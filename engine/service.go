@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/webhookd/webhookd/verify"
@@ -130,9 +131,14 @@ func (s *Service) Tenant(ctx context.Context, id string) (Tenant, error) {
 // EventTypeInput is the body of PUT /v1/event-types/{type}.
 type EventTypeInput struct {
 	Description string `json:"description"`
+	// Example, optional, is the data of an example event of the type:
+	// any JSON value an ingest would take as data (stored compacted, at
+	// most MaxExampleLen bytes). A put without it removes the one stored.
+	Example json.RawMessage `json:"example"`
 }
 
-// PutEventType adds name to the catalogue or updates its description.
+// PutEventType adds name to the catalogue or replaces its description
+// and example.
 func (s *Service) PutEventType(ctx context.Context, name string, in EventTypeInput) (EventType, bool, error) {
 	if err := ValidateEventType("type", name); err != nil {
 		return EventType{}, false, err
@@ -140,8 +146,20 @@ func (s *Service) PutEventType(ctx context.Context, name string, in EventTypeInp
 	if err := validText("description", in.Description, MaxDescriptionLen); err != nil {
 		return EventType{}, false, err
 	}
+	var example json.RawMessage
+	if len(bytes.TrimSpace(in.Example)) > 0 && string(bytes.TrimSpace(in.Example)) != "null" {
+		b, err := appendData(nil, in.Example)
+		if err != nil {
+			e := err.(*Error)
+			return EventType{}, false, Errorf(e.Code, "example", "%s", strings.Replace(e.Message, "data", "example", 1))
+		}
+		if len(b) > MaxExampleLen {
+			return EventType{}, false, Errorf(CodeInvalidField, "example", "example is %d bytes compacted; at most %d", len(b), MaxExampleLen)
+		}
+		example = b
+	}
 	now := s.now()
-	return s.store.PutEventType(ctx, EventType{Name: name, Description: in.Description, Created: now, Updated: now})
+	return s.store.PutEventType(ctx, EventType{Name: name, Description: in.Description, Example: example, Created: now, Updated: now})
 }
 
 // DeleteEventType takes name out of the catalogue: ingest of that type is
@@ -385,6 +403,9 @@ type IngestInput struct {
 	// in the envelope as "ordering_key".
 	OrderingKey    string `json:"ordering_key"`
 	IdempotencyKey string `json:"-"`
+	// Test marks a test event (Event.Test); SendTestEvent sets it, no
+	// request can.
+	Test bool `json:"-"`
 }
 
 // TimeFormat is the layout of every time webhookd shows: the envelope's
@@ -525,14 +546,25 @@ func (s *Service) Ingest(ctx context.Context, tenant string, in IngestInput) (In
 // ingest is Ingest for a tenant id already accepted: a customer's, or
 // OperatorTenant, which no API request can name.
 func (s *Service) ingest(ctx context.Context, tenant string, in IngestInput) (IngestResult, error) {
-	ne, err := PrepareEvent(tenant, in, IngestOptions{
+	ne, err := s.prepare(tenant, in)
+	if err != nil {
+		return IngestResult{}, err
+	}
+	return s.appendEvent(ctx, tenant, ne)
+}
+
+// prepare is PrepareEvent with the service's options.
+func (s *Service) prepare(tenant string, in IngestInput) (NewEvent, error) {
+	return PrepareEvent(tenant, in, IngestOptions{
 		APIVersion:        s.opts.APIVersion,
 		IdempotencyWindow: s.opts.IdempotencyWindow,
 		Now:               s.opts.Now,
 	})
-	if err != nil {
-		return IngestResult{}, err
-	}
+}
+
+// appendEvent stores a prepared event of tenant, once the node's and the
+// tenant's bounds allow it, and hands its deliveries to the dispatcher.
+func (s *Service) appendEvent(ctx context.Context, tenant string, ne NewEvent) (IngestResult, error) {
 	if err := s.checkBacklog(); err != nil {
 		return IngestResult{}, err
 	}
@@ -647,7 +679,7 @@ func PrepareEvent(tenant string, in IngestInput, opts IngestOptions) (NewEvent, 
 
 	now := opts.Now().UTC()
 	created := now.Truncate(time.Millisecond)
-	ev := Event{ID: NewID("evt"), TenantID: tenant, Type: in.Type, Created: created, APIVersion: in.APIVersion, OrderingKey: in.OrderingKey}
+	ev := Event{ID: NewID("evt"), TenantID: tenant, Type: in.Type, Created: created, APIVersion: in.APIVersion, OrderingKey: in.OrderingKey, Test: in.Test}
 	ev.Body = encodeEnvelope(ev, data)
 	return NewEvent{
 		Event:              ev,

@@ -58,7 +58,8 @@ type Records interface {
 	// none.
 	DeleteTenant(ctx context.Context, id string, at time.Time) error
 
-	// PutEventType creates or updates a catalogue entry (Description only).
+	// PutEventType creates a catalogue entry or replaces its
+	// Description and Example (Created stays).
 	PutEventType(ctx context.Context, et EventType) (EventType, bool, error)
 	// DeleteEventType takes name out of the catalogue (CodeNotFound when
 	// it is not in it). Endpoints that subscribe to it keep the name.

@@ -48,7 +48,7 @@ func NewDeliveries(ev Event, eps []Endpoint, newID func(prefix string) string) [
 		}
 		d := Delivery{
 			ID: newID("dlv"), TenantID: ev.TenantID, EventID: ev.ID, EventType: ev.Type,
-			EndpointID: ep.ID, State: StatePending, Sequence: ev.Sequence, Line: LineOf(ev, ep),
+			EndpointID: ep.ID, State: StatePending, Sequence: ev.Sequence, Line: LineOf(ev, ep), Test: ev.Test,
 			Cycle: 1, CycleStart: ev.Created, NextAttemptAt: ev.Created,
 			Created: ev.Created, Updated: ev.Created,
 			Attempts: []Attempt{}, Replays: []Replay{},

@@ -21,10 +21,14 @@ type Tenant struct {
 // EventType is one entry of the published catalogue, named
 // "resource.action" in the past tense (payment.succeeded).
 type EventType struct {
-	Name        string    `json:"name"`
-	Description string    `json:"description"`
-	Created     time.Time `json:"created"`
-	Updated     time.Time `json:"updated"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Example, optional, is the data of an event of this type as a
+	// receiver would see it (compacted JSON, at most MaxExampleLen
+	// bytes): what "Send test event" sends (Service.SendTestEvent).
+	Example json.RawMessage `json:"example,omitempty"`
+	Created time.Time       `json:"created"`
+	Updated time.Time       `json:"updated"`
 }
 
 // AllEventTypes is the subscription wildcard: an endpoint whose EventTypes is
@@ -113,14 +117,20 @@ type Event struct {
 	// tenant deleted and made again goes on from its last number). Zero
 	// for an event stored before webhookd numbered events: its envelope
 	// has no "sequence" and keeps the bytes it was stored with.
-	Sequence    uint64          `json:"sequence,omitempty"`
-	ID          string          `json:"id"`
-	TenantID    string          `json:"tenant"`
-	Type        string          `json:"type"`
-	Created     time.Time       `json:"created"`
-	APIVersion  string          `json:"api_version"`
-	OrderingKey string          `json:"ordering_key,omitempty"` // see IngestInput.OrderingKey
-	Body        json.RawMessage `json:"-"`
+	Sequence    uint64    `json:"sequence,omitempty"`
+	ID          string    `json:"id"`
+	TenantID    string    `json:"tenant"`
+	Type        string    `json:"type"`
+	Created     time.Time `json:"created"`
+	APIVersion  string    `json:"api_version"`
+	OrderingKey string    `json:"ordering_key,omitempty"` // see IngestInput.OrderingKey
+	// Test marks an event sent by Service.SendTestEvent to one endpoint
+	// only: its envelope is an ordinary one (the receiver's code path is
+	// what it tests), the mark is in the API's answers, the
+	// reconciliation feed and the console, so a reconciler knows that
+	// the other endpoints were not meant to receive it.
+	Test bool            `json:"test,omitempty"`
+	Body json.RawMessage `json:"-"`
 }
 
 // State is where a delivery is in its life. The stored states are Pending,
@@ -189,6 +199,9 @@ type Delivery struct {
 	// webhook-previous-sequence header, so a receiver can refuse an event
 	// whose predecessor it has not processed yet (verify.CheckOrder).
 	PreviousSequence uint64 `json:"previous_sequence,omitempty"`
+	// Test is its event's Test: the delivery of a test event
+	// (Service.SendTestEvent).
+	Test bool `json:"test,omitempty"`
 	// WaitingBehind is the ID of its line's head while it is Waiting,
 	// filled in by the store when it reads the delivery (the head
 	// changes without the waiting deliveries being rewritten); "" in any

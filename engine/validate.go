@@ -18,7 +18,8 @@ const (
 	MaxAPIVersionLen  = 64
 	MaxIdempotencyKey = 255
 	MaxOrderingKey    = 255
-	MaxEventTypesEach = 256 // subscriptions per endpoint
+	MaxEventTypesEach = 256      // subscriptions per endpoint
+	MaxExampleLen     = 16 << 10 // an event type's example data, compacted
 )
 
 // ValidateTenantID reports a CodeInvalidField error unless id is 1-64 of

@@ -168,7 +168,7 @@ func (s *Store) ListEvents(ctx context.Context, tenant string, f engine.EventFil
 			if err := tx.QueryRow(ctx, "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 65536").Scan(&horizon); err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, `SELECT seq, id, tenant_id, type, created, api_version, sequence, ordering_key, body FROM events
+			rows, err := tx.Query(ctx, `SELECT seq, id, tenant_id, type, created, api_version, sequence, ordering_key, test, body FROM events
 				WHERE tenant_id = $1 AND seq > $2 AND seq < $3 AND ($4 = '' OR type = $4) AND created >= $5
 				ORDER BY seq LIMIT $6`, tenant, after, horizon, f.Type, since, f.Limit+1)
 			if err != nil {
@@ -204,11 +204,11 @@ func (s *Store) ListEvents(ctx context.Context, tenant string, f engine.EventFil
 }
 
 // scanEvent reads an event from (seq, id, tenant_id, type, created,
-// api_version, sequence, ordering_key, body).
+// api_version, sequence, ordering_key, test, body).
 func scanEvent(r pgx.Row) (engine.Event, error) {
 	var ev engine.Event
 	var seq, created, sequence int64
-	if err := r.Scan(&seq, &ev.ID, &ev.TenantID, &ev.Type, &created, &ev.APIVersion, &sequence, &ev.OrderingKey, &ev.Body); err != nil {
+	if err := r.Scan(&seq, &ev.ID, &ev.TenantID, &ev.Type, &created, &ev.APIVersion, &sequence, &ev.OrderingKey, &ev.Test, &ev.Body); err != nil {
 		return ev, err
 	}
 	ev.Seq, ev.Created, ev.Sequence = uint64(seq), time.Unix(0, created).UTC(), uint64(sequence)
@@ -224,7 +224,7 @@ func (s *Store) RecentEvents(ctx context.Context, tenant string, n int) ([]engin
 	out := []engine.EventDeliveries{}
 	err := s.readTx(ctx, func(tx pgx.Tx) error {
 		out = out[:0]
-		rows, err := tx.Query(ctx, `SELECT seq, id, tenant_id, type, created, api_version, sequence, ordering_key, NULL::bytea FROM events
+		rows, err := tx.Query(ctx, `SELECT seq, id, tenant_id, type, created, api_version, sequence, ordering_key, test, NULL::bytea FROM events
 			WHERE tenant_id = $1 ORDER BY seq DESC LIMIT $2`, tenant, n)
 		if err != nil {
 			return err

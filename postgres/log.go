@@ -96,9 +96,10 @@ type rawEndpoint struct{ doc, secrets []byte }
 func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.IngestResult, bool, error) {
 	v, _ := s.endpoints.Load(in.Event.TenantID)
 	seen, _ := v.(*endpointsSeen)
-	if seen == nil || in.Event.OrderingKey != "" {
+	if seen == nil || in.Event.OrderingKey != "" || in.Event.Test {
 		// A keyed event's deliveries name the key's previous sequence
-		// (key_tails), which the full path reads.
+		// (key_tails), which the full path reads; a test event is rare
+		// and its mark is written by the full path only.
 		return engine.IngestResult{}, false, nil
 	}
 	stored, err := newStoredEvent(in.Event)
@@ -193,7 +194,7 @@ const fallbackCode = "WH001"
 // and $18 the ordering key (insertEventSQL). The event's seq and
 // sequence, or ingest_fallback.
 var appendCachedSQL = `WITH sq AS (` + nextSequenceSQL + `), ev AS (
-	` + insertEventSQL(17, 18) + `
+	` + insertEventSQL(17, 18, 0) + `
 	WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NULL AND endpoints_version = $7)
 	AND EXISTS (SELECT 1 FROM event_types WHERE name = $3)
 	ON CONFLICT (id) DO NOTHING RETURNING seq
@@ -210,7 +211,7 @@ var appendCachedKeySQL = `WITH key AS (
 	WHERE idempotency.expires <= $4
 	RETURNING 1
 ), sq AS (` + nextSequenceSQL + `), ev AS (
-	` + insertEventSQL(20, 21) + `
+	` + insertEventSQL(20, 21, 0) + `
 	WHERE EXISTS (SELECT 1 FROM key)
 	AND EXISTS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NULL AND endpoints_version = $7)
 	AND EXISTS (SELECT 1 FROM event_types WHERE name = $3)
@@ -222,15 +223,20 @@ SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full pat
 // api_version $5, body $6 without its sequence) at the next place of
 // the log with the sequence of the CTE sq, written into the body at
 // byte offset $offset (engine.NewEvent.SequenceOffset; -1: the body is
-// kept as it is), and the ordering key $key. The caller adds its WHERE
-// and what follows.
-func insertEventSQL(offset, key int) string {
-	return fmt.Sprintf(`INSERT INTO events (seq, id, tenant_id, type, created, api_version, body, sequence, ordering_key)
+// kept as it is), the ordering key $key and, when test is not 0, the
+// test mark $test (else false: appendCached never writes a test event).
+// The caller adds its WHERE and what follows.
+func insertEventSQL(offset, key, test int) string {
+	testSQL := "false"
+	if test != 0 {
+		testSQL = fmt.Sprintf("$%d::boolean", test)
+	}
+	return fmt.Sprintf(`INSERT INTO events (seq, id, tenant_id, type, created, api_version, body, sequence, ordering_key, test)
 	SELECT `+seqSQL+`, $1, $2, $3, $4, $5,
 		CASE WHEN $%[1]d::int < 0 THEN $6::bytea
 		ELSE substring($6::bytea FROM 1 FOR $%[1]d::int) || convert_to(',"sequence":' || sq.last, 'UTF8') || substring($6::bytea FROM $%[1]d::int + 1) END,
-		sq.last, $%[2]d::text
-	FROM sq`, offset, key)
+		sq.last, $%[2]d::text, %[3]s
+	FROM sq`, offset, key, testSQL)
 }
 
 // insertDeliveriesSQL inserts the deliveries of event ev ($2 its tenant,
@@ -364,8 +370,8 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	} else {
 		b.Queue("SELECT doc, NULL::bytea FROM endpoints WHERE tenant_id = $1 ORDER BY id", ev.TenantID)
 	}
-	b.Queue(`WITH sq AS (`+nextSequenceSQL+`) `+insertEventSQL(7, 8)+` ON CONFLICT (id) DO NOTHING RETURNING seq, sequence`,
-		ev.ID, ev.TenantID, ev.Type, stored.Created.UnixNano(), ev.APIVersion, stored.Body, in.SequenceOffset(), ev.OrderingKey)
+	b.Queue(`WITH sq AS (`+nextSequenceSQL+`) `+insertEventSQL(7, 8, 9)+` ON CONFLICT (id) DO NOTHING RETURNING seq, sequence`,
+		ev.ID, ev.TenantID, ev.Type, stored.Created.UnixNano(), ev.APIVersion, stored.Body, in.SequenceOffset(), ev.OrderingKey, ev.Test)
 	if ev.OrderingKey != "" { // under the sequence lock, taken above
 		b.Queue("SELECT endpoint_id, sequence FROM key_tails WHERE tenant_id = $1 AND ordering_key = $2", ev.TenantID, ev.OrderingKey)
 	}
@@ -570,7 +576,7 @@ func normalizeDelivery(d engine.Delivery) engine.Delivery {
 
 // eventByID reads event id (of any tenant) and its deliveries in ID order.
 func eventByID(ctx context.Context, q querier, id string) (engine.Event, []engine.Delivery, error) {
-	ev, err := scanEvent(q.QueryRow(ctx, "SELECT seq, id, tenant_id, type, created, api_version, sequence, ordering_key, body FROM events WHERE id = $1", id))
+	ev, err := scanEvent(q.QueryRow(ctx, "SELECT seq, id, tenant_id, type, created, api_version, sequence, ordering_key, test, body FROM events WHERE id = $1", id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return engine.Event{}, nil, engine.EventNotFound()
 	}

@@ -190,8 +190,8 @@ func (s *Store) DeleteTenant(ctx context.Context, id string, at time.Time) error
 	})
 }
 
-// PutEventType adds et.Name to the catalogue or updates its Description
-// and Updated.
+// PutEventType adds et.Name to the catalogue or replaces its Description
+// and Example (and Updated).
 func (s *Store) PutEventType(ctx context.Context, et engine.EventType) (engine.EventType, bool, error) {
 	if et.Name == "" {
 		return engine.EventType{}, false, engine.Errorf(engine.CodeInvalidField, "type", "event type must not be empty")
@@ -210,7 +210,7 @@ func (s *Store) PutEventType(ctx context.Context, et engine.EventType) (engine.E
 			if next, err = decode[engine.EventType](doc); err != nil {
 				return err
 			}
-			next.Description, next.Updated = et.Description, et.Updated
+			next.Description, next.Example, next.Updated = et.Description, et.Example, et.Updated
 		}
 		next.Created, next.Updated = utc(next.Created), utc(next.Updated)
 		if doc, err = json.Marshal(next); err != nil {

@@ -200,6 +200,11 @@ CREATE INDEX deliveries_waiting ON deliveries (endpoint_id, line, sequence, id) 
 CREATE UNIQUE INDEX deliveries_line_head ON deliveries (endpoint_id, line)
 	WHERE line <> '' AND (state IN ('pending', 'paused') OR blocking);
 `,
+	// 5: test events (engine.Service.SendTestEvent). A delivery's mark is
+	// in its document.
+	5: `
+ALTER TABLE events ADD COLUMN test boolean NOT NULL DEFAULT false;
+`,
 }
 
 // migrationLock is the advisory lock key Open holds while it migrates:

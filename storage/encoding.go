@@ -22,7 +22,15 @@ const (
 	formatV1 = 1
 	formatV2 = 2
 	formatV3 = 3 // event records since schema 4, delivery records since schema 5: formatV2 with more fields at the end
-	formatV4 = 4 // delivery records since schema 6: formatV3 with PreviousSequence at the end
+	formatV4 = 4 // event records of test events since schema 7: formatV3 with flags before the body; delivery records since schema 6: formatV3 with PreviousSequence at the end
+	formatV5 = 5 // delivery records of test events since schema 7: formatV4 with flags at the end
+)
+
+// Flags of an event or delivery record in formatV4 (events) or formatV5
+// (deliveries), a uvarint. A reader refuses a flag it does not know.
+const (
+	flagTest  = 1 << 0 // Event.Test, Delivery.Test
+	flagsKnow = flagTest
 )
 
 func init() {
@@ -44,6 +52,10 @@ func init() {
 	// in formatV4. Deliveries stored before have no PreviousSequence; a
 	// key's first delivery after the upgrade has none either.
 	migrations[5] = func(*bolt.Tx) error { return nil }
+	// Schema 6 to 7: test events (SendTestEvent), whose event records
+	// are formatV4 and delivery records formatV5; event types' JSON
+	// records may have an example. Nothing stored before is a test.
+	migrations[6] = func(*bolt.Tx) error { return nil }
 }
 
 // The encoding types below are the on-disk form of the domain types. They
@@ -60,10 +72,11 @@ type tenantRecord struct {
 }
 
 type eventTypeRecord struct {
-	Name        string    `json:"name"`
-	Description string    `json:"description"`
-	Created     time.Time `json:"created"`
-	Updated     time.Time `json:"updated"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Example     json.RawMessage `json:"example,omitempty"`
+	Created     time.Time       `json:"created"`
+	Updated     time.Time       `json:"updated"`
 }
 
 type endpointRecord struct {
@@ -204,7 +217,7 @@ func decodeTenant(data []byte) (engine.Tenant, error) {
 }
 
 func encodeEventType(et engine.EventType) ([]byte, error) {
-	return encodeJSON(eventTypeRecord{Name: et.Name, Description: et.Description, Created: utc(et.Created), Updated: utc(et.Updated)})
+	return encodeJSON(eventTypeRecord{Name: et.Name, Description: et.Description, Example: et.Example, Created: utc(et.Created), Updated: utc(et.Updated)})
 }
 
 func decodeEventType(data []byte) (engine.EventType, error) {
@@ -215,7 +228,7 @@ func decodeEventType(data []byte) (engine.EventType, error) {
 	if r.Name == "" {
 		return engine.EventType{}, errors.New("decode event type: no name")
 	}
-	return engine.EventType{Name: r.Name, Description: r.Description, Created: r.Created, Updated: r.Updated}, nil
+	return engine.EventType{Name: r.Name, Description: r.Description, Example: r.Example, Created: r.Created, Updated: r.Updated}, nil
 }
 
 // encodeEndpoint encodes ep with its secrets.
@@ -280,8 +293,12 @@ const maxEventHeader = 1 << 16
 //
 // and decodeEvent reads all three.
 func encodeEvent(ev engine.Event) ([]byte, error) {
-	b := make([]byte, 0, 40+len(ev.ID)+len(ev.TenantID)+len(ev.Type)+len(ev.APIVersion)+len(ev.OrderingKey)+len(ev.Body))
-	b = append(b, formatV3)
+	b := make([]byte, 0, 41+len(ev.ID)+len(ev.TenantID)+len(ev.Type)+len(ev.APIVersion)+len(ev.OrderingKey)+len(ev.Body))
+	if ev.Test {
+		b = append(b, formatV4)
+	} else {
+		b = append(b, formatV3)
+	}
 	b = appendString(b, ev.ID)
 	b = appendString(b, ev.TenantID)
 	b = appendString(b, ev.Type)
@@ -289,6 +306,9 @@ func encodeEvent(ev engine.Event) ([]byte, error) {
 	b = appendString(b, ev.APIVersion)
 	b = binary.AppendUvarint(b, ev.Sequence)
 	b = appendString(b, ev.OrderingKey)
+	if ev.Test {
+		b = binary.AppendUvarint(b, flagTest)
+	}
 	return append(b, ev.Body...), nil
 }
 
@@ -315,11 +335,18 @@ func decodeEventHeader(data []byte) (engine.Event, []byte, error) {
 	var ev engine.Event
 	var body []byte
 	switch data[0] {
-	case formatV2, formatV3:
+	case formatV2, formatV3, formatV4:
 		r := reader{b: data[1:]}
 		ev = engine.Event{ID: r.string(), TenantID: r.string(), Type: r.string(), Created: r.time(), APIVersion: r.string()}
-		if data[0] == formatV3 {
+		if data[0] >= formatV3 {
 			ev.Sequence, ev.OrderingKey = r.uvarint(), r.string()
+		}
+		if data[0] >= formatV4 {
+			flags := r.uvarint()
+			if flags&^flagsKnow != 0 && r.err == nil {
+				return engine.Event{}, nil, fmt.Errorf("decode event: unknown flags %#x", flags)
+			}
+			ev.Test = flags&flagTest != 0
 		}
 		if r.err != nil {
 			return engine.Event{}, nil, fmt.Errorf("decode event: %w", r.err)
@@ -396,10 +423,13 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 	for _, sk := range d.Skips {
 		n += 16 + len(sk.By)
 	}
-	v4 := d.PreviousSequence != 0
+	v5 := d.Test
+	v4 := v5 || d.PreviousSequence != 0
 	v3 := v4 || d.Sequence != 0 || d.Line != "" || d.Skips != nil
 	b := make([]byte, 0, n)
 	switch {
+	case v5:
+		b = append(b, formatV5)
 	case v4:
 		b = append(b, formatV4)
 	case v3:
@@ -451,6 +481,9 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 	if v4 {
 		b = binary.AppendUvarint(b, d.PreviousSequence)
 	}
+	if v5 {
+		b = binary.AppendUvarint(b, flagTest)
+	}
 	return b, nil
 }
 
@@ -468,7 +501,7 @@ func storedState(s engine.State) bool {
 func decodeDelivery(data []byte) (engine.Delivery, error) {
 	var d engine.Delivery
 	var err error
-	if len(data) > 0 && data[0] >= formatV2 && data[0] <= formatV4 {
+	if len(data) > 0 && data[0] >= formatV2 && data[0] <= formatV5 {
 		d, err = decodeDeliveryV2(data[1:], data[0])
 	} else {
 		d, err = decodeDeliveryV1(data)
@@ -492,7 +525,7 @@ const (
 	minReplayBytes  = 4
 )
 
-// decodeDeliveryV2 decodes a record of format (formatV2 to formatV4)
+// decodeDeliveryV2 decodes a record of format (formatV2 to formatV5)
 // after its version byte.
 func decodeDeliveryV2(data []byte, format byte) (engine.Delivery, error) {
 	r := reader{b: data}
@@ -530,6 +563,13 @@ func decodeDeliveryV2(data []byte, format byte) (engine.Delivery, error) {
 	}
 	if format >= formatV4 {
 		d.PreviousSequence = r.uvarint()
+	}
+	if format >= formatV5 {
+		flags := r.uvarint()
+		if flags&^flagsKnow != 0 && r.err == nil {
+			return engine.Delivery{}, fmt.Errorf("decode delivery: unknown flags %#x", flags)
+		}
+		d.Test = flags&flagTest != 0
 	}
 	if err := r.end(); err != nil {
 		return engine.Delivery{}, fmt.Errorf("decode delivery: %w", err)

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -395,5 +396,34 @@ func TestDecode_formatV1(t *testing.T) {
 	}
 	if _, err := decodeDelivery(append(v2, 0)); err == nil {
 		t.Error("delivery with a trailing byte decoded")
+	}
+}
+
+// TestDecode_unknownFlags: a record with a flag this webhookd does not
+// know is refused, not read as if the flag were not there.
+func TestDecode_unknownFlags(t *testing.T) {
+	ev := engine.Event{ID: "evt_1", TenantID: "acme", Type: "order.created", Created: t0, APIVersion: "v1", Test: true, Body: []byte(`{}`)}
+	v, err := encodeEvent(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodeEvent(v); err != nil || !got.Test {
+		t.Fatalf("decodeEvent of a test event: %+v, %v", got, err)
+	}
+	i := len(v) - len(ev.Body) - 1 // the flags, one byte
+	v[i] = 2
+	if _, err := decodeEvent(v); err == nil || !strings.Contains(err.Error(), "unknown flags") {
+		t.Errorf("decodeEvent with flag 2: %v", err)
+	}
+	d := engine.Delivery{ID: "dlv_1", TenantID: "acme", State: engine.StatePending, Test: true}
+	if v, err = encodeDelivery(d); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodeDelivery(v); err != nil || !got.Test {
+		t.Fatalf("decodeDelivery of a test delivery: %+v, %v", got, err)
+	}
+	v[len(v)-1] = 3
+	if _, err := decodeDelivery(v); err == nil || !strings.Contains(err.Error(), "unknown flags") {
+		t.Errorf("decodeDelivery with flags 3: %v", err)
 	}
 }

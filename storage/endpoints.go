@@ -99,8 +99,8 @@ func (db *DB) DeleteEventType(ctx context.Context, name string) error {
 	return nil
 }
 
-// PutEventType adds et.Name to the catalogue or updates its Description
-// (and Updated). It returns the stored entry and whether it was created.
+// PutEventType adds et.Name to the catalogue or replaces its Description
+// and Example (and Updated). It returns the stored entry and whether it was created.
 func (db *DB) PutEventType(ctx context.Context, et engine.EventType) (engine.EventType, bool, error) {
 	if et.Name == "" {
 		return engine.EventType{}, false, engine.Errorf(engine.CodeInvalidField, "type", "event type must not be empty")
@@ -117,7 +117,7 @@ func (db *DB) PutEventType(ctx context.Context, et engine.EventType) (engine.Eve
 				return err
 			}
 			next = old
-			next.Description, next.Updated = et.Description, et.Updated
+			next.Description, next.Example, next.Updated = et.Description, et.Example, et.Updated
 			created = false
 		}
 		v, err := encodeEventType(next)

@@ -69,8 +69,9 @@ var keySchema = []byte("schema")
 // (tenant_sequences, event records in formatV3); schema 5 keeps ordered
 // lines (line_heads, line_waiting, delivery records in formatV3); schema
 // 6 keeps each ordering key's last delivery per endpoint (key_tails,
-// delivery records in formatV4).
-const schemaVersion = 6
+// delivery records in formatV4); schema 7 marks test events (event
+// records in formatV4, delivery records in formatV5).
+const schemaVersion = 7
 
 // sep ends a variable-length key part (a tenant ID, an event ID) that is
 // followed by more key. Tenant and event IDs never contain it.

@@ -188,7 +188,7 @@ func TestStoredDelivery_matchesDecode(t *testing.T) {
 		Attempts: []engine.Attempt{{Cycle: 1, Number: 1, Start: time.Now().In(local), Duration: time.Millisecond,
 			Status: 502, Error: "HTTP 502", Response: "bad \"gateway\"", Outcome: engine.OutcomeRetry, RetryAfter: time.Second}},
 		Replays:  []engine.Replay{{At: time.Now(), By: "admin", Cycle: 2}},
-		Sequence: 42, Line: "key:order-1", WaitingBehind: "dlv_0", PreviousSequence: 41,
+		Sequence: 42, Line: "key:order-1", WaitingBehind: "dlv_0", PreviousSequence: 41, Test: true,
 		Skips: []engine.Skip{{At: time.Now().In(local), By: "admin", Cycle: 2}},
 	}
 	for _, v := range []any{full, full.Attempts[0], full.Replays[0], full.Skips[0]} {
@@ -242,7 +242,7 @@ func BenchmarkStoredDelivery(b *testing.B) {
 // TestStoredEvent_matchesDecode is TestStoredDelivery_matchesDecode for
 // events.
 func TestStoredEvent_matchesDecode(t *testing.T) {
-	full := engine.Event{Seq: 7, ID: "evt_1", TenantID: "acme", Type: "order.created", Sequence: 3, OrderingKey: "order_1",
+	full := engine.Event{Seq: 7, ID: "evt_1", TenantID: "acme", Type: "order.created", Sequence: 3, OrderingKey: "order_1", Test: true,
 		Created: time.Now().In(time.FixedZone("UTC+2", 2*3600)), APIVersion: "v1", Body: []byte(benchBody)}
 	rv := reflect.ValueOf(full)
 	for i := range rv.NumField() {

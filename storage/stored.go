@@ -56,6 +56,6 @@ func storedEvent(ev engine.Event, v []byte) (engine.Event, error) {
 	body := slices.Clone(v[len(v)-len(ev.Body):])
 	return engine.Event{
 		ID: ev.ID, TenantID: ev.TenantID, Type: ev.Type, Created: utc(ev.Created), APIVersion: ev.APIVersion,
-		Sequence: ev.Sequence, OrderingKey: ev.OrderingKey, Body: body,
+		Sequence: ev.Sequence, OrderingKey: ev.OrderingKey, Test: ev.Test, Body: body,
 	}, nil
 }

@@ -95,8 +95,8 @@ func (s *Store) DeleteTenant(ctx context.Context, id string, _ time.Time) error 
 	return nil
 }
 
-// PutEventType adds et.Name to the catalogue or updates its Description
-// and Updated.
+// PutEventType adds et.Name to the catalogue or replaces its Description
+// and Example (and Updated).
 func (s *Store) PutEventType(ctx context.Context, et engine.EventType) (engine.EventType, bool, error) {
 	if et.Name == "" {
 		return engine.EventType{}, false, engine.Errorf(engine.CodeInvalidField, "type", "event type must not be empty")
@@ -111,7 +111,7 @@ func (s *Store) PutEventType(ctx context.Context, et engine.EventType) (engine.E
 		s.eventTypes[et.Name] = et
 		return et, true, nil
 	}
-	old.Description, old.Updated = et.Description, utc(et.Updated)
+	old.Description, old.Example, old.Updated = et.Description, slices.Clone(et.Example), utc(et.Updated)
 	s.eventTypes[et.Name] = old
 	return old, false, nil
 }

@@ -77,6 +77,7 @@ func Run(t *testing.T, h Harness) {
 		{"Scheduler", schedulerTests},
 		{"Lines", lineTests},
 		{"PreviousSequence", previousTests},
+		{"TestEvents", testEventTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -1,0 +1,50 @@
+package engine_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+// TestTestEventType: which catalogue type "Send test event" sends, and
+// the refusals that name the field at fault.
+func TestTestEventType(t *testing.T) {
+	catalogue := []engine.EventType{
+		{Name: "invoice.paid"},
+		{Name: "order.created", Example: json.RawMessage(`{"order":"ord_example"}`)},
+		{Name: "order.shipped", Example: json.RawMessage(`{"order":"ord_example","carrier":"x"}`)},
+		{Name: "user.deleted"},
+	}
+	ep := func(types ...string) engine.Endpoint { return engine.Endpoint{ID: "ep_1", EventTypes: types} }
+	for _, c := range []struct {
+		name  string
+		ep    engine.Endpoint
+		typ   string
+		want  string
+		code  engine.Code
+		field string
+	}{
+		{"all: the first with an example", ep("*"), "", "order.created", "", ""},
+		{"no example among its types: the first", ep("user.deleted", "invoice.paid"), "", "invoice.paid", "", ""},
+		{"its one type with an example", ep("invoice.paid", "order.shipped"), "", "order.shipped", "", ""},
+		{"asked for", ep("*"), "user.deleted", "user.deleted", "", ""},
+		{"asked for one it does not take", ep("invoice.paid"), "order.created", "", engine.CodeInvalidField, "type"},
+		{"asked for one not in the catalogue", ep("*"), "order.creatd", "", engine.CodeUnknownEventType, "type"},
+		{"asked for a malformed one", ep("*"), "Order", "", engine.CodeInvalidField, "type"},
+		{"none of its types in the catalogue", ep("gone.away"), "", "", engine.CodeInvalidField, "type"},
+	} {
+		got, err := engine.TestEventType(c.ep, catalogue, c.typ)
+		if c.code != "" {
+			var e *engine.Error
+			if engine.ErrorCode(err) != c.code || !errors.As(err, &e) || e.Field != c.field {
+				t.Errorf("%s: %+v, %v; want %s on %s", c.name, got, err, c.code, c.field)
+			}
+			continue
+		}
+		if err != nil || got.Name != c.want {
+			t.Errorf("%s: %s, %v; want %s", c.name, got.Name, err, c.want)
+		}
+	}
+}
