@@ -58,11 +58,15 @@ func (c *Client) DeleteTenant(ctx context.Context, id string, force bool) error 
 // PutEventType adds name to the catalogue, or updates its description,
 // and reports whether it added it.
 func (c *Client) PutEventType(ctx context.Context, name, description string) (EventType, bool, error) {
+	return c.PutEventTypeWith(ctx, name, EventTypeInput{Description: description})
+}
+
+// PutEventTypeWith is PutEventType with every field a type has: it
+// replaces the description and the example (none when in.Example is
+// nil: PutEventType removes one).
+func (c *Client) PutEventTypeWith(ctx context.Context, name string, in EventTypeInput) (EventType, bool, error) {
 	var et EventType
-	body := struct {
-		Description string `json:"description"`
-	}{description}
-	status, _, err := c.do(ctx, request{method: http.MethodPut, path: "/v1/event-types/" + seg(name), body: body}, &et)
+	status, _, err := c.do(ctx, request{method: http.MethodPut, path: "/v1/event-types/" + seg(name), body: in}, &et)
 	return et, status == http.StatusCreated, err
 }
 
@@ -137,6 +141,20 @@ func (c *Client) VerifyEndpoint(ctx context.Context, tenant, id string) (Verific
 	var v Verification
 	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "endpoints", seg(id), "verify")}, &v)
 	return v, err
+}
+
+// SendTestEvent sends endpoint id of tenant a test event of typ, a
+// catalogue type it subscribes to ("": the first by name with an
+// example, else the first), whose data is the type's example: stored,
+// signed and delivered as any event, to that endpoint only, and marked
+// test in the delivery log and the feed.
+func (c *Client) SendTestEvent(ctx context.Context, tenant, id, typ string) (TestEventResult, error) {
+	var res TestEventResult
+	body := struct {
+		Type string `json:"type,omitempty"`
+	}{typ}
+	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "endpoints", seg(id), "test-events"), body: body}, &res)
+	return res, err
 }
 
 // Ingest stores an event for tenant and schedules its delivery to every

@@ -180,6 +180,26 @@ func TestClient_EveryRoute(t *testing.T) {
 		t.Fatalf("ReportAll = %+v, %v", all, err)
 	}
 
+	// A test event: the type's example, to one endpoint, marked test in
+	// the feed and the delivery log.
+	if et, _, err := c.PutEventTypeWith(ctx, "invoice.paid", client.EventTypeInput{Description: "An invoice was paid.", Example: json.RawMessage(`{"invoice": "in_example"}`)}); err != nil || string(et.Example) != `{"invoice":"in_example"}` {
+		t.Fatalf("PutEventTypeWith = %+v, %v; want the example compacted", et, err)
+	}
+	te, err := c.SendTestEvent(ctx, "acme", ok.ID, "")
+	if err != nil || te.Type != "invoice.paid" || len(te.Deliveries) != 1 || te.Deliveries[0].EndpointID != ok.ID {
+		t.Fatalf("SendTestEvent = %+v, %v; want invoice.paid to %s only", te, err, ok.ID)
+	}
+	if d := waitDelivery(t, c, te.Deliveries[0].ID); d.State != client.StateSucceeded || !d.Test {
+		t.Fatalf("the test event's delivery = %+v, want succeeded and marked test", d)
+	}
+	if got := collect(t, c.Feed("acme", client.FeedFilter{Cursor: feed.Cursor()}).Events(ctx)); len(got) != 2 || got[1].Event.ID != te.ID || !got[1].Test || got[0].Test ||
+		string(got[1].Event.Data) != `{"invoice":"in_example"}` {
+		t.Fatalf("Feed after a test event = %+v, want it last, marked test, with the example", got)
+	}
+	if _, err := c.SendTestEvent(ctx, "acme", ok.ID, "invoice.voided"); client.CodeOf(err) != client.CodeInvalidField {
+		t.Fatalf("SendTestEvent of a type the endpoint does not take: %v, want invalid_field", err)
+	}
+
 	// A tenant's own token: its routes only, until revoked.
 	tok, err := c.IssueAccessToken(ctx, "acme", time.Hour)
 	if err != nil || tok.Token == "" || tok.ID == "" || tok.Expires.Sub(tok.Created) != time.Hour {

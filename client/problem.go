@@ -40,6 +40,7 @@ const (
 	CodePendingDeliveries   Code = "pending_deliveries"     // 409: the tenant still has deliveries pending (delete with force)
 	CodeTenantDeleting      Code = "tenant_deleting"        // 409: the tenant id belongs to a deleted tenant still being purged
 	CodeNotBlocking         Code = "not_blocking"           // 409: Skip of a delivery that is not a dead head blocking its line
+	CodeEndpointDisabled    Code = "endpoint_disabled"      // 409: SendTestEvent to a disabled endpoint: enable it first
 	CodeInternal            Code = "internal"               // 500: the server failed; its operator log says why
 )
 

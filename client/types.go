@@ -39,10 +39,21 @@ type TenantInput struct {
 // EventType is one entry of the catalogue of event types that may be
 // ingested, named "resource.action" (payment.succeeded).
 type EventType struct {
-	Name        string    `json:"name"`
-	Description string    `json:"description"`
-	Created     time.Time `json:"created"`
-	Updated     time.Time `json:"updated"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Example is the data of an example event of the type, which "Send
+	// test event" sends (Client.SendTestEvent); nil when it has none.
+	Example json.RawMessage `json:"example,omitempty"`
+	Created time.Time       `json:"created"`
+	Updated time.Time       `json:"updated"`
+}
+
+// EventTypeInput is what PutEventTypeWith stores of a type.
+type EventTypeInput struct {
+	Description string `json:"description"`
+	// Example, optional, is the data of an example event of the type:
+	// any JSON value, at most 16 KiB compacted.
+	Example json.RawMessage `json:"example,omitempty"`
 }
 
 // AllEventTypes, as an endpoint's only event type, subscribes it to every
@@ -235,7 +246,17 @@ func (e Envelope) MarshalJSON() ([]byte, error) {
 // EventDetail is an event with its deliveries (GetEvent).
 type EventDetail struct {
 	Event      Envelope   `json:"event"`
+	Test       bool       `json:"test,omitempty"` // a test event (SendTestEvent)
 	Deliveries []Delivery `json:"deliveries"`
+}
+
+// TestEventResult is the answer of SendTestEvent: the event, of Type,
+// and its one delivery.
+type TestEventResult struct {
+	ID         string        `json:"id"`
+	Type       string        `json:"type"`
+	Created    time.Time     `json:"created"`
+	Deliveries []DeliveryRef `json:"deliveries"`
 }
 
 // State is where a delivery is in its life.
@@ -270,6 +291,8 @@ type Delivery struct {
 	// sequence of the previous event with that key delivered to this
 	// endpoint (the webhook-previous-sequence header); 0 when none.
 	PreviousSequence uint64 `json:"previous_sequence,omitempty"`
+	// Test marks the delivery of a test event (SendTestEvent).
+	Test bool `json:"test,omitempty"`
 	// Cycle counts delivery cycles: 1 at ingest, +1 per replay.
 	Cycle         int       `json:"cycle"`
 	CycleStart    time.Time `json:"cycle_start"`
@@ -413,6 +436,9 @@ type FeedEvent struct {
 	// Cursor resumes the feed after this event.
 	Cursor string   `json:"cursor"`
 	Event  Envelope `json:"event"`
+	// Test marks a test event, sent to one endpoint only
+	// (SendTestEvent): a reconciler of another endpoint skips it.
+	Test bool `json:"test,omitempty"`
 }
 
 // Report is the delivery report over a tenant's last events.

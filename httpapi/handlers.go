@@ -100,7 +100,16 @@ type deliveryRef struct {
 // deliveries.
 type eventResponse struct {
 	Event      json.RawMessage `json:"event"`
+	Test       bool            `json:"test,omitempty"` // a test event (engine.Event.Test)
 	Deliveries []deliveryView  `json:"deliveries"`
+}
+
+// testEventResponse is the body of POST …/endpoints/:id/test-events:
+// the ingest's answer, with the type that was sent.
+type testEventResponse struct {
+	ingestResponse
+	Type string `json:"type"`
+	Test bool   `json:"test"` // always true
 }
 
 // deliveryView is a delivery as the API shows it: as stored, with empty
@@ -330,10 +339,7 @@ func (s *server) handleIngest(w http.ResponseWriter, r *http.Request, ps httprou
 		s.writeError(w, r, err)
 		return
 	}
-	out := ingestResponse{ID: res.Event.ID, Created: res.Event.Created, Deliveries: make([]deliveryRef, len(res.Deliveries))}
-	for i, d := range res.Deliveries {
-		out.Deliveries[i] = deliveryRef{ID: d.ID, EndpointID: d.EndpointID, State: d.State}
-	}
+	out := ingestAnswer(res)
 	h := w.Header()
 	h.Set("Location", "/v1/tenants/"+url.PathEscape(tenant)+"/events/"+url.PathEscape(res.Event.ID))
 	if res.Duplicate {
@@ -345,13 +351,40 @@ func (s *server) handleIngest(w http.ResponseWriter, r *http.Request, ps httprou
 	s.writeJSON(w, r, http.StatusAccepted, out)
 }
 
+// ingestAnswer is the answer to an ingest that stored (or found) res.
+func ingestAnswer(res engine.IngestResult) ingestResponse {
+	out := ingestResponse{ID: res.Event.ID, Created: res.Event.Created, Deliveries: make([]deliveryRef, len(res.Deliveries))}
+	for i, d := range res.Deliveries {
+		out.Deliveries[i] = deliveryRef{ID: d.ID, EndpointID: d.EndpointID, State: d.State}
+	}
+	return out
+}
+
+// handleSendTestEvent sends a test event to one endpoint
+// (engine.Service.SendTestEvent): 202 with the event and its delivery.
+func (s *server) handleSendTestEvent(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var in engine.TestEventInput
+	if err := decodeJSON(w, r, s.maxBody, &in, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	tenant := ps.ByName("tenant")
+	res, err := s.svc.SendTestEvent(r.Context(), tenant, ps.ByName("id"), in)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/tenants/"+url.PathEscape(tenant)+"/events/"+url.PathEscape(res.Event.ID))
+	s.writeJSON(w, r, http.StatusAccepted, testEventResponse{ingestResponse: ingestAnswer(res), Type: res.Event.Type, Test: true})
+}
+
 func (s *server) handleGetEvent(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	ev, ds, err := s.svc.Event(r.Context(), ps.ByName("tenant"), ps.ByName("id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, eventResponse{Event: storedEnvelope(ev.Body), Deliveries: deliveriesJSON(ds)})
+	s.writeJSON(w, r, http.StatusOK, eventResponse{Event: storedEnvelope(ev.Body), Test: ev.Test, Deliveries: deliveriesJSON(ds)})
 }
 
 func (s *server) handleGetDelivery(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {

@@ -64,6 +64,7 @@ func TestStatusTable_EveryCode(t *testing.T) {
 		engine.CodePendingDeliveries:   409,
 		engine.CodeTenantDeleting:      409,
 		engine.CodeNotBlocking:         409,
+		engine.CodeEndpointDisabled:    409,
 		engine.CodeInternal:            500,
 	}
 	if got, want := len(statusTable), len(want); got != want {

@@ -363,6 +363,8 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	// The catalogue.
 	e.check(call{method: "PUT", path: "/v1/event-types/payment.succeeded", body: `{"description":"A payment went through."}`, status: 201})
 	e.check(call{method: "PUT", path: "/v1/event-types/payment.succeeded", status: 200})
+	e.check(call{method: "PUT", path: "/v1/event-types/payment.succeeded", body: `{"description":"A payment went through.","example":{"payment":"pay_example","amount":4200}}`, status: 200})
+	e.check(call{method: "PUT", path: "/v1/event-types/a.b", body: `{"example":{"a":}}`, invalid: true, status: 400, code: engine.CodeInvalidJSON})
 	e.check(call{method: "PUT", path: "/v1/event-types/payment.refunded", status: 201})
 	e.check(call{method: "PUT", path: "/v1/event-types/Bad", status: 422, code: engine.CodeInvalidField})
 	e.check(call{method: "PUT", path: "/v1/event-types/a.b", body: `[]`, invalid: true, status: 400, code: engine.CodeInvalidJSON})
@@ -492,6 +494,31 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	e.check(call{method: "POST", path: p, header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
 	e.check(call{method: "POST", path: p, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
 	e.check(call{method: "POST", path: p + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+
+	// Test events.
+	p = epPath + "/test-events"
+	r = e.check(call{method: "POST", path: p, status: 202})
+	var sent struct {
+		Type string `json:"type"`
+		Test bool   `json:"test"`
+	}
+	if err := json.Unmarshal(r.body, &sent); err != nil || sent.Type != "payment.succeeded" || !sent.Test {
+		t.Errorf("a test event answered %s (%v)", r.body, err)
+	}
+	e.check(call{method: "POST", path: p, body: `{"type":"payment.succeeded"}`, header: tenantTok(tok.Token), status: 202})
+	e.check(call{method: "POST", path: p, body: `{"type":"payment.refunded"}`, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: p, body: `{"type":1}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: p, body: `{"data":{}}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: p, body: `{`, invalid: true, status: 400, code: engine.CodeInvalidJSON})
+	e.check(call{method: "POST", path: p, body: `{}`, header: map[string]string{"Content-Type": "text/plain"}, invalid: true, status: 415, code: engine.CodeUnsupportedMedia})
+	e.check(call{method: "POST", path: p, body: `{"type":"` + strings.Repeat("x", maxBody) + `"}`, status: 413, code: engine.CodeBodyTooLarge})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints/ep_nope/test-events", status: 404, code: engine.CodeEndpointNotFound})
+	e.check(call{method: "POST", path: p, header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "POST", path: p, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "POST", path: p + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "PATCH", path: epPath, body: `{"disabled":true}`, status: 200})
+	e.check(call{method: "POST", path: p, status: 409, code: engine.CodeEndpointDisabled})
+	e.check(call{method: "PATCH", path: epPath, body: `{"disabled":false}`, status: 200})
 
 	// Events.
 	ingest := `{"type":"payment.succeeded","data":{"amount":4200}}`
@@ -648,6 +675,17 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	bare.check(call{method: "PUT", path: "/v1/event-types/payment.succeeded", status: 201})
 	bare.check(call{method: "POST", path: "/v1/tenants/acme/events", body: ingest, status: 202})
 	bare.check(call{method: "POST", path: "/v1/tenants/acme/events", body: ingest, status: 429, code: engine.CodeRateLimited})
+	// A test event counts against the tenant's ingest rate.
+	slow := &contractEnv{apiEnv: newSecurityEnv(t, engine.ServiceOptions{TenantIngestRate: 1e-6, TenantIngestBurst: 1}, httpapi.Options{}), o: o, driven: e.driven}
+	slow.check(call{method: "PUT", path: "/v1/tenants/acme", status: 201})
+	slow.check(call{method: "PUT", path: "/v1/event-types/payment.succeeded", status: 201})
+	var slowEp endpointJSON
+	r = slow.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://hooks.example.com/in","event_types":["*"]}`, status: 201})
+	if err := json.Unmarshal(r.body, &slowEp); err != nil {
+		t.Fatal(err)
+	}
+	slow.check(call{method: "POST", path: "/v1/tenants/acme/endpoints/" + slowEp.ID + "/test-events", status: 202})
+	slow.check(call{method: "POST", path: "/v1/tenants/acme/endpoints/" + slowEp.ID + "/test-events", status: 429, code: engine.CodeRateLimited})
 
 	// A backup that cannot start (no room for the copy).
 	full := &contractEnv{apiEnv: newSecurityEnv(t, engine.ServiceOptions{}, httpapi.Options{Backup: noRoom{}}), o: o, driven: e.driven}

@@ -53,6 +53,7 @@ var statusTable = map[engine.Code]statusEntry{
 	engine.CodePendingDeliveries:   {http.StatusConflict, "Deliveries pending"},
 	engine.CodeTenantDeleting:      {http.StatusConflict, "Tenant being deleted"},
 	engine.CodeNotBlocking:         {http.StatusConflict, "Delivery not blocking its line"},
+	engine.CodeEndpointDisabled:    {http.StatusConflict, "Endpoint disabled"},
 	engine.CodeInternal:            {http.StatusInternalServerError, "Internal error"},
 }
 

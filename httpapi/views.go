@@ -98,6 +98,7 @@ func storedEnvelope(body []byte) json.RawMessage {
 type feedEvent struct {
 	Cursor string          `json:"cursor"`
 	Event  json.RawMessage `json:"event"`
+	Test   bool            `json:"test,omitempty"` // a test event, sent to one endpoint only (engine.Event.Test)
 }
 
 // handleListEvents: GET /v1/tenants/:tenant/events?cursor=&type=&since=&limit=
@@ -120,7 +121,7 @@ func (s *server) handleListEvents(w http.ResponseWriter, r *http.Request, ps htt
 	more := next != ""
 	out := make([]feedEvent, len(evs))
 	for i, ev := range evs {
-		out[i] = feedEvent{Cursor: strconv.FormatUint(ev.Seq, 10), Event: storedEnvelope(ev.Body)}
+		out[i] = feedEvent{Cursor: strconv.FormatUint(ev.Seq, 10), Event: storedEnvelope(ev.Body), Test: ev.Test}
 	}
 	if next == "" && len(out) > 0 {
 		// The end of the log for now: resume after the last one.

@@ -41,11 +41,12 @@ func Load(doc []byte) (*v3.Document, validator.Validator, error) {
 		config.WithStrictMode(),
 		config.WithStrictIgnoredHeadersExtra("x-content-type-options"),
 		config.WithRejectUndeclaredRequestBody(),
-		// An event's data is the client's JSON, and a report's
-		// dead_by_reason is keyed by reason: both are any object by
-		// design, and so are the members of the document itself
-		// (GET /v1/openapi.json).
+		// An event's data and an event type's example are the client's
+		// JSON, and a report's dead_by_reason is keyed by reason: all
+		// are any object by design, and so are the members of the
+		// document itself (GET /v1/openapi.json).
 		config.WithStrictIgnorePaths("$.body.data.**", "$.body.event.data.**", "$.body.data[*].event.data.**",
+			"$.body.example.**", "$.body.data[*].example.**",
 			"$.body.dead_by_reason.**", "$.body.total.dead_by_reason.**", "$.body.tenants[*].dead_by_reason.**",
 			"$.body.info.**", "$.body.paths.**", "$.body.paths[**", "$.body.webhooks.**", "$.body.components.**"),
 	)
