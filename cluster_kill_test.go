@@ -425,20 +425,24 @@ func TestCluster_KillNode(t *testing.T) {
 		}
 		return n >= 3
 	})
-	// The victim's leases: pending, leased, and not renewed over more than
-	// a third of a lease (the survivors renew theirs every third). A node
-	// may hold none at the instant it dies (the others held every slot);
-	// then the next one dies too, so that some lease is left to re-offer.
+	// The victim's leases: pending, leased once it is dead, and not
+	// renewed over more than a third of a lease after (the survivors renew
+	// theirs every third, and settle their 300 ms attempts sooner). The
+	// first snapshot is read after the kill, not before it: a snapshot
+	// taken before could miss every lease the victim claimed in between
+	// (CI saw that twice in one run). A node may hold none at the instant
+	// it dies (the others held every slot); then the next one dies too,
+	// so that some lease is left to re-offer.
 	var killed time.Time
 	var ackedAtKill int
 	held := map[string]leaseRow{}
 	dead := map[*proc]bool{}
 	for _, victim := range []*proc{procs[2], procs[1]} {
-		before := leasedDeliveries(t, db)
 		victim.kill()
 		dead[victim] = true
 		killed = time.Now()
 		ackedAtKill = load.ackedCount()
+		before := leasedDeliveries(t, db)
 		time.Sleep(lease/3 + lease/6)
 		for id, lr := range leasedDeliveries(t, db) {
 			if b, ok := before[id]; ok && b == lr {
