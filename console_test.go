@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -264,6 +265,62 @@ func TestConsole_Browser(t *testing.T) {
 	if err != nil || len(pts) != 3 || pts[0] < 1 || pts[0] != pts[1] || pts[0] != pts[2] {
 		t.Errorf("the report's charts: %v points (rate, p99, table rows), want the same number, at least 1 (%v)", pts, err)
 	}
+	// A new endpoint, added from the console: its secret shown once, then
+	// a test event of a catalogue type's example, which a loopback
+	// receiver verifies with that secret; the events list marks it.
+	in.mustCall(200, "PUT", "/v1/event-types/invoice.paid", map[string]any{"description": "an invoice was paid", "example": map[string]any{"invoice": "inv_example", "amount": 4200}}, nil)
+	got := make(chan struct{}, 1)
+	rc2 := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+		select {
+		case got <- struct{}{}:
+		default:
+		}
+	})
+	do("add an endpoint",
+		chromedp.Navigate(in.base+"/console/t/acme/endpoints"),
+		chromedp.WaitVisible(chromedp.ID("new-endpoint")),
+		chromedp.SendKeys(chromedp.ID("ep-url"), rc2.srv.URL+"/hooks"),
+		chromedp.SendKeys(chromedp.ID("ep-desc"), "billing"),
+		chromedp.Click(chromedp.CSS(`#new-endpoint input[value="invoice.paid"]`)),
+		shot("2b-new-endpoint-form"),
+		chromedp.Click(chromedp.ID("add-endpoint")),
+		chromedp.WaitVisible(chromedp.ID("secret")),
+		shot("2c-new-endpoint-secret"),
+	)
+	secret, newEp := text("#secret"), text("#endpoint-id")
+	if !strings.HasPrefix(secret, "whsec_") || !strings.HasPrefix(newEp, "ep_") {
+		t.Fatalf("the new endpoint page shows secret %q, ID %q", secret, newEp)
+	}
+	rc2.setSecret(secret)
+	do("send it a test event",
+		chromedp.Click(chromedp.ID("test-new")),
+		chromedp.WaitVisible(chromedp.ID("send-test")),
+		shot("2d-endpoint-test-event"),
+		chromedp.Click(chromedp.ID("send-test")),
+		chromedp.WaitVisible(chromedp.ID("notice")),
+	)
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the test event did not reach the new endpoint's receiver in 10 s")
+	}
+	tested := rc2.got()
+	if len(tested) != 1 || tested[0].sigErr != nil || !strings.Contains(string(tested[0].body), `"type":"invoice.paid"`) || !strings.Contains(string(tested[0].body), `"invoice":"inv_example"`) {
+		t.Fatalf("the receiver got %d requests (first: %+v), want the invoice.paid example, signed with the secret the page showed", len(tested), tested)
+	}
+	if mark := text("#test-mark"); mark != "test" {
+		t.Errorf("the test event's delivery page marks it %q", mark)
+	}
+	do("the events list",
+		chromedp.Click(chromedp.CSS(`header nav a[href="/console/t/acme/events"]`)),
+		chromedp.WaitVisible(chromedp.ID("events")),
+		shot("2e-events"),
+	)
+	if first := text("#events tbody tr"); !strings.Contains(first, "invoice.paid") || !strings.Contains(first, "test") {
+		t.Errorf("the events list's first row is not the test event:\n%s", first)
+	}
+
 	// At a phone's width (375 px) every page fits: no sideways scroll of
 	// the page; a wide table scrolls inside its own box.
 	if _, err := chromedp.Call(ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: 375, Height: 800, DeviceScaleFactor: 1, Mobile: true}); err != nil {
@@ -271,6 +328,8 @@ func TestConsole_Browser(t *testing.T) {
 	}
 	for _, pg := range []struct{ name, path, ready string }{
 		{"9-phone-endpoints", "/console/t/acme/endpoints", "endpoints"},
+		{"9-phone-endpoint", "/console/t/acme/endpoints/" + newEp + "/edit", "test-event"},
+		{"9-phone-events", "/console/t/acme/events", "events"},
 		{"9-phone-deliveries", "/console/t/acme/deliveries", "deliveries"},
 		{"9-phone-delivery", "/console/t/acme/deliveries/" + first, "attempts"},
 		{"9-phone-dead-letters", "/console/t/acme/dead-letters", "dead-letters"},
@@ -282,7 +341,26 @@ func TestConsole_Browser(t *testing.T) {
 			t.Errorf("%s at 375 px: the page is %v wide (page, window) (%v)", pg.path, fits, err)
 		}
 	}
+	// The admin's pages: log out, log in with the admin token, the
+	// tenants page with every tenant's report and the create form.
+	if _, err := chromedp.Call(ctx, emulation.ClearDeviceMetricsOverride, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	do("log in as the admin",
+		chromedp.Navigate(in.base+"/console/t/acme/endpoints"),
+		chromedp.WaitVisible(chromedp.ID("endpoints")),
+		chromedp.Click(chromedp.CSS(".who form button")),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), testToken),
+		chromedp.Click(chromedp.ID("login")),
+		chromedp.WaitVisible(chromedp.ID("tenants")),
+		shot("10-tenants"),
+	)
+	if row := text("#tenants tbody"); !strings.Contains(row, "acme") {
+		t.Errorf("the tenants page does not list acme:\n%s", row)
+	}
 	rc.checkSignatures()
+	rc2.checkSignatures()
 	t.Logf("browser test took %s", time.Since(start).Round(time.Millisecond))
 }
 

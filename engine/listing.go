@@ -305,25 +305,41 @@ func countNote(n int, what string) string {
 // DefaultReportWindow is how many recent events a report covers by default.
 const DefaultReportWindow = 1000
 
-// Report computes the delivery report over tenant's last n events.
-func (s *Service) Report(ctx context.Context, tenant string, n int) (Report, error) {
+// MaxRecentEvents is the most events RecentEvents and Report read.
+const MaxRecentEvents = 100000
+
+// RecentEvents returns tenant's last n events (0: DefaultReportWindow),
+// newest first, each with its deliveries (StateDelivering while in
+// flight). Errors: CodeTenantNotFound; CodeInvalidField "last" for n
+// outside 1..MaxRecentEvents.
+func (s *Service) RecentEvents(ctx context.Context, tenant string, n int) ([]EventDeliveries, error) {
 	if _, err := s.Tenant(ctx, tenant); err != nil {
-		return Report{}, err
+		return nil, err
 	}
 	if n == 0 {
 		n = DefaultReportWindow
 	}
-	if n < 1 || n > 100000 {
-		return Report{}, Errorf(CodeInvalidField, "last", "last must be from 1 to 100000")
+	if n < 1 || n > MaxRecentEvents {
+		return nil, Errorf(CodeInvalidField, "last", "last must be from 1 to %d", MaxRecentEvents)
 	}
 	events, err := s.store.RecentEvents(ctx, tenant, n)
 	if err != nil {
-		return Report{}, err
+		return nil, err
 	}
 	for i := range events {
 		for j := range events[i].Deliveries {
 			s.overlay(&events[i].Deliveries[j])
 		}
+	}
+	return events, nil
+}
+
+// Report computes the delivery report over tenant's last n events
+// (RecentEvents).
+func (s *Service) Report(ctx context.Context, tenant string, n int) (Report, error) {
+	events, err := s.RecentEvents(ctx, tenant, n)
+	if err != nil {
+		return Report{}, err
 	}
 	r := NewReport(events)
 	r.Tenant = tenant

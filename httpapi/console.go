@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -159,6 +160,7 @@ func (s *server) consoleRoutes() {
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/rotate", s.consoleTenant(s.handleConsoleRotate))
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/disable", s.consoleTenant(s.handleConsoleDisable))
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/enable", s.consoleTenant(s.handleConsoleEnable))
+	s.handle("POST", "/console/t/:tenant/endpoints/:id/test", s.consoleTenant(s.handleConsoleTestEvent))
 	s.handle("GET", "/console/t/:tenant/deliveries", s.consoleTenant(s.handleDeliveriesPage))
 	s.handle("GET", "/console/t/:tenant/deliveries/:id", s.consoleTenant(s.handleDeliveryPage))
 	s.handle("POST", "/console/t/:tenant/deliveries/:id/resend", s.consoleTenant(s.handleConsoleResend))
@@ -168,6 +170,7 @@ func (s *server) consoleRoutes() {
 	s.handle("GET", "/console/t/:tenant/report", s.consoleTenant(s.handleReportPage))
 	s.handle("GET", "/console/t/:tenant/search", s.consoleTenant(s.handleSearch))
 	s.handle("POST", "/console/t/:tenant/replay-selected", s.consoleTenant(s.handleConsoleReplaySelected))
+	s.handle("GET", "/console/t/:tenant/events", s.consoleTenant(s.handleEventsPage))
 	s.handle("GET", "/console/t/:tenant/events/:id", s.consoleTenant(s.handleEventPage))
 }
 
@@ -602,6 +605,7 @@ var consoleFuncs = template.FuncMap{
 	"result": attemptResult,
 	"add":    func(a, b int) int { return a + b },
 	"reason": reasonNow,
+	"indent": func(b json.RawMessage) string { return indentJSON(b) },
 }
 
 // reasonNow is what the console shows as d's reason. A delivery replayed

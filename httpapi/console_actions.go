@@ -167,6 +167,10 @@ type editEndpointData struct {
 	Types    []engine.EventType
 	All      bool            // subscribed to every type
 	Chosen   map[string]bool // the types it subscribes to
+	// TestTypes are the catalogue types it subscribes to, for the test
+	// event form; TestDefault is the one sent when none is chosen.
+	TestTypes   []engine.EventType
+	TestDefault string
 }
 
 // handleEditEndpointPage shows an endpoint's form: URL, description,
@@ -188,7 +192,16 @@ func (s *server) handleEditEndpointPage(w http.ResponseWriter, r *http.Request, 
 		data.Chosen[t] = true
 	}
 	data.All = data.Chosen[engine.AllEventTypes]
+	for _, et := range types {
+		if ep.Subscribes(et.Name) {
+			data.TestTypes = append(data.TestTypes, et)
+		}
+	}
+	if et, err := engine.TestEventType(ep, types, ""); err == nil {
+		data.TestDefault = et.Name
+	}
 	p := s.newPage(v, "Edit endpoint", "endpoints")
+	p.Notice = notice(r)
 	p.Data = data
 	s.render(w, r, http.StatusOK, "endpoint", p)
 }
@@ -244,4 +257,20 @@ func (s *server) handleConsoleEnable(w http.ResponseWriter, r *http.Request, ps 
 		m = "enabled-held"
 	}
 	redirectNotice(w, r, tenantPath(v.tenant.ID, "endpoints"), m, n)
+}
+
+// handleConsoleTestEvent sends a test event to an endpoint (form field
+// type: a catalogue type it subscribes to; "": the API's default), as
+// POST …/endpoints/{id}/test-events would, and shows its delivery.
+func (s *server) handleConsoleTestEvent(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
+	res, err := s.svc.SendTestEvent(r.Context(), v.tenant.ID, ps.ByName("id"), engine.TestEventInput{Type: r.PostForm.Get("type")})
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	if len(res.Deliveries) == 0 { // the endpoint changed its types between the check and the commit
+		redirectNotice(w, r, tenantPath(v.tenant.ID, "events", res.Event.ID), "test-sent", -1)
+		return
+	}
+	redirectNotice(w, r, tenantPath(v.tenant.ID, "deliveries", res.Deliveries[0].ID), "test-sent", -1)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,7 @@ var noticeMessages = map[string]string{
 	"disabled":          "Endpoint disabled: its deliveries are held (paused) until it is enabled again.",
 	"enabled-held":      "Endpoint enabled: held deliveries queued for delivery: %d.",
 	"enabled-new":       "Endpoint enabled from now on: held deliveries moved to the dead letters, where each can still be replayed: %d.",
+	"test-sent":         "Test event sent to this endpoint only, through the normal path: signed, retried, and marked test here and in the API.",
 }
 
 // notice returns the notice for r's ?m= and ?n=, "" when there is none.
@@ -390,6 +392,51 @@ func (s *server) handleSearch(w http.ResponseWriter, r *http.Request, _ httprout
 	s.render(w, r, http.StatusNotFound, "error", p)
 }
 
+// eventsData is the events page's data.
+type eventsData struct {
+	Events    []engine.EventDeliveries
+	Last      int   // how many were asked for
+	Choices   []int // the page's choices of Last
+	Endpoints map[string]string
+}
+
+// consoleEventChoices are the events page's choices of how many recent
+// events to list; the first is the default.
+var consoleEventChoices = []int{50, 200, 1000}
+
+// handleEventsPage lists the tenant's last events (?last=, one of
+// consoleEventChoices), newest first, each with its deliveries' states.
+func (s *server) handleEventsPage(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
+	data := eventsData{Last: consoleEventChoices[0], Choices: consoleEventChoices, Endpoints: map[string]string{}}
+	if n, err := strconv.Atoi(r.URL.Query().Get("last")); err == nil && slices.Contains(consoleEventChoices, n) {
+		data.Last = n
+	}
+	ctx := r.Context()
+	events, err := s.svc.RecentEvents(ctx, v.tenant.ID, data.Last)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	data.Events = events
+	if eps, err := s.svc.Endpoints(ctx, v.tenant.ID); err == nil {
+		for _, ep := range eps {
+			data.Endpoints[ep.ID] = ep.URL
+		}
+	}
+	p := s.newPage(v, "Events", "events")
+	p.Data = data
+	s.render(w, r, http.StatusOK, "events", p)
+}
+
+// indentJSON is b indented for reading; b itself when it is not JSON.
+func indentJSON(b []byte) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, b, "", "  "); err != nil {
+		return string(b)
+	}
+	return buf.String()
+}
+
 // eventData is the event page's data.
 type eventData struct {
 	Event      engine.Event
@@ -408,13 +455,7 @@ func (s *server) handleEventPage(w http.ResponseWriter, r *http.Request, ps http
 		return
 	}
 	data := eventData{Event: ev, Deliveries: ds, Endpoints: map[string]string{}}
-	body := storedEnvelope(ev.Body)
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, body, "", "  "); err == nil {
-		data.Pretty = buf.String()
-	} else {
-		data.Pretty = string(body)
-	}
+	data.Pretty = indentJSON(storedEnvelope(ev.Body))
 	if eps, err := s.svc.Endpoints(ctx, v.tenant.ID); err == nil {
 		for _, ep := range eps {
 			data.Endpoints[ep.ID] = ep.URL

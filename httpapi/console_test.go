@@ -810,3 +810,105 @@ func TestConsole_EndpointForms(t *testing.T) {
 		t.Errorf("an unknown type: %d", p.status)
 	}
 }
+
+// TestConsole_TestEventAndEvents: "Send test event" on an endpoint's
+// page sends a subscribed catalogue type's example to that endpoint
+// only and shows its delivery, marked test there, in the delivery log,
+// on the event's page and in the events list; the form needs its CSRF
+// token, refuses a type the endpoint does not take and a disabled
+// endpoint, and the example (tenant-visible, operator-written) is
+// escaped.
+func TestConsole_TestEventAndEvents(t *testing.T) {
+	e := newConsoleEnv(t)
+	e.must(req{method: "PUT", path: "/v1/event-types/payment.succeeded", body: `{"description":"A payment went through.","example":{"amount":1200,"note":"</pre><script>alert(3)</script>"}}`}, 200, nil)
+	e.must(req{method: "PUT", path: "/v1/event-types/invoice.paid", body: `{"description":"an invoice was paid"}`}, 201, nil)
+	b := e.browser()
+	b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+	if p := b.get("/console/t/acme/endpoints"); !strings.Contains(p.body, `href="/console/t/acme/endpoints/`+e.endpoint.ID+`/edit#test-event">Send test event</a>`) {
+		t.Error("the endpoints list has no Send test event link")
+	}
+	edit := b.get("/console/t/acme/endpoints/" + e.endpoint.ID + "/edit")
+	for _, want := range []string{
+		`<option value="payment.succeeded" selected>payment.succeeded</option>`,
+		`<summary>Example data of <code>payment.succeeded</code></summary><pre>{
+  &#34;amount&#34;: 1200,`,
+	} {
+		if !strings.Contains(edit.body, want) {
+			t.Errorf("the endpoint page lacks %s", want)
+		}
+	}
+	if strings.Contains(edit.body, `value="invoice.paid">invoice.paid`) || strings.Contains(edit.body, "<script>alert(3)") {
+		t.Errorf("the test form offers a type the endpoint does not take, or the example is not escaped:\n%s", edit.body)
+	}
+	csrf := edit.field(t, csrfField)
+	send := "/console/t/acme/endpoints/" + e.endpoint.ID + "/test"
+	post := func(form url.Values) page { return b.do("POST", send, form, "Origin", e.srv.URL) }
+	before := e.snapshot()
+	if p := post(url.Values{"type": {"payment.succeeded"}}); p.status != 403 {
+		t.Errorf("without the CSRF token: %d", p.status)
+	}
+	if p := post(url.Values{"csrf": {csrf}, "type": {"invoice.paid"}}); p.status != 422 || !strings.Contains(p.body, "does not subscribe") {
+		t.Errorf("a type the endpoint does not take: %d\n%s", p.status, p.body)
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("refused forms changed state:\n%s\nthen\n%s", before, after)
+	}
+
+	sent := post(url.Values{"csrf": {csrf}, "type": {"payment.succeeded"}})
+	loc := sent.header.Get("Location")
+	m := regexp.MustCompile(`^/console/t/acme/deliveries/(dlv_\w+)\?m=test-sent$`).FindStringSubmatch(loc)
+	if sent.status != http.StatusSeeOther || m == nil {
+		t.Fatalf("send: %d to %q\n%s", sent.status, loc, sent.body)
+	}
+	var d struct {
+		EventID string `json:"event_id"`
+		Test    bool   `json:"test"`
+	}
+	e.must(req{method: "GET", path: "/v1/tenants/acme/deliveries/" + m[1]}, 200, &d)
+	if !d.Test {
+		t.Errorf("the delivery %s is not marked test in the API", m[1])
+	}
+	dp := b.get(loc)
+	if !strings.Contains(dp.body, `<span class="badge test" id="test-mark">test</span>`) || !strings.Contains(dp.body, `id="notice">Test event sent`) {
+		t.Errorf("the delivery page does not say it is a test:\n%s", dp.body)
+	}
+	if p := b.get("/console/t/acme/deliveries"); strings.Count(p.body, `<span class="badge test">test</span>`) != 1 {
+		t.Errorf("the delivery log marks %d deliveries test, want 1", strings.Count(p.body, `<span class="badge test">test</span>`))
+	}
+	ev := b.get("/console/t/acme/events/" + d.EventID)
+	if !strings.Contains(ev.body, `id="test-mark"`) || !strings.Contains(ev.body, `&#34;amount&#34;: 1200`) {
+		t.Errorf("the event page does not show the test mark or the example's data:\n%s", ev.body)
+	}
+
+	// The events list: newest first, the test event marked, the states
+	// linked; ?last= takes the page's choices only.
+	list := b.get("/console/t/acme/events")
+	rows := regexp.MustCompile(`<tr id="(evt_\w+)">`).FindAllStringSubmatch(list.body, -1)
+	if list.status != 200 || len(rows) != 2 || rows[0][1] != d.EventID {
+		t.Fatalf("events list: %d, rows %v, want the test event %s first of 2\n%s", list.status, rows, d.EventID, list.body)
+	}
+	if strings.Count(list.body, `<span class="badge test">test</span>`) != 2 { // its row and the help text
+		t.Errorf("the events list does not mark the test event alone")
+	}
+	if !strings.Contains(list.body, `href="/console/t/acme/deliveries/`+m[1]+`" title="https://hooks.example.com/in">pending</a>`) ||
+		!strings.Contains(list.body, `href="/console/t/acme/deliveries/`+e.delivery+`" title="https://hooks.example.com/in">dead</a>`) {
+		t.Errorf("the events list does not link each delivery's state:\n%s", list.body)
+	}
+	if strings.Contains(list.body, "<b>order") {
+		t.Error("the events list shows an ordering key unescaped")
+	}
+	for q, want := range map[string]string{"?last=200": `<option value="200" selected>`, "?last=7": `<option value="50" selected>`, "?last=x": `<option value="50" selected>`} {
+		if p := b.get("/console/t/acme/events" + q); p.status != 200 || !strings.Contains(p.body, want) {
+			t.Errorf("events%s: %d, want %s", q, p.status, want)
+		}
+	}
+
+	// A disabled endpoint: no form, and the action is refused.
+	e.must(req{method: "PATCH", path: "/v1/tenants/acme/endpoints/" + e.endpoint.ID, body: `{"disabled":true}`}, 200, nil)
+	if p := b.get("/console/t/acme/endpoints/" + e.endpoint.ID + "/edit"); strings.Contains(p.body, `id="send-test"`) || !strings.Contains(p.body, "enable it to send it a test event") {
+		t.Errorf("a disabled endpoint's page offers the test form:\n%s", p.body)
+	}
+	if p := post(url.Values{"csrf": {csrf}}); p.status != http.StatusConflict {
+		t.Errorf("a test event to a disabled endpoint: %d", p.status)
+	}
+}
