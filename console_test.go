@@ -372,9 +372,24 @@ func startBrowser(t *testing.T, chromium string) (context.Context, func(name str
 	t.Helper()
 	shots := t.TempDir()
 	keep := os.Getenv("WEBHOOKD_SCREENSHOTS")
+	if keep != "" {
+		if err := os.MkdirAll(keep, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	shot := func(name string) chromedp.Action[chromedp.Void] {
 		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			png, err := chromedp.FullScreenshot(100)(ctx, tg) // quality 100: PNG
+			// A page that fits the window is shot as the window shows
+			// it: the full-page capture leaves a cross-site frame blank.
+			fits, err := chromedp.Evaluate[bool](`document.documentElement.scrollHeight <= window.innerHeight`)(ctx, tg)
+			if err != nil {
+				return err
+			}
+			capture := chromedp.FullScreenshot(100) // quality 100: PNG
+			if fits {
+				capture = chromedp.CaptureScreenshot()
+			}
+			png, err := capture(ctx, tg)
 			if err != nil {
 				return err
 			}
