@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // chromiumPath returns the Chromium the browser test drives:
@@ -293,13 +294,29 @@ func TestConsole_Browser(t *testing.T) {
 		t.Fatalf("the new endpoint page shows secret %q, ID %q", secret, newEp)
 	}
 	rc2.setSecret(secret)
-	do("send it a test event",
+	do("open its page",
 		chromedp.Click(chromedp.ID("test-new")),
 		chromedp.WaitVisible(chromedp.ID("send-test")),
 		shot("2d-endpoint-test-event"),
-		chromedp.Click(chromedp.ID("send-test")),
-		chromedp.WaitVisible(chromedp.ID("notice")),
 	)
+	// By keyboard alone: Tab from the top of the page reaches the button
+	// (every control on the way is focusable in order), Enter presses it.
+	reached := false
+	for range 80 {
+		do("press Tab", chromedp.KeyEvent(kb.Tab))
+		id, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement.id`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id == "send-test" {
+			reached = true
+			break
+		}
+	}
+	if !reached {
+		t.Fatal("80 presses of Tab did not reach Send test event")
+	}
+	do("send it a test event with Enter", chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(chromedp.ID("notice")))
 	select {
 	case <-got:
 	case <-time.After(10 * time.Second):
@@ -340,6 +357,7 @@ func TestConsole_Browser(t *testing.T) {
 		if err != nil || len(fits) != 2 || fits[0] > 375 {
 			t.Errorf("%s at 375 px: the page is %v wide (page, window) (%v)", pg.path, fits, err)
 		}
+		checkAccessible(t, ctx, pg.path)
 	}
 	// The admin's pages: log out, log in with the admin token, the
 	// tenants page with every tenant's report and the create form.
@@ -362,6 +380,33 @@ func TestConsole_Browser(t *testing.T) {
 	rc.checkSignatures()
 	rc2.checkSignatures()
 	t.Logf("browser test took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// checkAccessible fails t when the page open in ctx has a form control
+// without a label (a <label> tied to it, or aria-label), a button or
+// link without a name, or an element put out of the keyboard's natural
+// order (a positive tabindex) or made clickable without being focusable.
+func checkAccessible(t *testing.T, ctx context.Context, page string) {
+	t.Helper()
+	bad, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(() => {
+		const bad = [];
+		const name = e => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") + (e.name ? "[name=" + e.name + "]" : "");
+		for (const e of document.querySelectorAll("input:not([type=hidden]), select, textarea"))
+			if (!e.labels.length && !e.getAttribute("aria-label")) bad.push("no label: " + name(e));
+		for (const e of document.querySelectorAll("button, a[href]"))
+			if (!e.textContent.trim() && !e.getAttribute("aria-label") && !e.querySelector("img[alt]:not([alt=''])")) bad.push("no name: " + name(e));
+		for (const e of document.querySelectorAll("[tabindex]"))
+			if (e.tabIndex > 0) bad.push("tabindex > 0: " + name(e));
+		for (const e of document.querySelectorAll("[onclick]"))
+			if (e.tabIndex < 0) bad.push("clickable, not focusable: " + name(e));
+		return bad;
+	})()`))
+	if err != nil {
+		t.Fatalf("%s: %v", page, err)
+	}
+	if len(bad) > 0 {
+		t.Errorf("%s is not accessible: %v", page, bad)
+	}
 }
 
 // startBrowser starts headless Chromium at 1280×900 and returns its
