@@ -90,6 +90,31 @@ func buildWebhookd(t *testing.T) string {
 	return built.bin
 }
 
+// driverConfigFile rewrites the config file at path for the driver the
+// tests run on (onDriver), for a node on db. Several nodes may share one
+// file (clusterProcs), and a node started earlier may be reading it right
+// now: so a file that needs no change is left alone, and a changed one
+// replaces the old by a rename, never by truncating it in place (a node
+// that read it half-written started on the defaults: bbolt, no tokens).
+func driverConfigFile(t *testing.T, path, db string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := onDriver(t, string(b), db)
+	if config == string(b) {
+		return
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // proc is one webhookd process.
 type proc struct {
 	cmd    *exec.Cmd
@@ -100,18 +125,10 @@ type proc struct {
 
 // startProc starts bin on the config and database, its log going to logs.
 // On the postgres driver it first rewrites the config file for it
-// (onDriver).
+// (driverConfigFile).
 func startProc(t *testing.T, bin, config, db string, logs io.Writer) *proc {
 	t.Helper()
-	if onPostgres {
-		b, err := os.ReadFile(config)
-		if err == nil {
-			err = os.WriteFile(config, []byte(onDriver(t, string(b), db)), 0o600)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	driverConfigFile(t, config, db)
 	cmd := exec.Command(bin, "-config", config, "-listen", "127.0.0.1:0", "-db", db)
 	cmd.Stderr = logs
 	stdout, err := cmd.StdoutPipe()
@@ -801,4 +818,58 @@ func waitDrained(base string, limit time.Duration) {
 		m, err := scrapeMetrics(base)
 		return err == nil && m["webhookd_pending_deliveries"] == 0
 	})
+}
+
+// TestDriverConfigFile_SharedFile: a config file shared by nodes is never
+// rewritten under a node reading it. One that names its driver (as
+// clusterConfig's does) is left alone; on the postgres driver, one that
+// does not is replaced whole, so a node that opened it before still reads
+// it as it was. (TestCluster_KillNode once saw a node start on the
+// defaults, bbolt and no tokens, while the next node's start rewrote the
+// file it was reading.)
+func TestDriverConfigFile_SharedFile(t *testing.T) {
+	dir := t.TempDir()
+	named := filepath.Join(dir, "named.toml")
+	config := configWith(t, testConfig, map[string]any{"storage.driver": "bbolt"})
+	if err := os.WriteFile(named, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(named)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // past the file system's clock tick, so a write would show
+	driverConfigFile(t, named, filepath.Join(dir, "a.db"))
+	after, err := os.Stat(named)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("a config that names its driver was written again (modified %s, then %s)", before.ModTime(), after.ModTime())
+	}
+
+	plain := filepath.Join(dir, "plain.toml")
+	if err := os.WriteFile(plain, []byte(testConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := os.Open(plain) // a node that opened it first
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	driverConfigFile(t, plain, filepath.Join(dir, "b.db"))
+	read, err := io.ReadAll(reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(read) != testConfig {
+		t.Errorf("a node that opened the config before it was rewritten read %d bytes, not the %d it opened", len(read), len(testConfig))
+	}
+	now, err := os.ReadFile(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onPostgres && !strings.Contains(string(now), `driver = "postgres"`) {
+		t.Errorf("on the postgres driver the config was not rewritten for it:\n%s", now)
+	}
 }
