@@ -29,8 +29,8 @@ import (
 var benchIngestBody = []byte(`{"type":"order.created","data":{"pad":"` + strings.Repeat("x", 1024-48) + `"}}`)
 
 // newBenchHandler returns the API over a real store in b.TempDir with
-// tenant "acme", event type "order.created" and one endpoint for it.
-func newBenchHandler(b *testing.B) http.Handler {
+// tenant "acme", event type "order.created" and endpoints endpoints for it.
+func newBenchHandler(b *testing.B, endpoints int) http.Handler {
 	b.Helper()
 	db, err := storage.Open(filepath.Join(b.TempDir(), "db"), storage.Options{})
 	if err != nil {
@@ -49,8 +49,10 @@ func newBenchHandler(b *testing.B) http.Handler {
 	if _, _, err := svc.PutEventType(ctx, "order.created", engine.EventTypeInput{}); err != nil {
 		b.Fatal(err)
 	}
-	if _, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: "https://hooks.example.com/in", EventTypes: []string{"order.created"}}); err != nil {
-		b.Fatal(err)
+	for range endpoints {
+		if _, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: "https://hooks.example.com/in", EventTypes: []string{"order.created"}}); err != nil {
+			b.Fatal(err)
+		}
 	}
 	return httpapi.New(svc, httpapi.Options{Tokens: []string{testToken}})
 }
@@ -79,7 +81,7 @@ func cpuTime(b *testing.B) time.Duration {
 // BenchmarkIngest is one client ingesting 1 KiB events one after another:
 // every event waits for its own commit.
 func BenchmarkIngest(b *testing.B) {
-	h := newBenchHandler(b)
+	h := newBenchHandler(b, 1)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(benchIngestBody)))
 	start := cpuTime(b)
@@ -92,8 +94,15 @@ func BenchmarkIngest(b *testing.B) {
 // BenchmarkIngest_Parallel is many clients ingesting at once, their events
 // sharing commits (group commit), so that the code, not the disk, sets the
 // pace.
-func BenchmarkIngest_Parallel(b *testing.B) {
-	h := newBenchHandler(b)
+func BenchmarkIngest_Parallel(b *testing.B) { benchIngestParallel(b, 1) }
+
+// BenchmarkIngest_Parallel_FanOut10 is BenchmarkIngest_Parallel with ten
+// endpoints for the type: every event makes ten deliveries in its commit,
+// as in the bench's fanout and dispatch scenarios.
+func BenchmarkIngest_Parallel_FanOut10(b *testing.B) { benchIngestParallel(b, 10) }
+
+func benchIngestParallel(b *testing.B, endpoints int) {
+	h := newBenchHandler(b, endpoints)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(benchIngestBody)))
 	b.SetParallelism(32)

@@ -11,14 +11,16 @@ import (
 // maxCachedEndpoints bounds endpointCache; when it is full it starts over.
 const maxCachedEndpoints = 4096
 
-// endpointCache keeps the decoded form, secrets opened, of the endpoint
-// records that attempts read, each beside the stored bytes it was decoded
+// endpointCache keeps the decoded form of the endpoint records that
+// attempts read (secrets opened) or ingest's fan-out read (secrets as
+// stored; a cache of its own), each beside the stored bytes it was decoded
 // from. A hit needs the record read in the attempt's own transaction to be
 // byte for byte the cached one, so the cache is never stale and needs no
 // invalidation: a changed endpoint (a new secret, a health update) has
 // other bytes and is decoded again. It saves every attempt a JSON decode
 // of its endpoint and, with encryption at rest, an AES-GCM open of each
-// secret. Safe for concurrent use.
+// secret, and every ingest a decode of each endpoint of its tenant. Safe
+// for concurrent use.
 type endpointCache struct {
 	mu sync.Mutex
 	m  map[string]cachedEndpoint // by endpoint key (endpointKey)

@@ -53,7 +53,7 @@ func (db *DB) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Inges
 	}
 	err = db.update(ctx, func(tx *bolt.Tx) error {
 		var err error
-		res, err = appendEvent(tx, in)
+		res, err = appendEvent(tx, in, &db.ingestEndpoints)
 		return err
 	})
 	if err != nil {
@@ -101,8 +101,9 @@ func checkIngest(tx *bolt.Tx, in engine.NewEvent) (dup *engine.IngestResult, exp
 	return &engine.IngestResult{Event: first, Deliveries: ds, Duplicate: true}, nil, nil
 }
 
-// appendEvent is the transaction of AppendEvent.
-func appendEvent(tx *bolt.Tx, in engine.NewEvent) (engine.IngestResult, error) {
+// appendEvent is the transaction of AppendEvent; it reads the tenant's
+// endpoints through eps (forEachEndpoint).
+func appendEvent(tx *bolt.Tx, in engine.NewEvent, eps *endpointCache) (engine.IngestResult, error) {
 	ev := in.Event
 	tenant := ev.TenantID
 	dup, expired, err := checkIngest(tx, in)
@@ -162,15 +163,15 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent) (engine.IngestResult, error) {
 	}
 	stored.Seq = seq
 
-	var eps []engine.Endpoint
-	if err := forEachEndpoint(tx, tenant, func(ep engine.Endpoint) error { eps = append(eps, ep); return nil }); err != nil {
+	var endpoints []engine.Endpoint
+	if err := forEachEndpoint(tx, tenant, eps, func(ep engine.Endpoint) error { endpoints = append(endpoints, ep); return nil }); err != nil {
 		return engine.IngestResult{}, err
 	}
 	var ds []engine.Delivery
 	if in.Deliveries != nil {
-		ds = in.Deliveries(stored, eps)
+		ds = in.Deliveries(stored, endpoints)
 	} else {
-		ds = engine.NewDeliveries(stored, eps, engine.NewID)
+		ds = engine.NewDeliveries(stored, endpoints, engine.NewID)
 	}
 	tails := tx.Bucket(bucketKeyTails)
 	for i, d := range ds {

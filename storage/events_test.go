@@ -354,3 +354,56 @@ func TestDB_PruneIdempotency(t *testing.T) {
 		}
 	})
 }
+
+// TestDB_AppendEvent_EndpointChangesSeen: ingest reads the tenant's
+// endpoints through a cache of their decoded form (forEachEndpoint); every
+// change to an endpoint between two ingests is seen by the second: types,
+// disabling, deletion, a new endpoint, ordering.
+func TestDB_AppendEvent_EndpointChangesSeen(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	mustTenant(t, db, "acme")
+	mustEventType(t, db, "a.created")
+	mustEventType(t, db, "b.created")
+	a := mustEndpoint(t, db, "acme", "a.created")
+	b := mustEndpoint(t, db, "acme", "a.created")
+	to := func(want ...string) {
+		t.Helper()
+		res := mustAppend(t, db, newEvent("acme", "a.created", `{}`))
+		var got []string
+		for _, d := range res.Deliveries {
+			got = append(got, d.EndpointID)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("deliveries to %v, want %v", got, want)
+		}
+	}
+	update := func(id string, fn func(*engine.Endpoint)) {
+		t.Helper()
+		if _, err := db.UpdateEndpoint(ctx, "acme", id, func(ep *engine.Endpoint) error { fn(ep); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	to(a.ID, b.ID)
+	to(a.ID, b.ID) // from the cache
+	update(b.ID, func(ep *engine.Endpoint) { ep.EventTypes = []string{"b.created"} })
+	to(a.ID)
+	update(b.ID, func(ep *engine.Endpoint) { ep.EventTypes = []string{engine.AllEventTypes} })
+	to(a.ID, b.ID)
+	update(a.ID, func(ep *engine.Endpoint) { ep.Disabled = true })
+	res := mustAppend(t, db, newEvent("acme", "a.created", `{}`))
+	if len(res.Deliveries) != 2 || res.Deliveries[0].State != engine.StatePaused || res.Deliveries[1].State != engine.StatePending {
+		t.Fatalf("with %s disabled: %+v", a.ID, res.Deliveries)
+	}
+	if err := db.DeleteEndpoint(ctx, "acme", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	to(b.ID)
+	c := mustEndpoint(t, db, "acme", "a.created")
+	to(b.ID, c.ID)
+	update(c.ID, func(ep *engine.Endpoint) { ep.Ordering = engine.OrderingEndpoint })
+	res = mustAppend(t, db, newEvent("acme", "a.created", `{}`))
+	if len(res.Deliveries) != 2 || res.Deliveries[0].Line != "" || res.Deliveries[1].Line == "" {
+		t.Fatalf("with %s ordered: lines %q, %q", c.ID, res.Deliveries[0].Line, res.Deliveries[1].Line)
+	}
+}
