@@ -76,7 +76,8 @@ type DB struct {
 	// when no writer is sending.
 	closeMu sync.RWMutex
 	closed  bool
-	ops     chan op
+	ops     chan op       // writes for the commit loop
+	acks    chan op       // writes a client's acknowledgement waits for (ingest): committed first, see run
 	done    chan struct{} // closed when the commit loop has returned
 
 	commits     atomic.Uint64
@@ -148,6 +149,7 @@ func Open(path string, opts Options) (*DB, error) {
 		onCommit: opts.OnCommit,
 		secrets:  secrets,
 		ops:      make(chan op, opts.MaxBatch),
+		acks:     make(chan op, opts.MaxBatch),
 		done:     make(chan struct{}),
 	}
 	go db.run()
@@ -208,6 +210,7 @@ func (db *DB) Close() error {
 	}
 	db.closed = true
 	close(db.ops)
+	close(db.acks)
 	db.closeMu.Unlock()
 
 	<-db.done
@@ -256,6 +259,17 @@ type op struct {
 // ctx is respected until the write's transaction begins; after that the
 // write's outcome is returned even if ctx has ended.
 func (db *DB) update(ctx context.Context, fn func(*bolt.Tx) error) error {
+	return db.enqueue(ctx, db.ops, fn)
+}
+
+// updateAck is update for a write that a client's acknowledgement waits
+// for (an ingest): the commit loop takes these first (see run).
+func (db *DB) updateAck(ctx context.Context, fn func(*bolt.Tx) error) error {
+	return db.enqueue(ctx, db.acks, fn)
+}
+
+// enqueue is update on the queue q.
+func (db *DB) enqueue(ctx context.Context, q chan<- op, fn func(*bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -266,7 +280,7 @@ func (db *DB) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 		return unavailable("storage is closed", ErrClosed)
 	}
 	select {
-	case db.ops <- o:
+	case q <- o:
 		db.closeMu.RUnlock()
 	case <-ctx.Done():
 		db.closeMu.RUnlock()
@@ -283,22 +297,62 @@ func unavailable(msg string, cause error) error {
 
 // run is the commit loop. It takes the first queued write, drains what
 // else is queued right now (up to maxBatch), commits them all in one
-// transaction and answers each. It returns when Close has closed ops and
-// everything queued is answered.
+// transaction and answers each. It returns when Close has closed both
+// queues and everything queued is answered.
+//
+// Writes that a client's acknowledgement waits for (acks: ingest) go
+// first: a batch takes every one queued, and while there are any, at most
+// besideAcks other writes (attempt outcomes, mostly) ride with them. An
+// outcome can wait a few milliseconds; an application's request cannot,
+// and the fewer writes its commit carries, the sooner it is answered. The
+// outcomes that wait hold their workers back (the dispatcher's
+// backpressure), which leaves the CPU to ingest while it is busy.
 func (db *DB) run() {
 	defer close(db.done)
 	batch := make([]op, 0, db.maxBatch)
-	for {
-		o, ok := <-db.ops
-		if !ok {
-			return
+	ops, acks := db.ops, db.acks // nil once closed and drained
+	for ops != nil || acks != nil {
+		// Wait for the first write of either queue; whichever it is, the
+		// acks queued are drained next.
+		nacks := 0
+		select {
+		case o, ok := <-acks:
+			if !ok {
+				acks = nil
+				continue
+			}
+			batch, nacks = append(batch[:0], o), 1
+		case o, ok := <-ops:
+			if !ok {
+				ops = nil
+				continue
+			}
+			batch = append(batch[:0], o)
 		}
-		batch = append(batch[:0], o)
-	drain:
-		for len(batch) < db.maxBatch {
+	drainAcks:
+		for acks != nil && len(batch) < db.maxBatch {
 			select {
-			case o, ok = <-db.ops:
+			case o, ok := <-acks:
 				if !ok {
+					acks = nil
+					break drainAcks
+				}
+				batch = append(batch, o)
+				nacks++
+			default:
+				break drainAcks
+			}
+		}
+		limit := db.maxBatch
+		if nacks > 0 {
+			limit = min(db.maxBatch, nacks+besideAcks)
+		}
+	drain:
+		for ops != nil && len(batch) < limit {
+			select {
+			case o, ok := <-ops:
+				if !ok {
+					ops = nil
 					break drain
 				}
 				batch = append(batch, o)
@@ -314,11 +368,12 @@ func (db *DB) run() {
 		// from the syscall (about 2ms each in the bench's trace), and
 		// fewer of them are back in time to share the next commit.
 		runtime.Gosched()
-		if !ok {
-			return
-		}
 	}
 }
+
+// besideAcks is how many other writes a commit carrying acknowledged
+// writes (ingest) takes along; see run.
+const besideAcks = 16
 
 // commit runs batch in one write transaction and answers every op. An op
 // whose ctx has ended is answered with ctx's error without running. An op

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -163,7 +164,7 @@ func TestDB_Close(t *testing.T) {
 	// Writes queued when Close is called are committed first.
 	release := blockCommits(t, db)
 	const n = 5
-	errs := make(chan error, n)
+	errs := make(chan error, n+1)
 	for i := range n {
 		go func() {
 			_, _, err := db.PutTenant(ctx, engine.Tenant{ID: fmt.Sprintf("t%d", i)})
@@ -171,12 +172,16 @@ func TestDB_Close(t *testing.T) {
 		}()
 	}
 	waitQueued(t, db, n)
+	go func() { // and one on the acknowledged queue (ingest's)
+		errs <- db.updateAck(ctx, func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte("test-ack"), nil) })
+	}()
+	waitQueued(t, db, n+1)
 	closed := make(chan error, 1)
 	go func() { closed <- db.Close() }()
 	if err := release(); err != nil {
 		t.Fatal(err)
 	}
-	for range n {
+	for range n + 1 {
 		if err := <-errs; err != nil {
 			t.Errorf("queued write: %v", err)
 		}
@@ -192,8 +197,8 @@ func TestDB_Close(t *testing.T) {
 	if !errors.Is(err, ErrClosed) {
 		t.Errorf("write after Close = %v, want ErrClosed", err)
 	}
-	if got := db.Stats().Ops; got != 1+1+n {
-		t.Errorf("Stats().Ops = %d, want %d", got, 1+1+n)
+	if got := db.Stats().Ops; got != 1+1+n+1 {
+		t.Errorf("Stats().Ops = %d, want %d", got, 1+1+n+1)
 	}
 }
 
@@ -458,4 +463,65 @@ func BenchmarkDB_AppendEvent(b *testing.B) {
 	})
 	st := db.Stats()
 	b.ReportMetric(float64(st.Ops)/float64(st.Commits), "ops/commit")
+}
+
+// TestDB_AcksCommitFirst: writes an acknowledgement waits for (ingest)
+// are committed before the other writes queued with them, every one of
+// them in the next commit, with at most besideAcks others beside them;
+// the others follow in the commit after.
+func TestDB_AcksCommitFirst(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var sizes []int
+	db, err := Open(filepath.Join(t.TempDir(), "webhookd.db"), Options{OnCommit: func(n int, _ time.Duration) {
+		mu.Lock()
+		sizes = append(sizes, n)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	release := blockCommits(t, db)
+	const others, acks = 3 * besideAcks, 5
+	var wg sync.WaitGroup
+	var ackCommits [acks]uint64 // the commits before the one each ack's write ran in
+	write := func(key string) func(*bolt.Tx) error {
+		return func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte(key), nil) }
+	}
+	for i := range others {
+		wg.Go(func() {
+			if err := db.update(ctx, write(fmt.Sprintf("test-other-%d", i))); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitQueued(t, db, others) // queued first, so only precedence puts the acks ahead
+	for i := range acks {
+		wg.Go(func() {
+			err := db.updateAck(ctx, func(tx *bolt.Tx) error {
+				ackCommits[i] = db.commits.Load()
+				return write(fmt.Sprintf("test-ack-%d", i))(tx)
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitQueued(t, db, others+acks)
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	want := []int{1, acks + besideAcks, others - besideAcks}
+	if !slices.Equal(sizes, want) {
+		t.Errorf("commits of %v writes, want %v (the blocker; the acks and %d others; the rest)", sizes, want, besideAcks)
+	}
+	for i, c := range ackCommits {
+		if c != 1 {
+			t.Errorf("ack %d ran after %d commits, want 1 (in the first commit after the blocker)", i, c)
+		}
+	}
 }

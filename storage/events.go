@@ -51,7 +51,7 @@ func (db *DB) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Inges
 	if dup {
 		return res, nil
 	}
-	err = db.update(ctx, func(tx *bolt.Tx) error {
+	err = db.updateAck(ctx, func(tx *bolt.Tx) error {
 		var err error
 		res, err = appendEvent(tx, in, &db.ingestEndpoints)
 		return err

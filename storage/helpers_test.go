@@ -206,9 +206,9 @@ func blockCommits(tb testing.TB, db *DB) (release func() error) {
 func waitQueued(tb testing.TB, db *DB, n int) {
 	tb.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for len(db.ops) < n {
+	for len(db.ops)+len(db.acks) < n {
 		if time.Now().After(deadline) {
-			tb.Fatalf("%d writes queued after 5s, want %d", len(db.ops), n)
+			tb.Fatalf("%d writes queued after 5s, want %d", len(db.ops)+len(db.acks), n)
 		}
 		time.Sleep(time.Millisecond)
 	}
