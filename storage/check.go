@@ -16,8 +16,9 @@ import (
 //     (NextAttemptAt, ID) with its endpoint ID as the value;
 //   - a delivery is in dead_letters iff it is dead, under
 //     (tenant, DeadAt, ID);
-//   - every delivery is listed under its event in event_deliveries, and
-//     every entry there names a stored event and delivery;
+//   - every delivery is listed in tenant_deliveries under its event's
+//     tenant and place in the log, and every entry there names a stored
+//     delivery of that event;
 //   - every event decodes and event_ids maps its ID to its sequence;
 //   - every idempotency record has exactly its idempotency_expiry entry;
 //   - every access token is in tenant_access_tokens under its tenant and
@@ -75,9 +76,16 @@ func checkInvariants(tx *bolt.Tx) []error {
 				return errs
 			}
 		}
-		for _, id := range deliveryIDsOf(tx, ev.ID) {
-			if tx.Bucket(bucketTenantDeliveries).Get(tenantDeliveryKey(ev.TenantID, seq, id)) == nil {
-				if !report("delivery %s: not in tenant_deliveries", id) {
+		for _, id := range deliveryIDsOf(tx, ev.TenantID, seq) {
+			v := tx.Bucket(bucketDeliveries).Get([]byte(id))
+			if v == nil {
+				if !report("tenant_deliveries lists delivery %s under event %s, but there is no such delivery", id, ev.ID) {
+					return errs
+				}
+				continue
+			}
+			if d, err := decodeDelivery(v); err == nil && d.EventID != ev.ID {
+				if !report("tenant_deliveries lists delivery %s under event %s, but it is of event %s", id, ev.ID, d.EventID) {
 					return errs
 				}
 			}
@@ -97,7 +105,7 @@ func checkInvariants(tx *bolt.Tx) []error {
 	// Deliveries against the retry index, dead letters and event listing.
 	retry := tx.Bucket(bucketRetryIndex)
 	dead := tx.Bucket(bucketDeadLetters)
-	byEvent := tx.Bucket(bucketEventDeliveries)
+	byTenant := tx.Bucket(bucketTenantDeliveries)
 	heads, waiting := tx.Bucket(bucketLineHeads), tx.Bucket(bucketLineWaiting)
 	var nPending, nDead, nPaused, nDeliveries, nWaiting, nHeads int
 	c = tx.Bucket(bucketDeliveries).Cursor()
@@ -110,8 +118,12 @@ func checkInvariants(tx *bolt.Tx) []error {
 			}
 			continue
 		}
-		if byEvent.Get(eventDeliveryKey(d.EventID, d.ID)) == nil {
-			if !report("delivery %s: not listed under event %s", d.ID, d.EventID) {
+		if seq := ids.Get([]byte(d.EventID)); seq == nil {
+			if !report("delivery %s: its event %s is not in event_ids", d.ID, d.EventID) {
+				return errs
+			}
+		} else if s, err := decodeSeq(seq); err != nil || byTenant.Get(tenantDeliveryKey(d.TenantID, s, d.ID)) == nil {
+			if !report("delivery %s: not listed in tenant_deliveries under event %s", d.ID, d.EventID) {
 				return errs
 			}
 		}
@@ -194,11 +206,6 @@ func checkInvariants(tx *bolt.Tx) []error {
 			return errs
 		}
 	}
-	if n := byEvent.Stats().KeyN; n != nDeliveries {
-		if !report("%d deliveries but %d event_deliveries entries", nDeliveries, n) {
-			return errs
-		}
-	}
 
 	// Idempotency records against their expiry index.
 	expiry := tx.Bucket(bucketIdempotencyIndex)
@@ -237,13 +244,14 @@ func checkInvariants(tx *bolt.Tx) []error {
 	return errs
 }
 
-// deliveryIDsOf lists the delivery IDs of event id from event_deliveries.
-func deliveryIDsOf(tx *bolt.Tx, id string) []string {
+// deliveryIDsOf lists the delivery IDs of the event at log position seq
+// of tenant (eventDeliveries), collected, so that the caller may delete
+// them as it goes.
+func deliveryIDsOf(tx *bolt.Tx, tenant string, seq uint64) []string {
 	var ids []string
-	prefix := eventDeliveryKey(id, "")
-	c := tx.Bucket(bucketEventDeliveries).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		ids = append(ids, string(k[len(prefix):]))
-	}
+	_ = eventDeliveries(tx.Bucket(bucketTenantDeliveries).Cursor(), tenant, seq, func(id string) error {
+		ids = append(ids, id)
+		return nil
+	})
 	return ids
 }

@@ -442,6 +442,47 @@ func TestDB_Check(t *testing.T) {
 	}
 	set(true)
 	mustCheck(t, db)
+
+	// The delivery log's entry, which also lists the event's deliveries
+	// (eventDeliveries): gone, then naming a delivery that is not there.
+	seq := mustSeq(t, db, d.EventID)
+	listed := func(put bool, id string) {
+		t.Helper()
+		err := db.update(context.Background(), func(tx *bolt.Tx) error {
+			if put {
+				return tx.Bucket(bucketTenantDeliveries).Put(tenantDeliveryKey("a", seq, id), nil)
+			}
+			return tx.Bucket(bucketTenantDeliveries).Delete(tenantDeliveryKey("a", seq, id))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	listed(false, d.ID)
+	if err := db.Check(); err == nil || !strings.Contains(err.Error(), d.ID+": not listed in tenant_deliveries") {
+		t.Errorf("Check = %v, want it to say delivery %s is not listed", err, d.ID)
+	}
+	listed(true, d.ID)
+	listed(true, "dlv_ghost")
+	if err := db.Check(); err == nil || !strings.Contains(err.Error(), "dlv_ghost") {
+		t.Errorf("Check = %v, want it to name dlv_ghost", err)
+	}
+	listed(false, "dlv_ghost")
+	mustCheck(t, db)
+}
+
+// mustSeq returns the log position of event id.
+func mustSeq(tb testing.TB, db *DB, id string) uint64 {
+	tb.Helper()
+	var seq uint64
+	if err := db.bolt.View(func(tx *bolt.Tx) error {
+		var err error
+		seq, _, err = getEventValue(tx, id)
+		return err
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	return seq
 }
 
 func BenchmarkDB_AppendEvent(b *testing.B) {

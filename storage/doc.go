@@ -21,13 +21,12 @@
 //	events              seq(8)                                       event record (see below); never rewritten
 //	event_ids           event ID                                     seq(8)
 //	deliveries          delivery ID                                  delivery record (v3 ‖ binary with sequence, line, skips; v2 ‖ binary without them; v1 ‖ JSON before schema 3)
-//	event_deliveries    event ID ‖ 0x00 ‖ delivery ID                empty
 //	retry_index         due(8) ‖ delivery ID                         endpoint ID
 //	dead_letters        tenant ‖ 0x00 ‖ deadAt(8) ‖ delivery ID      empty
 //	idempotency         tenant ‖ 0x00 ‖ Idempotency-Key              v1 ‖ expires(8) ‖ request hash(32) ‖ event ID
 //	idempotency_expiry  expires(8) ‖ tenant ‖ 0x00 ‖ Idempotency-Key  empty
 //	tenant_events       tenant ‖ 0x00 ‖ seq(8)                       empty (a tenant's events, log order)
-//	tenant_deliveries   tenant ‖ 0x00 ‖ seq(8) ‖ delivery ID         empty (a tenant's deliveries, by their event)
+//	tenant_deliveries   tenant ‖ 0x00 ‖ seq(8) ‖ delivery ID         empty (a tenant's deliveries, by their event; an event's are under tenant ‖ 0x00 ‖ its seq)
 //	paused              tenant ‖ 0x00 ‖ endpoint ID ‖ 0x00 ‖ dlv ID  empty (deliveries held for a disabled endpoint)
 //	access_tokens       sha256(token)(32)                            access token record (v1 ‖ JSON)
 //	tenant_access_tokens tenant ‖ 0x00 ‖ token ID                    sha256(token)(32)
@@ -44,7 +43,9 @@
 // entry of theirs, and the purge of a deleted tenant (PurgeDeletedTenants)
 // whole events of that tenant, whatever their deliveries' state; otherwise
 // the log is never rewritten. A tenant is in tenants or in deleted_tenants,
-// never both.
+// never both. Until schema 8 an event_deliveries bucket (event ID ‖ 0x00 ‖
+// delivery ID) listed each event's deliveries again; tenant_deliveries
+// lists them under the event's place in the log, so Open drops it.
 //
 // The events bucket is the append-only event log: the key is the bucket's
 // NextSequence, so cursor order is ingest order. An event record is

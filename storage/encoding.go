@@ -9,6 +9,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/webhookd/webhookd/engine"
 )
@@ -56,6 +57,16 @@ func init() {
 	// are formatV4 and delivery records formatV5; event types' JSON
 	// records may have an example. Nothing stored before is a test.
 	migrations[6] = func(*bolt.Tx) error { return nil }
+	// Schema 7 to 8: event_deliveries goes. tenant_deliveries lists every
+	// delivery under its event's tenant and place in the log, so an
+	// event's deliveries are read from there (eventDeliveries), and each
+	// delivery made costs a commit one index entry less.
+	migrations[7] = func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketEventDeliveries); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
+			return err
+		}
+		return nil
+	}
 }
 
 // The encoding types below are the on-disk form of the domain types. They

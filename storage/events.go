@@ -215,14 +215,16 @@ func getEvent(tx *bolt.Tx, id string) (engine.Event, []engine.Delivery, error) {
 		return engine.Event{}, nil, err
 	}
 	ds := []engine.Delivery{}
-	prefix := eventDeliveryKey(id, "")
-	c := tx.Bucket(bucketEventDeliveries).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		d, err := getDelivery(tx, string(k[len(prefix):]))
+	err = eventDeliveries(tx.Bucket(bucketTenantDeliveries).Cursor(), ev.TenantID, ev.Seq, func(did string) error {
+		d, err := getDelivery(tx, did)
 		if err != nil {
-			return engine.Event{}, nil, fmt.Errorf("delivery of event %s: %w", id, err)
+			return fmt.Errorf("delivery of event %s: %w", id, err)
 		}
 		ds = append(ds, d)
+		return nil
+	})
+	if err != nil {
+		return engine.Event{}, nil, err
 	}
 	return ev, ds, nil
 }

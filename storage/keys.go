@@ -19,7 +19,7 @@ var (
 	bucketEvents           = []byte("events")
 	bucketEventIDs         = []byte("event_ids")
 	bucketDeliveries       = []byte("deliveries")
-	bucketEventDeliveries  = []byte("event_deliveries")
+	bucketEventDeliveries  = []byte("event_deliveries") // until schema 8: read by the schema 1 migration, then dropped
 	bucketRetryIndex       = []byte("retry_index")
 	bucketDeadLetters      = []byte("dead_letters")
 	bucketIdempotency      = []byte("idempotency")
@@ -51,7 +51,7 @@ var (
 
 	allBuckets = [][]byte{
 		bucketMeta, bucketTenants, bucketEventTypes, bucketEndpoints,
-		bucketEvents, bucketEventIDs, bucketDeliveries, bucketEventDeliveries,
+		bucketEvents, bucketEventIDs, bucketDeliveries,
 		bucketRetryIndex, bucketDeadLetters, bucketIdempotency, bucketIdempotencyIndex,
 		bucketTenantEvents, bucketTenantDeliveries, bucketPaused,
 		bucketAccessTokens, bucketTenantAccessTokens, bucketDeletedTenants,
@@ -70,8 +70,9 @@ var keySchema = []byte("schema")
 // lines (line_heads, line_waiting, delivery records in formatV3); schema
 // 6 keeps each ordering key's last delivery per endpoint (key_tails,
 // delivery records in formatV4); schema 7 marks test events (event
-// records in formatV4, delivery records in formatV5).
-const schemaVersion = 7
+// records in formatV4, delivery records in formatV5); schema 8 drops
+// event_deliveries (an event's deliveries are listed by tenant_deliveries).
+const schemaVersion = 8
 
 // sep ends a variable-length key part (a tenant ID, an event ID) that is
 // followed by more key. Tenant and event IDs never contain it.

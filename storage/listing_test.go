@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"encoding/binary"
 	"path/filepath"
 	"testing"
 	"time"
@@ -109,8 +110,9 @@ func TestDB_ListEventsAndReplayDeadLetters(t *testing.T) {
 	mustCheck(t, db)
 }
 
-// TestOpen_migratesSchema1 makes a schema 1 file (no tenant indexes) and
-// checks that Open backfills them.
+// TestOpen_migratesSchema1 makes a schema 1 file (no tenant indexes; each
+// event's deliveries in event_deliveries) and checks that Open backfills
+// them, and then drops event_deliveries (schema 8).
 func TestOpen_migratesSchema1(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "webhookd.db")
 	db := mustOpenDBAt(t, path)
@@ -126,6 +128,13 @@ func TestOpen_migratesSchema1(t *testing.T) {
 	raw.Update(func(tx *bolt.Tx) error {
 		tx.DeleteBucket(bucketTenantEvents)
 		tx.DeleteBucket(bucketTenantDeliveries)
+		byEvent, err := tx.CreateBucket(bucketEventDeliveries)
+		if err != nil {
+			return err
+		}
+		if err := byEvent.Put(eventDeliveryKey(d.EventID, d.ID), nil); err != nil {
+			return err
+		}
 		return tx.Bucket(bucketMeta).Put(keySchema, u64(1))
 	})
 	raw.Close()
@@ -139,4 +148,71 @@ func TestOpen_migratesSchema1(t *testing.T) {
 	if err != nil || len(evs) != 1 {
 		t.Errorf("after migration: %d events, %v", len(evs), err)
 	}
+	if _, got, err := db.Event(context.Background(), "acme", d.EventID); err != nil || len(got) != 1 || got[0].ID != d.ID {
+		t.Errorf("after migration, the event's deliveries: %v %v", got, err)
+	}
+	db.bolt.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketEventDeliveries) != nil {
+			t.Error("event_deliveries is still there at schema 8")
+		}
+		return nil
+	})
+}
+
+// TestOpen_schema7DropsEventDeliveries: a schema 7 file, whose events list
+// their deliveries in event_deliveries too, opens at schema 8 without it;
+// every event still has its deliveries and the file passes Check.
+func TestOpen_schema7DropsEventDeliveries(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	db := mustOpenDBAt(t, path)
+	mustTenant(t, db, "acme")
+	mustEventType(t, db, "order.created")
+	mustEndpoint(t, db, "acme", "order.created")
+	mustEndpoint(t, db, "acme", "order.created")
+	var evs []engine.IngestResult
+	for range 3 {
+		evs = append(evs, mustAppend(t, db, newEvent("acme", "order.created", `{}`)))
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Update(func(tx *bolt.Tx) error {
+		byEvent, err := tx.CreateBucket(bucketEventDeliveries)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			for _, d := range ev.Deliveries {
+				if err := byEvent.Put(eventDeliveryKey(d.EventID, d.ID), nil); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(keySchema, u64(7))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+
+	db = mustOpenDBAt(t, path)
+	for _, ev := range evs {
+		_, got, err := db.Event(context.Background(), "acme", ev.Event.ID)
+		if err != nil || len(got) != 2 || got[0].ID != ev.Deliveries[0].ID || got[1].ID != ev.Deliveries[1].ID {
+			t.Errorf("event %s's deliveries after the migration: %v %v", ev.Event.ID, got, err)
+		}
+	}
+	db.bolt.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketEventDeliveries) != nil {
+			t.Error("event_deliveries is still there at schema 8")
+		}
+		if v := binary.BigEndian.Uint64(tx.Bucket(bucketMeta).Get(keySchema)); v != schemaVersion {
+			t.Errorf("schema %d, want %d", v, schemaVersion)
+		}
+		return nil
+	})
+	mustCheck(t, db)
 }

@@ -147,8 +147,8 @@ func advanceLine(tx *bolt.Tx, endpointID, line string, at time.Time) error {
 }
 
 // createDelivery stores new delivery d of the event at log position seq,
-// settled in its line, with its entries in event_deliveries,
-// tenant_deliveries and its state's indexes. It returns d as stored.
+// settled in its line, with its entries in tenant_deliveries and its
+// state's indexes. It returns d as stored.
 func createDelivery(tx *bolt.Tx, d engine.Delivery, seq uint64) (engine.Delivery, error) {
 	if tx.Bucket(bucketDeliveries).Get([]byte(d.ID)) != nil {
 		return engine.Delivery{}, fmt.Errorf("delivery id %s exists", d.ID)
@@ -158,9 +158,6 @@ func createDelivery(tx *bolt.Tx, d engine.Delivery, seq uint64) (engine.Delivery
 		return engine.Delivery{}, err
 	}
 	if err := engine.CheckStorable(d); err != nil {
-		return engine.Delivery{}, err
-	}
-	if err := tx.Bucket(bucketEventDeliveries).Put(eventDeliveryKey(d.EventID, d.ID), nil); err != nil {
 		return engine.Delivery{}, err
 	}
 	if err := tx.Bucket(bucketTenantDeliveries).Put(tenantDeliveryKey(d.TenantID, seq, d.ID), nil); err != nil {
@@ -194,7 +191,6 @@ func deleteDelivery(tx *bolt.Tx, d engine.Delivery, seq uint64, orderingKey stri
 	}
 	entries := []stateEntry{
 		{bucket: bucketDeliveries, key: []byte(d.ID)},
-		{bucket: bucketEventDeliveries, key: eventDeliveryKey(d.EventID, d.ID)},
 		{bucket: bucketTenantDeliveries, key: tenantDeliveryKey(d.TenantID, seq, d.ID)},
 	}
 	es, n := stateIndex(d)
@@ -218,4 +214,18 @@ func updateDelivery(tx *bolt.Tx, id string, fn func(engine.Delivery) engine.Deli
 		return engine.Delivery{}, err
 	}
 	return saveDelivery(tx, d, fn(d))
+}
+
+// eventDeliveries calls fn with the ID of each delivery of the event at
+// log position seq of tenant, in ID order: the tenant_deliveries entries
+// under tenant ‖ 0x00 ‖ seq, read with c, a cursor on tenant_deliveries.
+// fn must not write to tenant_deliveries (collect the IDs first).
+func eventDeliveries(c *bolt.Cursor, tenant string, seq uint64, fn func(deliveryID string) error) error {
+	prefix := tenantEventKey(tenant, seq)
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		if err := fn(string(k[len(prefix):])); err != nil {
+			return err
+		}
+	}
+	return nil
 }

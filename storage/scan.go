@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -51,7 +50,7 @@ func (db *DB) ForEachEvent(ctx context.Context, fn func(engine.Event, []engine.D
 // error is returned as is.
 func eachEvent(tx *bolt.Tx, stop func() error, fn func(engine.Event, []engine.Delivery) error) error {
 	c := tx.Bucket(bucketEvents).Cursor()
-	byEvent := tx.Bucket(bucketEventDeliveries).Cursor()
+	byEvent := tx.Bucket(bucketTenantDeliveries).Cursor()
 	n := 0
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if n++; stop != nil && n%scanCheckEvery == 0 {
@@ -69,13 +68,16 @@ func eachEvent(tx *bolt.Tx, stop func() error, fn func(engine.Event, []engine.De
 		}
 		ev.Seq = seq
 		ds := []engine.Delivery{}
-		prefix := eventDeliveryKey(ev.ID, "")
-		for dk, _ := byEvent.Seek(prefix); dk != nil && bytes.HasPrefix(dk, prefix); dk, _ = byEvent.Next() {
-			d, err := getDelivery(tx, string(dk[len(prefix):]))
+		err = eventDeliveries(byEvent, ev.TenantID, seq, func(did string) error {
+			d, err := getDelivery(tx, did)
 			if err != nil {
 				return fmt.Errorf("delivery of event %s: %w", ev.ID, err)
 			}
 			ds = append(ds, d)
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		if err := fn(ev, ds); err != nil {
 			return err

@@ -118,7 +118,7 @@ func purgeEvents(tx *bolt.Tx, tenant string, max int) (events, deliveries int, e
 		if err != nil {
 			return 0, 0, fmt.Errorf("event %d: %w", seq, err)
 		}
-		for _, id := range deliveryIDsOf(tx, ev.ID) {
+		for _, id := range deliveryIDsOf(tx, tenant, seq) {
 			d, err := getDelivery(tx, id)
 			if err != nil {
 				return 0, 0, err
