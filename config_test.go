@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -184,6 +185,8 @@ func TestLoadConfig_Invalid(t *testing.T) {
 		{"api_version empty", "[ingest]\napi_version = \"\"", `ingest.api_version = "": must be 1 to 64 characters`},
 		{"api_version long", "[ingest]\napi_version = \"" + strings.Repeat("v", 65) + "\"", `ingest.api_version = "vvvv`},
 		{"max_pending negative", "[ingest]\nmax_pending = -1", `ingest.max_pending = -1: must be at least 0 (0: no bound)`},
+		{"memory_limit under the default backlog's heap", "[server]\nmemory_limit = \"256MiB\"", `server.memory_limit = "256MiB": must be 0 (Go's defaults) or at least 434MiB with ingest.max_pending 1000000`},
+		{"memory_limit under 128MiB without a backlog bound", "[server]\nmemory_limit = \"100MiB\"\n[ingest]\nmax_pending = 0", `server.memory_limit = "100MiB": must be 0 (Go's defaults) or at least 128MiB with ingest.max_pending 0`},
 		{"schedule too long", "[delivery]\nschedule = [" + strings.Repeat("\"1s\", ", 26) + "]", `delivery.schedule = [26 waits]: must have at most 25 waits`},
 		{"schedule zero wait", "[delivery]\nschedule = [\"1s\", \"0s\"]", `delivery.schedule[1] = "0s": must be positive`},
 		{"schedule negative wait", "[delivery]\nschedule = [\"-5s\"]", `delivery.schedule[0] = "-5s": must be positive`},
@@ -569,4 +572,39 @@ func FuzzDuration_UnmarshalText(f *testing.F) {
 			t.Fatalf("%q = %v marshals as %q, which reads back as %v, %v", s, d.Duration, text, back.Duration, err)
 		}
 	})
+}
+
+// TestApplyMemoryLimit: [server] memory_limit becomes the runtime's
+// memory limit with proportional pacing off; 0 leaves Go's defaults, and
+// GOMEMLIMIT or GOGC in the environment stand over it.
+func TestApplyMemoryLimit(t *testing.T) {
+	before, gcPercent := debug.SetMemoryLimit(-1), debug.SetGCPercent(100)
+	t.Cleanup(func() {
+		debug.SetMemoryLimit(before)
+		debug.SetGCPercent(gcPercent)
+	})
+	noEnv := func(string) string { return "" }
+	if got := applyMemoryLimit(noEnv, 0); got != "" || debug.SetMemoryLimit(-1) != before {
+		t.Errorf("limit 0: %q, runtime limit %d; want nothing done", got, debug.SetMemoryLimit(-1))
+	}
+	for _, env := range []string{"GOMEMLIMIT", "GOGC"} {
+		set := func(k string) string {
+			if k == env {
+				return "1"
+			}
+			return ""
+		}
+		if got := applyMemoryLimit(set, 512*MiB); !strings.Contains(got, "not applied") || debug.SetMemoryLimit(-1) != before {
+			t.Errorf("with %s set: %q, runtime limit %d; want the environment to stand", env, got, debug.SetMemoryLimit(-1))
+		}
+	}
+	if got := applyMemoryLimit(noEnv, 512*MiB); !strings.Contains(got, "512MiB") {
+		t.Errorf("applied: %q", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got != int64(512*MiB) {
+		t.Errorf("runtime memory limit %d, want %d", got, 512*MiB)
+	}
+	if got := debug.SetGCPercent(100); got != -1 {
+		t.Errorf("GOGC was %d after applying the budget, want off (-1)", got)
+	}
 }
