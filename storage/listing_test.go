@@ -176,11 +176,7 @@ func TestOpen_schema7DropsEventDeliveries(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := raw.Update(func(tx *bolt.Tx) error {
+	rawUpdate(t, path, func(tx *bolt.Tx) error {
 		byEvent, err := tx.CreateBucket(bucketEventDeliveries)
 		if err != nil {
 			return err
@@ -193,10 +189,7 @@ func TestOpen_schema7DropsEventDeliveries(t *testing.T) {
 			}
 		}
 		return tx.Bucket(bucketMeta).Put(keySchema, u64(7))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	raw.Close()
+	})
 
 	db = mustOpenDBAt(t, path)
 	for _, ev := range evs {

@@ -16,12 +16,19 @@ import (
 // setSchema rewrites the schema version of the closed file at path.
 func setSchema(t *testing.T, path string, v uint64) {
 	t.Helper()
+	rawUpdate(t, path, func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keySchema, u64(v)) })
+}
+
+// rawUpdate runs fn in a write transaction of bbolt's own on the closed
+// file at path, behind the DB's back: how a test makes an older layout.
+func rawUpdate(t *testing.T, path string, fn func(*bolt.Tx) error) {
+	t.Helper()
 	raw, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	if err := raw.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keySchema, u64(v)) }); err != nil {
+	if err := raw.Update(fn); err != nil {
 		t.Fatal(err)
 	}
 }
