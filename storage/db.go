@@ -329,37 +329,14 @@ func (db *DB) run() {
 			}
 			batch = append(batch[:0], o)
 		}
-	drainAcks:
-		for acks != nil && len(batch) < db.maxBatch {
-			select {
-			case o, ok := <-acks:
-				if !ok {
-					acks = nil
-					break drainAcks
-				}
-				batch = append(batch, o)
-				nacks++
-			default:
-				break drainAcks
-			}
-		}
+		n := len(batch)
+		batch = drainQueue(batch, &acks, db.maxBatch)
+		nacks += len(batch) - n
 		limit := db.maxBatch
 		if nacks > 0 {
 			limit = min(db.maxBatch, nacks+besideAcks)
 		}
-	drain:
-		for ops != nil && len(batch) < limit {
-			select {
-			case o, ok := <-ops:
-				if !ok {
-					ops = nil
-					break drain
-				}
-				batch = append(batch, o)
-			default:
-				break drain
-			}
-		}
+		batch = drainQueue(batch, &ops, limit)
 		db.commit(batch)
 		clear(batch) // let the answered ops' closures be collected
 		// The writers just answered are runnable on this goroutine's P.
@@ -369,6 +346,24 @@ func (db *DB) run() {
 		// fewer of them are back in time to share the next commit.
 		runtime.Gosched()
 	}
+}
+
+// drainQueue appends to batch the writes *q holds right now, until batch
+// has limit; once *q is closed and empty it sets *q to nil.
+func drainQueue(batch []op, q *chan op, limit int) []op {
+	for *q != nil && len(batch) < limit {
+		select {
+		case o, ok := <-*q:
+			if !ok {
+				*q = nil
+				return batch
+			}
+			batch = append(batch, o)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // besideAcks is how many other writes a commit carrying acknowledged
