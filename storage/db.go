@@ -391,6 +391,7 @@ func (db *DB) commit(batch []op) {
 		var failErr error
 		start := time.Now()
 		err := db.bolt.Update(func(tx *bolt.Tx) error {
+			fillPages(tx)
 			for i, o := range live {
 				if err := safeCall(o.fn, tx); err != nil {
 					failIdx, failErr = i, err
@@ -433,6 +434,36 @@ func (db *DB) commit(batch []op) {
 	}
 	for i, o := range failed {
 		o.result <- failedErrs[i]
+	}
+}
+
+// fillPercents are how full bbolt fills a page of these buckets when it
+// splits a node (its default, 0.5, suits keys inserted anywhere). Their
+// keys grow with time: an ID made by engine.NewID, a log position, a due
+// or expiry time, each after a tenant or an endpoint. New keys land at the
+// end, or at a tenant's end, so a half-full page stays half full. Filled
+// pages cut the pages a commit writes: a ten-way fan-out ingest's commits
+// wrote 90 pages each with the default and 56 with these, the dispatch
+// bench's commits 31 and 24, and its file ended 64 MiB instead of 97.
+// Where a key is also written in the middle (a delivery's record grows with
+// each attempt; a retry is due later than the deliveries made since) a
+// tenth is left free, so one insert does not split a full page.
+var fillPercents = []struct {
+	bucket []byte
+	fill   float64
+}{
+	{bucketEvents, 1}, {bucketEventIDs, 1}, // one sequence over all tenants
+	{bucketTenantEvents, 0.9}, {bucketTenantDeliveries, 0.9}, {bucketIdempotencyIndex, 0.9},
+	{bucketDeliveries, 0.9}, {bucketRetryIndex, 0.9},
+}
+
+// fillPages sets the fillPercents of write transaction tx's buckets; a
+// bucket's FillPercent lasts for its transaction only.
+func fillPages(tx *bolt.Tx) {
+	for _, f := range fillPercents {
+		if b := tx.Bucket(f.bucket); b != nil {
+			b.FillPercent = f.fill
+		}
 	}
 }
 

@@ -139,7 +139,6 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, eps *endpointCache) (engine.In
 	}
 
 	events := tx.Bucket(bucketEvents)
-	events.FillPercent = 1 // append-only: keys only grow, so fill pages
 	seq, err := events.NextSequence()
 	if err != nil {
 		return engine.IngestResult{}, err

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/webhookd/webhookd/engine"
 )
 
@@ -406,4 +408,63 @@ func TestDB_AppendEvent_EndpointChangesSeen(t *testing.T) {
 	if len(res.Deliveries) != 2 || res.Deliveries[0].Line != "" || res.Deliveries[1].Line == "" {
 		t.Fatalf("with %s ordered: lines %q, %q", c.ID, res.Deliveries[0].Line, res.Deliveries[1].Line)
 	}
+}
+
+// TestDB_PagesFilled: the buckets whose keys grow with time fill their
+// pages (fillPercents) instead of leaving each half empty, so a commit
+// writes fewer pages and the file stays smaller.
+func TestDB_PagesFilled(t *testing.T) {
+	db := MustOpenDB(t)
+	mustEventType(t, db, "order.created")
+	for _, tenant := range []string{"a", "b"} {
+		mustTenant(t, db, tenant)
+		for range 3 {
+			mustEndpoint(t, db, tenant, "*")
+		}
+	}
+	// Concurrent writers, so that commits carry several ingests; the two
+	// tenants' keys grow side by side in the per-tenant buckets.
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 150 {
+				in := newEvent([]string{"a", "b"}[(w+i)%2], "order.created", `{"n":1}`)
+				in.IdempotencyKey, in.IdempotencyExpires = in.Event.ID, t0.Add(time.Hour)
+				if _, err := db.AppendEvent(context.Background(), in); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// Each bucket's leaf pages are used 60% or more (with bbolt's default,
+	// about 50%), and all of them together 80% or more. A bucket whose
+	// keys grow at several places (one per tenant) fills less than one
+	// with a single sequence: an insert in the middle of a filled page
+	// splits it.
+	var inuse, alloc int
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		for _, f := range fillPercents {
+			s := tx.Bucket(f.bucket).Stats()
+			if s.LeafPageN < 8 {
+				t.Errorf("%s: %d leaf pages; too few to tell", f.bucket, s.LeafPageN)
+				continue
+			}
+			inuse, alloc = inuse+s.LeafInuse, alloc+s.LeafAlloc
+			fill := float64(s.LeafInuse) / float64(s.LeafAlloc)
+			t.Logf("%s: %d leaf pages, %.0f%% used", f.bucket, s.LeafPageN, 100*fill)
+			if fill < 0.6 {
+				t.Errorf("%s: leaf pages %.0f%% used, want >= 60%%", f.bucket, 100*fill)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fill := float64(inuse) / float64(alloc); fill < 0.8 {
+		t.Errorf("leaf pages %.0f%% used in all, want >= 80%%", 100*fill)
+	}
+	mustCheck(t, db)
 }
