@@ -111,6 +111,8 @@ type StorageStats struct {
 	Writes          uint64  `json:"writes"`
 	WritesPerCommit float64 `json:"writes_per_commit"`
 	MeanCommitMs    float64 `json:"mean_commit_ms"`
+	MeanWriteMs     float64 `json:"mean_write_ms"`    // of a commit, writing its pages and syncing the file
+	PagesPerCommit  float64 `json:"pages_per_commit"` // pages written by a commit
 	FileBytes       int64   `json:"file_bytes"`
 	CompactedBytes  int64   `json:"compacted_bytes"` // the file after `webhookd compact`
 }
@@ -249,8 +251,8 @@ func printResult(w io.Writer, m Machine, r *Result) {
 		row("  pending at the end", "%d", d.PendingAtEnd)
 	}
 	if st := r.Storage; st != nil {
-		row("commits", "%d for %d writes = %.1f writes/commit, %.2f ms mean commit; file %s (compacted %s)",
-			st.Commits, st.Writes, st.WritesPerCommit, st.MeanCommitMs, mib(uint64(st.FileBytes)), mib(uint64(st.CompactedBytes)))
+		row("commits", "%d for %d writes = %.1f writes/commit, %.2f ms mean commit (%.2f ms writing %.1f pages and syncing); file %s (compacted %s)",
+			st.Commits, st.Writes, st.WritesPerCommit, st.MeanCommitMs, st.MeanWriteMs, st.PagesPerCommit, mib(uint64(st.FileBytes)), mib(uint64(st.CompactedBytes)))
 	}
 	if bl := r.Backlog; bl != nil {
 		row("backlog", "%d pending retries seeded in %.1fs; file %s", bl.Pending, bl.SeedSeconds, mib(uint64(bl.FileBytes)))

@@ -675,6 +675,8 @@ func storageStats(in *instance, before storage.Stats) *StorageStats {
 	if st.Commits > 0 {
 		st.WritesPerCommit = float64(st.Writes) / float64(st.Commits)
 		st.MeanCommitMs = ms(s.CommitTime-before.CommitTime) / float64(st.Commits)
+		st.MeanWriteMs = ms(s.WriteTime-before.WriteTime) / float64(st.Commits)
+		st.PagesPerCommit = float64(s.PagesWritten-before.PagesWritten) / float64(st.Commits)
 	}
 	return st
 }

@@ -239,7 +239,15 @@ func TestDB_groupCommit(t *testing.T) {
 	if commits >= ops {
 		t.Errorf("%d commits for %d ops, want fewer (group commit)", commits, ops)
 	}
-	t.Logf("%d ops in %d commits, %v committing", ops, commits, st.CommitTime-before.CommitTime)
+	// Each commit writes its pages and a meta page, in part of its time.
+	pages, writing := st.PagesWritten-before.PagesWritten, st.WriteTime-before.WriteTime
+	if pages < 2*int64(commits) {
+		t.Errorf("%d pages written by %d commits, want 2 or more each", pages, commits)
+	}
+	if writing <= 0 || writing > st.CommitTime-before.CommitTime {
+		t.Errorf("%v writing pages, of %v committing", writing, st.CommitTime-before.CommitTime)
+	}
+	t.Logf("%d ops in %d commits, %v committing, %v of it writing %d pages", ops, commits, st.CommitTime-before.CommitTime, writing, pages)
 }
 
 // TestDB_commitFailingOp puts a failing write and a panicking one in a
