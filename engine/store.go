@@ -183,9 +183,11 @@ type NewEvent struct {
 	// stored (Sequenced, with its Sequence and Seq), among its tenant's
 	// endpoints, as the store reads them inside the append's transaction,
 	// in creation order and perhaps with their secrets still sealed
-	// (NewDeliveries). It may be called more than once; the last call's
-	// result is stored, each delivery settled in its line (SettleLine),
-	// and each must be of this event and tenant. Nil: NewDeliveries with
+	// (NewDeliveries). endpoints are the store's to reuse once it
+	// returns: it must neither change nor keep them (a copy it may
+	// keep). It may be called more than once; the last call's result is
+	// stored, each delivery settled in its line (SettleLine), and each
+	// must be of this event and tenant. Nil: NewDeliveries with
 	// NewID. A store that numbers the event in the statement that writes
 	// its deliveries (PostgreSQL's one round trip) may call it with the
 	// event before its Sequence is known, and then stores each delivery

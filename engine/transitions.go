@@ -41,7 +41,7 @@ const (
 // (held, not dropped: delivered if the endpoint is enabled with "deliver
 // held"). newID makes their IDs (NewID("dlv")).
 func NewDeliveries(ev Event, eps []Endpoint, newID func(prefix string) string) []Delivery {
-	ds := []Delivery{}
+	ds := make([]Delivery, 0, len(eps))
 	for _, ep := range eps {
 		if !ep.Subscribes(ev.Type) {
 			continue

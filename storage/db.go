@@ -70,7 +70,7 @@ type DB struct {
 	secrets          *sealing.Sealer // Options.SecretKey; nil: secrets stored in plain
 	attemptEndpoints endpointCache   // the endpoints AttemptInput decoded
 	attemptBodies    bodyCache       // the event bodies AttemptInput read
-	ingestEndpoints  endpointCache   // the endpoints ingest's fan-out decoded, secrets as stored (not opened)
+	fanOut           fanOut          // ingest's: the endpoints it decoded, secrets as stored (not opened)
 
 	// closeMu guards closed and the send on ops: Close closes ops only
 	// when no writer is sending.

@@ -34,16 +34,24 @@ type cachedEndpoint struct {
 // get returns the endpoint decoded from raw, the record now stored under
 // key, if it is cached. The result is the caller's to change.
 func (c *endpointCache) get(key, raw []byte) (engine.Endpoint, bool) {
+	ep, ok := c.peek(key, raw)
+	if ok {
+		ep.EventTypes = slices.Clone(ep.EventTypes)
+		ep.Secrets = slices.Clone(ep.Secrets)
+	}
+	return ep, ok
+}
+
+// peek is get for a caller that only reads the endpoint: its EventTypes
+// and Secrets are the cache's, not copies, and must not be changed.
+func (c *endpointCache) peek(key, raw []byte) (engine.Endpoint, bool) {
 	c.mu.Lock()
 	e, ok := c.m[string(key)]
 	c.mu.Unlock()
 	if !ok || !bytes.Equal(e.raw, raw) {
 		return engine.Endpoint{}, false
 	}
-	ep := e.ep
-	ep.EventTypes = slices.Clone(ep.EventTypes)
-	ep.Secrets = slices.Clone(ep.Secrets)
-	return ep, true
+	return e.ep, true
 }
 
 // put caches ep, decoded (secrets opened) from raw, stored under key. raw

@@ -230,13 +230,15 @@ func (db *DB) Endpoint(ctx context.Context, tenant, id string) (engine.Endpoint,
 // and one that is decoded is cached: ingest's fan-out reads every
 // endpoint of the tenant in the commit loop, where a JSON decode of each
 // was half of an ingest's time in a profile of the fanout bench (10
-// endpoints), time every other write of the loop waited for.
+// endpoints), time every other write of the loop waited for. A cached
+// endpoint's EventTypes and Secrets are the cache's: with cache set, fn
+// must not change them.
 func forEachEndpoint(tx *bolt.Tx, tenant string, cache *endpointCache, fn func(engine.Endpoint) error) error {
 	prefix := tenantPrefix(tenant)
 	c := tx.Bucket(bucketEndpoints).Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		if cache != nil {
-			if ep, ok := cache.get(k, v); ok {
+			if ep, ok := cache.peek(k, v); ok {
 				if err := fn(ep); err != nil {
 					return err
 				}

@@ -53,7 +53,7 @@ func (db *DB) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Inges
 	}
 	err = db.updateAck(ctx, func(tx *bolt.Tx) error {
 		var err error
-		res, err = appendEvent(tx, in, &db.ingestEndpoints)
+		res, err = appendEvent(tx, in, &db.fanOut)
 		return err
 	})
 	if err != nil {
@@ -101,9 +101,18 @@ func checkIngest(tx *bolt.Tx, in engine.NewEvent) (dup *engine.IngestResult, exp
 	return &engine.IngestResult{Event: first, Deliveries: ds, Duplicate: true}, nil, nil
 }
 
+// fanOut is what ingest's fan-out keeps from one commit to the next: the
+// endpoints it decoded (a cache) and the list of a tenant's endpoints it
+// hands to engine.NewEvent.Deliveries, reused. Only the commit loop uses
+// it, one transaction at a time.
+type fanOut struct {
+	cache     endpointCache
+	endpoints []engine.Endpoint
+}
+
 // appendEvent is the transaction of AppendEvent; it reads the tenant's
-// endpoints through eps (forEachEndpoint).
-func appendEvent(tx *bolt.Tx, in engine.NewEvent, eps *endpointCache) (engine.IngestResult, error) {
+// endpoints through f (forEachEndpoint), or without a cache if f is nil.
+func appendEvent(tx *bolt.Tx, in engine.NewEvent, f *fanOut) (engine.IngestResult, error) {
 	ev := in.Event
 	tenant := ev.TenantID
 	dup, expired, err := checkIngest(tx, in)
@@ -162,8 +171,13 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, eps *endpointCache) (engine.In
 	}
 	stored.Seq = seq
 
+	var cache *endpointCache
 	var endpoints []engine.Endpoint
-	if err := forEachEndpoint(tx, tenant, eps, func(ep engine.Endpoint) error { endpoints = append(endpoints, ep); return nil }); err != nil {
+	if f != nil {
+		cache, endpoints = &f.cache, f.endpoints[:0]
+		defer func() { clear(endpoints); f.endpoints = endpoints[:0] }() // keep no endpoint alive
+	}
+	if err := forEachEndpoint(tx, tenant, cache, func(ep engine.Endpoint) error { endpoints = append(endpoints, ep); return nil }); err != nil {
 		return engine.IngestResult{}, err
 	}
 	var ds []engine.Delivery
