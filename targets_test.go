@@ -123,6 +123,55 @@ var addressLike = regexp.MustCompile(`\d+\.\d+\.\d+\.\d+|\[[0-9a-fA-F:.]+\]|:53\
 // addressLike would take for a DNS port (…T09:42:53.951Z).
 var apiTime = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
 
+// addressIn returns the first thing like an address (addressLike) in a
+// string of the JSON document raw, times aside, or "". Only strings are
+// read: in the text of the document a key's colon before a number
+// (`"duration_ms":53`) looks like a DNS port too.
+func addressIn(t *testing.T, raw []byte) string {
+	t.Helper()
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, raw)
+	}
+	var walk func(v any) string
+	walk = func(v any) string {
+		switch v := v.(type) {
+		case string:
+			return addressLike.FindString(apiTime.ReplaceAllString(v, "<time>"))
+		case []any:
+			for _, e := range v {
+				if m := walk(e); m != "" {
+					return m
+				}
+			}
+		case map[string]any:
+			for _, e := range v {
+				if m := walk(e); m != "" {
+					return m
+				}
+			}
+		}
+		return ""
+	}
+	return walk(doc)
+}
+
+// TestAddressIn: the check above finds a resolver's address in a string
+// and takes neither a time nor a number after a key for one; it once
+// failed on an attempt that took 53 ms.
+func TestAddressIn(t *testing.T) {
+	for doc, want := range map[string]string{
+		`{"attempts":[{"duration_ms":53,"start":"2026-12-04T17:38:53.530Z"}]}`: "",
+		`{"reason":"lookup x on 10.255.255.53:53: no such host"}`:              "10.255.255.53",
+		`{"attempts":[{"error":"dial [fd00::1]:53"}]}`:                         "[fd00::1]",
+		`{"reason":"lookup x on resolver:53: no such host"}`:                   ":53",
+	} {
+		if got := addressIn(t, []byte(doc)); got != want {
+			t.Errorf("addressIn(%s) = %q, want %q", doc, got, want)
+		}
+	}
+}
+
 // TestSecurity_ReasonsHideInternalDNS: a host name that does not resolve
 // fails its attempts with a reason that names the host and not the
 // resolver's address; the operator's log keeps the resolver's error.
@@ -137,7 +186,7 @@ func TestSecurity_ReasonsHideInternalDNS(t *testing.T) {
 	}
 	var raw json.RawMessage
 	in.mustCall(200, "GET", "/v1/tenants/acme/deliveries/"+d.ID, nil, &raw)
-	if m := addressLike.FindString(apiTime.ReplaceAllString(string(raw), "<time>")); m != "" {
+	if m := addressIn(t, raw); m != "" {
 		t.Errorf("the delivery shows %q: %s", m, raw)
 	}
 	if logs := in.logs.String(); !strings.Contains(logs, "attempt error") || !strings.Contains(logs, "lookup nonexistent.invalid") {
