@@ -38,7 +38,7 @@ func BenchmarkEnvelope_Encode(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(benchData)))
 	for b.Loop() {
-		data, err := appendData(nil, benchData)
+		data, err := appendData(nil, benchData, "data")
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -48,7 +48,7 @@ func TestCheckDataDepth(t *testing.T) {
 			if !json.Valid([]byte(tt.data)) {
 				t.Fatalf("test data is not JSON: %.60s", tt.data)
 			}
-			err := checkDataDepth([]byte(tt.data))
+			err := checkDataDepth([]byte(tt.data), "data")
 			if tt.ok != (err == nil) {
 				t.Fatalf("checkDataDepth = %v, want ok %v", err, tt.ok)
 			}
@@ -74,7 +74,7 @@ func FuzzCheckDataDepth(f *testing.F) {
 			return
 		}
 		want := depthOf(v) <= MaxDataDepth
-		if got := checkDataDepth([]byte(s)) == nil; got != want {
+		if got := checkDataDepth([]byte(s), "data") == nil; got != want {
 			t.Fatalf("checkDataDepth(%.80q) ok = %v, depth %d", s, got, depthOf(v))
 		}
 	})
@@ -107,7 +107,7 @@ func compactReference(data []byte) ([]byte, error) {
 	if !utf8.Valid(data) {
 		return nil, Errorf(CodeInvalidJSON, "data", "data is not valid UTF-8")
 	}
-	if err := checkDataDepth(buf.Bytes()); err != nil {
+	if err := checkDataDepth(buf.Bytes(), "data"); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -118,7 +118,7 @@ func compactReference(data []byte) ([]byte, error) {
 func checkAppendData(t *testing.T, data []byte) {
 	t.Helper()
 	prefix := []byte("type\x00v1\x00")
-	got, err := appendData(bytes.Clone(prefix), data)
+	got, err := appendData(bytes.Clone(prefix), data, "data")
 	want, wantErr := compactReference(data)
 	if fmt.Sprint(err) != fmt.Sprint(wantErr) {
 		t.Fatalf("appendData(%.80q) error %v, want %v", data, err, wantErr)
@@ -199,7 +199,7 @@ func BenchmarkAppendData(b *testing.B) {
 			b.SetBytes(int64(len(bm.data)))
 			buf := make([]byte, 0, len(bm.data))
 			for b.Loop() {
-				if _, err := appendData(buf, bm.data); err != nil {
+				if _, err := appendData(buf, bm.data, "data"); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -12,7 +12,6 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/webhookd/webhookd/verify"
@@ -148,10 +147,9 @@ func (s *Service) PutEventType(ctx context.Context, name string, in EventTypeInp
 	}
 	var example json.RawMessage
 	if len(bytes.TrimSpace(in.Example)) > 0 && string(bytes.TrimSpace(in.Example)) != "null" {
-		b, err := appendData(nil, in.Example)
+		b, err := appendData(nil, in.Example, "example")
 		if err != nil {
-			e := err.(*Error)
-			return EventType{}, false, Errorf(e.Code, "example", "%s", strings.Replace(e.Message, "data", "example", 1))
+			return EventType{}, false, err
 		}
 		if len(b) > MaxExampleLen {
 			return EventType{}, false, Errorf(CodeInvalidField, "example", "example is %d bytes compacted; at most %d", len(b), MaxExampleLen)
@@ -660,7 +658,7 @@ func PrepareEvent(tenant string, in IngestInput, opts IngestOptions) (NewEvent, 
 	hashed = append(hashed, requestedVersion...)
 	hashed = append(hashed, 0)
 	prefix := len(hashed)
-	hashed, err := appendData(hashed, in.Data)
+	hashed, err := appendData(hashed, in.Data, "data")
 	if err != nil {
 		return NewEvent{}, err
 	}

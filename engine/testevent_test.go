@@ -3,9 +3,11 @@ package engine_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/engine/memstore"
 )
 
 // TestTestEventType: which catalogue type "Send test event" sends, and
@@ -46,5 +48,34 @@ func TestTestEventType(t *testing.T) {
 		if err != nil || got.Name != c.want {
 			t.Errorf("%s: %s, %v; want %s", c.name, got.Name, err, c.want)
 		}
+	}
+}
+
+// TestPutEventType_ExampleRefused: an example the catalogue cannot hold is
+// refused with the field "example" named in its code's field and message
+// (the checks are ingest's, made for "example"), and the type is not
+// stored.
+func TestPutEventType_ExampleRefused(t *testing.T) {
+	svc := engine.NewService(memstore.New(), nil, engine.ServiceOptions{})
+	tests := []struct {
+		name, example string
+		code          engine.Code
+		message       string
+	}{
+		{"invalid JSON", `{"a":}`, engine.CodeInvalidJSON, "example is not valid JSON"},
+		{"invalid UTF-8", "{\"a\":\"\xff\"}", engine.CodeInvalidJSON, "example is not valid UTF-8"},
+		{"too deep", strings.Repeat("[", engine.MaxDataDepth+1) + strings.Repeat("]", engine.MaxDataDepth+1), engine.CodeInvalidField, "example nests objects and arrays more than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := svc.PutEventType(t.Context(), "order.created", engine.EventTypeInput{Example: json.RawMessage(tt.example)})
+			var e *engine.Error
+			if !errors.As(err, &e) || e.Code != tt.code || e.Field != "example" || !strings.HasPrefix(e.Message, tt.message) {
+				t.Fatalf("PutEventType with %s example: %v, want %s on example, %q", tt.name, err, tt.code, tt.message)
+			}
+			if types, err := svc.EventTypes(t.Context()); err != nil || len(types) != 0 {
+				t.Fatalf("catalogue after the refusal: %v, %v", types, err)
+			}
+		})
 	}
 }
