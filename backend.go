@@ -35,8 +35,11 @@ type backend struct {
 	// oldestDue is the due time of the most overdue pending delivery.
 	oldestDue func(ctx context.Context) (time.Time, bool, error)
 	size      func() int64 // the database file's size; nil: not measured here
-	where     string       // for the log: the file, or the database without its password
-	close     func() error
+	// disk is what the store's commits wrote to the file: pages, and the
+	// time spent writing and syncing them; nil: not measured here.
+	disk  func() (pages int64, writing time.Duration)
+	where string // for the log: the file, or the database without its password
+	close func() error
 }
 
 // openBackend opens the store cfg names.
@@ -61,8 +64,12 @@ func openBackend(ctx context.Context, cfg Config, key []byte, getenv func(string
 			},
 			oldestDue: db.OldestDue,
 			size:      db.FileSize,
-			where:     cfg.Storage.Path,
-			close:     db.Close,
+			disk: func() (int64, time.Duration) {
+				s := db.Stats()
+				return s.PagesWritten, s.WriteTime
+			},
+			where: cfg.Storage.Path,
+			close: db.Close,
 		}, nil
 	}
 }

@@ -103,6 +103,19 @@ func (m *metrics) watch(disp *engine.Dispatcher, be *backend) {
 	if be.size != nil {
 		gauge("webhookd_database_bytes", "Size of the database file.", func() float64 { return float64(be.size()) })
 	}
+	if be.disk != nil {
+		counter := func(name, help string, fn func() float64) {
+			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, fn))
+		}
+		counter("webhookd_commit_pages_written_total", "Pages the storage commits wrote to the database file.", func() float64 {
+			pages, _ := be.disk()
+			return float64(pages)
+		})
+		counter("webhookd_commit_write_seconds_total", "Time the storage commits spent writing pages and syncing the file: the disk's part of webhookd_commit_duration_seconds.", func() float64 {
+			_, writing := be.disk()
+			return writing.Seconds()
+		})
+	}
 }
 
 func (m *metrics) handler() http.Handler {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -211,6 +212,40 @@ func TestMetrics_KnownLabelsStartAtZero(t *testing.T) {
 		if !strings.Contains(text, want+"\n") {
 			t.Errorf("/metrics of a fresh start lacks %s", want)
 		}
+	}
+}
+
+// TestMetrics_DiskWrites: on the bbolt driver, /metrics counts the pages
+// the commits wrote and the time they took to write and sync, and an
+// ingest's commit adds to both.
+func TestMetrics_DiskWrites(t *testing.T) {
+	t.Parallel()
+	if onPostgres {
+		t.Skip("the postgres driver has no file of its own")
+	}
+	in := startInstance(t, t.TempDir(), testConfig)
+	in.setup()
+	sample := func(name string) float64 {
+		t.Helper()
+		for line := range strings.Lines(in.scrape()) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				return f
+			}
+		}
+		t.Fatalf("/metrics lacks %s", name)
+		return 0
+	}
+	pages, writing := sample("webhookd_commit_pages_written_total"), sample("webhookd_commit_write_seconds_total")
+	if pages <= 0 || writing <= 0 {
+		t.Fatalf("after set-up: %v pages written in %vs", pages, writing)
+	}
+	in.ingest("payment.succeeded", `{}`)
+	if p, w := sample("webhookd_commit_pages_written_total"), sample("webhookd_commit_write_seconds_total"); p < pages+2 || w <= writing {
+		t.Errorf("an ingest's commit: pages %v -> %v, seconds %v -> %v; want 2 pages or more and some time", pages, p, writing, w)
 	}
 }
 
