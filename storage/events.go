@@ -111,7 +111,7 @@ type fanOut struct {
 }
 
 // appendEvent is the transaction of AppendEvent; it reads the tenant's
-// endpoints through f (forEachEndpoint), or without a cache if f is nil.
+// endpoints through f (forEachEndpoint).
 func appendEvent(tx *bolt.Tx, in engine.NewEvent, f *fanOut) (engine.IngestResult, error) {
 	ev := in.Event
 	tenant := ev.TenantID
@@ -171,13 +171,9 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, f *fanOut) (engine.IngestResul
 	}
 	stored.Seq = seq
 
-	var cache *endpointCache
-	var endpoints []engine.Endpoint
-	if f != nil {
-		cache, endpoints = &f.cache, f.endpoints[:0]
-		defer func() { clear(endpoints); f.endpoints = endpoints[:0] }() // keep no endpoint alive
-	}
-	if err := forEachEndpoint(tx, tenant, cache, func(ep engine.Endpoint) error { endpoints = append(endpoints, ep); return nil }); err != nil {
+	endpoints := f.endpoints[:0]
+	defer func() { clear(endpoints); f.endpoints = endpoints[:0] }() // keep no endpoint alive
+	if err := forEachEndpoint(tx, tenant, &f.cache, func(ep engine.Endpoint) error { endpoints = append(endpoints, ep); return nil }); err != nil {
 		return engine.IngestResult{}, err
 	}
 	var ds []engine.Delivery

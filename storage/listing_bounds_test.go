@@ -27,7 +27,7 @@ func TestDB_UpdateDeliveries_deadLettersOfOneEndpointBeyondTheScanBound(t *testi
 	b := mustEndpoint(t, db, "acme", "b.created")
 	kill := func(tx *bolt.Tx, typ string, at time.Time) error {
 		in := newEvent("acme", typ, `{}`)
-		res, err := appendEvent(tx, in, nil)
+		res, err := appendEvent(tx, in, &fanOut{})
 		if err != nil {
 			return err
 		}
