@@ -80,6 +80,10 @@ type RetentionConfig struct {
 	// counted from the death: its dead letter can be replayed until then.
 	// At least ingest.idempotency_window.
 	Dead Duration `toml:"dead"`
+	// Interval is how long the pruner waits between two passes, from 1s
+	// to 24h. A pass reads the events older than both retentions, so a
+	// shorter interval costs reads, not writes.
+	Interval Duration `toml:"interval"`
 }
 
 // ServerConfig is the [server] section: the HTTP listener.
@@ -381,6 +385,7 @@ func defaultConfig() Config {
 		Retention: RetentionConfig{
 			Succeeded: Duration{30 * 24 * time.Hour},
 			Dead:      Duration{30 * 24 * time.Hour},
+			Interval:  Duration{time.Minute},
 		},
 		Console: ConsoleConfig{
 			SessionTTL:     Duration{time.Hour},
@@ -629,6 +634,9 @@ func (c Config) validate(name string) error {
 		if r.d.Duration < c.Ingest.IdempotencyWindow.Duration {
 			v.add(r.key, r.d, "must be at least ingest.idempotency_window, so that an idempotency key never outlives its event")
 		}
+	}
+	if i := c.Retention.Interval.Duration; i < time.Second || i > 24*time.Hour {
+		v.add("retention.interval", c.Retention.Interval, "must be from 1s to 24h")
 	}
 
 	switch c.Log.Level {

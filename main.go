@@ -263,7 +263,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			RequireEndpointVerification: cfg.Delivery.RequireEndpointVerification,
 		},
 		Alerts:  alerts,
-		Janitor: &engine.JanitorOptions{Succeeded: cfg.Retention.Succeeded.Duration, Dead: cfg.Retention.Dead.Duration},
+		Janitor: &engine.JanitorOptions{Succeeded: cfg.Retention.Succeeded.Duration, Dead: cfg.Retention.Dead.Duration, Every: cfg.Retention.Interval.Duration},
 	})
 	svc := node.Service
 	m.watch(node.Dispatcher, be)
