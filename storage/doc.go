@@ -65,9 +65,11 @@
 // dead letter of the page, and the next page Seeks after it. The
 // idempotency_expiry index lets PruneIdempotency delete expired records
 // without reading the live ones. A tenant's numbered events (schema 4) have
-// Sequences one apart in log order, the last at most its tenant_sequences
-// value (retention and the purge take events away from the front, or all
-// of them). An ordered delivery (schema 5; engine/lines.go) is in
+// Sequences that rise in log order, each at most its tenant_sequences
+// value; not one apart: retention deletes a finished event and keeps an
+// earlier one that still has a pending or dead delivery, and a later one
+// inside retention, so the Sequences left may have gaps anywhere (the
+// purge of a deleted tenant deletes all of them). An ordered delivery (schema 5; engine/lines.go) is in
 // line_waiting if and only if it is waiting, and in line_heads, as the
 // value of its line's entry, if and only if it holds its line (pending,
 // paused, or dead and blocking); saveDelivery keeps both from the state
