@@ -7,6 +7,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,4 +119,41 @@ func TestRetention_PrunedDatabaseCopies(t *testing.T) {
 	for _, id := range pruned {
 		in.mustCall(404, "GET", "/v1/tenants/acme/events/"+id, nil, nil)
 	}
+}
+
+// TestRetention_UnblocksLine: an endpoint ordered as a whole with on_dead
+// block, whose first event dies and blocks the line with the second
+// waiting behind it. Retention deletes the dead head once its second of
+// dead retention has passed, and the line goes on: the second event is
+// delivered, without a restart.
+func TestRetention_UnblocksLine(t *testing.T) {
+	t.Parallel()
+	in := startInstance(t, t.TempDir(), retentionConfig(t, "1h", "1s"))
+	in.setup()
+	const attempts = 4 // testConfig's schedule has 3 waits
+	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n <= attempts { // every attempt of the first event
+			w.WriteHeader(500)
+			return
+		}
+		w.WriteHeader(200)
+	})
+	var ep endpointCreated
+	in.mustCall(201, "POST", "/v1/tenants/acme/endpoints", map[string]any{
+		"url": rc.srv.URL, "event_types": []string{"*"}, "ordering": "endpoint", "on_dead": "block"}, &ep)
+	rc.setSecret(ep.Secret)
+
+	head := in.ingest("invoice.paid", `{"n":1}`)
+	next := in.ingest("invoice.paid", `{"n":2}`)
+	in.waitState(head.Deliveries[0].ID, "dead")
+	if d := in.delivery(next.Deliveries[0].ID); d.State != "waiting" {
+		t.Fatalf("the delivery behind the dead head is %s, want waiting", d.State)
+	}
+	in.waitPruned(head.ID)
+	in.waitState(next.Deliveries[0].ID, "succeeded")
+	got := rc.got()
+	if len(got) != attempts+1 || !strings.Contains(string(got[attempts].body), `"n":2`) {
+		t.Errorf("the receiver got %d requests, the last %s; want %d attempts of the first event, then the second", len(got), got[len(got)-1].body, attempts)
+	}
+	rc.checkSignatures()
 }

@@ -47,6 +47,13 @@ type PruneResult struct {
 	Events     int    // events deleted
 	Deliveries int    // deliveries deleted (and their dead letters)
 	Next       uint64 // the cursor for the next call; 0: the log was read to its end
+
+	// Promoted are the deliveries the store made their line's head, in
+	// the same transaction, because a dead head blocking the line (on_dead
+	// block) was deleted: each is Pending, due at once. The store told no
+	// scheduler; the caller must (JanitorOptions.Promoted), or the line
+	// waits for the next process's recovery.
+	Promoted []Work
 }
 
 // PurgeResult counts what one Maintenance.PurgeDeletedTenants call did.
@@ -72,10 +79,18 @@ type Maintenance interface {
 	PruneAccessTokens(ctx context.Context, before time.Time, max int) (int, error)
 	// PruneEvents deletes, after log position cursor (0: from the start),
 	// the events whose every delivery is finished and past r, each with
-	// its deliveries; a zero Next means the log was read to its end.
+	// its deliveries; a zero Next means the log was read to its end. A
+	// deleted delivery leaves its line as Store says: the line of a dead
+	// head that blocked it goes on with its lowest waiting member, which
+	// it reports in Promoted.
 	PruneEvents(ctx context.Context, cursor uint64, r Retention, max int) (PruneResult, error)
 	// PurgeDeletedTenants deletes what a deleted tenant left (see
-	// Records.DeleteTenant); a zero Tenant means none is left.
+	// Records.DeleteTenant); a zero Tenant means none is left. A line it
+	// cuts between two calls goes on with its lowest waiting member, as
+	// Store says, which it does not report: every delivery of a deleted
+	// tenant is on its way out and no request is ever made for one (its
+	// endpoint went with the tenant: an attempt that claims it first
+	// finds it deleted).
 	PurgeDeletedTenants(ctx context.Context, max int) (PurgeResult, error)
 }
 
@@ -88,6 +103,11 @@ type JanitorOptions struct {
 	Every     time.Duration // between passes; zero: a minute
 	Now       func() time.Time
 	Logger    *slog.Logger // nil: discard
+	// Promoted is told of each delivery a pass made its line's head
+	// (PruneResult.Promoted), after the transaction that did it; it
+	// must not block. Nil: no one is told (a Node hands them to its
+	// Dispatcher).
+	Promoted func(Work)
 }
 
 // Janitor deletes, every JanitorOptions.Every and in small transactions,
@@ -193,7 +213,8 @@ const janitorBatch = 500
 
 // RunOnce makes one full pass at now: expired idempotency records, access
 // tokens expired more than TokenKeep ago, what deleted tenants left, then
-// finished events past retention.
+// finished events past retention, telling Promoted of the deliveries
+// that their deletion made a line's head.
 func (j *Janitor) RunOnce(ctx context.Context, now time.Time) error {
 	for {
 		n, err := j.store.PruneIdempotency(ctx, now, janitorBatch)
@@ -221,6 +242,11 @@ func (j *Janitor) RunOnce(ctx context.Context, now time.Time) error {
 		res, err := j.store.PruneEvents(ctx, cursor, r, janitorBatch)
 		if err != nil {
 			return err
+		}
+		if j.opts.Promoted != nil {
+			for _, w := range res.Promoted {
+				j.opts.Promoted(w)
+			}
 		}
 		if res.Next == 0 {
 			return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 )
 
 // NodeOptions configure a Node. A nil part is left out.
@@ -15,7 +16,9 @@ type NodeOptions struct {
 	// endpoint (see EnsureOperatorEndpoint and AlertSink).
 	Alerts *AlertOptions
 	// Janitor, when set, prunes what retention no longer keeps and purges
-	// deleted tenants; the store must implement Maintenance.
+	// deleted tenants; the store must implement Maintenance. The
+	// deliveries its pruning makes a line's head go to the Dispatcher
+	// (Enqueue), then to its own Promoted, if any.
 	Janitor *JanitorOptions
 	Logger  *slog.Logger // nil: discard
 }
@@ -55,6 +58,13 @@ func NewNode(store Store, opts NodeOptions) *Node {
 		jo := *opts.Janitor
 		if jo.Logger == nil {
 			jo.Logger = opts.Logger
+		}
+		promoted := jo.Promoted
+		jo.Promoted = func(w Work) { // a line retention unblocked goes on now
+			n.Dispatcher.Enqueue(w.DeliveryID, w.TenantID, w.EndpointID, time.Time{})
+			if promoted != nil {
+				promoted(w)
+			}
 		}
 		n.janitor = NewJanitor(m, jo)
 	}

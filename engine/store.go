@@ -34,6 +34,15 @@ import (
 // reads it, then PromoteDelivery of the lowest waiting member when the
 // head left; a delivery it deletes (a purge, retention) leaves its line
 // the same way. So a line has a head whenever it has a waiting member.
+//
+// That promotion is the one change a store makes to a delivery that no
+// caller asked for, and the scheduler must hear of each one that can be
+// sent: after a transition the caller asks LineHead
+// (Dispatcher.FollowLine); retention reports what it promoted
+// (PruneResult.Promoted); a purge promotes only deliveries of a deleted
+// tenant, for which no request is ever made (see Maintenance).
+// DeleteEndpoint changes no delivery: a pending head dies at its next
+// attempt ("endpoint deleted") and its line goes on from that record.
 type Store interface {
 	Records
 	Log

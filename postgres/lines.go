@@ -218,36 +218,36 @@ func viewOf(head *string, epDoc []byte) (engine.LineView, error) {
 }
 
 // advanceLine makes the lowest waiting member of line l, whose head
-// just left, its head at at (engine.PromoteDelivery), and notifies the
-// nodes that it is due; a line with none waiting is left with no head.
-// tx holds the line's lock.
-func (s *Store) advanceLine(ctx context.Context, tx pgx.Tx, l lineID, at time.Time) error {
+// just left, its head at at (engine.PromoteDelivery), notifies the nodes
+// that it is due, and returns it (nil when the line had none waiting
+// and is left with no head). tx holds the line's lock.
+func (s *Store) advanceLine(ctx context.Context, tx pgx.Tx, l lineID, at time.Time) (*engine.Delivery, error) {
 	row, err := lockRow(tx.QueryRow(ctx, `SELECT doc, lease_token, lease_until FROM deliveries
 		WHERE endpoint_id = $1 AND line = $2 AND state = 'waiting' ORDER BY sequence, id LIMIT 1 FOR UPDATE`, l.endpoint, l.line))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The line has no head now: SettleLine would leave the promoted
 	// delivery as it is.
 	promoted := engine.PromoteDelivery(row.d, at)
 	if err := engine.CheckTransition(row.d, promoted); err != nil {
-		return fmt.Errorf("postgres: promote delivery %s: %w", row.d.ID, err)
+		return nil, fmt.Errorf("postgres: promote delivery %s: %w", row.d.ID, err)
 	}
 	if _, _, err := s.writeDelivery(ctx, tx, row, promoted, leaseKeep); err != nil {
-		return err
+		return nil, err
 	}
-	return s.notifyDue(ctx, tx, []engine.Delivery{promoted})
+	return &promoted, s.notifyDue(ctx, tx, []engine.Delivery{promoted})
 }
 
 // deleteDeliveries deletes the deliveries that where (a condition on
 // the columns of deliveries, with args) selects, holding the locks of
 // their lines; a line whose head it deleted goes on with its lowest
 // waiting member (advanceLine, at the store's now). It returns how
-// many it deleted.
-func (s *Store) deleteDeliveries(ctx context.Context, tx pgx.Tx, where string, args ...any) (int, error) {
+// many it deleted, and the deliveries it promoted.
+func (s *Store) deleteDeliveries(ctx context.Context, tx pgx.Tx, where string, args ...any) (int, []engine.Work, error) {
 	var ended []lineID
 	var l lineID
 	var head bool
@@ -261,15 +261,20 @@ func (s *Store) deleteDeliveries(ctx context.Context, tx pgx.Tx, where string, a
 			return nil
 		})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	at := s.now()
+	var promoted []engine.Work
 	for _, l := range ended {
-		if err := s.advanceLine(ctx, tx, l, at); err != nil {
-			return 0, err
+		p, err := s.advanceLine(ctx, tx, l, at)
+		if err != nil {
+			return 0, nil, err
+		}
+		if p != nil {
+			promoted = append(promoted, engine.Work{DeliveryID: p.ID, TenantID: p.TenantID, EndpointID: p.EndpointID})
 		}
 	}
-	return n, nil
+	return n, promoted, nil
 }
 
 // LineHead returns the head of the line (endpointID, line) and whether

@@ -906,7 +906,8 @@ func (s *Store) saveDelivery(ctx context.Context, tx pgx.Tx, row storedDelivery,
 	if err != nil || !advance {
 		return after, change, err
 	}
-	return after, change, s.advanceLine(ctx, tx, lineID{after.EndpointID, after.Line}, after.Updated)
+	_, err = s.advanceLine(ctx, tx, lineID{after.EndpointID, after.Line}, after.Updated)
+	return after, change, err
 }
 
 // writeDelivery writes after over row, as change says, and returns it

@@ -53,6 +53,9 @@ func (s *Store) deleteSome(ctx context.Context, sql string, args ...any) (int, e
 // finished and past r, each with its deliveries. Next is where the next
 // call starts, 0 when the log was read to its end (or the rest is newer
 // than either retention). Idempotency records are PruneIdempotency's.
+// A deleted dead head that blocked its line promotes the line's lowest
+// waiting member (deleteDeliveries), reported in Promoted; the nodes
+// hear of it at commit (NOTIFY) as of any delivery made due.
 func (s *Store) PruneEvents(ctx context.Context, cursor uint64, r engine.Retention, max int) (engine.PruneResult, error) {
 	max = orDefault(max)
 	newest := r.SucceededBefore
@@ -127,7 +130,7 @@ func (s *Store) PruneEvents(ctx context.Context, cursor uint64, r engine.Retenti
 				return err
 			}
 		}
-		if res.Deliveries, err = s.deleteDeliveries(ctx, tx, ofEvents, doomedTenants, doomed); err != nil {
+		if res.Deliveries, res.Promoted, err = s.deleteDeliveries(ctx, tx, ofEvents, doomedTenants, doomed); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, "DELETE FROM events WHERE seq = ANY($1)", doomed)
@@ -169,7 +172,9 @@ func (s *Store) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeR
 			return err
 		}
 		if len(events) > 0 {
-			if res.Deliveries, err = s.deleteDeliveries(ctx, tx, "tenant_id = $1 AND event_seq = ANY($2)", res.Tenant, events); err != nil {
+			// A line cut here goes on with the tenant's next delivery,
+			// purged in its turn (see engine.Maintenance).
+			if res.Deliveries, _, err = s.deleteDeliveries(ctx, tx, "tenant_id = $1 AND event_seq = ANY($2)", res.Tenant, events); err != nil {
 				return err
 			}
 			tag, err := tx.Exec(ctx, "DELETE FROM events WHERE seq = ANY($1)", events)
@@ -186,7 +191,7 @@ func (s *Store) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeR
 		}
 		// Deliveries whose event is gone cannot be, but the id is about to
 		// be free: make sure.
-		if _, err := s.deleteDeliveries(ctx, tx, "tenant_id = $1", res.Tenant); err != nil {
+		if _, _, err := s.deleteDeliveries(ctx, tx, "tenant_id = $1", res.Tenant); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, "DELETE FROM key_tails WHERE tenant_id = $1", res.Tenant); err != nil {

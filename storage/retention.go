@@ -18,7 +18,9 @@ import (
 // It looks at no more than max events (0: 500), skipping those it must
 // keep (a pending delivery, a delivery still inside retention), and stops
 // at the first event created after both cutoffs, since the log is in
-// ingest order. Call it again with Next until Next is 0.
+// ingest order. Call it again with Next until Next is 0. A deleted dead
+// head that blocked its line promotes the line's first waiting delivery
+// (deleteDelivery), which it reports in Promoted.
 //
 // Idempotency records are left to PruneIdempotency: the caller keeps
 // retention at least as long as the idempotency window, so a record that
@@ -65,8 +67,12 @@ func (db *DB) PruneEvents(ctx context.Context, cursor uint64, r engine.Retention
 				continue
 			}
 			for _, d := range ds {
-				if err := deleteDelivery(tx, d, seq, ev.OrderingKey, time.Now().UTC()); err != nil {
+				p, ok, err := deleteDelivery(tx, d, seq, ev.OrderingKey, time.Now().UTC())
+				if err != nil {
 					return err
+				}
+				if ok {
+					res.Promoted = append(res.Promoted, engine.Work{DeliveryID: p.ID, TenantID: p.TenantID, EndpointID: p.EndpointID})
 				}
 				res.Deliveries++
 			}

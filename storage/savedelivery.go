@@ -93,7 +93,7 @@ func saveDelivery(tx *bolt.Tx, before, after engine.Delivery) (engine.Delivery, 
 		return engine.Delivery{}, err
 	}
 	if advance {
-		if err := advanceLine(tx, after.EndpointID, after.Line, after.Updated); err != nil {
+		if _, _, err := advanceLine(tx, after.EndpointID, after.Line, after.Updated); err != nil {
 			return engine.Delivery{}, err
 		}
 	}
@@ -127,23 +127,24 @@ func settleLine(tx *bolt.Tx, before, after engine.Delivery) (engine.Delivery, bo
 
 // advanceLine promotes the first waiting delivery of the line (endpointID,
 // line), whose head just left, to be its head at at
-// (engine.PromoteDelivery). A line with none waiting is left with no head.
-func advanceLine(tx *bolt.Tx, endpointID, line string, at time.Time) error {
+// (engine.PromoteDelivery), and returns it as stored and true. A line
+// with none waiting is left with no head.
+func advanceLine(tx *bolt.Tx, endpointID, line string, at time.Time) (engine.Delivery, bool, error) {
 	prefix := lineWaitingPrefix(endpointID, line)
 	k, _ := tx.Bucket(bucketLineWaiting).Cursor().Seek(prefix)
 	if k == nil || !bytes.HasPrefix(k, prefix) {
-		return nil
+		return engine.Delivery{}, false, nil
 	}
 	if len(k) <= len(prefix)+8 {
-		return fmt.Errorf("malformed line_waiting key %x", k)
+		return engine.Delivery{}, false, fmt.Errorf("malformed line_waiting key %x", k)
 	}
 	id := string(k[len(prefix)+8:])
 	w, err := getDelivery(tx, id)
 	if err != nil {
-		return fmt.Errorf("waiting delivery %s: %w", id, err)
+		return engine.Delivery{}, false, fmt.Errorf("waiting delivery %s: %w", id, err)
 	}
-	_, err = saveDelivery(tx, w, engine.PromoteDelivery(w, at))
-	return err
+	promoted, err := saveDelivery(tx, w, engine.PromoteDelivery(w, at))
+	return promoted, err == nil, err
 }
 
 // createDelivery stores new delivery d of the event at log position seq,
@@ -178,14 +179,14 @@ func createDelivery(tx *bolt.Tx, d engine.Delivery, seq uint64) (engine.Delivery
 // key's next delivery there has no PreviousSequence).
 //
 // A deleted head leaves its line, whose first waiting delivery is
-// promoted at at (advanceLine): d must be as stored now, so a caller that
-// deletes several reads each just before.
-func deleteDelivery(tx *bolt.Tx, d engine.Delivery, seq uint64, orderingKey string, at time.Time) error {
+// promoted at at (advanceLine) and returned with true: d must be as
+// stored now, so a caller that deletes several reads each just before.
+func deleteDelivery(tx *bolt.Tx, d engine.Delivery, seq uint64, orderingKey string, at time.Time) (promoted engine.Delivery, ok bool, err error) {
 	if orderingKey != "" {
 		tails, k := tx.Bucket(bucketKeyTails), keyTailKey(d.EndpointID, orderingKey)
 		if v := tails.Get(k); v != nil && d.Sequence != 0 && bytes.Equal(v, u64(d.Sequence)) {
 			if err := tails.Delete(k); err != nil {
-				return err
+				return engine.Delivery{}, false, err
 			}
 		}
 	}
@@ -197,13 +198,13 @@ func deleteDelivery(tx *bolt.Tx, d engine.Delivery, seq uint64, orderingKey stri
 	entries = append(entries, es[:n]...)
 	for _, e := range entries {
 		if err := tx.Bucket(e.bucket).Delete(e.key); err != nil {
-			return err
+			return engine.Delivery{}, false, err
 		}
 	}
 	if engine.HoldsLine(d) {
 		return advanceLine(tx, d.EndpointID, d.Line, at)
 	}
-	return nil
+	return engine.Delivery{}, false, nil
 }
 
 // updateDelivery reads delivery id, applies the transition fn to it and
