@@ -10,9 +10,11 @@ import (
 	"github.com/webhookd/webhookd/engine"
 )
 
-// pruneLock is the advisory lock key of PruneEvents: "whprunes" in
-// ASCII.
-const pruneLock = 0x77687072756e6573
+// pruneLock is the advisory lock (with the schema's hashtext) of
+// PruneEvents, one per schema, so that the clusters of two schemas of a
+// database prune each their own at once: "whprune" in ASCII, folded to
+// 32 bits.
+const pruneLock = 0x77687072
 
 // defaultPruneMax is how much one maintenance call deletes when its
 // caller says 0.
@@ -68,7 +70,7 @@ func (s *Store) PruneEvents(ctx context.Context, cursor uint64, r engine.Retenti
 		// Every node runs a janitor; one prunes at a time, and the
 		// others find the log read to its end for this pass.
 		var mine bool
-		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1)", int64(pruneLock)).Scan(&mine); err != nil || !mine {
+		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1, hashtext($2))", int32(pruneLock), s.schema).Scan(&mine); err != nil || !mine {
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT seq, id, tenant_id, type, created, api_version, sequence, ordering_key, test, NULL::bytea FROM events

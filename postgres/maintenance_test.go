@@ -13,7 +13,8 @@ import (
 
 // TestPruneEvents_OneNodeAtATime: while one node's janitor prunes (holds
 // the prune lock), another's pass finds nothing to do instead of
-// waiting on the same rows; once it is done, the pass prunes.
+// waiting on the same rows; once it is done, the pass prunes, whatever
+// a cluster on another schema of the database does meanwhile.
 func TestPruneEvents_OneNodeAtATime(t *testing.T) {
 	clock := &manualClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	ss := nodes(t, 1, clock)
@@ -39,18 +40,27 @@ func TestPruneEvents_OneNodeAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close(ctx)
-	tx, err := other.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// pruning takes the prune lock of schema as a node of it does, and
+	// returns what lets it go.
+	pruning := func(schema string) func() {
+		t.Helper()
+		tx, err := other.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", int32(pruneLock), schema); err != nil {
+			t.Fatal(err)
+		}
+		return func() { tx.Rollback(ctx) }
 	}
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(pruneLock)); err != nil {
-		t.Fatal(err)
-	}
+	done := pruning(s.schema)
 	res, err := s.PruneEvents(ctx, 0, r, 0)
 	if err != nil || !reflect.DeepEqual(res, engine.PruneResult{}) {
 		t.Errorf("while another node prunes: %+v, %v; want nothing done", res, err)
 	}
-	tx.Rollback(ctx)
+	done()
+	// A cluster on another schema of the same database prunes its own.
+	defer pruning(s.schema + "_other")()
 	if res, err = s.PruneEvents(ctx, 0, r, 0); err != nil || res.Events != 3 {
 		t.Errorf("after: %+v, %v; want 3 events pruned", res, err)
 	}
