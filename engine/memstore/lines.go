@@ -69,16 +69,18 @@ func (s *Store) waiting(endpointID, line string) []*engine.Delivery {
 }
 
 // advance promotes the lowest waiting member of the line (endpointID,
-// line), which has no head now, at at, and points the others at it.
-func (s *Store) advance(endpointID, line string, at time.Time) {
+// line), which has no head now, at at, points the others at it, and
+// returns it (nil: the line had none waiting).
+func (s *Store) advance(endpointID, line string, at time.Time) *engine.Delivery {
 	w := s.waiting(endpointID, line)
 	if len(w) == 0 {
-		return
+		return nil
 	}
 	head := s.save(w[0], engine.PromoteDelivery(*w[0], at))
 	for _, d := range w[1:] {
 		d.WaitingBehind = head.ID
 	}
+	return head
 }
 
 // LineHead returns the head of the line (endpointID, line) and whether

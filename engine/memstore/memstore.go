@@ -13,6 +13,8 @@
 //
 // Nothing is durable: a Store is gone with the process. DeleteTenant
 // purges the tenant's data before it returns, so its id is free at once.
+// It is an engine.Maintenance too (maintenance.go), pruning what
+// retention no longer keeps as the other stores do.
 //
 // The store keeps no index: where a delivery is (due, dead, paused)
 // follows from its state alone, read when asked. The retry index is in

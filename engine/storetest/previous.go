@@ -69,10 +69,7 @@ func testPreviousSequence(t *testing.T, f *fixture) {
 }
 
 func testPreviousSequencePruned(t *testing.T, f *fixture) {
-	m, ok := f.s.(engine.Maintenance)
-	if !ok {
-		t.Skip("the store has no Maintenance")
-	}
+	m := f.maintenance(t)
 	f.tenant(t, "acme")
 	ep, typ := f.lane(t, "acme")
 	keyed := func() engine.Delivery {

@@ -18,6 +18,10 @@
 // and lists that are empty must be empty, not nil (the API shows [] for
 // them).
 //
+// Every store implements engine.Maintenance too: the Maintenance group
+// prunes and purges as the janitor does and checks the store after every
+// call.
+//
 // Each subtest opens a store of its own and runs in parallel with the
 // others. Nothing in it waits for time to pass: concurrency is bounded
 // in count, and every time is the suite's clock (t0 and after).
@@ -40,6 +44,10 @@ type Harness struct {
 	// Check, when set, verifies a store's own consistency (the bbolt
 	// store's DB.Check). The suite calls it after each subtest, and
 	// within some after each step, failing the test on what it reports.
+	// Nil: the store keeps nothing beside what the Store shows (memstore,
+	// which keeps no index); the Maintenance group still reads every
+	// store through the Store after each step and holds what it shows
+	// to the contract.
 	Check func(t *testing.T, s engine.Store)
 
 	// Purge, when set, finishes what DeleteTenant leaves for later: after
@@ -78,6 +86,7 @@ func Run(t *testing.T, h Harness) {
 		{"Lines", lineTests},
 		{"PreviousSequence", previousTests},
 		{"TestEvents", testEventTests},
+		{"Maintenance", maintenanceTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
