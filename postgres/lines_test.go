@@ -3,6 +3,7 @@ package postgres
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -156,7 +157,7 @@ func TestLines_ConcurrentNodes(t *testing.T) {
 }
 
 // TestLines_RetentionEndsABlockingHead: retention that deletes the dead
-// head blocking a line promotes the next, due at once.
+// head blocking a line promotes the next, due at once, and reports it.
 func TestLines_RetentionEndsABlockingHead(t *testing.T) {
 	clock := &manualClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	s := nodes(t, 1, clock)[0]
@@ -181,6 +182,9 @@ func TestLines_RetentionEndsABlockingHead(t *testing.T) {
 	res, err := s.PruneEvents(t.Context(), 0, engine.Retention{SucceededBefore: now.Add(time.Minute), DeadBefore: now.Add(time.Minute)}, 0)
 	if err != nil || res.Events != 1 || res.Deliveries != 1 {
 		t.Fatalf("PruneEvents: %+v %v, want the dead head's event pruned", res, err)
+	}
+	if want := []engine.Work{{DeliveryID: next.ID, TenantID: next.TenantID, EndpointID: ep.ID}}; !reflect.DeepEqual(res.Promoted, want) {
+		t.Errorf("Promoted = %+v, want %+v", res.Promoted, want)
 	}
 	got, ok, err := s.LineHead(t.Context(), ep.ID, engine.LineKeyPrefix+"a")
 	if err != nil || !ok || got.ID != next.ID || got.State != engine.StatePending || !got.NextAttemptAt.Equal(clock.now()) {
