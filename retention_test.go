@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/webhookd/webhookd/storage"
 )
@@ -150,10 +151,12 @@ func TestRetention_UnblocksLine(t *testing.T) {
 		t.Fatalf("the delivery behind the dead head is %s, want waiting", d.State)
 	}
 	in.waitPruned(head.ID)
+	pruned := time.Now()
 	in.waitState(next.Deliveries[0].ID, "succeeded")
 	got := rc.got()
 	if len(got) != attempts+1 || !strings.Contains(string(got[attempts].body), `"n":2`) {
-		t.Errorf("the receiver got %d requests, the last %s; want %d attempts of the first event, then the second", len(got), got[len(got)-1].body, attempts)
+		t.Fatalf("the receiver got %d requests, the last %s; want %d attempts of the first event, then the second", len(got), got[len(got)-1].body, attempts)
 	}
+	t.Logf("the second event reached the receiver %v after its head's event was seen gone", got[attempts].at.Sub(pruned).Round(time.Millisecond))
 	rc.checkSignatures()
 }
