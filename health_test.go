@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -164,4 +165,48 @@ func TestEndpointHealth_FailingTooLongAndAlerts(t *testing.T) {
 	}
 	// The operator tenant is not reachable through the API.
 	in.mustCall(404, "GET", "/v1/tenants/_operator", nil, nil)
+}
+
+// TestEndpointHealth_DeletedWhileDisabled: deleting a disabled endpoint
+// ends what it held. Its paused deliveries are never attempted, so
+// without this they stayed paused for good, unfinished events that
+// retention never prunes; on an ordered endpoint the deliveries waiting
+// behind a paused head stayed waiting too. They all end dead, "endpoint
+// deleted", and no request is made.
+func TestEndpointHealth_DeletedWhileDisabled(t *testing.T) {
+	t.Parallel()
+	in := startInstance(t, t.TempDir(), testConfig)
+	in.setup()
+	var requests atomic.Int32
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(200)
+	})
+	var plain, ordered endpointCreated
+	in.mustCall(201, "POST", "/v1/tenants/acme/endpoints", map[string]any{"url": rc.srv.URL, "event_types": []string{"*"}}, &plain)
+	in.mustCall(201, "POST", "/v1/tenants/acme/endpoints", map[string]any{"url": rc.srv.URL, "event_types": []string{"*"}, "ordering": "endpoint", "on_dead": "block"}, &ordered)
+	for _, ep := range []endpointCreated{plain, ordered} {
+		in.mustCall(200, "PATCH", "/v1/tenants/acme/endpoints/"+ep.ID, `{"disabled": true}`, nil)
+	}
+	var held []string
+	for i := range 3 {
+		res := in.ingest("invoice.paid", fmt.Sprintf(`{"n":%d}`, i))
+		for _, d := range res.Deliveries {
+			held = append(held, d.ID)
+		}
+	}
+	if len(held) != 6 {
+		t.Fatalf("%d deliveries, want 6", len(held))
+	}
+	for _, ep := range []endpointCreated{plain, ordered} {
+		in.mustCall(204, "DELETE", "/v1/tenants/acme/endpoints/"+ep.ID, nil, nil)
+	}
+	for _, id := range held {
+		if d := in.waitState(id, "dead"); d.Reason != "endpoint deleted" {
+			t.Errorf("delivery %s: reason %q, want %q", id, d.Reason, "endpoint deleted")
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("the receiver got %d requests for a deleted endpoint's deliveries", n)
+	}
 }

@@ -380,12 +380,34 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 }
 
 // DeleteEndpoint removes an endpoint of tenant. Its pending deliveries are
-// dead-lettered ("endpoint deleted") when their next attempt comes.
+// dead-lettered ("endpoint deleted") when their next attempt comes, with
+// no request made; the paused ones (it was disabled), which no attempt
+// would ever end, are dead-lettered at once, and the lines they held go
+// on, so what waited behind them dies the same way. A crash between the
+// endpoint's deletion and that step leaves those paused deliveries
+// paused: they are listed, and their events kept, until the tenant is
+// deleted.
 func (s *Service) DeleteEndpoint(ctx context.Context, tenant, id string) error {
 	if !validID(id) {
 		return EndpointNotFound()
 	}
-	return s.store.DeleteEndpoint(ctx, tenant, id)
+	if err := s.store.DeleteEndpoint(ctx, tenant, id); err != nil {
+		return err
+	}
+	for {
+		at := s.now()
+		ds, err := s.store.UpdateDeliveries(ctx, Selection{Tenant: tenant, State: StatePaused, EndpointID: id}, replayBatch, func(d Delivery) Delivery {
+			return DropDeletedEndpointDelivery(d, at)
+		})
+		if err != nil || len(ds) == 0 {
+			return err
+		}
+		if s.disp != nil {
+			for _, d := range ds {
+				s.disp.FollowLine(d) // a dropped head's line goes on
+			}
+		}
+	}
 }
 
 // IngestInput is the body of POST /v1/tenants/{tenant}/events plus the

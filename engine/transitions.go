@@ -149,6 +149,21 @@ func DropHeldDelivery(d Delivery, at time.Time) Delivery {
 	return d
 }
 
+// DropDeletedEndpointDelivery returns paused delivery d dead, not sent,
+// because its endpoint was deleted while disabled: Dead at at with
+// ReasonEndpointDeleted, as the dispatcher kills a pending one when it
+// finds the endpoint gone (a paused one is never attempted, so nothing
+// else would end it). The store settles an ordered one in its line as a
+// death on a deleted endpoint: skipped, the line goes on. A delivery that
+// is not paused is returned as it is.
+func DropDeletedEndpointDelivery(d Delivery, at time.Time) Delivery {
+	if d.State != StatePaused {
+		return d
+	}
+	d.State, d.Reason, d.DeadAt, d.Updated = StateDead, ReasonEndpointDeleted, at, at
+	return d
+}
+
 // MergeHealth returns stored, the endpoint as stored, with the health seen
 // by one attempt (seen's FailingSince, LastFailure, LastFailureAt,
 // Disabled, DisabledReason and DisabledAt; see healthAfter) merged in; its

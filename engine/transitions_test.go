@@ -96,6 +96,11 @@ func TestHoldPauseReplayDrop(t *testing.T) {
 				d.State, d.NextAttemptAt, d.Reason, d.DeadAt, d.Updated = StateDead, time.Time{}, ReasonHeldNotSent, tt2, tt2
 			})},
 		{"drop held, not paused", DropHeldDelivery(pending(), tt2), pending()},
+		{"drop for a deleted endpoint", DropDeletedEndpointDelivery(PauseDelivery(pending(), 1, tt1), tt2),
+			with(pending(), func(d *Delivery) {
+				d.State, d.NextAttemptAt, d.Reason, d.DeadAt, d.Updated = StateDead, time.Time{}, ReasonEndpointDeleted, tt2, tt2
+			})},
+		{"drop for a deleted endpoint, not paused", DropDeletedEndpointDelivery(pending(), tt2), pending()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
