@@ -395,3 +395,38 @@ func TestRun_orderingRefused(t *testing.T) {
 		t.Errorf("err = %v, want one naming -ordering", err)
 	}
 }
+
+// TestDeliveryStats_countsAcknowledgedOnly: an event the receivers got
+// whose 202 the load never read (sent as the load window closed, and
+// committed after) is not counted as delivered: the effective rate is
+// delivered over acknowledged, never above 100%.
+func TestDeliveryStats_countsAcknowledgedOnly(t *testing.T) {
+	at := time.Now()
+	rs := &receiverSet{}
+	for i := range 2 {
+		rs.rs = append(rs.rs, &receiver{index: i, delivered: &rs.delivered, pairs: map[string]*pair{}})
+	}
+	for _, rc := range rs.rs {
+		rc.record("evt_acked1", 0, at, true)
+		rc.record("evt_acked2", 0, at, false) // a retry, then a success
+		rc.record("evt_acked2", 0, at.Add(time.Millisecond), true)
+		rc.record("evt_late", 0, at, true) // committed after the window: no 202 read
+		rc.record("evt_late", 0, at, true)
+	}
+	acks := []ack{
+		{id: "evt_acked1", sent: at, acked: at, deliveries: []string{"dlv_1a", "dlv_1b"}},
+		{id: "evt_acked2", sent: at, acked: at, deliveries: []string{"dlv_2a", "dlv_2b"}},
+		{id: "evt_missing", sent: at, acked: at, deliveries: []string{"dlv_3a", "dlv_3b"}},
+	}
+	r := &runner{o: Options{Endpoints: 2}, res: &Result{}}
+	d, _ := r.deliveryStats(rs, acks, at.Add(-time.Second), func(int) bool { return true }, true)
+	if d.Expected != 6 || d.Delivered != 4 {
+		t.Errorf("delivered %d of %d, want 4 of 6 (the late event is not one of them)", d.Delivered, d.Expected)
+	}
+	if d.FirstAttempt != 2 || d.Retried != 2 || d.Duplicates != 0 {
+		t.Errorf("first attempt %d, retried %d, duplicates %d; want 2, 2, 0", d.FirstAttempt, d.Retried, d.Duplicates)
+	}
+	if d.Effective > 1 {
+		t.Errorf("effective %.3f, above 100%%", d.Effective)
+	}
+}

@@ -224,7 +224,7 @@ func (r *runner) clusterPhase(name string, nodes []instanceOptions) (*ClusterPha
 	}
 	lr := runLoad(r.ctx, nil, spec, &r.sent)
 	expected := int64(len(lr.acks)) * int64(r.o.Endpoints)
-	if !r.drain(r.o.Drain, func() bool { return rs.delivered.Load() >= expected }) {
+	if !r.drain(r.o.Drain, func() bool { return rs.delivered.Load() >= expected && rs.missing(lr.acks) == 0 }) {
 		r.res.note("%s: deliveries still missing after the %s drain", name, r.o.Drain)
 	}
 	cores := cpu()
@@ -233,7 +233,7 @@ func (r *runner) clusterPhase(name string, nodes []instanceOptions) (*ClusterPha
 		return nil, fmt.Errorf("no event acknowledged: %v", lr.firstErr)
 	}
 	d, _ := r.deliveryStats(rs, lr.acks, lr.start, all, true)
-	d.CPU, d.PendingAtEnd = cores, max(0, int(expected-rs.delivered.Load()))
+	d.CPU, d.PendingAtEnd = cores, max(0, int(expected-d.Delivered))
 	ph := &ClusterPhase{Name: name, Nodes: len(nodes), Ingest: r.ingestStats(lr, r.o.Clients), Delivery: d}
 	if ordering != apiclient.OrderingNone {
 		ph.Ordering, ph.Violations = string(ordering), lineViolations(rs, lr)

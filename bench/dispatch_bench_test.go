@@ -69,7 +69,7 @@ func BenchmarkDispatch(b *testing.B) {
 		time.Sleep(time.Millisecond)
 	}
 	b.StopTimer()
-	if got, want := rs.counts().Delivered, int64(events*endpoints); got != want {
+	if got, want := rs.counts(nil).Delivered, int64(events*endpoints); got != want {
 		b.Fatalf("receivers counted %d deliveries, want %d", got, want)
 	}
 }

@@ -196,7 +196,7 @@ func (r *runner) orderedRun(i int, name string, ordering apiclient.Ordering, key
 		return nil, nil, 0, nil, fmt.Errorf("no event acknowledged: %v", lr.firstErr)
 	}
 	d, ser := r.deliveryStats(rs, lr.acks, lr.start, all, true)
-	d.CPU, d.PendingAtEnd = cores, max(0, int(expected-rs.delivered.Load()))
+	d.CPU, d.PendingAtEnd = cores, max(0, int(expected-d.Delivered))
 	if d.PendingAtEnd > 0 {
 		r.res.note("%s: %d deliveries still pending after %s; its figures are of the %d delivered", name, d.PendingAtEnd, r.o.Duration, d.Delivered)
 	}

@@ -281,14 +281,18 @@ type receiverCounts struct {
 	BadSignature int64 // sampled requests whose signature did not verify
 }
 
-func (s *receiverSet) counts() receiverCounts {
+// counts sums what the receivers saw; the deliveries of events only
+// when only is not nil (the acknowledged ones: an event the load sent as
+// its window closed may be committed and delivered without a 202 read).
+// Requests and BadSignature count every request.
+func (s *receiverSet) counts(only map[string]bool) receiverCounts {
 	var c receiverCounts
 	for _, rc := range s.rs {
 		c.Requests += rc.requests.Load()
 		c.BadSignature += rc.badSig.Load()
 		rc.mu.Lock()
-		for _, p := range rc.pairs {
-			if p.oks == 0 {
+		for id, p := range rc.pairs {
+			if p.oks == 0 || only != nil && !only[id] {
 				continue
 			}
 			c.Delivered++

@@ -537,6 +537,16 @@ func ingestSeries(from time.Time, acks []ack) *series {
 // from from on. With e2e, latency is measured from each event's ack; the
 // series is filled in either way.
 func (r *runner) deliveryStats(rs *receiverSet, acks []ack, from time.Time, use func(int) bool, e2e bool) (*DeliveryStats, *series) {
+	// Delivered counts the acknowledged events only, as Expected does: an
+	// event sent as the load window closed may be committed and delivered
+	// without its 202 read.
+	var acked map[string]bool
+	if len(acks) > 0 {
+		acked = make(map[string]bool, len(acks))
+		for _, a := range acks {
+			acked[a.id] = true
+		}
+	}
 	var ackAt map[string]*ack
 	if e2e {
 		ackAt = make(map[string]*ack, len(acks))
@@ -549,6 +559,9 @@ func (r *runner) deliveryStats(rs *receiverSet, acks []ack, from time.Time, use 
 	last := from
 	var n int64
 	rs.deliveredTimes(use, func(id string, at time.Time) {
+		if acked != nil && !acked[id] {
+			return
+		}
 		n++
 		if at.After(last) {
 			last = at
@@ -565,7 +578,7 @@ func (r *runner) deliveryStats(rs *receiverSet, acks []ack, from time.Time, use 
 		}
 		ser.add(at, l)
 	})
-	c := rs.counts()
+	c := rs.counts(acked)
 	d := &DeliveryStats{
 		Delivered: c.Delivered, FirstAttempt: c.FirstAttempt, Retried: c.Retried,
 		Duplicates: c.Duplicates, Requests: c.Requests, BadSignature: c.BadSignature,
@@ -810,7 +823,7 @@ func (r *runner) ingestAndDeliver() (*DeliveryStats, error) {
 	d, ser := r.deliveryStats(rs, lr.acks, lr.start, all, true)
 	d.PendingAtEnd, d.CPU = in.pending(), cores
 	if !in.inProcess() {
-		d.PendingAtEnd = int(expected - rs.delivered.Load())
+		d.PendingAtEnd = max(0, int(expected-d.Delivered))
 	}
 	if !ok {
 		r.res.note("deliveries still pending after the %s drain", r.o.Drain)
