@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"math"
@@ -68,10 +69,26 @@ type problem struct {
 	Field  string      `json:"field,omitempty"`
 }
 
+// statusClientClosed is the status a request is counted with (metrics)
+// when its client gave up before the answer: nginx's 499. It is never
+// sent to anyone: the client is gone.
+const statusClientClosed = 499
+
 // writeError answers err as application/problem+json. An error without a
 // code (or with a code the table does not know) becomes a 500 "internal
 // error" and is logged at error level; its text never reaches the client.
+//
+// A request whose own context ended (its client gave up, or the server's
+// shutdown cut it) and whose error is that ending is not an internal
+// error, whatever store it reached: it is logged at debug level and
+// counted as statusClientClosed, and nothing more is written.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		s.log.DebugContext(r.Context(), "httpapi: the client gave up before the answer",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		w.WriteHeader(statusClientClosed)
+		return
+	}
 	code := engine.ErrorCode(err)
 	if _, known := statusTable[code]; !known || code == engine.CodeInternal {
 		msg := "<nil>" // a handler bug; still answer something
