@@ -37,9 +37,12 @@ type backend struct {
 	size      func() int64 // the database file's size; nil: not measured here
 	// disk is what the store's commits wrote to the file: pages, and the
 	// time spent writing and syncing them; nil: not measured here.
-	disk  func() (pages int64, writing time.Duration)
-	where string // for the log: the file, or the database without its password
-	close func() error
+	disk func() (pages int64, writing time.Duration)
+	// stalls is what the database's bounds on stalled transactions did
+	// to this node's writes; nil: not on this driver.
+	stalls func() postgres.Stalls
+	where  string // for the log: the file, or the database without its password
+	close  func() error
 }
 
 // openBackend opens the store cfg names.
@@ -130,6 +133,7 @@ func openPostgres(ctx context.Context, cfg Config, key []byte, getenv func(strin
 			return st.Writable(ctx)
 		},
 		oldestDue: st.OldestDue,
+		stalls:    st.Stalls,
 		where:     redactURL(dsn) + " schema " + cfg.Storage.Schema,
 		close: func() error {
 			sched.Close()

@@ -100,6 +100,17 @@ func (m *metrics) watch(disp *engine.Dispatcher, be *backend) {
 		}
 		return max(0, time.Since(due).Seconds())
 	})
+	if be.stalls != nil {
+		counter := func(name, help string, fn func() float64) {
+			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, fn))
+		}
+		counter("webhookd_database_lock_timeouts_total", "Writes that waited lock_timeout for a lock another transaction held (a node stalled in a transaction, a long EnqueueTx) and were given up: answered 503 with Retry-After, or tried again.", func() float64 {
+			return float64(be.stalls().LockTimeouts)
+		})
+		counter("webhookd_database_idle_transactions_ended_total", "Transactions of this node that the database ended because they sat idle for idle_in_transaction_session_timeout: this node was stalled mid-transaction.", func() float64 {
+			return float64(be.stalls().EndedIdle)
+		})
+	}
 	if be.size != nil {
 		gauge("webhookd_database_bytes", "Size of the database file.", func() float64 { return float64(be.size()) })
 	}

@@ -57,6 +57,7 @@ type written struct{ seq, sequence int64 }
 func (s *Store) writeCached(ctx context.Context, w *cachedWrite) (int64, int64, error) {
 	s.ingests.do(w, func(group []*cachedWrite) {
 		at, err := s.writeGroup(ctx, group)
+		s.noteWrite(err)
 		if err != nil && len(group) > 1 {
 			s.groupSplits.Add(1)
 		}
@@ -73,6 +74,7 @@ func (s *Store) writeCached(ctx context.Context, w *cachedWrite) (int64, int64, 
 	})
 	if w.alone {
 		at, err := s.writeGroup(ctx, []*cachedWrite{w})
+		s.noteWrite(err)
 		if err != nil {
 			return 0, 0, err
 		}

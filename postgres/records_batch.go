@@ -40,6 +40,7 @@ type heldRecord struct {
 func (s *Store) record(r *heldRecord) (bool, error) {
 	s.records.do(r, func(batch []*heldRecord) {
 		applied, err := s.writeRecords(batch)
+		s.noteWrite(err)
 		for _, r := range batch {
 			// A deadlock or a serialization failure: none applied, and
 			// each caller takes the row lock.

@@ -214,6 +214,12 @@ const migrationLock = 0x7765626b686f6f64
 // migrate brings the schema of conn's search path up to the last
 // migration, holding the advisory lock, and returns the version it found.
 func migrate(ctx context.Context, conn *pgx.Conn, schema string) (int, error) {
+	// Another node may be migrating, and a migration's DDL waits for
+	// every transaction on its table: no lock_timeout here.
+	if _, err := conn.Exec(ctx, "SET lock_timeout = 0"); err != nil {
+		return 0, fmt.Errorf("postgres: lock_timeout: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "RESET lock_timeout")
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(migrationLock)); err != nil {
 		return 0, fmt.Errorf("postgres: take the migration lock: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,37 @@ type Options struct {
 	Importing bool
 }
 
+// The bounds on what one node's transaction makes the others wait for,
+// set on every session of the pool (docs/cluster.md, "Failure and
+// recovery"). Every lock webhookd takes is transaction-scoped and its
+// transactions last milliseconds, with no network I/O of their own in
+// them; but a node frozen mid-transaction (SIGSTOP, a VM paused, a
+// stalled process) holds what it locked, a tenant's sequence lock
+// among it, and every node's ingest of that tenant would wait for the
+// whole freeze. So:
+//
+//   - IdleInTransactionTimeout: the server ends a session idle inside a
+//     transaction for longer (idle_in_transaction_session_timeout): its
+//     transaction rolls back and its locks go. The frozen node loses
+//     that transaction (an ingest not yet acknowledged, a record it
+//     writes again or a lease's end), nothing committed.
+//   - LockTimeout: a statement waits no longer for a lock
+//     (lock_timeout): the store answers engine.CodeUnavailable (503
+//     with Retry-After to an ingest), so that a client retries, and a
+//     node's connections, and its ingests of other tenants, are not all
+//     held by waits.
+//
+// Both are far below [storage] lease (30 s by default; at least
+// [delivery] attempt_timeout, 10 s by default): a stalled transaction
+// holds up the others for seconds, where a stalled node's claims hold up
+// its deliveries for a lease. A URL that sets lock_timeout or
+// idle_in_transaction_session_timeout itself (as a parameter, e.g.
+// ?lock_timeout=5s) keeps its own.
+const (
+	IdleInTransactionTimeout = 2 * time.Second
+	LockTimeout              = time.Second
+)
+
 // Store is an engine.Store (and engine.Maintenance) in PostgreSQL. It is
 // safe for concurrent use, by any number of processes at once.
 type Store struct {
@@ -89,6 +121,12 @@ type Store struct {
 	// preclaimer is the running Scheduler whose node an ingest claims
 	// its new deliveries for (SchedulerOptions.PreClaim); nil: none.
 	preclaimer atomic.Pointer[Scheduler]
+
+	lockTimeouts atomic.Int64 // writes whose lock wait LockTimeout cut (Stalls)
+	stalledTx    atomic.Int64 // transactions IdleInTransactionTimeout ended (Stalls)
+	// blockedSince is when a write here last had its lock wait cut with
+	// no write committed since (Unix nanoseconds); 0: not blocked.
+	blockedSince atomic.Int64
 }
 
 var (
@@ -116,6 +154,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
 	cfg.ConnConfig.RuntimeParams["application_name"] = "webhookd"
+	for param, d := range map[string]time.Duration{"idle_in_transaction_session_timeout": IdleInTransactionTimeout, "lock_timeout": LockTimeout} {
+		if _, set := cfg.ConnConfig.RuntimeParams[param]; !set {
+			cfg.ConnConfig.RuntimeParams[param] = strconv.FormatInt(d.Milliseconds(), 10)
+		}
+	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
@@ -183,6 +226,11 @@ func (s *Store) SecretKeyID() string {
 // a key configured are sealed, in one transaction with writing the ID.
 func (s *Store) initSecrets(ctx context.Context) error {
 	return s.tx(ctx, func(tx pgx.Tx) error {
+		// Another node starting at once may be sealing every endpoint:
+		// wait for it, however long.
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = 0"); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, "LOCK TABLE meta IN EXCLUSIVE MODE"); err != nil {
 			return err
 		}
@@ -231,6 +279,7 @@ const maxTxAttempts = 5
 func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 	for attempt := 1; ; attempt++ {
 		err := pgx.BeginFunc(ctx, s.pool, fn)
+		s.noteWrite(err)
 		if err == nil {
 			return nil
 		}
@@ -247,6 +296,54 @@ func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// noteWrite notes what the outcome of a write (a transaction, a batch
+// of ingests or records) says of the bounds above: a lock wait cut by
+// lock_timeout, or a transaction the server ended as idle, is counted;
+// the former blocks the node (Writable) until a write commits.
+func (s *Store) noteWrite(err error) {
+	if err == nil {
+		if s.blockedSince.Load() != 0 {
+			s.blockedSince.Store(0)
+		}
+		return
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return
+	}
+	switch pe.Code {
+	case codeLockNotAvailable:
+		s.lockTimeouts.Add(1)
+		s.blockedSince.CompareAndSwap(0, time.Now().UnixNano())
+	case codeIdleInTransactionTimeout:
+		s.stalledTx.Add(1)
+	}
+}
+
+// The SQLSTATEs of the bounds: a lock wait cut by lock_timeout, and a
+// session ended by idle_in_transaction_session_timeout.
+const (
+	codeLockNotAvailable         = "55P03"
+	codeIdleInTransactionTimeout = "25P03"
+)
+
+// Stalls counts what the bounds on stalled transactions did to this
+// process's writes (IdleInTransactionTimeout, LockTimeout).
+type Stalls struct {
+	// LockTimeouts: writes that waited LockTimeout for a lock another
+	// transaction held, and were given up (answered 503, or retried).
+	LockTimeouts int64
+	// EndedIdle: transactions of this process's that the server ended
+	// because they sat idle for IdleInTransactionTimeout: this process
+	// was stalled mid-transaction (a pause, a VM freeze).
+	EndedIdle int64
+}
+
+// Stalls returns the counts since Open.
+func (s *Store) Stalls() Stalls {
+	return Stalls{LockTimeouts: s.lockTimeouts.Load(), EndedIdle: s.stalledTx.Load()}
 }
 
 // callerError carries an error of a function the caller passed in (an
@@ -274,7 +371,11 @@ func storeError(err error) error {
 		return err // made here already (a helper's error, out of a transaction)
 	}
 	if unavailable(err) {
-		return &engine.Error{Code: engine.CodeUnavailable, Message: "the database cannot take writes now; retry later", Err: err}
+		msg := "the database cannot take writes now; retry later"
+		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == codeLockNotAvailable {
+			msg = "a lock this write needs is held by another transaction (a node stalled in one?); retry later"
+		}
+		return &engine.Error{Code: engine.CodeUnavailable, Message: msg, Err: err}
 	}
 	return &dbError{err}
 }
@@ -294,7 +395,11 @@ func unavailable(err error) bool {
 		switch {
 		case pe.Code == "25006", // read_only_sql_transaction: a standby, or a demoted primary
 			pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03", // shutting down, starting up
-			pe.Code == "53300",                       // too_many_connections
+			pe.Code == "53300", // too_many_connections
+			// A lock another transaction held past LockTimeout, or this
+			// session ended by IdleInTransactionTimeout: a stall, which
+			// ends within the bound.
+			pe.Code == codeLockNotAvailable, pe.Code == codeIdleInTransactionTimeout,
 			len(pe.Code) == 5 && pe.Code[:2] == "08": // connection exceptions
 			return true
 		}
@@ -347,6 +452,10 @@ func (s *Store) Writable(ctx context.Context) error {
 	}
 	if readOnly {
 		return errors.New("the database is read-only (a standby, or a primary demoted by a failover)")
+	}
+	if b := s.blockedSince.Load(); b != 0 {
+		return fmt.Errorf("writes here have waited past lock_timeout (%s) for a lock another transaction holds, with none committed since %s: a node stalled in a transaction, or an application's long EnqueueTx",
+			LockTimeout, time.Unix(0, b).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
 	}
 	return nil
 }
