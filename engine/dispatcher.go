@@ -618,11 +618,12 @@ func (d *Dispatcher) next() (id string, eq *endpointQueue, ok bool) {
 			if delay := r.Delay(); delay > 0 {
 				r.Cancel()
 				eq.parked = true
+				parked := eq // eq is this loop's, and the result: it moves on
 				time.AfterFunc(delay, func() {
 					d.mu.Lock()
 					defer d.mu.Unlock()
-					eq.parked = false
-					d.makeRunnableLocked(eq)
+					parked.parked = false
+					d.makeRunnableLocked(parked)
 				})
 				d.makeTenantRunnableLocked(tq)
 				continue
