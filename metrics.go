@@ -93,6 +93,9 @@ func (m *metrics) watch(disp *engine.Dispatcher, be *backend) {
 	})
 	gauge("webhookd_due_deliveries", "Deliveries due now and waiting for a worker.", func() float64 { return float64(disp.Stats().Ready) })
 	gauge("webhookd_inflight_attempts", "Attempts in flight.", func() float64 { return float64(disp.Stats().InFlight) })
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "webhookd_attempts_dropped_total",
+		Help: "Attempts not made because the claim's lease had less than attempt_timeout left (a node resumed after a stall, cluster mode): the delivery was handed back to be claimed again."},
+		func() float64 { return float64(disp.Dropped()) }))
 	gauge("webhookd_oldest_pending_overdue_seconds", "How long the most overdue pending delivery has been due (0 when none is overdue).", func() float64 {
 		due, ok, err := be.oldestDue(context.Background())
 		if err != nil || !ok {

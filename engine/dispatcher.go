@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -111,6 +112,8 @@ type Dispatcher struct {
 	busy      map[string]*tenantQueue  // tenants at TenantConcurrency, by ID (kept with a skipper only)
 	skipper   TenantSkipper            // the scheduler, when it skips tenants and ClaimAhead is set
 	sharer    BoundSharer              // the scheduler, when it shares the endpoint bounds among processes
+	leaser    Leaser                   // the scheduler, when its claims are leases that may end (leaseEnding)
+	dropped   atomic.Int64             // attempts not made for a lease near its end (Dropped)
 	inflight  map[string]bool          // delivery IDs being attempted
 	limiters  map[string]*rate.Limiter // per endpoint, kept while the process runs
 	recording chan struct{}            // a slot per outcome being recorded (recordLater)
@@ -195,6 +198,7 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 		d.skipper = sk
 	}
 	d.sharer, _ = d.sched.(BoundSharer)
+	d.leaser, _ = d.sched.(Leaser)
 	d.cond = sync.NewCond(&d.mu)
 	d.claimCond = sync.NewCond(&d.mu)
 	d.baseCtx, d.cancel = context.WithCancel(context.Background())
@@ -668,6 +672,12 @@ func (d *Dispatcher) finish(id string, eq *endpointQueue, at time.Time, holdsSlo
 			d.readyLocked(w)
 		}
 	}
+	d.endpointDoneLocked(eq)
+}
+
+// endpointDoneLocked gives eq its turn again after one of its
+// deliveries left flight, and drops it when it holds nothing more.
+func (d *Dispatcher) endpointDoneLocked(eq *endpointQueue) {
 	d.makeRunnableLocked(eq)
 	// eq may be gone from d.endpoints already, and a new queue in its place
 	// (releaseSlot let eq empty while this delivery was being recorded).
@@ -675,6 +685,39 @@ func (d *Dispatcher) finish(id string, eq *endpointQueue, at time.Time, holdsSlo
 		delete(d.endpoints, eq.id)
 	}
 }
+
+// leaseEnding reports whether the claim on delivery id, about to be
+// attempted from eq, has less than the attempt timeout left of its lease
+// (Leaser); if so it makes no attempt: it releases the claim without an
+// outcome (the delivery is offered again, to any process, under a lease
+// of its own) and gives back the endpoint's slot. A claim the scheduler
+// does not know is left to the attempt, whose record says if it was lost.
+func (d *Dispatcher) leaseEnding(id string, eq *endpointQueue) bool {
+	if d.leaser == nil {
+		return false
+	}
+	w := Work{DeliveryID: id, TenantID: eq.tenant.id, EndpointID: eq.id}
+	left, ok := d.leaser.LeaseLeft(w)
+	if !ok || left >= d.opts.Policy.AttemptTimeout {
+		return false
+	}
+	d.dropped.Add(1)
+	d.log.Info("attempt not made: its lease ends before the attempt could (the process was stalled); the delivery is offered again",
+		"delivery", id, "endpoint", eq.id, "lease_left", left.Round(time.Millisecond), "attempt_timeout", d.opts.Policy.AttemptTimeout)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	eq.inflight--
+	d.tenantDoneLocked(eq.tenant)
+	delete(d.inflight, id)
+	d.sched.Release(w)
+	d.endpointDoneLocked(eq)
+	return true
+}
+
+// Dropped counts the attempts not made because their lease had less
+// than the attempt timeout left (see Leaser), since the dispatcher was
+// made.
+func (d *Dispatcher) Dropped() int64 { return d.dropped.Load() }
 
 // worker claims deliveries and attempts them, one at a time.
 func (d *Dispatcher) worker() {
@@ -749,6 +792,9 @@ func (d *Dispatcher) attempt(id string, eq *endpointQueue) {
 		}
 		d.finish(id, eq, at, true)
 	default:
+		if d.leaseEnding(id, eq) {
+			return
+		}
 		d.send(ctx, &in, &rec)
 		ended := time.Now()
 		d.releaseSlot(eq)

@@ -87,6 +87,27 @@ type Scheduler interface {
 	Counts() (total, waiting int)
 }
 
+// Leaser is a Scheduler whose claims are leases that may end while
+// their holder still has them (postgres.Scheduler: a process stalled
+// past its renewals loses its claims to the others, which may attempt
+// and record the deliveries meanwhile). Before an attempt's request the
+// Dispatcher asks how long its lease has to run: with less than the
+// attempt timeout left, it makes no request and releases the claim
+// (Release), so that no attempt outlives its lease and a resumed process
+// does not send again what another has sent since. A Scheduler that is
+// not one (LocalScheduler) holds its claims until the process ends.
+//
+// IMPORTANT: its leases must be longer than the attempt timeout
+// (webhookd's config requires [storage] lease > [delivery]
+// attempt_timeout): with a shorter one no attempt would ever start.
+type Leaser interface {
+	// LeaseLeft returns how long the caller's claim on w has to run, as
+	// far as this process knows: from the end its claim or last renewal
+	// wrote, never later than the database has it. ok is false when the
+	// caller holds no claim on w.
+	LeaseLeft(w Work) (left time.Duration, ok bool)
+}
+
 // BoundSharer is a Scheduler shared by several processes that splits
 // each endpoint's bounds among them (postgres.Scheduler): the Dispatcher
 // of each process holds its attempts of an endpoint to this process's

@@ -127,14 +127,14 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 	}
 	// The deliveries due now, this node takes under a lease of their own
 	// when it may start them soon and knows what their attempts need.
-	var token int64
+	var token, until int64
 	var taken []engine.Work
 	var inputs []prefetched
 	c := s.preclaimer.Load()
 	if c != nil && seen.raw != nil && c.mayPreclaim() {
 		now := s.now()
 		token = newToken()
-		until := now.Add(s.lease).UnixNano()
+		until = now.Add(s.lease).UnixNano()
 		for i, d := range ds {
 			ep, ok := seen.raw[d.EndpointID]
 			if d.State != engine.StatePending || d.NextAttemptAt.After(now) || !ok {
@@ -179,7 +179,7 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 			// sequence the write gave them (inputs[i].delivery is in ds).
 			inputs[i].at, inputs[i].body, inputs[i].doc = read, stored.Body, sequencedDoc(inputs[i].doc, stored.Sequence)
 		}
-		c.preclaimed(taken, token, inputs)
+		c.preclaimed(taken, token, time.Unix(0, until), inputs)
 	}
 	return engine.IngestResult{Event: stored, Deliveries: ds}, true, nil
 }

@@ -267,16 +267,20 @@ func (c *claims) removeLocked(id string) *claim {
 // would reach the dispatcher that holds it a second time, and the
 // holder's Settle would end the new lease. It came due, so Settle hands
 // it back to the holder (rerun).
-func (c *claims) retakeLocked(cl *claim, token int64, in *prefetched) {
+func (c *claims) retakeLocked(cl *claim, token int64, until time.Time, in *prefetched) {
 	if cl.input == nil {
 		c.unstarted++
 	}
-	cl.token, cl.input, cl.live, cl.rerun, cl.recording = token, in, true, true, false
+	cl.token, cl.until, cl.input, cl.live, cl.rerun, cl.recording = token, until, in, true, true, false
 }
 
 type claim struct {
 	w     engine.Work
 	token int64
+	// until is when the lease ends (the store's clock), as this process
+	// wrote it at its claim or last renewal; no later than the
+	// database's (LeaseLeft).
+	until time.Time
 	read  []byte           // the delivery's document as AttemptInput read it under this claim
 	readD *engine.Delivery // read, decoded
 	input *prefetched      // what the claim read for the attempt, until AttemptInput takes it
@@ -449,12 +453,12 @@ func (c *Scheduler) mayPreclaim() bool {
 
 // preclaimed takes over the claims of an ingest here, under token, each
 // with what the attempt needs, until Schedule hands them to the caller.
-func (c *Scheduler) preclaimed(ws []engine.Work, token int64, inputs []prefetched) {
+func (c *Scheduler) preclaimed(ws []engine.Work, token int64, until time.Time, inputs []prefetched) {
 	cs := c.s.claims
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	for i, w := range ws {
-		cs.addLocked(w.DeliveryID, &claim{w: w, token: token, live: true, input: &inputs[i], waiting: true})
+		cs.addLocked(w.DeliveryID, &claim{w: w, token: token, until: until, live: true, input: &inputs[i], waiting: true})
 	}
 }
 
@@ -673,10 +677,10 @@ func (c *Scheduler) claim(ctx context.Context, limit int, skip []string) ([]engi
 			// it), which ended the lease, and has not settled it yet:
 			// the retry came due that soon. It is still the holder's,
 			// under this lease.
-			cs.retakeLocked(cl, token, &inputs[i])
+			cs.retakeLocked(cl, token, time.Unix(0, until), &inputs[i])
 			continue
 		}
-		cs.addLocked(w.DeliveryID, &claim{w: w, token: token, live: true, input: &inputs[i]})
+		cs.addLocked(w.DeliveryID, &claim{w: w, token: token, until: time.Unix(0, until), live: true, input: &inputs[i]})
 		out = append(out, w)
 	}
 	cs.mu.Unlock()
@@ -874,11 +878,62 @@ func (c *Scheduler) renew(ctx context.Context) {
 	if len(tokens) == 0 {
 		return
 	}
-	until := c.s.now().Add(c.s.lease).UnixNano()
-	if err := c.s.asyncExec(ctx, `UPDATE deliveries SET lease_until = $2, due_at = $2
-		WHERE lease_token = ANY($1) AND state = 'pending'`, tokens, until); err != nil {
+	until := c.s.now().Add(c.s.lease)
+	var renewed []int64
+	err := c.s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil { // as asyncExec
+			return err
+		}
+		rows, err := tx.Query(ctx, `UPDATE deliveries SET lease_until = $2, due_at = $2
+			WHERE lease_token = ANY($1) AND state = 'pending' RETURNING lease_token`, tokens, until.UnixNano())
+		if err != nil {
+			return err
+		}
+		renewed, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		return err
+	})
+	if err != nil {
 		c.s.log.Warn("renew leases", "err", err)
+		return
 	}
+	// Only the leases the database renewed last longer: one another
+	// node took over keeps the end this process knew (LeaseLeft).
+	ok := make(map[int64]bool, len(renewed))
+	for _, t := range renewed {
+		ok[t] = true
+	}
+	cs.mu.Lock()
+	for _, cl := range cs.held {
+		if cl.live && ok[cl.token] && until.After(cl.until) {
+			cl.until = until
+		}
+	}
+	cs.mu.Unlock()
+}
+
+var _ engine.Leaser = (*Scheduler)(nil)
+
+// LeaseLeft returns how long this process's claim on w has to run: the
+// end its claim or its last renewal wrote, less the store's clock now.
+// A claim whose lease a record here ended (the delivery is being
+// recorded or settled) has none left.
+func (c *Scheduler) LeaseLeft(w engine.Work) (time.Duration, bool) {
+	cs := c.s.claims
+	cs.mu.Lock()
+	cl := cs.held[w.DeliveryID]
+	var until time.Time
+	live := false
+	if cl != nil {
+		until, live = cl.until, cl.live
+	}
+	cs.mu.Unlock()
+	if cl == nil {
+		return 0, false
+	}
+	if !live {
+		return 0, true
+	}
+	return until.Sub(c.s.now()), true
 }
 
 // listenLoop wakes the claim loop on every notification of the store's

@@ -212,6 +212,8 @@ func dispatchingNodes(t *testing.T, url string, opts engine.DispatcherOptions) (
 		sched := s.Scheduler(SchedulerOptions{EndpointConcurrency: opts.EndpointConcurrency, PreClaim: 48})
 		o := opts
 		o.Scheduler, o.ClaimAhead, o.Workers = sched, 32, 16
+		o.Policy = engine.DefaultRetryPolicy()
+		o.Policy.AttemptTimeout = 2 * time.Second // under the lease, as the config requires
 		o.Targets = engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}
 		d := engine.NewDispatcher(s, o)
 		if err := d.Start(ctx); err != nil {

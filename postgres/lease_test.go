@@ -1,0 +1,117 @@
+package postgres
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+// TestDispatcher_NoAttemptOnALeaseNearItsEnd: a delivery claimed and
+// waiting in the dispatcher while its lease runs down (the process was
+// stalled: no renewal reached the database) is not sent under that
+// lease once less than the attempt timeout is left of it; it goes back,
+// is claimed again under a lease of its own, and only then sent. Every
+// request the receiver gets comes while the delivery's lease in the
+// database has at least the attempt timeout to run.
+func TestDispatcher_NoAttemptOnALeaseNearItsEnd(t *testing.T) {
+	clock := &manualClock{t: time.Now()}
+	s := nodes(t, 1, clock)[0]
+	ctx := t.Context()
+	policy := engine.DefaultRetryPolicy()
+
+	var mu sync.Mutex
+	var left []time.Duration // the lease left, at each request
+	arrived := make(chan struct{}, 8)
+	release := make(chan struct{})
+	first := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var until int64
+		if err := s.pool.QueryRow(context.Background(), "SELECT lease_until FROM deliveries WHERE event_id = $1", r.Header.Get("webhook-id")).Scan(&until); err != nil {
+			t.Errorf("read the lease: %v", err)
+		}
+		mu.Lock()
+		left = append(left, time.Unix(0, until).Sub(clock.now()))
+		hold := first
+		first = false
+		mu.Unlock()
+		arrived <- struct{}{}
+		if hold { // the endpoint's one slot stays taken meanwhile
+			<-release
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+
+	now := clock.now()
+	acme(t, s, now, 0)
+	ep := engine.Endpoint{ID: engine.NewID("ep"), TenantID: "acme", URL: srv.URL, EventTypes: []string{"order.created"},
+		Created: now, Updated: now, Secrets: []engine.Secret{{Key: engine.NewSecret()}}}
+	if err := s.CreateEndpoint(ctx, ep, 0); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 2 {
+		ev := engine.Event{ID: engine.NewID("evt"), TenantID: "acme", Type: "order.created", Created: now, APIVersion: "1", Body: []byte(`{}`)}
+		res, err := s.AppendEvent(ctx, engine.NewEvent{Event: ev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Deliveries[0].ID)
+	}
+	sched := s.Scheduler(SchedulerOptions{EndpointConcurrency: 1, Poll: 50 * time.Millisecond})
+	d := engine.NewDispatcher(s, engine.DispatcherOptions{Scheduler: sched, ClaimAhead: 8, Workers: 4, EndpointConcurrency: 1, Policy: policy,
+		Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}})
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d.Stop(stop)
+		sched.Close()
+	}()
+
+	<-arrived
+	// Both are claimed: one in flight, the other waiting for the slot.
+	for deadline := time.Now().Add(10 * time.Second); !(sched.Holds(ids[0]) && sched.Holds(ids[1])); {
+		if time.Now().After(deadline) {
+			t.Fatal("the two deliveries were not both claimed within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The lease runs down to less than the attempt timeout, as it does
+	// for a process stopped past its renewals.
+	clock.add(s.lease - policy.AttemptTimeout/2)
+	close(release)
+
+	for _, id := range ids {
+		for deadline := time.Now().Add(15 * time.Second); ; {
+			dl, err := s.Delivery(ctx, "acme", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dl.State == engine.StateSucceeded {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("delivery %s is %s 15 s on", id, dl.State)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(left) != 2 {
+		t.Errorf("%d requests, want 2", len(left))
+	}
+	for i, l := range left {
+		if l < policy.AttemptTimeout {
+			t.Errorf("request %d was sent with %s left of its lease, less than the attempt timeout (%s)", i+1, l, policy.AttemptTimeout)
+		}
+	}
+}
