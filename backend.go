@@ -122,7 +122,8 @@ func openPostgres(ctx context.Context, cfg Config, key []byte, getenv func(strin
 	// the claim loop claims ahead wait here for a worker: its own
 	// deliveries cost no claim, and the claim loop stops while they fill
 	// what it would claim.
-	sched := st.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: cfg.Delivery.EndpointConcurrency, PreClaim: 4 * cfg.Delivery.Workers})
+	sched := st.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: cfg.Delivery.EndpointConcurrency, PreClaim: 4 * cfg.Delivery.Workers,
+		JoinWait: cfg.Storage.Lease.Duration / 10})
 	return &backend{
 		store:      st,
 		sched:      sched,

@@ -93,7 +93,11 @@ func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance,
 			workers = o.workers
 		}
 		claimAhead = 2 * workers // as serve: twice the workers
-		in.pg, in.sched = pg, pg.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: o.perHost, PreClaim: 4 * workers})
+		lease := o.pg.lease
+		if lease <= 0 {
+			lease = postgres.DefaultLease
+		}
+		in.pg, in.sched = pg, pg.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: o.perHost, PreClaim: 4 * workers, JoinWait: lease / 10})
 		store, sched = pg, in.sched
 	} else {
 		db, err := storage.Open(o.path, storage.Options{})

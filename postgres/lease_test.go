@@ -5,10 +5,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/postgres/pgtest"
 )
 
 // TestDispatcher_NoAttemptOnALeaseNearItsEnd: a delivery claimed and
@@ -114,4 +116,89 @@ func TestDispatcher_NoAttemptOnALeaseNearItsEnd(t *testing.T) {
 			t.Errorf("request %d was sent with %s left of its lease, less than the attempt timeout (%s)", i+1, l, policy.AttemptTimeout)
 		}
 	}
+}
+
+// TestDispatchers_EndpointConcurrencyAtColdStart: three nodes started
+// together (a tenth of a second apart) on a schema with a backlog for
+// one slow endpoint keep its concurrency between them from their first
+// attempts: none starts at the whole bound before it has heard of the
+// others. The documented allowance while nodes join is the bound and
+// one node's share more.
+func TestDispatchers_EndpointConcurrencyAtColdStart(t *testing.T) {
+	const bound, nodesN, events = 8, 3, 48
+	const lease = 5 * time.Second
+	var inflight, most, got atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inflight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(300 * time.Millisecond)
+		inflight.Add(-1)
+		got.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+
+	dbURL, schema := pgtest.URL(t), pgtest.Schema(t)
+	ctx := t.Context()
+	var ss []*Store
+	for range nodesN {
+		s, err := Open(ctx, dbURL, Options{Schema: schema, MaxConns: 16, Lease: lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		ss = append(ss, s)
+	}
+	now := time.Now()
+	tenant := engine.NewID("cold") // advisory locks are the database's: a tenant of its own
+	if _, _, err := ss[0].PutTenant(ctx, engine.Tenant{ID: tenant, Created: now, Updated: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ss[0].PutEventType(ctx, engine.EventType{Name: "order.created", Created: now, Updated: now}); err != nil {
+		t.Fatal(err)
+	}
+	ep := engine.Endpoint{ID: engine.NewID("ep"), TenantID: tenant, URL: srv.URL, EventTypes: []string{"order.created"},
+		Created: now, Updated: now, Secrets: []engine.Secret{{Key: engine.NewSecret()}}}
+	if err := ss[0].CreateEndpoint(ctx, ep, 0); err != nil {
+		t.Fatal(err)
+	}
+	for range events {
+		ev := engine.Event{ID: engine.NewID("evt"), TenantID: tenant, Type: "order.created", Created: now, APIVersion: "1", Body: []byte(`{}`)}
+		if _, err := ss[0].AppendEvent(ctx, engine.NewEvent{Event: ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for i, s := range ss {
+		if i > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		sched := s.Scheduler(coldStartOptions(bound, lease))
+		policy := engine.DefaultRetryPolicy()
+		policy.AttemptTimeout = 2 * time.Second // under the lease, as the config requires
+		d := engine.NewDispatcher(s, engine.DispatcherOptions{Scheduler: sched, ClaimAhead: 32, Workers: 16, EndpointConcurrency: bound, Policy: policy,
+			Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}})
+		if err := d.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			d.Stop(stop)
+			sched.Close()
+		})
+	}
+	waitDelivered(t, &got, events)
+	allowance := int64(bound + (bound+nodesN-1)/nodesN)
+	t.Logf("at most %d attempts in flight at once (bound %d, allowance while nodes join %d)", most.Load(), bound, allowance)
+	if m := most.Load(); m > allowance {
+		t.Errorf("%d attempts of one endpoint were in flight at once as %d nodes started together, bound %d, allowance %d", m, nodesN, bound, allowance)
+	}
+}
+
+// coldStartOptions are the SchedulerOptions of a node as webhookd wires
+// them, for an endpoint concurrency of bound and a lease of lease.
+func coldStartOptions(bound int, lease time.Duration) SchedulerOptions {
+	return SchedulerOptions{EndpointConcurrency: bound, PreClaim: 64, JoinWait: lease / 10}
 }

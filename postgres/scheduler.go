@@ -49,7 +49,9 @@ import (
 // the nodes agree on who is there. When a node starts, it counts itself
 // at once and the others within a third of a lease: for that long (and
 // for the attempts in flight then to end) the cluster may make one
-// node's share more. A node that stops deletes its row; one that dies
+// node's share more. A node that starts claims nothing for JoinWait and
+// then reads the nodes again, so that nodes started together count each
+// other before the first attempt of any: none starts at the whole bound. A node that stops deletes its row; one that dies
 // is no longer counted a lease after its last heartbeat. Nothing in a
 // claim counts leases or takes turns, so claims run in parallel, and a
 // node may claim more than it may start at once: what it claimed waits
@@ -98,6 +100,14 @@ type SchedulerOptions struct {
 	// Poll is the longest a claim loop sleeps without a wake-up; zero:
 	// one second.
 	Poll time.Duration
+	// JoinWait is how long a node that starts claims nothing (and its
+	// ingests claim nothing), after it has written itself into the
+	// nodes table, before it reads the nodes again and claims: nodes
+	// started together count each other before any of them makes an
+	// attempt, so none starts at an endpoint's whole bound (see
+	// EndpointShare). Zero: none (a node alone, or a test). webhookd
+	// waits a tenth of the lease.
+	JoinWait time.Duration
 }
 
 // Scheduler is the engine.Scheduler of a Store shared by several nodes:
@@ -119,6 +129,10 @@ type Scheduler struct {
 
 	node    string       // this process's row in nodes
 	members atomic.Int64 // the live nodes' count << 32 | this node's place among them (heartbeat)
+	// claimFrom is when claims may start (JoinWait after Recover);
+	// joined is set once the claim loop has read the nodes after it.
+	claimFrom time.Time
+	joined    atomic.Bool
 
 	stop      context.CancelFunc
 	stopped   sync.WaitGroup
@@ -433,12 +447,42 @@ func (c *Scheduler) Recover(ctx context.Context, _ func(time.Time) time.Time) (i
 	go c.renewLoop(bg)
 	go c.listenLoop(bg)
 	go c.countLoop(bg)
-	if c.opts.PreClaim > 0 {
-		c.s.preclaimer.Store(c)
+	c.claimFrom = time.Now().Add(c.opts.JoinWait)
+	if c.opts.JoinWait <= 0 {
+		c.join()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.total, nil
+}
+
+// join starts this node's claims: its ingests may claim from now on.
+func (c *Scheduler) join() {
+	if c.opts.PreClaim > 0 {
+		c.s.preclaimer.Store(c)
+	}
+	c.joined.Store(true)
+}
+
+// awaitJoin waits, the first time, until JoinWait has passed since
+// Recover, then reads the nodes again (heartbeat) and joins: the shares
+// of the first claims count every node that started meanwhile.
+func (c *Scheduler) awaitJoin(ctx context.Context) error {
+	if c.joined.Load() {
+		return nil
+	}
+	t := time.NewTimer(time.Until(c.claimFrom))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	if err := c.heartbeat(ctx); err != nil && ctx.Err() == nil {
+		c.s.log.Warn("heartbeat before the first claim; the endpoints' shares count the nodes seen at start", "err", err)
+	}
+	c.join()
+	return nil
 }
 
 // mayPreclaim reports whether an ingest here may claim its new
@@ -552,6 +596,9 @@ var _ engine.TenantSkipper = (*Scheduler)(nil)
 func (c *Scheduler) ClaimSkipping(ctx context.Context, limit int, skip func() []string) ([]engine.Work, error) {
 	if limit <= 0 || limit > c.opts.Batch {
 		limit = c.opts.Batch
+	}
+	if err := c.awaitJoin(ctx); err != nil {
+		return nil, err
 	}
 	for {
 		skipped := []string{}
