@@ -16,7 +16,8 @@ import (
 // lock another transaction holds (here the test's, on the tenant's
 // sequence lock, as a node frozen mid-ingest would) gives up after
 // LockTimeout with CodeUnavailable, is counted, and makes Writable
-// (/readyz) say so until a write commits again.
+// (/readyz) say so until a write commits again, or both bounds pass
+// with no wait cut.
 func TestStore_LockHeldByAStalledTransaction(t *testing.T) {
 	clock := &manualClock{t: time.Now()}
 	s := nodes(t, 1, clock)[0]
@@ -59,6 +60,15 @@ func TestStore_LockHeldByAStalledTransaction(t *testing.T) {
 	if err := s.Writable(ctx); err == nil {
 		t.Error("Writable is nil while every write waits past lock_timeout")
 	}
+	// A node that tries no write after it (idle, or out of its balancer
+	// for saying so) is not held not ready once any stall behind the cut
+	// has ended: both bounds later.
+	last := s.lastLockTimeout.Load()
+	s.lastLockTimeout.Store(time.Unix(0, last).Add(-(IdleInTransactionTimeout + LockTimeout)).UnixNano())
+	if err := s.Writable(ctx); err != nil {
+		t.Errorf("Writable both bounds after the last cut, with no write tried since: %v", err)
+	}
+	s.lastLockTimeout.Store(last)
 
 	if err := holder.Rollback(ctx); err != nil {
 		t.Fatal(err)

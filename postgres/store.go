@@ -124,9 +124,10 @@ type Store struct {
 
 	lockTimeouts atomic.Int64 // writes whose lock wait LockTimeout cut (Stalls)
 	stalledTx    atomic.Int64 // transactions IdleInTransactionTimeout ended (Stalls)
-	// blockedSince is when a write here last had its lock wait cut with
-	// no write committed since (Unix nanoseconds); 0: not blocked.
-	blockedSince atomic.Int64
+	// blockedSince is when a write here first had its lock wait cut
+	// with no write committed since (Unix nanoseconds); 0: not blocked.
+	// lastLockTimeout is the latest such cut.
+	blockedSince, lastLockTimeout atomic.Int64
 }
 
 var (
@@ -301,7 +302,8 @@ func retryable(err error) bool {
 // noteWrite notes what the outcome of a write (a transaction, a batch
 // of ingests or records) says of the bounds above: a lock wait cut by
 // lock_timeout, or a transaction the server ended as idle, is counted;
-// the former blocks the node (Writable) until a write commits.
+// the former blocks the node (Writable) until a write commits, or
+// until no wait has been cut for longer than both bounds.
 func (s *Store) noteWrite(err error) {
 	if err == nil {
 		if s.blockedSince.Load() != 0 {
@@ -315,8 +317,10 @@ func (s *Store) noteWrite(err error) {
 	}
 	switch pe.Code {
 	case codeLockNotAvailable:
+		now := time.Now().UnixNano()
 		s.lockTimeouts.Add(1)
-		s.blockedSince.CompareAndSwap(0, time.Now().UnixNano())
+		s.lastLockTimeout.Store(now)
+		s.blockedSince.CompareAndSwap(0, now)
 	case codeIdleInTransactionTimeout:
 		s.stalledTx.Add(1)
 	}
@@ -453,7 +457,10 @@ func (s *Store) Writable(ctx context.Context) error {
 	if readOnly {
 		return errors.New("the database is read-only (a standby, or a primary demoted by a failover)")
 	}
-	if b := s.blockedSince.Load(); b != 0 {
+	// Blocked: since a write's lock wait was cut, none committed, and
+	// the last cut is recent: a stall older than both bounds has ended
+	// (a node idle now, with no write to try, is not held blocked by it).
+	if b := s.blockedSince.Load(); b != 0 && time.Since(time.Unix(0, s.lastLockTimeout.Load())) < IdleInTransactionTimeout+LockTimeout {
 		return fmt.Errorf("writes here have waited past lock_timeout (%s) for a lock another transaction holds, with none committed since %s: a node stalled in a transaction, or an application's long EnqueueTx",
 			LockTimeout, time.Unix(0, b).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
 	}
