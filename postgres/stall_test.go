@@ -43,6 +43,11 @@ func TestStore_LockHeldByAStalledTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Rollback(context.Background())
+	// The test's stand-in for a frozen node: not ended by the bound
+	// itself while the ingest waits (a loaded machine may take seconds).
+	if _, err := holder.Exec(ctx, "SET LOCAL idle_in_transaction_session_timeout = 0"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := holder.Exec(ctx, lockSequenceSQL, int32(sequenceLock), tenant); err != nil {
 		t.Fatal(err)
 	}
