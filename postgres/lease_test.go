@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,17 +126,7 @@ func TestDispatcher_NoAttemptOnALeaseNearItsEnd(t *testing.T) {
 func TestDispatchers_EndpointConcurrencyAtColdStart(t *testing.T) {
 	const bound, nodesN, events = 8, 3, 48
 	const lease = 5 * time.Second
-	var inflight, most, got atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := inflight.Add(1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		time.Sleep(300 * time.Millisecond)
-		inflight.Add(-1)
-		got.Add(1)
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer srv.Close()
+	srv := newSlowReceiver(t, 300*time.Millisecond)
 
 	dbURL, schema := pgtest.URL(t), pgtest.Schema(t)
 	ctx := t.Context()
@@ -189,10 +178,10 @@ func TestDispatchers_EndpointConcurrencyAtColdStart(t *testing.T) {
 			sched.Close()
 		})
 	}
-	waitDelivered(t, &got, events)
+	waitDelivered(t, &srv.got, events)
 	allowance := int64(bound + (bound+nodesN-1)/nodesN)
-	t.Logf("at most %d attempts in flight at once (bound %d, allowance while nodes join %d)", most.Load(), bound, allowance)
-	if m := most.Load(); m > allowance {
+	t.Logf("at most %d attempts in flight at once (bound %d, allowance while nodes join %d)", srv.most.Load(), bound, allowance)
+	if m := srv.most.Load(); m > allowance {
 		t.Errorf("%d attempts of one endpoint were in flight at once as %d nodes started together, bound %d, allowance %d", m, nodesN, bound, allowance)
 	}
 }

@@ -260,26 +260,38 @@ func waitDelivered(t *testing.T, got *atomic.Int64, n int64) {
 	}
 }
 
+// slowReceiver is a loopback endpoint that answers 204 after hold and
+// counts the requests it answered and the most it held at once.
+type slowReceiver struct {
+	*httptest.Server
+	inflight, most, got atomic.Int64
+}
+
+func newSlowReceiver(t *testing.T, hold time.Duration) *slowReceiver {
+	rc := &slowReceiver{}
+	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := rc.inflight.Add(1)
+		for m := rc.most.Load(); n > m && !rc.most.CompareAndSwap(m, n); m = rc.most.Load() {
+		}
+		time.Sleep(hold)
+		rc.inflight.Add(-1)
+		rc.got.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
 // TestDispatchers_EndpointConcurrencyAcrossNodes: two nodes ingesting
 // and delivering to one slow endpoint at once never have more than its
 // concurrency of attempts in flight between them, and deliver all.
 func TestDispatchers_EndpointConcurrencyAcrossNodes(t *testing.T) {
 	const bound, events = 4, 120
-	var inflight, most, got atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := inflight.Add(1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		time.Sleep(20 * time.Millisecond)
-		inflight.Add(-1)
-		got.Add(1)
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer srv.Close()
+	srv := newSlowReceiver(t, 20*time.Millisecond)
 	ss, ingest := dispatchingNodes(t, srv.URL, engine.DispatcherOptions{EndpointConcurrency: bound})
 	ingest(events)
-	waitDelivered(t, &got, events)
-	if m := most.Load(); m > bound {
+	waitDelivered(t, &srv.got, events)
+	if m := srv.most.Load(); m > bound {
 		t.Errorf("%d attempts of one endpoint were in flight at once, bound %d", m, bound)
 	}
 	if ss[0].cachedIngests.Load()+ss[1].cachedIngests.Load() == 0 {
