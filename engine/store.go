@@ -149,6 +149,14 @@ type Log interface {
 	// start (LocalScheduler.Recover). fn must not call the Store; its
 	// error, or the end of ctx, stops the walk and is returned.
 	RetryIndex(ctx context.Context, fn func(RetryEntry) error) error
+	// Held counts the deliveries no scheduler has and that are not
+	// final (Held, backlog.go: waiting, paused, dead and blocking), of
+	// tenant ("": of none) and of every tenant, exactly, as of one
+	// transaction. Unless its Scheduler is a HeldCounter, the engine asks
+	// at every ingest (the pending bounds) and at a tenant's deletion: a
+	// store keeps these counts in the transactions that move deliveries
+	// in and out of these states, so that reading them is a few keys.
+	Held(ctx context.Context, tenant string) (ofTenant, all Held, err error)
 }
 
 // Selection names some of a tenant's deliveries by where their state puts

@@ -123,6 +123,8 @@ type Scheduler struct {
 	nextDue   time.Time      // the earliest due time read at the last claim (the store's clock)
 	pending   map[string]int // per tenant, from the last count
 	total     int
+	held      map[string]engine.Held // per tenant, from the last count (engine.HeldCounter)
+	heldAll   engine.Held
 	leased    int
 	ending    []ended // leases to end, by the background loop
 	endingNow chan struct{}
@@ -1020,7 +1022,7 @@ func (c *Scheduler) listen(ctx context.Context) error {
 	}
 }
 
-// countLoop refreshes the pending counts (Pending, Counts) every few
+// countLoop refreshes the counts (Pending, Counts, Held) every few
 // seconds: in a cluster they are the database's, at most that old.
 func (c *Scheduler) countLoop(ctx context.Context) {
 	defer c.stopped.Done()
@@ -1039,32 +1041,42 @@ func (c *Scheduler) countLoop(ctx context.Context) {
 	}
 }
 
-// refreshCounts reads how many deliveries are pending, per tenant, and
-// how many of them are leased.
+// refreshCounts reads how many deliveries are pending, per tenant, how
+// many of them are leased, and how many are held (engine.Held), per
+// tenant: in one statement, over the partial indexes of those states.
 func (c *Scheduler) refreshCounts(ctx context.Context) error {
-	rows, err := c.s.pool.Query(ctx, `SELECT tenant_id, count(*), count(*) FILTER (WHERE lease_until > $1)
-		FROM deliveries WHERE state = 'pending' GROUP BY tenant_id`, c.s.now().UnixNano())
+	rows, err := c.s.pool.Query(ctx, `SELECT tenant_id, count(*) FILTER (WHERE state = 'pending'),
+		count(*) FILTER (WHERE state = 'pending' AND lease_until > $1), `+heldCountsSQL+`
+		FROM deliveries WHERE state = 'pending' OR `+heldSQL+` GROUP BY tenant_id`, c.s.now().UnixNano())
 	if err != nil {
 		return storeError(err)
 	}
-	pending := map[string]int{}
-	total, leased := 0, 0
+	pending, held := map[string]int{}, map[string]engine.Held{}
+	total, leased, heldAll := 0, 0, engine.Held{}
 	for rows.Next() {
 		var tenant string
 		var n, l int
-		if err := rows.Scan(&tenant, &n, &l); err != nil {
+		var h engine.Held
+		if err := rows.Scan(&tenant, &n, &l, &h.Waiting, &h.Paused, &h.Blocking); err != nil {
 			rows.Close()
 			return err
 		}
-		pending[tenant] = n
+		if n > 0 {
+			pending[tenant] = n
+		}
+		if h != (engine.Held{}) {
+			held[tenant] = h
+		}
 		total += n
 		leased += l
+		heldAll = heldAll.Plus(h)
 	}
 	if err := rows.Err(); err != nil {
 		return storeError(err)
 	}
 	c.mu.Lock()
 	c.pending, c.total, c.leased = pending, total, leased
+	c.held, c.heldAll = held, heldAll
 	c.mu.Unlock()
 	return nil
 }

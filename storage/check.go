@@ -29,7 +29,10 @@ import (
 //     ID with its hash, and nothing else is;
 //   - a delivery is in line_waiting iff it is waiting, and its line then
 //     has a head; it is in line_heads, as its line's head, iff it holds
-//     its line (engine.HoldsLine), so a line has at most one head.
+//     its line (engine.HoldsLine), so a line has at most one head;
+//   - each tenant's held counts, and every tenant's, are its deliveries
+//     in line_waiting, paused and (dead and blocking) line_heads
+//     (checkHeld).
 func checkInvariants(tx *bolt.Tx) []error {
 	var errs []error
 	report := func(format string, args ...any) bool {
@@ -245,6 +248,11 @@ func checkInvariants(tx *bolt.Tx) []error {
 
 	// Access tokens against their tenant index (tokens.go).
 	checkAccessTokens(tx, report)
+
+	// Held counts against the indexes (held.go).
+	if len(errs) < maxCheckErrors {
+		checkHeld(tx, report)
+	}
 	return errs
 }
 

@@ -15,6 +15,7 @@
 //	bucket              key                                          value
 //	meta                "schema"                                     schema version, uint64 (3)
 //	meta                "secret_key_id"                              ID(8) of the key secrets are sealed with; absent: plain
+//	meta                "held"                                       v1 ‖ waiting(8) ‖ paused(8) ‖ blocking(8): every tenant's held deliveries (schema 9); absent: none
 //	tenants             tenant ID                                    tenant record (v1 ‖ JSON)
 //	event_types         type name                                    event type record (v1 ‖ JSON)
 //	endpoints           tenant ‖ 0x00 ‖ endpoint ID                  endpoint record with secrets, sealed or plain (v1 ‖ JSON)
@@ -35,6 +36,7 @@
 //	line_heads          endpoint ID ‖ 0x00 ‖ line                    the delivery ID of the line's head (schema 5)
 //	line_waiting        endpoint ID ‖ 0x00 ‖ line ‖ 0x00 ‖ sequence(8) ‖ dlv ID   empty (a line's waiting deliveries, next first)
 //	key_tails           endpoint ID ‖ 0x00 ‖ ordering key            Sequence(8) of the key's last delivery to the endpoint (schema 6); gone with that delivery
+//	tenant_held         tenant ID                                    v1 ‖ waiting(8) ‖ paused(8) ‖ blocking(8): the tenant's held deliveries (schema 9); absent: none
 //
 // Schema 2 added tenant_events and tenant_deliveries (the delivery log and
 // the reconciliation feed page by them); Open fills them from the log when
@@ -75,7 +77,10 @@
 // paused, or dead and blocking); saveDelivery keeps both from the state
 // like the other indexes and promotes a line's first waiting delivery in
 // the transaction that ends its head, so a line with waiting deliveries
-// has a head. Check verifies these invariants.
+// has a head. A tenant's held deliveries (engine.Held: waiting, paused,
+// dead and blocking) are counted in tenant_held, and every tenant's in
+// meta "held", by the same transactions (held.go), so the pending bounds
+// read two keys at each ingest. Check verifies these invariants.
 //
 // The encoding types (tenantRecord, deliveryRecord, ...) are not the
 // domain types: the API's JSON may change without changing the file.

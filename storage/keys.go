@@ -49,6 +49,10 @@ var (
 	// 6; events.go): the PreviousSequence of the key's next one there.
 	bucketKeyTails = []byte("key_tails")
 
+	// Each tenant's held deliveries: waiting, paused, dead and blocking
+	// (schema 9; held.go).
+	bucketTenantHeld = []byte("tenant_held")
+
 	allBuckets = [][]byte{
 		bucketMeta, bucketTenants, bucketEventTypes, bucketEndpoints,
 		bucketEvents, bucketEventIDs, bucketDeliveries,
@@ -56,6 +60,7 @@ var (
 		bucketTenantEvents, bucketTenantDeliveries, bucketPaused,
 		bucketAccessTokens, bucketTenantAccessTokens, bucketDeletedTenants,
 		bucketTenantSequences, bucketLineHeads, bucketLineWaiting, bucketKeyTails,
+		bucketTenantHeld,
 	}
 )
 
@@ -71,8 +76,9 @@ var keySchema = []byte("schema")
 // 6 keeps each ordering key's last delivery per endpoint (key_tails,
 // delivery records in formatV4); schema 7 marks test events (event
 // records in formatV4, delivery records in formatV5); schema 8 drops
-// event_deliveries (an event's deliveries are listed by tenant_deliveries).
-const schemaVersion = 8
+// event_deliveries (an event's deliveries are listed by tenant_deliveries);
+// schema 9 counts each tenant's held deliveries (tenant_held, meta "held").
+const schemaVersion = 9
 
 // sep ends a variable-length key part (a tenant ID, an event ID) that is
 // followed by more key. Tenant and event IDs never contain it.

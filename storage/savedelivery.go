@@ -23,7 +23,8 @@ import (
 //
 // and an ordered delivery that holds its line (engine.HoldsLine: Pending,
 // Paused, or Dead and blocking) is also in line_heads under endpoint ‖
-// 0x00 ‖ line, with its ID as the value. So the invariants Check verifies
+// 0x00 ‖ line, with its ID as the value. A Waiting, Paused, or Dead and
+// blocking delivery counts in its tenant's held counts (held.go). So the invariants Check verifies
 // hold by construction, whatever moved the delivery; that a line has one
 // head, and a head whenever it has waiting deliveries, holds because every
 // save of an ordered delivery is settled in its line first
@@ -87,6 +88,9 @@ func saveDelivery(tx *bolt.Tx, before, after engine.Delivery) (engine.Delivery, 
 		if err := tx.Bucket(e.bucket).Put(e.key, e.value); err != nil {
 			return engine.Delivery{}, err
 		}
+	}
+	if err := countHeld(tx, before, after); err != nil {
+		return engine.Delivery{}, err
 	}
 	out, err := putDelivery(tx, after)
 	if err != nil {
@@ -170,6 +174,9 @@ func createDelivery(tx *bolt.Tx, d engine.Delivery, seq uint64) (engine.Delivery
 			return engine.Delivery{}, err
 		}
 	}
+	if err := countHeld(tx, engine.Delivery{}, d); err != nil {
+		return engine.Delivery{}, err
+	}
 	return putDelivery(tx, d)
 }
 
@@ -200,6 +207,9 @@ func deleteDelivery(tx *bolt.Tx, d engine.Delivery, seq uint64, orderingKey stri
 		if err := tx.Bucket(e.bucket).Delete(e.key); err != nil {
 			return engine.Delivery{}, false, err
 		}
+	}
+	if err := countHeld(tx, d, engine.Delivery{}); err != nil {
+		return engine.Delivery{}, false, err
 	}
 	if engine.HoldsLine(d) {
 		return advanceLine(tx, d.EndpointID, d.Line, at)

@@ -316,3 +316,20 @@ func (s *Store) RetryIndex(ctx context.Context, fn func(engine.RetryEntry) error
 	}
 	return nil
 }
+
+// Held counts the held deliveries of tenant and of every tenant by
+// walking them all: the store keeps no index (see the package doc).
+func (s *Store) Held(ctx context.Context, tenant string) (ofTenant, all engine.Held, err error) {
+	if err := s.lock(ctx); err != nil {
+		return engine.Held{}, engine.Held{}, err
+	}
+	defer s.mu.Unlock()
+	for _, d := range s.deliveries {
+		h := engine.HeldOf(*d)
+		all = all.Plus(h)
+		if tenant != "" && d.TenantID == tenant {
+			ofTenant = ofTenant.Plus(h)
+		}
+	}
+	return ofTenant, all, nil
+}

@@ -323,14 +323,6 @@ func testLineTenantPurge(t *testing.T, f *fixture) {
 	ep, typ := f.orderedLane(t, "acme", engine.OrderingEndpoint, engine.OnDeadBlock)
 	ds := f.line(t, ep, typ, 3)
 	f.settle(t, ds[0], engine.StateDead, t0.Add(time.Hour), time.Time{}) // blocking
-	if err := f.s.DeleteTenant(t.Context(), "acme", t0.Add(2*time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	if f.h.Purge != nil {
-		if err := f.h.Purge(t.Context(), f.s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.check(t)
+	f.deleteTenant(t, "acme", t0.Add(2*time.Hour))
 	f.wantHead(t, ep, engine.LineEndpoint, "")
 }

@@ -87,6 +87,7 @@ func Run(t *testing.T, h Harness) {
 		{"PreviousSequence", previousTests},
 		{"TestEvents", testEventTests},
 		{"Maintenance", maintenanceTests},
+		{"Held", heldTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
