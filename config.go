@@ -212,9 +212,12 @@ type IngestConfig struct {
 	// none; 1 to 64 characters.
 	APIVersion string `toml:"api_version"`
 	// MaxPending bounds the backlog: while this many deliveries or more are
-	// pending (waiting for a retry, due, or being attempted), ingest answers
-	// 503 overloaded with Retry-After instead of storing the event. Each
-	// pending delivery costs a few hundred bytes of memory. Zero: no bound.
+	// not yet delivered or dead (pending: waiting for a retry, due, or
+	// being attempted; or waiting behind their ordered line's head, held
+	// for a disabled endpoint, or dead and blocking their line), ingest
+	// answers 503 overloaded with Retry-After instead of storing the
+	// event. Each pending delivery costs a few hundred bytes of memory.
+	// Zero: no bound.
 	MaxPending int `toml:"max_pending"`
 }
 
@@ -278,11 +281,11 @@ type LimitsConfig struct {
 	// EndpointsPerTenant is the most endpoints a tenant may have; one more
 	// is 409 limit_reached. It also bounds the requests one event makes.
 	EndpointsPerTenant int `toml:"endpoints_per_tenant"`
-	// PendingPerTenant bounds a tenant's pending deliveries: at or over
-	// it, the tenant's ingest answers 429 tenant_overloaded with
-	// Retry-After, while other tenants' ingest goes on. It protects the
-	// others only when it is well below ingest.max_pending, which stays
-	// the bound of them all.
+	// PendingPerTenant bounds a tenant's backlog, counted as
+	// ingest.max_pending counts it: at or over it, the tenant's ingest
+	// answers 429 tenant_overloaded with Retry-After, while other
+	// tenants' ingest goes on. It protects the others only when it is
+	// well below ingest.max_pending, which stays the bound of them all.
 	PendingPerTenant int `toml:"pending_per_tenant"`
 	// IngestRatePerTenant limits ingest per tenant, in events per second,
 	// whichever token sends them; over it 429 rate_limited with

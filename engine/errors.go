@@ -29,9 +29,9 @@ const (
 	CodeUnknownEventType    Code = "unknown_event_type"     // event type not in the catalogue
 	CodeIdempotencyConflict Code = "idempotency_conflict"   // Idempotency-Key reused with another body
 	CodeUnavailable         Code = "unavailable"            // storage cannot take writes now; retry later
-	CodeOverloaded          Code = "overloaded"             // too many deliveries pending (ServiceOptions.MaxPending); retry later
+	CodeOverloaded          Code = "overloaded"             // too many deliveries not final (ServiceOptions.MaxPending); retry later
 	CodeRateLimited         Code = "rate_limited"           // the token or the tenant is over its ingest rate; retry after Retry-After
-	CodeTenantOverloaded    Code = "tenant_overloaded"      // too many deliveries pending for this tenant (ServiceOptions.MaxPendingPerTenant); retry later
+	CodeTenantOverloaded    Code = "tenant_overloaded"      // too many deliveries not final for this tenant (ServiceOptions.MaxPendingPerTenant); retry later
 	CodeLimitReached        Code = "limit_reached"          // the tenant has as many of something as it may (ServiceOptions.MaxEndpointsPerTenant)
 	CodePendingDeliveries   Code = "pending_deliveries"     // the tenant still has deliveries pending: deleting it would drop them (unless forced)
 	CodeTenantDeleting      Code = "tenant_deleting"        // the tenant id belongs to a deleted tenant whose data is still being purged

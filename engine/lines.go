@@ -32,9 +32,10 @@ import (
 // is attempted, so only the head is ever paused. Enabling the endpoint
 // "from now on" drops that head (DropHeldDelivery) and the line goes on
 // with what waited behind it, including the events ingested while the
-// endpoint was disabled. Waiting deliveries are not in the dispatcher, so
-// max_pending and the per-tenant bound do not count them: a line's
-// backlog is bounded by what ingest let in.
+// endpoint was disabled. Waiting deliveries are not in the dispatcher:
+// the store counts them (Log.Held), and max_pending and the per-tenant
+// bound count them with the pending ones (backlog.go), so a line's
+// backlog is bounded like any other.
 
 // Ordering is what an endpoint asks of the order of its deliveries. Its
 // zero value is OrderingNone; its text (JSON) form is "none", "key" or

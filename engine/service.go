@@ -49,12 +49,15 @@ type ServiceOptions struct {
 	// nil: the default resolver.
 	LookupHost func(ctx context.Context, host string) ([]netip.Addr, error)
 
-	// MaxPending bounds the deliveries the dispatcher holds (waiting for
-	// their time, ready, or in flight): while it holds MaxPending or more,
-	// Ingest refuses new events with CodeOverloaded instead of growing the
-	// backlog without limit. The bound is checked before each ingest, so
-	// ingests already past the check can take the count a little over it.
-	// Replays are not refused. Zero: no bound.
+	// MaxPending bounds the backlog (backlog.go): the deliveries that are
+	// not final, those the dispatcher holds (waiting for their time,
+	// ready, or in flight) and those held in the store (waiting behind
+	// their line's head, paused, dead and blocking their line). While
+	// there are MaxPending or more, Ingest refuses new events with
+	// CodeOverloaded instead of growing the backlog without limit. The
+	// bound is checked before each ingest, so ingests already past the
+	// check can take the count a little over it. Replays are not refused.
+	// Zero: no bound.
 	MaxPending int
 
 	// Limits per tenant, so that one tenant cannot take what the others
@@ -64,8 +67,8 @@ type ServiceOptions struct {
 	// is CodeLimitReached. It also bounds how many requests one event of
 	// the tenant can make.
 	MaxEndpointsPerTenant int
-	// MaxPendingPerTenant bounds the deliveries of one tenant that the
-	// dispatcher holds: while it holds that many or more, the tenant's
+	// MaxPendingPerTenant bounds the backlog of one tenant: while it has
+	// that many deliveries that are not final or more, the tenant's
 	// ingest is CodeTenantOverloaded, checked like MaxPending, which stays
 	// the bound of them all.
 	MaxPendingPerTenant int
@@ -585,10 +588,10 @@ func (s *Service) prepare(tenant string, in IngestInput) (NewEvent, error) {
 // appendEvent stores a prepared event of tenant, once the node's and the
 // tenant's bounds allow it, and hands its deliveries to the dispatcher.
 func (s *Service) appendEvent(ctx context.Context, tenant string, ne NewEvent) (IngestResult, error) {
-	if err := s.checkBacklog(); err != nil {
+	if err := s.checkBacklog(ctx, tenant); err != nil {
 		return IngestResult{}, err
 	}
-	if err := s.checkTenantLimits(tenant); err != nil {
+	if err := s.checkTenantRate(tenant); err != nil {
 		return IngestResult{}, err
 	}
 	res, err := s.store.AppendEvent(ctx, ne)
@@ -716,18 +719,33 @@ func (s *Service) Ready() error {
 	if s.disp != nil && !s.disp.Running() {
 		return errors.New("dispatcher not running")
 	}
-	return s.checkBacklog()
+	return s.checkBacklog(context.Background(), "")
 }
 
-// checkBacklog returns CodeOverloaded when the dispatcher holds
-// MaxPending deliveries or more.
-func (s *Service) checkBacklog() error {
-	if s.opts.MaxPending <= 0 || s.disp == nil {
+// checkBacklog returns CodeOverloaded when the backlog (backlog.go) is
+// MaxPending deliveries or more, and CodeTenantOverloaded when tenant's
+// ("": none) is MaxPendingPerTenant or more. The operator's own tenant
+// has no bound of its own.
+func (s *Service) checkBacklog(ctx context.Context, tenant string) error {
+	perTenant := s.opts.MaxPendingPerTenant
+	if tenant == "" || tenant == OperatorTenant {
+		perTenant = 0
+	}
+	if s.disp == nil || s.opts.MaxPending <= 0 && perTenant <= 0 {
 		return nil
 	}
-	st := s.disp.Stats()
-	if n := st.Scheduled + st.Ready + st.InFlight; n >= s.opts.MaxPending {
-		return Errorf(CodeOverloaded, "", "%d deliveries are pending, at or over the bound of %d ([ingest] max_pending); the event was not stored: send it again after Retry-After", n, s.opts.MaxPending)
+	if perTenant <= 0 {
+		tenant = ""
+	}
+	mine, all, err := s.disp.Backlog(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	if n := all.Total(); s.opts.MaxPending > 0 && n >= s.opts.MaxPending {
+		return Errorf(CodeOverloaded, "", "%d deliveries are not yet delivered or dead (%s), at or over the bound of %d ([ingest] max_pending); the event was not stored: send it again after Retry-After", n, all, s.opts.MaxPending)
+	}
+	if n := mine.Total(); perTenant > 0 && n >= perTenant {
+		return Errorf(CodeTenantOverloaded, "", "tenant %s has %d deliveries not yet delivered or dead (%s), at or over its bound of %d ([limits] pending_per_tenant); the event was not stored: send it again after Retry-After", tenant, n, mine, perTenant)
 	}
 	return nil
 }

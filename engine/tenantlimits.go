@@ -80,17 +80,11 @@ func (s *Service) endpointLimit(tenant string) int {
 	return s.opts.MaxEndpointsPerTenant
 }
 
-// checkTenantLimits refuses an ingest for tenant over its pending bound
-// (CodeTenantOverloaded) or its ingest rate (CodeRateLimited). The
-// operator's own tenant is exempt.
-func (s *Service) checkTenantLimits(tenant string) error {
+// checkTenantRate refuses an ingest for tenant over its ingest rate
+// (CodeRateLimited). The operator's own tenant is exempt.
+func (s *Service) checkTenantRate(tenant string) error {
 	if tenant == OperatorTenant {
 		return nil
-	}
-	if max := s.opts.MaxPendingPerTenant; max > 0 && s.disp != nil {
-		if n := s.disp.TenantPending(tenant); n >= max {
-			return Errorf(CodeTenantOverloaded, "", "tenant %s has %d deliveries pending, at or over its bound of %d ([limits] pending_per_tenant); the event was not stored: send it again after Retry-After", tenant, n, max)
-		}
 	}
 	if wait := s.ingestRates.take(tenant); wait > 0 {
 		return &Error{Code: CodeRateLimited, RetryAfter: wait, Message: fmt.Sprintf(

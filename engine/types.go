@@ -163,9 +163,9 @@ const (
 	// paused on disk.
 	StatePaused State = "paused"
 	// Waiting: an ordered delivery behind the head of its line (see
-	// lines.go): not attempted, not in the retry index, not counted by
-	// the dispatcher (so not by max_pending either), in the line's
-	// waiting index by Sequence. The store moves it out, in the
+	// lines.go): not attempted, not in the retry index, not held by the
+	// dispatcher (the store counts it: Log.Held; the pending bounds count
+	// it too), in the line's waiting index by Sequence. The store moves it out, in the
 	// transaction that ends its head, when it is the line's lowest
 	// Sequence (PromoteDelivery: Pending, due at once); a replay starts a
 	// new cycle and it waits again. Nothing moves it after a crash: the
