@@ -3,13 +3,15 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 )
 
-// Tests of what the pending bounds count: every delivery that is not
-// final, wherever it waits (due, behind its line's head, held for a
-// disabled endpoint, or dead at the head of a blocked line).
+// Tests of what the pending bounds and a tenant's deletion count: every
+// delivery that is not final, wherever it waits (due, behind its line's
+// head, held for a disabled endpoint, or dead at the head of a blocked
+// line).
 
 // addOrderedTenant creates tenant id with an access token of its own,
 // and with that token an endpoint at url for every type, ordered as one
@@ -125,4 +127,65 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestTenantDelete_NotFinal: DELETE /v1/tenants/{t} without force is
+// refused while the tenant has deliveries that are not final, not only
+// those the dispatcher holds: events waiting behind a dead head that
+// blocks its line, the head itself, and deliveries held (paused) for a
+// disabled endpoint. The refusal says how many of each; nothing is
+// deleted until force.
+func TestTenantDelete_NotFinal(t *testing.T) {
+	t.Parallel()
+	in := startInstance(t, t.TempDir(), testConfig)
+	in.setup()
+	refusing := newReceiver(t, status(400)) // dead at once
+	in.addOrderedTenant("blocked", refusing.srv.URL)
+	var first ingestResponse
+	for i := range 3 {
+		var res ingestResponse
+		in.mustCall(202, "POST", "/v1/tenants/blocked/events", fmt.Sprintf(`{"type":"invoice.paid","data":{"n":%d}}`, i), &res)
+		if i == 0 {
+			first = res
+		}
+	}
+	waitFor(t, "the line's head to die and block it", func() bool {
+		var d deliveryView
+		in.mustCall(200, "GET", "/v1/tenants/blocked/deliveries/"+first.Deliveries[0].ID, nil, &d)
+		return d.State == "dead"
+	})
+
+	in.mustCall(201, "PUT", "/v1/tenants/held", map[string]string{"name": "held"}, nil)
+	var ep endpointCreated
+	in.mustCall(201, "POST", "/v1/tenants/held/endpoints", map[string]any{"url": refusing.srv.URL, "event_types": []string{"*"}}, &ep)
+	in.mustCall(200, "PATCH", "/v1/tenants/held/endpoints/"+ep.ID, `{"disabled": true}`, nil)
+	var res ingestResponse
+	in.mustCall(202, "POST", "/v1/tenants/held/events", `{"type":"invoice.paid","data":{}}`, &res)
+	waitFor(t, "the delivery to be held for the disabled endpoint", func() bool {
+		var d deliveryView
+		in.mustCall(200, "GET", "/v1/tenants/held/deliveries/"+res.Deliveries[0].ID, nil, &d)
+		return d.State == "paused"
+	})
+
+	del := func(tenant, query string) (*http.Response, []byte) {
+		req, _ := http.NewRequest("DELETE", in.base+"/v1/tenants/"+tenant+query, nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		return doRequest(t, req)
+	}
+	for _, c := range []struct{ tenant, counts string }{
+		{"blocked", "0 pending, 2 waiting in their lines, 0 paused, 1 blocking their lines"},
+		{"held", "0 pending, 0 waiting in their lines, 1 paused, 0 blocking their lines"},
+	} {
+		resp, raw := del(c.tenant, "")
+		if detail := wantProblem(t, resp, raw, 409, "pending_deliveries", ""); !strings.Contains(detail, c.counts) || !strings.Contains(detail, "force=true") {
+			t.Errorf("DELETE %s: detail %q, want it to count %q and say how to force", c.tenant, detail, c.counts)
+		}
+		in.mustCall(200, "GET", "/v1/tenants/"+c.tenant, nil, nil) // refused: nothing changed
+		if n := in.countList("/v1/tenants/" + c.tenant + "/deliveries"); n == 0 {
+			t.Errorf("%s has no deliveries left after the refusal", c.tenant)
+		}
+		if resp, raw := del(c.tenant, "?force=true"); resp.StatusCode != 204 {
+			t.Errorf("DELETE %s?force=true: %d %s", c.tenant, resp.StatusCode, raw)
+		}
+	}
 }

@@ -33,7 +33,7 @@ const (
 	CodeRateLimited         Code = "rate_limited"           // the token or the tenant is over its ingest rate; retry after Retry-After
 	CodeTenantOverloaded    Code = "tenant_overloaded"      // too many deliveries not final for this tenant (ServiceOptions.MaxPendingPerTenant); retry later
 	CodeLimitReached        Code = "limit_reached"          // the tenant has as many of something as it may (ServiceOptions.MaxEndpointsPerTenant)
-	CodePendingDeliveries   Code = "pending_deliveries"     // the tenant still has deliveries pending: deleting it would drop them (unless forced)
+	CodePendingDeliveries   Code = "pending_deliveries"     // the tenant still has deliveries not final: deleting it would drop them (unless forced)
 	CodeTenantDeleting      Code = "tenant_deleting"        // the tenant id belongs to a deleted tenant whose data is still being purged
 	CodeNotBlocking         Code = "not_blocking"           // a skip of a delivery that is not a dead head blocking its line
 	CodeEndpointDisabled    Code = "endpoint_disabled"      // a test event for a disabled endpoint: enable it first

@@ -98,11 +98,13 @@ func (s *Service) checkTenantRate(tenant string) error {
 // tokens (the API knows it no more, and its ingest is refused), and soon
 // after, in small steps, its events, deliveries, dead letters and
 // idempotency keys; until those are gone the id cannot be used again
-// (CodeTenantDeleting). While the dispatcher holds deliveries of the
-// tenant (pending: waiting for a retry, due or in flight), deletion would
-// drop them and is refused with CodePendingDeliveries, unless force: then
-// they are dropped, never attempted again. Deliveries held for a disabled
-// endpoint (paused) and dead letters go with the tenant either way.
+// (CodeTenantDeleting). While the tenant has deliveries that are not
+// final (its backlog, backlog.go: pending, waiting behind their line's
+// head, paused for a disabled endpoint, or dead and blocking their
+// line), deletion would drop them and is refused with
+// CodePendingDeliveries, which counts each, unless force: then they are
+// dropped, never attempted again. Its other dead letters go with the
+// tenant either way.
 func (s *Service) DeleteTenant(ctx context.Context, tenant string, force bool) error {
 	if err := ValidateTenantID(tenant); err != nil {
 		return TenantNotFound()
@@ -110,9 +112,17 @@ func (s *Service) DeleteTenant(ctx context.Context, tenant string, force bool) e
 	if _, err := s.store.Tenant(ctx, tenant); err != nil {
 		return err
 	}
-	if s.disp != nil && !force {
-		if n := s.disp.TenantPending(tenant); n > 0 {
-			return Errorf(CodePendingDeliveries, "", "tenant %s has %d deliveries pending; deleting it would drop them: wait until they are delivered or dead, or delete with ?force=true", tenant, n)
+	if !force {
+		var b Backlog
+		var err error
+		if b.Held, _, err = s.store.Held(ctx, tenant); err != nil {
+			return err
+		}
+		if s.disp != nil {
+			b.Pending = s.disp.TenantPending(tenant)
+		}
+		if n := b.Total(); n > 0 {
+			return Errorf(CodePendingDeliveries, "", "tenant %s has %d deliveries not yet delivered or dead (%s); deleting it would drop them: wait until they are delivered or dead (replay or skip a blocking one, enable a disabled endpoint), or delete with ?force=true", tenant, n, b)
 		}
 	}
 	if err := s.store.DeleteTenant(ctx, tenant, s.now()); err != nil {
