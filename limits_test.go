@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 )
 
 // Tests of what the pending bounds and a tenant's deletion count: every
 // delivery that is not final, wherever it waits (due, behind its line's
 // head, held for a disabled endpoint, or dead at the head of a blocked
-// line).
+// line), and of the bound on test events.
 
 // addOrderedTenant creates tenant id with an access token of its own,
 // and with that token an endpoint at url for every type, ordered as one
@@ -188,4 +189,103 @@ func TestTenantDelete_NotFinal(t *testing.T) {
 			t.Errorf("DELETE %s?force=true: %d %s", c.tenant, resp.StatusCode, raw)
 		}
 	}
+}
+
+// TestTestEvents_Bounded: test events, the one way a tenant access token
+// (or a customer's portal session) makes events, have a bound of their
+// own per endpoint: eight clients looping POST …/test-events get 202 for
+// the first TestEventBurst and then 429 rate_limited with Retry-After,
+// and the events stored stay that many.
+func TestTestEvents_Bounded(t *testing.T) {
+	t.Parallel()
+	in := startInstance(t, t.TempDir(), testConfig)
+	in.setup()
+	in.mustCall(200, "PUT", "/v1/event-types/invoice.paid", map[string]any{"example": map[string]string{"invoice": "inv_example"}}, nil)
+	rc := newReceiver(t, status(200))
+	ep := in.createEndpoint(rc.srv.URL, "invoice.paid")
+	rc.setSecret(ep.Secret)
+	var tok struct{ Token string }
+	in.mustCall(201, "POST", "/v1/tenants/acme/access-tokens", map[string]string{}, &tok)
+
+	const clients, each = 8, 20
+	var (
+		mu       sync.Mutex
+		accepted int
+		refusals = map[string]int{}
+		wg       sync.WaitGroup
+	)
+	for range clients {
+		wg.Go(func() {
+			for range each {
+				req, _ := http.NewRequest("POST", in.base+"/v1/tenants/acme/endpoints/"+ep.ID+"/test-events", strings.NewReader(`{}`))
+				req.Header.Set("Authorization", "Bearer "+tok.Token)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var p struct{ Code string }
+				_ = json.NewDecoder(resp.Body).Decode(&p)
+				resp.Body.Close()
+				mu.Lock()
+				switch {
+				case resp.StatusCode == 202:
+					accepted++
+				case resp.StatusCode == 429 && resp.Header.Get("Retry-After") != "":
+					refusals[p.Code]++
+				default:
+					refusals[fmt.Sprintf("%d %s Retry-After %q", resp.StatusCode, p.Code, resp.Header.Get("Retry-After"))]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	const burst = 10 // engine.TestEventBurst; one more comes a minute later
+	if accepted < burst || accepted > burst+1 {
+		t.Errorf("%d of %d test events accepted, want %d (the endpoint's burst)", accepted, clients*each, burst)
+	}
+	if refusals["rate_limited"] != clients*each-accepted || len(refusals) != 1 {
+		t.Errorf("refusals %v, want every other one 429 rate_limited with Retry-After", refusals)
+	}
+	if n := in.countList("/v1/tenants/acme/deliveries"); n != accepted {
+		t.Errorf("%d test events stored, want the %d accepted", n, accepted)
+	}
+	resp, raw := func() (*http.Response, []byte) {
+		req, _ := http.NewRequest("POST", in.base+"/v1/tenants/acme/endpoints/"+ep.ID+"/test-events", nil)
+		req.Header.Set("Authorization", "Bearer "+tok.Token)
+		return doRequest(t, req)
+	}()
+	if detail := wantProblem(t, resp, raw, 429, "rate_limited", resp.Header.Get("Retry-After")); !strings.Contains(detail, "test event") {
+		t.Errorf("detail %q does not say it is the test events' bound", detail)
+	}
+	// Another endpoint has a bound of its own.
+	other := in.createEndpoint(rc.srv.URL, "invoice.paid")
+	in.mustCall(202, "POST", "/v1/tenants/acme/endpoints/"+other.ID+"/test-events", nil, nil, "Authorization", "Bearer "+tok.Token)
+}
+
+// TestTestEvents_TenantBound: a test event counts toward the tenant's
+// pending bound like any event: over [limits] pending_per_tenant it is
+// 429 tenant_overloaded.
+func TestTestEvents_TenantBound(t *testing.T) {
+	t.Parallel()
+	cfg := configWith(t, testConfig, map[string]any{
+		"limits.pending_per_tenant": 2,
+		"delivery.attempt_timeout":  "10s",
+	})
+	in := startInstance(t, t.TempDir(), cfg)
+	in.setup()
+	held, release := holdingReceiver(t)
+	defer release()
+	ep := in.createEndpoint(held.srv.URL, "invoice.paid")
+	held.setSecret(ep.Secret)
+	for range 2 {
+		in.mustCall(202, "POST", "/v1/tenants/acme/endpoints/"+ep.ID+"/test-events", nil, nil)
+	}
+	in.waitCounted(2)
+	req, _ := http.NewRequest("POST", in.base+"/v1/tenants/acme/endpoints/"+ep.ID+"/test-events", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, raw := doRequest(t, req)
+	wantProblem(t, resp, raw, 429, "tenant_overloaded", "5")
 }

@@ -30,7 +30,7 @@ const (
 	CodeIdempotencyConflict Code = "idempotency_conflict"   // Idempotency-Key reused with another body
 	CodeUnavailable         Code = "unavailable"            // storage cannot take writes now; retry later
 	CodeOverloaded          Code = "overloaded"             // too many deliveries not final (ServiceOptions.MaxPending); retry later
-	CodeRateLimited         Code = "rate_limited"           // the token or the tenant is over its ingest rate; retry after Retry-After
+	CodeRateLimited         Code = "rate_limited"           // the token or the tenant is over its ingest rate, or the endpoint over its test events; retry after Retry-After
 	CodeTenantOverloaded    Code = "tenant_overloaded"      // too many deliveries not final for this tenant (ServiceOptions.MaxPendingPerTenant); retry later
 	CodeLimitReached        Code = "limit_reached"          // the tenant has as many of something as it may (ServiceOptions.MaxEndpointsPerTenant)
 	CodePendingDeliveries   Code = "pending_deliveries"     // the tenant still has deliveries not final: deleting it would drop them (unless forced)

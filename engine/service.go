@@ -24,7 +24,8 @@ type Service struct {
 	disp  *Dispatcher
 	opts  ServiceOptions
 
-	ingestRates tenantLimiters // ServiceOptions.TenantIngestRate
+	ingestRates    keyedLimiters // ServiceOptions.TenantIngestRate, per tenant
+	testEventRates keyedLimiters // TestEventBurst and TestEventInterval, per endpoint
 }
 
 // ServiceOptions configure a Service. The zero value of each field means the
@@ -103,6 +104,7 @@ func NewService(store Store, disp *Dispatcher, opts ServiceOptions) *Service {
 	}
 	s := &Service{store: store, disp: disp, opts: opts}
 	s.ingestRates.init(opts.TenantIngestRate, opts.TenantIngestBurst)
+	s.testEventRates.init(1/TestEventInterval.Seconds(), TestEventBurst)
 	return s
 }
 
@@ -573,7 +575,7 @@ func (s *Service) ingest(ctx context.Context, tenant string, in IngestInput) (In
 	if err != nil {
 		return IngestResult{}, err
 	}
-	return s.appendEvent(ctx, tenant, ne)
+	return s.appendEvent(ctx, tenant, ne, nil)
 }
 
 // prepare is PrepareEvent with the service's options.
@@ -586,10 +588,16 @@ func (s *Service) prepare(tenant string, in IngestInput) (NewEvent, error) {
 }
 
 // appendEvent stores a prepared event of tenant, once the node's and the
-// tenant's bounds allow it, and hands its deliveries to the dispatcher.
-func (s *Service) appendEvent(ctx context.Context, tenant string, ne NewEvent) (IngestResult, error) {
+// tenant's bounds allow it and then admit, when set, does, and hands its
+// deliveries to the dispatcher.
+func (s *Service) appendEvent(ctx context.Context, tenant string, ne NewEvent, admit func() error) (IngestResult, error) {
 	if err := s.checkBacklog(ctx, tenant); err != nil {
 		return IngestResult{}, err
+	}
+	if admit != nil {
+		if err := admit(); err != nil {
+			return IngestResult{}, err
+		}
 	}
 	if err := s.checkTenantRate(tenant); err != nil {
 		return IngestResult{}, err

@@ -10,14 +10,15 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// maxTenantLimiters bounds the limiters tenantLimiters keeps: past it they
+// maxLimiters bounds the limiters a keyedLimiters keeps: past it they
 // are all forgotten and start again with a full burst. Ingest checks its
 // rate before the store says whether the tenant exists, so without the
 // bound made-up tenant names would grow the map.
-const maxTenantLimiters = 100_000
+const maxLimiters = 100_000
 
-// tenantLimiters is a token bucket per tenant.
-type tenantLimiters struct {
+// keyedLimiters is a token bucket per key: a tenant (its ingest rate), an
+// endpoint (its test events).
+type keyedLimiters struct {
 	limit rate.Limit // zero: unlimited
 	burst int
 
@@ -25,7 +26,7 @@ type tenantLimiters struct {
 	m  map[string]*rate.Limiter
 }
 
-func (l *tenantLimiters) init(perSecond float64, burst int) {
+func (l *keyedLimiters) init(perSecond float64, burst int) {
 	if perSecond <= 0 {
 		return
 	}
@@ -36,21 +37,21 @@ func (l *tenantLimiters) init(perSecond float64, burst int) {
 	l.m = make(map[string]*rate.Limiter)
 }
 
-// take takes a token of tenant's bucket and returns 0, or takes none and
+// take takes a token of key's bucket and returns 0, or takes none and
 // returns how long until one is there (at least a second, in whole
 // seconds: what Retry-After can say).
-func (l *tenantLimiters) take(tenant string) time.Duration {
+func (l *keyedLimiters) take(key string) time.Duration {
 	if l.limit == 0 {
 		return 0
 	}
 	l.mu.Lock()
-	lim := l.m[tenant]
+	lim := l.m[key]
 	if lim == nil {
-		if len(l.m) >= maxTenantLimiters {
+		if len(l.m) >= maxLimiters {
 			clear(l.m)
 		}
 		lim = rate.NewLimiter(l.limit, l.burst)
-		l.m[tenant] = lim
+		l.m[key] = lim
 	}
 	l.mu.Unlock()
 	return takeToken(lim)

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"time"
 )
 
 // TestEventInput is the body of POST
@@ -27,7 +29,9 @@ type TestEventInput struct {
 // endpoint (its delivery would only be held); CodeInvalidField "type"
 // for a type the endpoint does not subscribe to, or when it subscribes
 // to none in the catalogue; CodeUnknownEventType for a type not in the
-// catalogue; and ingest's own (CodeOverloaded, the tenant's limits).
+// catalogue; CodeRateLimited, with RetryAfter, past the endpoint's bound
+// of test events (TestEventBurst); and ingest's own (CodeOverloaded,
+// the tenant's limits).
 func (s *Service) SendTestEvent(ctx context.Context, tenant, endpointID string, in TestEventInput) (IngestResult, error) {
 	ep, err := s.Endpoint(ctx, tenant, endpointID)
 	if err != nil {
@@ -56,8 +60,25 @@ func (s *Service) SendTestEvent(ctx context.Context, tenant, endpointID string, 
 		only := slices.DeleteFunc(slices.Clone(eps), func(e Endpoint) bool { return e.ID != ep.ID })
 		return NewDeliveries(stored, only, NewID)
 	}
-	return s.appendEvent(ctx, tenant, ne)
+	return s.appendEvent(ctx, tenant, ne, func() error {
+		if wait := s.testEventRates.take(ep.ID); wait > 0 {
+			return &Error{Code: CodeRateLimited, RetryAfter: wait, Message: fmt.Sprintf(
+				"endpoint %s was sent its %d test events, and gets one more every %d seconds; the test event was not stored: send it again after Retry-After",
+				ep.ID, TestEventBurst, int(TestEventInterval.Seconds()))}
+		}
+		return nil
+	})
 }
+
+// The bound of test events, per endpoint and per node: TestEventBurst at
+// once, then one more each TestEventInterval. Only test events make
+// events with a tenant access token (or a customer's portal session), so
+// this is what bounds the events such a token can store; they count
+// toward the tenant's pending bound too, like any event.
+const (
+	TestEventBurst    = 10
+	TestEventInterval = time.Minute
+)
 
 // TestEventType returns the catalogue entry SendTestEvent sends to ep
 // when asked for typ (see TestEventInput.Type), or why there is none.

@@ -103,7 +103,7 @@
 //	idempotency_conflict    409  an Idempotency-Key reused with another body
 //	unavailable             503  storage cannot take writes now (with Retry-After: 1)
 //	overloaded              503  too many deliveries not yet delivered or dead, over [ingest] max_pending (with Retry-After: 5)
-//	rate_limited            429  the token is over its ingest rate, Options.IngestRate (with Retry-After in seconds)
+//	rate_limited            429  the token is over its ingest rate, Options.IngestRate, or an endpoint over its test events (with Retry-After in seconds)
 //	internal                500  anything else
 //
 // An error that carries no code, and a recovered panic, is answered 500
