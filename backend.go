@@ -35,6 +35,9 @@ type backend struct {
 	// oldestDue is the due time of the most overdue pending delivery.
 	oldestDue func(ctx context.Context) (time.Time, bool, error)
 	size      func() int64 // the database file's size; nil: not measured here
+	// keyID is the ID of the key endpoint secrets are sealed with at
+	// rest ("": not sealed); nil: the driver does not say (sealedWith).
+	keyID func() string
 	// disk is what the store's commits wrote to the file: pages, and the
 	// time spent writing and syncing them; nil: not measured here.
 	disk func() (pages int64, writing time.Duration)
@@ -43,6 +46,15 @@ type backend struct {
 	stalls func() postgres.Stalls
 	where  string // for the log: the file, or the database without its password
 	close  func() error
+}
+
+// sealedWith returns the ID of the key the store seals endpoint secrets
+// with: "" when they are not sealed, or the driver does not say.
+func (be *backend) sealedWith() string {
+	if be.keyID == nil {
+		return ""
+	}
+	return be.keyID()
 }
 
 // openBackend opens the store cfg names.
@@ -67,6 +79,7 @@ func openBackend(ctx context.Context, cfg Config, key []byte, getenv func(string
 			},
 			oldestDue: db.OldestDue,
 			size:      db.FileSize,
+			keyID:     db.SecretKeyID,
 			disk: func() (int64, time.Duration) {
 				s := db.Stats()
 				return s.PagesWritten, s.WriteTime
@@ -135,6 +148,7 @@ func openPostgres(ctx context.Context, cfg Config, key []byte, getenv func(strin
 		},
 		oldestDue: st.OldestDue,
 		stalls:    st.Stalls,
+		keyID:     st.SecretKeyID,
 		where:     redactURL(dsn) + " schema " + cfg.Storage.Schema,
 		close: func() error {
 			sched.Close()

@@ -220,7 +220,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer be.close()
-	if id := be.store.(interface{ SecretKeyID() string }).SecretKeyID(); id != "" {
+	if id := be.sealedWith(); id != "" {
 		logger.Info("endpoint secrets are encrypted at rest", "key_id", id)
 	}
 
@@ -390,9 +390,7 @@ func adminTokens(cfg Config, logger *slog.Logger) ([]string, error) {
 		return nil, fmt.Errorf("no admin token: with [storage] driver = \"postgres\" set [api] tokens (the same on every node) or put one in %s", path)
 	}
 	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return nil, err
-	}
+	rand.Read(raw[:]) // never returns an error: it crashes the program instead (Go 1.24)
 	tok := liveTokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {

@@ -278,9 +278,7 @@ func (d *Dispatcher) challengeWait(n int) time.Duration {
 // why it failed, or nil. The reasons name no key and no expected answer.
 func (d *Dispatcher) challenge(ctx context.Context, ep Endpoint) error {
 	var raw [24]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		panic("engine: crypto/rand failed: " + err.Error())
-	}
+	rand.Read(raw[:]) // never returns an error (see newAccessTokenValue)
 	nonce := base64.StdEncoding.EncodeToString(raw[:])
 	timeout := d.opts.Policy.AttemptTimeout
 	actx, cancel := context.WithTimeout(ctx, timeout)

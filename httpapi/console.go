@@ -100,9 +100,7 @@ func newConsole(opts ConsoleOptions) *console {
 	if opts.Brand.Name == "" {
 		c.opts.Brand.Name = "webhookd"
 	}
-	if _, err := rand.Read(c.key[:]); err != nil {
-		panic("httpapi: crypto/rand failed: " + err.Error())
-	}
+	rand.Read(c.key[:]) // never returns an error: it crashes the program instead (Go 1.24)
 	names, err := fs.Glob(consoleFiles, "console/templates/*.html")
 	if err != nil {
 		panic(err)
@@ -468,7 +466,7 @@ func (s *server) handleLoginPage(w http.ResponseWriter, r *http.Request, _ httpr
 
 func (s *server) renderLogin(w http.ResponseWriter, r *http.Request, status int, notice, errMsg string) {
 	var raw [16]byte
-	rand.Read(raw[:])
+	rand.Read(raw[:]) // never returns an error (Go 1.24)
 	nonce := base64.RawURLEncoding.EncodeToString(raw[:])
 	s.console.setCookie(w, r, loginCookie, nonce)
 	p := s.newPage(nil, "Log in", "")

@@ -428,9 +428,7 @@ func (s *Store) channel() string { return dueChannel(s.schema) }
 // newToken returns a random lease token.
 func newToken() int64 {
 	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("postgres: crypto/rand failed: " + err.Error())
-	}
+	rand.Read(b[:]) // never returns an error: it crashes the program instead (Go 1.24)
 	return int64(binary.LittleEndian.Uint64(b[:]) >> 1)
 }
 

@@ -107,9 +107,7 @@ func (s *Sealer) Seal(tenant, endpointID, secret string) string {
 	out := make([]byte, 8, 8+s.aead.NonceSize()+len(secret)+s.aead.Overhead())
 	copy(out, s.id[:])
 	nonce := make([]byte, s.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		panic("sealing: crypto/rand failed: " + err.Error())
-	}
+	rand.Read(nonce) // never returns an error: it crashes the program instead (Go 1.24)
 	out = append(out, nonce...)
 	out = s.aead.Seal(out, nonce, []byte(secret), aad(tenant, endpointID))
 	return prefix + base64.RawURLEncoding.EncodeToString(out)
