@@ -11,7 +11,8 @@ import (
 // OperatorTenant is the tenant that holds the operator's alert endpoint
 // ([alerts] in the config). Its id cannot be named through the API (tenant
 // ids start with a letter or digit), so no customer can read, change or
-// receive it.
+// receive it; it is reserved, no customer, and no listing or report of
+// tenants shows it (Service.Tenants).
 const OperatorTenant = "_operator"
 
 // AlertTypes are the event types of webhookd's own alerts, added to the

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"slices"
 	"strings"
 	"time"
 )
@@ -190,10 +191,16 @@ func (s *Service) LookupAccessToken(ctx context.Context, token string) (AccessTo
 	return t, nil
 }
 
-// Tenants lists every tenant by ID: the admin's tenant picker and the
-// all-tenants report.
+// Tenants lists the customers' tenants by ID: GET /v1/tenants, the
+// admin's tenant picker and the all-tenants report. A reserved tenant
+// (OperatorTenant: an id no API request can name) is no customer, and
+// is never listed.
 func (s *Service) Tenants(ctx context.Context) ([]Tenant, error) {
-	return s.store.Tenants(ctx)
+	all, err := s.store.Tenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(t Tenant) bool { return !validTenantID(t.ID) }), nil
 }
 
 // TenantsReport is the delivery report of every tenant and their total.
@@ -204,10 +211,11 @@ type TenantsReport struct {
 	Total Report `json:"total"`
 }
 
-// ReportAll computes the report over each tenant's last n events (0:
-// DefaultReportWindow) and their total. Each tenant is read in its own
-// read transaction, one after the other, so the total is a sum of
-// snapshots taken moments apart, not one snapshot.
+// ReportAll computes the report over the last n events (0:
+// DefaultReportWindow) of each tenant Tenants lists, and their total.
+// Each tenant is read in its own read transaction, one after the other,
+// so the total is a sum of snapshots taken moments apart, not one
+// snapshot.
 func (s *Service) ReportAll(ctx context.Context, n int) (TenantsReport, error) {
 	if n == 0 {
 		n = DefaultReportWindow
@@ -215,7 +223,7 @@ func (s *Service) ReportAll(ctx context.Context, n int) (TenantsReport, error) {
 	if n < 1 || n > 100000 {
 		return TenantsReport{}, Errorf(CodeInvalidField, "last", "last must be from 1 to 100000")
 	}
-	tenants, err := s.store.Tenants(ctx)
+	tenants, err := s.Tenants(ctx)
 	if err != nil {
 		return TenantsReport{}, err
 	}

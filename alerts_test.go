@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/webhookd/webhookd/verify"
+)
+
+// operatorAlert is one alert as the operator endpoint receives it.
+type operatorAlert struct {
+	Type    string                     `json:"type"`
+	Created string                     `json:"created"`
+	Data    map[string]json.RawMessage `json:"data"`
+}
+
+// startWithAlerts starts webhookd with [alerts] sending to a loopback
+// receiver, sets up tenant acme, and returns the instance and the alerts
+// as they arrive, each verified with the alert secret.
+func startWithAlerts(t *testing.T) (*instance, <-chan operatorAlert) {
+	t.Helper()
+	secret := "whsec_" + strings.Repeat("QUJD", 8)
+	check := &verify.Verifier{Secrets: []string{secret}}
+	alerts := make(chan operatorAlert, 100)
+	var op *receiver
+	op = newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		body := op.got()[n-1].body
+		if _, err := check.Verify(r.Header, body); err != nil {
+			t.Errorf("alert signature: %v", err)
+		}
+		var a operatorAlert
+		if err := json.Unmarshal(body, &a); err != nil {
+			t.Errorf("alert %s: %v", body, err)
+		}
+		select {
+		case alerts <- a:
+		default:
+		}
+		w.WriteHeader(200)
+	})
+	in := startInstance(t, t.TempDir(), testConfig+"\n[alerts]\nurl = \""+op.srv.URL+"\"\nsecret = \""+secret+"\"\n")
+	in.setup()
+	return in, alerts
+}
+
+// consoleGet logs in to the console with the admin token and returns the
+// status and body of GET path.
+func (in *instance) consoleGet(path string) (int, string) {
+	in.t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(path string) (int, string) {
+		resp, err := c.Get(in.base + path)
+		if err != nil {
+			in.t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	_, form := get("/console/login")
+	m := regexp.MustCompile(`name="login" value="([^"]+)"`).FindStringSubmatch(form)
+	if m == nil {
+		in.t.Fatalf("no login nonce in the login page:\n%s", form)
+	}
+	resp, err := c.PostForm(in.base+"/console/login", url.Values{"token": {testToken}, "login": {m[1]}})
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		in.t.Fatalf("console login: %d", resp.StatusCode)
+	}
+	return get(path)
+}
+
+// TestAlerts_OperatorTenantIsNoCustomer: with [alerts] on, the reserved
+// operator tenant holds the alert endpoint, and is no customer: the
+// tenants list, the admin report and the console's Tenants page (where
+// an admin lands after login) show the customers alone, and answer.
+func TestAlerts_OperatorTenantIsNoCustomer(t *testing.T) {
+	t.Parallel()
+	in, _ := startWithAlerts(t)
+
+	var tenants struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	in.mustCall(200, "GET", "/v1/tenants", nil, &tenants)
+	if len(tenants.Data) != 1 || tenants.Data[0].ID != "acme" {
+		t.Errorf("GET /v1/tenants lists %+v, want acme alone", tenants.Data)
+	}
+	in.mustCall(404, "GET", "/v1/tenants/_operator", nil, nil)
+
+	var report struct {
+		Tenants []struct {
+			Tenant string `json:"tenant"`
+		} `json:"tenants"`
+	}
+	in.mustCall(200, "GET", "/v1/admin/report", nil, &report)
+	if len(report.Tenants) != 1 || report.Tenants[0].Tenant != "acme" {
+		t.Errorf("the admin report covers %+v, want acme alone", report.Tenants)
+	}
+
+	status, body := in.consoleGet("/console/tenants")
+	if status != 200 || !strings.Contains(body, "acme") {
+		t.Fatalf("console tenants page: %d\n%s", status, body)
+	}
+	if strings.Contains(body, "_operator") {
+		t.Error("the console's tenants page shows the operator tenant")
+	}
+}
