@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/webhookd/webhookd/verify"
 )
@@ -118,5 +119,40 @@ func TestAlerts_OperatorTenantIsNoCustomer(t *testing.T) {
 	}
 	if strings.Contains(body, "_operator") {
 		t.Error("the console's tenants page shows the operator tenant")
+	}
+}
+
+// TestAlerts_TimesHaveMilliseconds: an alert's times are written like
+// every other time webhookd writes (engine.TimeFormat): UTC, exactly
+// three fraction digits.
+func TestAlerts_TimesHaveMilliseconds(t *testing.T) {
+	t.Parallel()
+	in, alerts := startWithAlerts(t)
+	rc := newReceiver(t, status(500))
+	ep := in.createEndpoint(rc.srv.URL, "*")
+	rc.setSecret(ep.Secret)
+	in.waitState(in.ingest("invoice.paid", `{"n":1}`).Deliveries[0].ID, "dead")
+
+	layout := regexp.MustCompile(`^"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"$`)
+	seen := map[string]bool{}
+	deadline := time.After(10 * time.Second)
+	for !seen["endpoint.failing"] || !seen["delivery.dead"] {
+		select {
+		case a := <-alerts:
+			seen[a.Type] = true
+			if !layout.MatchString(`"` + a.Created + `"`) {
+				t.Errorf("%s: created %s", a.Type, a.Created)
+			}
+			for _, field := range []string{"at", "failing_since"} {
+				if v, ok := a.Data[field]; ok && !layout.Match(v) {
+					t.Errorf("%s: %s is %s, want UTC with three fraction digits", a.Type, field, v)
+				}
+			}
+			if _, ok := a.Data["at"]; !ok {
+				t.Errorf("%s: no at in %v", a.Type, a.Data)
+			}
+		case <-deadline:
+			t.Fatalf("alerts received: %v; want endpoint.failing and delivery.dead", seen)
+		}
 	}
 }

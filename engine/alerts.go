@@ -73,14 +73,19 @@ func (s *Service) RaiseAlert(ctx context.Context, a Alert) error {
 	if d.TenantID == OperatorTenant {
 		return nil
 	}
-	data := map[string]any{"tenant": d.TenantID, "endpoint_id": d.EndpointID, "at": a.At}
+	// Times are strings in TimeFormat, as in every other answer and
+	// envelope: json.Marshal of a time.Time would write nine digits.
+	data := map[string]any{"tenant": d.TenantID, "endpoint_id": d.EndpointID, "at": a.At.UTC().Format(TimeFormat)}
 	switch a.Kind {
 	case AlertDeliveryDead:
 		data["delivery_id"], data["event_id"], data["event_type"] = d.ID, d.EventID, d.EventType
 		data["reason"], data["attempts"], data["last_status"] = d.Reason, d.CycleAttempts, d.LastStatus
 	case AlertEndpointFailing:
 		if a.Endpoint != nil {
-			data["reason"], data["failing_since"] = a.Endpoint.LastFailure, a.Endpoint.FailingSince
+			data["reason"] = a.Endpoint.LastFailure
+			if !a.Endpoint.FailingSince.IsZero() {
+				data["failing_since"] = a.Endpoint.FailingSince.UTC().Format(TimeFormat)
+			}
 		}
 	case AlertEndpointDisabled:
 		if a.Endpoint != nil {
