@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,14 +14,13 @@ import (
 	"github.com/webhookd/webhookd/engine"
 )
 
-// maxEndpointLabels bounds the endpoint label of the per-endpoint failure
-// counter: the first endpoints seen get a series each, the rest share
-// endpoint="other", so a sender with a million endpoints cannot blow up
-// Prometheus.
-const maxEndpointLabels = 100
-
 // metrics are webhookd's Prometheus metrics, served at /metrics. Names
 // follow the domain: event, delivery, attempt, dead letter.
+//
+// /metrics has no token, so no label carries anything a tenant made: no
+// tenant, endpoint, event or delivery ID, no event type. A label names a
+// route pattern, an outcome or a state; per-endpoint detail stays behind
+// a token (the endpoint's health, the report, the console).
 type metrics struct {
 	reg *prometheus.Registry
 
@@ -34,16 +32,13 @@ type metrics struct {
 	attemptDuration *prometheus.HistogramVec
 	deliveries      *prometheus.CounterVec
 	deadLetters     prometheus.Counter
-	endpointFails   *prometheus.CounterVec
+	endpointFails   prometheus.Counter
 	commitBatch     prometheus.Histogram
 	commitDuration  prometheus.Histogram
-
-	mu        sync.Mutex
-	endpoints map[string]bool
 }
 
 func newMetrics() *metrics {
-	m := &metrics{reg: prometheus.NewRegistry(), endpoints: make(map[string]bool)}
+	m := &metrics{reg: prometheus.NewRegistry()}
 	f := promauto.With(m.reg)
 	m.requests = f.NewCounterVec(prometheus.CounterOpts{Name: "webhookd_http_requests_total",
 		Help: "API requests by method, route pattern and status code."}, []string{"method", "route", "code"})
@@ -62,8 +57,8 @@ func newMetrics() *metrics {
 		Help: "Deliveries that reached a final state (succeeded, dead)."}, []string{"state"})
 	m.deadLetters = f.NewCounter(prometheus.CounterOpts{Name: "webhookd_dead_letters_total",
 		Help: "Deliveries moved to the dead letters."})
-	m.endpointFails = f.NewCounterVec(prometheus.CounterOpts{Name: "webhookd_endpoint_failures_total",
-		Help: `Failed attempts per endpoint (the first 100 endpoints by id, the rest as "other").`}, []string{"endpoint"})
+	m.endpointFails = f.NewCounter(prometheus.CounterOpts{Name: "webhookd_endpoint_failures_total",
+		Help: "Failed attempts, of every endpoint (the endpoints' own are in their health, behind a token)."})
 	m.commitBatch = f.NewHistogram(prometheus.HistogramOpts{Name: "webhookd_commit_batch_writes",
 		Help: "Writes per storage commit (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 12)})
 	m.commitDuration = f.NewHistogram(prometheus.HistogramOpts{Name: "webhookd_commit_duration_seconds",
@@ -152,11 +147,11 @@ func (m *metrics) observeIngest(repeat bool) {
 }
 
 // observeAttempt is the dispatcher's OnAttempt.
-func (m *metrics) observeAttempt(endpointID string, a engine.Attempt, state engine.State) {
+func (m *metrics) observeAttempt(_ string, a engine.Attempt, state engine.State) {
 	m.attempts.WithLabelValues(string(a.Outcome)).Inc()
 	m.attemptDuration.WithLabelValues(string(a.Outcome)).Observe(a.Duration.Seconds())
 	if a.Outcome != engine.OutcomeSuccess {
-		m.endpointFails.WithLabelValues(m.endpointLabel(endpointID)).Inc()
+		m.endpointFails.Inc()
 	}
 	switch state {
 	case engine.StateSucceeded, engine.StateDead:
@@ -171,17 +166,4 @@ func (m *metrics) observeAttempt(endpointID string, a engine.Attempt, state engi
 func (m *metrics) observeCommit(writes int, d time.Duration) {
 	m.commitBatch.Observe(float64(writes))
 	m.commitDuration.Observe(d.Seconds())
-}
-
-func (m *metrics) endpointLabel(id string) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.endpoints[id] {
-		return id
-	}
-	if len(m.endpoints) < maxEndpointLabels {
-		m.endpoints[id] = true
-		return id
-	}
-	return "other"
 }
