@@ -869,6 +869,13 @@ func (d *Dispatcher) record(in *AttemptInput, rec *AttemptRecord, ended time.Tim
 		d.log.Warn("attempt not recorded: its lease ended and another node holds the delivery", "delivery", dl.ID, "event", dl.EventID, "endpoint", dl.EndpointID)
 		return time.Time{}
 	}
+	if ErrorCode(err) == CodeDeliveryNotFound {
+		// Deleted while its attempt ran: its tenant was deleted (force
+		// drops what is in flight) and purged. Expected, and said once
+		// per tenant by the purge; the outcome has nothing to go to.
+		d.log.Debug("attempt not recorded: its delivery was deleted", "delivery", dl.ID, "endpoint", dl.EndpointID)
+		return time.Time{}
+	}
 	if err != nil {
 		d.log.Error("record attempt", "delivery", dl.ID, "event", dl.EventID, "endpoint", dl.EndpointID, "err", err)
 		return time.Now().Add(storeRetryDelay)
