@@ -397,6 +397,18 @@ func (d *Dispatcher) Holds(id string) bool {
 	return d.sched.Holds(id)
 }
 
+// InFlightIDs returns the deliveries whose attempt is running now (or
+// whose outcome is being recorded), in no order.
+func (d *Dispatcher) InFlightIDs() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ids := make([]string, 0, len(d.inflight))
+	for id := range d.inflight {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
 // InFlight reports whether an attempt of delivery id is running now.
 func (d *Dispatcher) InFlight(id string) bool {
 	d.mu.Lock()

@@ -1,9 +1,13 @@
 package engine
 
 import (
+	"cmp"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -48,8 +52,17 @@ type EventDeliveries struct {
 
 // Lister is the part of Listings behind the delivery log, the
 // reconciliation feed and the report.
+//
+// A listing returns the cursor of its next page only when an item the
+// filter matches follows the page, so that has_more is true only when
+// there is more and no listing ends on an empty page; the entries after
+// the page that the filter leaves out do not count. A store that bounds
+// what one page reads (storage reads at most 20 000 entries) may return,
+// where it stopped, a short page (empty, even) with the cursor to read on
+// from: it cannot know whether more match.
 type Lister interface {
 	// ListDeliveries pages through tenant's deliveries newest first.
+	// StateDelivering is not a stored state: f.State is never it.
 	ListDeliveries(ctx context.Context, tenant string, f DeliveryFilter) ([]Delivery, string, error)
 	// ListEvents pages through tenant's events in log order.
 	ListEvents(ctx context.Context, tenant string, f EventFilter) ([]Event, string, error)
@@ -81,6 +94,9 @@ func (s *Service) ListDeliveries(ctx context.Context, tenant string, f DeliveryF
 	if f.Limit, _ = pageLimit(f.Limit); f.Limit == 0 {
 		return nil, "", Errorf(CodeInvalidField, "limit", "limit must be from 1 to %d", MaxPageLimit)
 	}
+	if f.State == StateDelivering {
+		return s.listDelivering(ctx, tenant, f)
+	}
 	ds, next, err := s.store.ListDeliveries(ctx, tenant, f)
 	if err != nil {
 		return nil, "", err
@@ -88,10 +104,56 @@ func (s *Service) ListDeliveries(ctx context.Context, tenant string, f DeliveryF
 	for i := range ds {
 		s.overlay(&ds[i])
 	}
-	if f.State == StateDelivering {
-		ds = slices.DeleteFunc(ds, func(d Delivery) bool { return d.State != StateDelivering })
-	}
 	return ds, next, nil
+}
+
+// listDelivering is ListDeliveries of the deliveries whose attempt is in
+// flight here, StateDelivering: not a stored state, so not the store's
+// to page. They are few (at most the dispatcher's workers and the
+// outcomes waiting to be recorded), so they are all read and paged here,
+// in the log's order, newest first, by (Sequence, ID); the cursor is the
+// page's last one's place, and comes only when another follows.
+func (s *Service) listDelivering(ctx context.Context, tenant string, f DeliveryFilter) ([]Delivery, string, error) {
+	var after *Delivery // the cursor's place
+	if f.Cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(f.Cursor)
+		if err != nil || len(b) < 9 {
+			return nil, "", Errorf(CodeInvalidField, "cursor", "cursor is not one this listing returned")
+		}
+		after = &Delivery{Sequence: binary.BigEndian.Uint64(b), ID: string(b[8:])}
+	}
+	newestFirst := func(a, b Delivery) int {
+		if c := cmp.Compare(b.Sequence, a.Sequence); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	}
+	var ids []string
+	if s.disp != nil {
+		ids = s.disp.InFlightIDs()
+	}
+	ds := []Delivery{}
+	for _, id := range ids {
+		d, err := s.store.Delivery(ctx, tenant, id)
+		if ErrorCode(err) == CodeDeliveryNotFound {
+			continue // another tenant's, or deleted
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		if !f.Matches(d) || after != nil && newestFirst(d, *after) <= 0 {
+			continue
+		}
+		if s.overlay(&d); d.State == StateDelivering {
+			ds = append(ds, d)
+		}
+	}
+	slices.SortFunc(ds, newestFirst)
+	if len(ds) <= f.Limit {
+		return ds, "", nil
+	}
+	last := ds[f.Limit-1]
+	return ds[:f.Limit], base64.RawURLEncoding.EncodeToString(append(binary.BigEndian.AppendUint64(nil, last.Sequence), last.ID...)), nil
 }
 
 // pageLimit returns limit, DefaultPageLimit for 0, or 0 when out of range.

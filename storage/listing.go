@@ -58,9 +58,12 @@ const sinceSlack = time.Minute
 
 // ListDeliveries lists tenant's deliveries newest first (by their event's
 // place in the log), filtered by f, at most f.Limit, from f.Cursor on. It
-// returns the cursor of the next page, empty at the end. A page is read
-// by key, never by offset, so deliveries made meanwhile never shift it.
-// CodeInvalidField ("cursor") for a cursor this listing did not return.
+// returns the cursor of the next page: where the next delivery f matches
+// is, or, when a page has read maxListScan entries, where it stopped
+// reading (a short page, maybe empty, that does not know whether more
+// match); empty when none follows. A page is read by key, never by
+// offset, so deliveries made meanwhile never shift it. CodeInvalidField
+// ("cursor") for a cursor this listing did not return.
 func (db *DB) ListDeliveries(ctx context.Context, tenant string, f engine.DeliveryFilter) ([]engine.Delivery, string, error) {
 	if f.Limit < 1 {
 		return nil, "", engine.Errorf(engine.CodeInvalidField, "limit", "limit must be at least 1")
@@ -80,8 +83,8 @@ func (db *DB) ListDeliveries(ctx context.Context, tenant string, f engine.Delive
 		c := tx.Bucket(bucketTenantDeliveries).Cursor()
 		scanned := 0
 		for k := seekAtOrBefore(c, start); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
-			if len(out) == f.Limit || scanned == maxListScan {
-				next = encodeCursor(k[len(prefix):]) // the next page starts here
+			if scanned == maxListScan {
+				next = encodeCursor(k[len(prefix):]) // the next page reads on from here
 				return nil
 			}
 			scanned++
@@ -92,9 +95,14 @@ func (db *DB) ListDeliveries(ctx context.Context, tenant string, f engine.Delive
 			if !f.Since.IsZero() && d.Created.Before(f.Since.Add(-sinceSlack)) {
 				return nil // the rest are older still
 			}
-			if f.Matches(d) {
-				out = append(out, d)
+			if !f.Matches(d) {
+				continue
 			}
+			if len(out) == f.Limit { // one more matches: the next page starts at it
+				next = encodeCursor(k[len(prefix):])
+				return nil
+			}
+			out = append(out, d)
 		}
 		return nil
 	})
@@ -119,9 +127,11 @@ func seekAtOrBefore(c *bolt.Cursor, key []byte) []byte {
 
 // ListEvents lists tenant's events in log order after f.After (a cursor
 // from a previous page; "" from the start), of f.Type when set, created at
-// or after f.Since when set, at most f.Limit. It returns the cursor of the
-// last event read (to pass as After), empty when the log was read to its
-// end. The cursor is the event's place in the log, as a decimal number.
+// or after f.Since when set, at most f.Limit. It returns the cursor to
+// pass as After for the next page, empty when no event after the page
+// matches (or, as ListDeliveries, where a page of maxListScan entries
+// stopped reading). The cursor is a place in the log, as a decimal
+// number.
 func (db *DB) ListEvents(ctx context.Context, tenant string, f engine.EventFilter) ([]engine.Event, string, error) {
 	if f.Limit < 1 {
 		return nil, "", engine.Errorf(engine.CodeInvalidField, "limit", "limit must be at least 1")
@@ -142,7 +152,10 @@ func (db *DB) ListEvents(ctx context.Context, tenant string, f engine.EventFilte
 		scanned := 0
 		for k, _ := c.Seek(tenantEventKey(tenant, after+1)); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 			seq := binary.BigEndian.Uint64(k[len(prefix):])
-			if len(out) == f.Limit || scanned == maxListScan {
+			// A next page starts at seq when the scan bound is reached, or
+			// when the page is full and one more matches: unfiltered,
+			// every event does.
+			if scanned == maxListScan || len(out) == f.Limit && f.Type == "" && f.Since.IsZero() {
 				next = strconv.FormatUint(seq-1, 10)
 				return nil
 			}
@@ -158,6 +171,10 @@ func (db *DB) ListEvents(ctx context.Context, tenant string, f engine.EventFilte
 			ev.Seq = seq
 			if f.Type != "" && ev.Type != f.Type || !f.Since.IsZero() && ev.Created.Before(f.Since) {
 				continue
+			}
+			if len(out) == f.Limit {
+				next = strconv.FormatUint(seq-1, 10)
+				return nil
 			}
 			out = append(out, ev)
 		}

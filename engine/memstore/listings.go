@@ -87,9 +87,10 @@ func newestFirst(a, b logEntry) int {
 // ListDeliveries lists tenant's deliveries newest first (by their event's
 // place in the log, then by ID, highest first) that f matches, at most
 // f.Limit (at least 1, else CodeInvalidField "limit"), from f.Cursor on.
-// It returns the cursor of the next page, empty at the end: the position
-// the next page starts at, so deliveries made meanwhile never shift it. A
-// cursor this listing did not return is CodeInvalidField "cursor".
+// It returns the cursor of the next page, empty when no delivery after
+// the page matches: the position the next page starts at, so deliveries
+// made meanwhile never shift it. A cursor this listing did not return is
+// CodeInvalidField "cursor".
 func (s *Store) ListDeliveries(ctx context.Context, tenant string, f engine.DeliveryFilter) ([]engine.Delivery, string, error) {
 	if f.Limit < 1 {
 		return nil, "", errLimit("limit")
@@ -116,13 +117,14 @@ func (s *Store) ListDeliveries(ctx context.Context, tenant string, f engine.Deli
 	}
 	slices.SortFunc(entries, newestFirst)
 	out := []engine.Delivery{}
-	for i, entry := range entries {
-		if len(out) == f.Limit {
-			return out, encodeCursor(entries[i].seq, entries[i].d.ID), nil
+	for _, entry := range entries {
+		if !f.Matches(*entry.d) {
+			continue
 		}
-		if f.Matches(*entry.d) {
-			out = append(out, copyDelivery(*entry.d))
+		if len(out) == f.Limit { // one more matches: the next page starts at it
+			return out, encodeCursor(entry.seq, entry.d.ID), nil
 		}
+		out = append(out, copyDelivery(*entry.d))
 	}
 	return out, "", nil
 }
@@ -132,7 +134,7 @@ func (s *Store) ListDeliveries(ctx context.Context, tenant string, f engine.Deli
 // CodeInvalidField "after" for anything else), of f.Type and created at
 // or after f.Since when set, at most f.Limit (at least 1, else
 // CodeInvalidField "limit"). It returns the cursor of the next page,
-// empty when the log was read to its end.
+// empty when no event after the page matches.
 func (s *Store) ListEvents(ctx context.Context, tenant string, f engine.EventFilter) ([]engine.Event, string, error) {
 	if f.Limit < 1 {
 		return nil, "", errLimit("limit")
@@ -153,12 +155,13 @@ func (s *Store) ListEvents(ctx context.Context, tenant string, f engine.EventFil
 	out := []engine.Event{}
 	for ; i < len(log); i++ {
 		ev := log[i].ev
-		if len(out) == f.Limit {
+		if f.Type != "" && ev.Type != f.Type || ev.Created.Before(f.Since) {
+			continue
+		}
+		if len(out) == f.Limit { // one more matches: the next page starts at it
 			return out, strconv.FormatUint(ev.Seq-1, 10), nil
 		}
-		if (f.Type == "" || ev.Type == f.Type) && !ev.Created.Before(f.Since) {
-			out = append(out, copyEvent(ev))
-		}
+		out = append(out, copyEvent(ev))
 	}
 	return out, "", nil
 }

@@ -20,6 +20,7 @@ var listingTests = []test{
 	{"the delivery log filters", testListDeliveriesFilter},
 	{"the event feed pages in log order", testListEvents},
 	{"listings refuse a cursor they did not make and a limit under 1", testListingsBadInput},
+	{"a filtered listing has a next page only when a match follows", testListingsNextOnlyWhenMore},
 	{"recent events are the last n, newest first", testRecentEvents},
 	{"cursors hold while writes go on", testCursorsUnderWrites},
 }
@@ -299,6 +300,85 @@ func testListEvents(t *testing.T, f *fixture) {
 		t.Errorf("ListEvents(nobody): next %q, %v", next, err)
 	}
 	wantEmpty(t, "ListEvents(nobody)", evs)
+}
+
+func testListingsNextOnlyWhenMore(t *testing.T, f *fixture) {
+	// The log: shipped, created ×3, shipped; created goes to both
+	// endpoints, shipped to all only. Two of a's die. Every filter below
+	// leaves out entries after its last match, which must not make a
+	// cursor of their own: a listing never ends on an empty page.
+	f.tenant(t, "acme")
+	f.eventType(t, "order.created")
+	f.eventType(t, "order.shipped")
+	a := f.endpoint(t, "acme", "order.created")
+	f.endpoint(t, "acme", "*")
+	var events []engine.IngestResult
+	for i, typ := range []string{"order.shipped", "order.created", "order.created", "order.created", "order.shipped"} {
+		events = append(events, f.ingest(t, newEventAt("acme", typ, `{}`, t0.Add(time.Duration(i)*time.Minute))))
+	}
+	for _, res := range events[1:3] {
+		for _, d := range res.Deliveries {
+			if d.EndpointID == a.ID {
+				f.settle(t, d, engine.StateDead, t0.Add(time.Hour), time.Time{})
+			}
+		}
+	}
+	// wantPages fails t unless a listing of n matches answers them in
+	// one page of n with no cursor, and in pages of n-1 with a cursor
+	// and then one with the last and none.
+	wantPages := func(t *testing.T, n int, list func(limit int, cursor string) (int, string, error)) {
+		t.Helper()
+		if got, next, err := list(n, ""); err != nil || got != n || next != "" {
+			t.Fatalf("limit %d: %d, next %q, %v; want %d and no next page", n, got, next, err, n)
+		}
+		if n < 2 {
+			return
+		}
+		got, next, err := list(n-1, "")
+		if err != nil || got != n-1 || next == "" {
+			t.Fatalf("limit %d: %d, next %q, %v; want %d and a next page", n-1, got, next, err, n-1)
+		}
+		if got, next, err = list(n-1, next); err != nil || got != 1 || next != "" {
+			t.Errorf("limit %d, the next page: %d, next %q, %v; want the last one and no next page", n-1, got, next, err)
+		}
+	}
+	for _, tt := range []struct {
+		name   string
+		filter engine.DeliveryFilter
+		n      int
+	}{
+		{"dead", engine.DeliveryFilter{State: engine.StateDead}, 2},
+		{"pending of an endpoint", engine.DeliveryFilter{State: engine.StatePending, EndpointID: a.ID}, 1},
+		{"endpoint", engine.DeliveryFilter{EndpointID: a.ID}, 3},
+		{"type", engine.DeliveryFilter{Type: "order.created"}, 6},
+		{"since", engine.DeliveryFilter{Since: t0.Add(time.Minute)}, 7},
+	} {
+		t.Run("deliveries, "+tt.name, func(t *testing.T) {
+			wantPages(t, tt.n, func(limit int, cursor string) (int, string, error) {
+				filter := tt.filter
+				filter.Limit, filter.Cursor = limit, cursor
+				ds, next, err := f.s.ListDeliveries(t.Context(), "acme", filter)
+				return len(ds), next, err
+			})
+		})
+	}
+	for _, tt := range []struct {
+		name   string
+		filter engine.EventFilter
+		n      int
+	}{
+		{"type", engine.EventFilter{Type: "order.created"}, 3},
+		{"type and since", engine.EventFilter{Type: "order.created", Since: t0.Add(2 * time.Minute)}, 2},
+	} {
+		t.Run("events, "+tt.name, func(t *testing.T) {
+			wantPages(t, tt.n, func(limit int, cursor string) (int, string, error) {
+				filter := tt.filter
+				filter.Limit, filter.After = limit, cursor
+				evs, next, err := f.s.ListEvents(t.Context(), "acme", filter)
+				return len(evs), next, err
+			})
+		})
+	}
 }
 
 func testListingsBadInput(t *testing.T, f *fixture) {
