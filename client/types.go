@@ -441,28 +441,36 @@ type FeedEvent struct {
 	Test bool `json:"test,omitempty"`
 }
 
-// Report is the delivery report over a tenant's last events.
+// Report is the delivery report over a tenant's last events. Each
+// delivery is in exactly one of FirstAttemptSuccesses, RetrySuccesses,
+// Replayed, Pending, Waiting, Paused and Dead, so they sum to Deliveries
+// (the check "every delivery is counted once").
 type Report struct {
-	Tenant                string         `json:"tenant,omitempty"`
-	Events                int            `json:"events"`
-	Deliveries            int            `json:"deliveries"`
-	FirstAttemptSuccesses int            `json:"first_attempt_successes"`
-	RetrySuccesses        int            `json:"retry_successes"`
-	EffectiveDeliveryRate float64        `json:"effective_delivery_rate"` // (first + retry successes) / deliveries
-	Pending               int            `json:"pending"`
-	Dead                  int            `json:"dead"`
-	DeadByReason          map[string]int `json:"dead_by_reason"`
-	// Waiting, Blocking and Skipped count ordered deliveries: waiting
-	// behind their line's head, dead and holding their line, dead and
-	// gone past by their line.
-	Waiting             int           `json:"waiting,omitempty"`
-	Blocking            int           `json:"blocking,omitempty"`
-	Skipped             int           `json:"skipped,omitempty"`
-	Replayed            int           `json:"replayed"`
-	DuplicateDeliveries int           `json:"duplicate_deliveries"`
-	Target              float64       `json:"target"`
-	MeetsTarget         bool          `json:"meets_target"`
-	Checks              []ReportCheck `json:"checks"`
+	Tenant                string  `json:"tenant,omitempty"`
+	Events                int     `json:"events"`
+	Deliveries            int     `json:"deliveries"`
+	FirstAttemptSuccesses int     `json:"first_attempt_successes"`
+	RetrySuccesses        int     `json:"retry_successes"`
+	EffectiveDeliveryRate float64 `json:"effective_delivery_rate"` // (first + retry successes) / deliveries
+	// Replayed: succeeded only in a later cycle (after a replay, or a
+	// resume of a paused delivery).
+	Replayed int `json:"replayed"`
+	// Pending (due or in flight), Waiting (behind their line's head),
+	// Paused (held for a disabled endpoint) and Dead: not delivered in
+	// their first cycle, by their state now.
+	Pending int `json:"pending"`
+	Waiting int `json:"waiting"`
+	Paused  int `json:"paused"`
+	Dead    int `json:"dead"`
+	// DeadByReason splits Dead by reason; Blocking and Skipped count the
+	// dead ordered deliveries holding their line and gone past by it.
+	DeadByReason        map[string]int `json:"dead_by_reason"`
+	Blocking            int            `json:"blocking,omitempty"`
+	Skipped             int            `json:"skipped,omitempty"`
+	DuplicateDeliveries int            `json:"duplicate_deliveries"`
+	Target              float64        `json:"target"`
+	MeetsTarget         bool           `json:"meets_target"`
+	Checks              []ReportCheck  `json:"checks"`
 }
 
 // ReportCheck is one consistency check of a Report.

@@ -232,28 +232,40 @@ func (s *Service) ReplayDeadLetters(ctx context.Context, tenant string, since, u
 }
 
 // Report is the delivery report over a tenant's last N events.
+//
+// Every delivery in it is in exactly one of seven buckets, so they sum to
+// Deliveries (the check "every delivery is counted once" says whether
+// they do): FirstAttemptSuccesses, RetrySuccesses, Replayed, Pending,
+// Waiting, Paused and Dead. NewReport says which goes where.
 type Report struct {
-	Tenant                string         `json:"tenant,omitempty"`
-	Events                int            `json:"events"`
-	Deliveries            int            `json:"deliveries"`
-	FirstAttemptSuccesses int            `json:"first_attempt_successes"`
-	RetrySuccesses        int            `json:"retry_successes"`
-	EffectiveDeliveryRate float64        `json:"effective_delivery_rate"` // (first + retry successes) / deliveries
-	Pending               int            `json:"pending"`
-	Dead                  int            `json:"dead"`
-	DeadByReason          map[string]int `json:"dead_by_reason"`
-	// Waiting counts the ordered deliveries waiting behind the head of
-	// their line; Blocking the dead ones that hold their line (on_dead
-	// block); Skipped the dead ones their line went on without. Absent
-	// when zero.
-	Waiting             int           `json:"waiting,omitempty"`
-	Blocking            int           `json:"blocking,omitempty"`
-	Skipped             int           `json:"skipped,omitempty"`
-	Replayed            int           `json:"replayed"`
-	DuplicateDeliveries int           `json:"duplicate_deliveries"`
-	Target              float64       `json:"target"`
-	MeetsTarget         bool          `json:"meets_target"`
-	Checks              []ReportCheck `json:"checks"`
+	Tenant                string  `json:"tenant,omitempty"`
+	Events                int     `json:"events"`
+	Deliveries            int     `json:"deliveries"`
+	FirstAttemptSuccesses int     `json:"first_attempt_successes"`
+	RetrySuccesses        int     `json:"retry_successes"`
+	EffectiveDeliveryRate float64 `json:"effective_delivery_rate"` // (first + retry successes) / deliveries
+	// Replayed counts the deliveries that succeeded only in a later
+	// cycle than their first: after a replay, or a resume of a paused
+	// one.
+	Replayed int `json:"replayed"`
+	// Pending counts the deliveries due or in flight, Waiting the ordered
+	// ones waiting behind the head of their line, Paused those held for
+	// their disabled endpoint, Dead the dead ones: each not delivered in
+	// its first cycle (see NewReport).
+	Pending int `json:"pending"`
+	Waiting int `json:"waiting"`
+	Paused  int `json:"paused"`
+	Dead    int `json:"dead"`
+	// DeadByReason splits Dead by reason; Blocking counts the dead ones
+	// that hold their line (on_dead block), Skipped those their line
+	// went on without (absent when zero).
+	DeadByReason        map[string]int `json:"dead_by_reason"`
+	Blocking            int            `json:"blocking,omitempty"`
+	Skipped             int            `json:"skipped,omitempty"`
+	DuplicateDeliveries int            `json:"duplicate_deliveries"`
+	Target              float64        `json:"target"`
+	MeetsTarget         bool           `json:"meets_target"`
+	Checks              []ReportCheck  `json:"checks"`
 }
 
 // ReportCheck is one consistency check of the report.
@@ -269,51 +281,66 @@ const ReportTarget = 0.99
 
 // NewReport computes the report over events (with their deliveries).
 //
-// Counting is per delivery (one event to one endpoint): a delivery whose
-// first cycle's first attempt succeeded is a first-attempt success; one
-// that succeeded later in its first cycle is a retry success; succeeded
-// only after a replay counts as replayed, not as either. A duplicate
-// delivery is any successful attempt after the delivery's first success
-// (a replay of a delivered event, or a lost acknowledgement). The effective
-// delivery rate is (first-attempt + retry successes) / deliveries; an event
-// with no subscriber has no delivery and does not count.
+// Counting is per delivery (one event to one endpoint), each in one
+// bucket:
+//
+//   - its first cycle succeeded: a first-attempt success when the first
+//     attempt did, else a retry success. Whatever happened after (a
+//     replay of a delivered event, pending or dead again) does not move
+//     it: it was delivered, and its later successes are duplicates.
+//   - otherwise succeeded (in a later cycle: after a replay, or the
+//     resume of a paused delivery): replayed.
+//   - otherwise by its state now: pending (due or in flight), waiting,
+//     paused or dead.
+//
+// A duplicate delivery is any successful attempt after the delivery's
+// first success (a replay of a delivered event, or a lost
+// acknowledgement). The effective delivery rate is (first-attempt + retry
+// successes) / deliveries; an event with no subscriber has no delivery
+// and does not count. The checks: every delivery is in one bucket (a
+// state the report does not know is in none), every dead delivery has a
+// reason, every cycle after the first has its replay record.
 func NewReport(events []EventDeliveries) Report {
 	r := Report{Events: len(events), DeadByReason: map[string]int{}, Target: ReportTarget}
 	deadWithoutReason, replaysWithoutRecord := 0, 0
 	for _, e := range events {
 		for _, d := range e.Deliveries {
 			r.Deliveries++
-			if len(d.Replays) > 0 {
-				r.Replayed++
-			}
-			successes := 0
-			firstCycle := Outcome("")
-			firstCycleAttempts := 0
+			successes, firstCycleAttempts, firstCycleSuccess := 0, 0, 0
 			for _, a := range d.Attempts {
-				if a.Outcome == OutcomeSuccess {
-					successes++
-				}
 				if a.Cycle == 1 {
 					firstCycleAttempts++
-					if a.Outcome == OutcomeSuccess && firstCycle == "" {
-						firstCycle = OutcomeSuccess
-						if firstCycleAttempts == 1 {
-							r.FirstAttemptSuccesses++
-						} else {
-							r.RetrySuccesses++
-						}
+				}
+				if a.Outcome == OutcomeSuccess {
+					successes++
+					if a.Cycle == 1 && firstCycleSuccess == 0 {
+						firstCycleSuccess = firstCycleAttempts
 					}
 				}
 			}
 			if successes > 1 {
 				r.DuplicateDeliveries += successes - 1
 			}
-			switch d.State {
-			case StatePending, StateDelivering:
+			if d.State == StateDead && d.Reason == "" {
+				deadWithoutReason++
+			}
+			if d.Cycle != 1+len(d.Replays) {
+				replaysWithoutRecord++
+			}
+			switch {
+			case firstCycleSuccess == 1:
+				r.FirstAttemptSuccesses++
+			case firstCycleSuccess > 1:
+				r.RetrySuccesses++
+			case d.State == StateSucceeded:
+				r.Replayed++
+			case d.State == StatePending, d.State == StateDelivering:
 				r.Pending++
-			case StateWaiting:
+			case d.State == StateWaiting:
 				r.Waiting++
-			case StateDead:
+			case d.State == StatePaused:
+				r.Paused++
+			case d.State == StateDead:
 				r.Dead++
 				switch {
 				case d.Blocking():
@@ -323,13 +350,9 @@ func NewReport(events []EventDeliveries) Report {
 				}
 				reason := d.Reason
 				if reason == "" {
-					deadWithoutReason++
 					reason = "(none)"
 				}
 				r.DeadByReason[shortReason(reason)]++
-			}
-			if d.Cycle != 1+len(d.Replays) {
-				replaysWithoutRecord++
 			}
 		}
 	}
@@ -340,10 +363,21 @@ func NewReport(events []EventDeliveries) Report {
 	}
 	r.MeetsTarget = r.EffectiveDeliveryRate >= r.Target
 	r.Checks = []ReportCheck{
+		r.countedOnce(),
 		{Name: "every dead letter has a reason", OK: deadWithoutReason == 0, Note: countNote(deadWithoutReason, "dead letters without a reason")},
 		{Name: "every replay is recorded", OK: replaysWithoutRecord == 0, Note: countNote(replaysWithoutRecord, "deliveries whose cycles outnumber their replay records")},
 	}
 	return r
+}
+
+// countedOnce is the check that r's buckets sum to its deliveries.
+func (r Report) countedOnce() ReportCheck {
+	sum := r.FirstAttemptSuccesses + r.RetrySuccesses + r.Replayed + r.Pending + r.Waiting + r.Paused + r.Dead
+	c := ReportCheck{Name: "every delivery is counted once", OK: sum == r.Deliveries}
+	if !c.OK {
+		c.Note = fmt.Sprintf("the buckets hold %d of %d deliveries", sum, r.Deliveries)
+	}
+	return c
 }
 
 // shortReason groups dead reasons: the part before the first ':' ("HTTP

@@ -239,9 +239,11 @@ func (s *Service) ReportAll(ctx context.Context, n int) (TenantsReport, error) {
 	return out, nil
 }
 
-// SumReports adds reports up: every count summed, the effective delivery
-// rate and the target recomputed from the sums, and each check OK only if
-// it is OK in every report (the notes name the tenants where it is not).
+// SumReports adds reports up: every count summed (so the buckets of the
+// total sum to its deliveries when each report's do), the effective
+// delivery rate and the target recomputed from the sums, and each check
+// OK only if it is OK in every report (the notes name the tenants where
+// it is not).
 func SumReports(rs []Report) Report {
 	total := Report{DeadByReason: map[string]int{}, Target: ReportTarget}
 	checks := map[string]*ReportCheck{}
@@ -254,6 +256,7 @@ func SumReports(rs []Report) Report {
 		total.Pending += r.Pending
 		total.Dead += r.Dead
 		total.Waiting += r.Waiting
+		total.Paused += r.Paused
 		total.Blocking += r.Blocking
 		total.Skipped += r.Skipped
 		total.Replayed += r.Replayed
