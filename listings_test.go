@@ -109,15 +109,23 @@ func TestListings_HasMoreOnlyWhenMore(t *testing.T) {
 	}
 }
 
+// startHeld starts webhookd with attempts that may take 10s and sets up
+// tenant acme, and returns it with a receiver that holds every request
+// until release is called (or the test ends).
+func startHeld(t *testing.T) (in *instance, held *receiver, release func()) {
+	t.Helper()
+	in = startInstance(t, t.TempDir(), configWith(t, testConfig, map[string]any{"delivery.attempt_timeout": "10s"}))
+	in.setup()
+	held, release = holdingReceiver(t)
+	return in, held, release
+}
+
 // TestListings_Delivering: state=delivering lists the deliveries whose
 // attempt is in flight, newest first, in pages that say has_more only
 // when one follows.
 func TestListings_Delivering(t *testing.T) {
 	t.Parallel()
-	cfg := configWith(t, testConfig, map[string]any{"delivery.attempt_timeout": "10s"})
-	in := startInstance(t, t.TempDir(), cfg)
-	in.setup()
-	held, release := holdingReceiver(t)
+	in, held, release := startHeld(t)
 	defer release()
 	ep := in.createEndpoint(held.srv.URL, "*")
 	held.setSecret(ep.Secret)

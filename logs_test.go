@@ -12,10 +12,7 @@ import (
 // per attempt whose outcome finds its delivery gone.
 func TestTenantDelete_ForcedLogsOneLine(t *testing.T) {
 	t.Parallel()
-	cfg := configWith(t, testConfig, map[string]any{"delivery.attempt_timeout": "10s"})
-	in := startInstance(t, t.TempDir(), cfg)
-	in.setup()
-	held, release := holdingReceiver(t)
+	in, held, release := startHeld(t)
 	defer release()
 	held.setSecret(in.addTenant("gone", held.srv.URL))
 	const n = 3

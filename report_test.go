@@ -14,9 +14,8 @@ import (
 // and the buckets add up to the deliveries.
 func TestReport_CountsAddUp(t *testing.T) {
 	t.Parallel()
-	cfg := configWith(t, testConfig, map[string]any{"delivery.attempt_timeout": "10s"})
-	in := startInstance(t, t.TempDir(), cfg)
-	in.setup()
+	in, held, release := startHeld(t)
+	defer release()
 	endpoint := func(typ string, answer func(int, http.ResponseWriter, *http.Request), extra map[string]any) string {
 		t.Helper()
 		in.mustCall(201, "PUT", "/v1/event-types/"+typ, map[string]string{"description": "report test"}, nil)
@@ -58,8 +57,6 @@ func TestReport_CountsAddUp(t *testing.T) {
 	in.mustCall(202, "POST", "/v1/tenants/acme/deliveries/"+replayed+"/replay", nil, nil)
 	in.waitState(replayed, "succeeded")
 
-	held, release := holdingReceiver(t)
-	defer release()
 	endpoint("pending.sent", held.answer, nil)
 	inFlight := one("pending.sent")
 	waitFor(t, "an attempt in flight", func() bool { return in.delivery(inFlight).State == "delivering" })

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -402,11 +403,7 @@ func (d *Dispatcher) Holds(id string) bool {
 func (d *Dispatcher) InFlightIDs() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	ids := make([]string, 0, len(d.inflight))
-	for id := range d.inflight {
-		ids = append(ids, id)
-	}
-	return ids
+	return slices.Collect(maps.Keys(d.inflight))
 }
 
 // InFlight reports whether an attempt of delivery id is running now.
