@@ -74,10 +74,14 @@ func (s *Service) IssuePortalLink(ctx context.Context, tenant string, in PortalL
 }
 
 // validReturnURL accepts "" or an absolute http(s) URL with a host, no
-// user info, at most MaxReturnURL bytes.
+// user info, at most MaxReturnURL bytes, that ValidateText takes as
+// identifier-like text.
 func validReturnURL(raw string) error {
 	if raw == "" {
 		return nil
+	}
+	if err := ValidateText("return_url", raw, MaxReturnURL, IdentifierText); err != nil {
+		return err
 	}
 	u, err := url.Parse(raw)
 	if err != nil || len(raw) > MaxReturnURL || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {

@@ -147,7 +147,7 @@ func (s *Service) PutEventType(ctx context.Context, name string, in EventTypeInp
 	if err := ValidateEventType("type", name); err != nil {
 		return EventType{}, false, err
 	}
-	if err := validText("description", in.Description, MaxDescriptionLen); err != nil {
+	if err := ValidateText("description", in.Description, MaxDescriptionLen, FreeText); err != nil {
 		return EventType{}, false, err
 	}
 	var example json.RawMessage
@@ -226,7 +226,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 	if err := s.opts.Targets.checkTargetURL(ctx, in.URL, s.opts.LookupHost); err != nil {
 		return Endpoint{}, "", err
 	}
-	if err := validText("description", in.Description, MaxDescriptionLen); err != nil {
+	if err := ValidateText("description", in.Description, MaxDescriptionLen, FreeText); err != nil {
 		return Endpoint{}, "", err
 	}
 	if err := ValidateOrdering(in.Ordering); err != nil {
@@ -329,7 +329,7 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 		}
 	}
 	if p.Description != nil {
-		if err := validText("description", *p.Description, MaxDescriptionLen); err != nil {
+		if err := ValidateText("description", *p.Description, MaxDescriptionLen, FreeText); err != nil {
 			return Endpoint{}, err
 		}
 	}
@@ -422,7 +422,8 @@ type IngestInput struct {
 	APIVersion string          `json:"api_version"`
 	Data       json.RawMessage `json:"data"`
 	// OrderingKey, optional, names what the event is about (an order, a
-	// customer: at most MaxOrderingKey bytes, no control characters).
+	// customer: at most MaxOrderingKey bytes that ValidateText takes as
+	// IdentifierText).
 	// Events of one tenant with the same key are in sequence order, and
 	// an endpoint that asks for ordering gets them in that order. It is
 	// in the envelope as "ordering_key".
@@ -674,7 +675,7 @@ func PrepareEvent(tenant string, in IngestInput, opts IngestOptions) (NewEvent, 
 	if in.APIVersion == "" {
 		in.APIVersion = opts.APIVersion
 	}
-	if err := validText("api_version", in.APIVersion, MaxAPIVersionLen); err != nil {
+	if err := ValidateText("api_version", in.APIVersion, MaxAPIVersionLen, IdentifierText); err != nil {
 		return NewEvent{}, err
 	}
 	if len(bytes.TrimSpace(in.Data)) == 0 {
@@ -696,10 +697,10 @@ func PrepareEvent(tenant string, in IngestInput, opts IngestOptions) (NewEvent, 
 		return NewEvent{}, err
 	}
 	data := hashed[prefix:]
-	if err := validText("Idempotency-Key", in.IdempotencyKey, MaxIdempotencyKey); err != nil {
+	if err := ValidateText("Idempotency-Key", in.IdempotencyKey, MaxIdempotencyKey, IdentifierText); err != nil {
 		return NewEvent{}, err
 	}
-	if err := validText("ordering_key", in.OrderingKey, MaxOrderingKey); err != nil {
+	if err := ValidateText("ordering_key", in.OrderingKey, MaxOrderingKey, IdentifierText); err != nil {
 		return NewEvent{}, err
 	}
 	if in.OrderingKey != "" {

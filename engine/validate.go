@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 var idPattern = regexp.MustCompile(`^[a-z]{2,4}_[0-9a-z]{26}$`)
@@ -82,7 +84,8 @@ func validEventType(name string) bool {
 func validID(id string) bool { return idPattern.MatchString(id) }
 
 // ValidateEndpointURL reports a CodeInvalidField error unless raw is an
-// absolute http or https URL with a host and no user info or fragment.
+// absolute http or https URL with a host and no user info or fragment,
+// that ValidateText takes as identifier-like text.
 func ValidateEndpointURL(raw string) error {
 	bad := func(why string) error { return Errorf(CodeInvalidField, "url", "%s", why) }
 	if raw == "" {
@@ -90,6 +93,9 @@ func ValidateEndpointURL(raw string) error {
 	}
 	if len(raw) > MaxURLLen {
 		return bad("url is longer than 2048 characters")
+	}
+	if err := ValidateText("url", raw, MaxURLLen, IdentifierText); err != nil {
+		return err
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -115,16 +121,91 @@ func ValidateEndpointURL(raw string) error {
 	return nil
 }
 
-func validText(field, s string, max int) error {
+// TextKind says which characters a text field may hold (ValidateText).
+type TextKind bool
+
+const (
+	// IdentifierText is every text that names or labels something: an
+	// ordering key, an Idempotency-Key, an api_version, a tenant's name,
+	// a URL. It is one line of visible characters.
+	IdentifierText TextKind = false
+	// FreeText is prose written for people (descriptions): it may also
+	// hold tab, line feed and carriage return, and the zero-width
+	// joiners (U+200C, U+200D) that emoji sequences and some scripts
+	// need.
+	FreeText TextKind = true
+)
+
+// ValidateText reports a CodeInvalidField error for field unless s is at
+// most max bytes of valid UTF-8 holding no character of Unicode category
+// Cc (controls: C0, DEL, C1 such as NEL and CSI) or Cf (invisible
+// formatting: bidi marks, embeddings, overrides and isolates, zero-width
+// characters, the BOM, tags), no line or paragraph separator (U+2028,
+// U+2029) and no noncharacter (U+FDD0-U+FDEF, U+nFFFE, U+nFFFF; I-JSON,
+// RFC 7493 §2.1), but the few free text may hold (see FreeText). It is
+// the one rule for every text the API takes that is not a strict ASCII
+// identifier (ValidateTenantID, ValidateEventType and IDs are): such a
+// character is invisible or moves text around it wherever the text is
+// shown (the console, a log line, a terminal, a receiver's own logs),
+// which lets one string pass for another.
+func ValidateText(field, s string, max int, kind TextKind) error {
 	if len(s) > max {
 		return Errorf(CodeInvalidField, field, "%s is longer than %d bytes", field, max)
 	}
-	for _, r := range s {
-		if r < 0x20 && r != '\t' || r == 0x7f {
-			return Errorf(CodeInvalidField, field, "%s contains a control character", field)
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c < 0x20 && !(kind == FreeText && (c == '\t' || c == '\n' || c == '\r')) || c == 0x7f {
+				return badTextChar(field, rune(c), i, kind)
+			}
+			i++
+			continue
 		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			return Errorf(CodeInvalidField, field, "%s is not valid UTF-8 (byte offset %d)", field, i)
+		}
+		if !textRune(r, kind) {
+			return badTextChar(field, r, i, kind)
+		}
+		i += n
 	}
 	return nil
+}
+
+// textRune reports whether ValidateText takes the character r (not ASCII)
+// in a text of kind.
+func textRune(r rune, kind TextKind) bool {
+	switch {
+	case isNoncharacter(r):
+		return false
+	case r == 0x200C || r == 0x200D: // ZWNJ, ZWJ
+		return kind == FreeText
+	}
+	return !unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp)
+}
+
+// isNoncharacter reports whether r is one of Unicode's 66 noncharacters:
+// U+FDD0-U+FDEF and the last two code points of each plane.
+func isNoncharacter(r rune) bool {
+	return 0xFDD0 <= r && r <= 0xFDEF || r&0xFFFE == 0xFFFE && r <= unicode.MaxRune
+}
+
+// badTextChar is ValidateText's error for the character r at byte offset i.
+func badTextChar(field string, r rune, i int, kind TextKind) error {
+	what := "a control character"
+	switch {
+	case isNoncharacter(r):
+		what = "a Unicode noncharacter"
+	case unicode.In(r, unicode.Zl, unicode.Zp):
+		what = "a line or paragraph separator"
+	case unicode.Is(unicode.Cf, r):
+		what = "an invisible formatting character"
+	}
+	allowed := "visible characters and spaces"
+	if kind == FreeText {
+		allowed = "visible characters, spaces, tab and line breaks"
+	}
+	return Errorf(CodeInvalidField, field, "%s holds U+%04X, %s, at byte offset %d: it may hold only %s", field, r, what, i, allowed)
 }
 
 // durationInput reads a duration a request body may give either way: as

@@ -35,11 +35,11 @@ func ValidOrigin(o string) error {
 }
 
 // ValidBrand reports what is wrong with b, naming the field: a name of
-// at most 60 printable characters, an accent "#rrggbb", a logo at an
-// absolute http or https URL.
+// at most 60 bytes that engine.ValidateText takes as identifier-like text,
+// an accent "#rrggbb", a logo at an absolute http or https URL.
 func ValidBrand(b Brand) (field string, err error) {
-	if len(b.Name) > 60 || strings.IndexFunc(b.Name, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 {
-		return "name", errors.New("must be at most 60 characters, no control characters")
+	if engine.ValidateText("name", b.Name, 60, engine.IdentifierText) != nil {
+		return "name", errors.New("must be at most 60 bytes of visible characters and spaces: no control characters, no invisible formatting")
 	}
 	if b.Accent != "" && !accentRE.MatchString(b.Accent) {
 		return "accent", errors.New(`must be a colour like "#2456c7"`)
