@@ -465,3 +465,40 @@ func TestClient_Skip(t *testing.T) {
 		t.Fatalf("the line's next = %+v, want attempted (and refused)", d)
 	}
 }
+
+// TestClient_RefusedData: data the client sends as it is (a
+// json.RawMessage) with a name twice, a lone surrogate, a noncharacter or
+// a number no double holds, and an ordering key with a bidi override,
+// come back as the server's problem, with the codes and fields every way
+// in gives (HTTP, postgres.EnqueueTx, migrate), and store nothing.
+func TestClient_RefusedData(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client("", client.Options{})
+	e.setup(c, "/ok")
+	ctx := t.Context()
+	for _, tt := range []struct {
+		name  string
+		in    client.EventInput
+		code  client.Code
+		field string
+	}{
+		{"a name twice", client.EventInput{Data: json.RawMessage(`{"a":1,"a":2}`)}, "invalid_json", "data"},
+		{"a lone surrogate", client.EventInput{Data: json.RawMessage(`{"s":"\ud800"}`)}, "invalid_json", "data"},
+		{"a noncharacter", client.EventInput{Data: json.RawMessage(`{"s":"\uffff"}`)}, "invalid_json", "data"},
+		{"a number beyond a double", client.EventInput{Data: json.RawMessage(`{"n":1e400}`)}, "invalid_json", "data"},
+		{"an ordering key with a bidi override", client.EventInput{Data: json.RawMessage(`{}`), OrderingKey: "order\u202e1"}, "invalid_field", "ordering_key"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.in.Type = "invoice.paid"
+			_, err := c.Ingest(ctx, "acme", tt.in)
+			p, ok := errors.AsType[*client.Problem](err)
+			if !ok || p.Code != tt.code || p.Field != tt.field || !strings.Contains(p.Detail, "byte offset") {
+				t.Fatalf("Ingest: %v, want %s naming %s and an offset", err, tt.code, tt.field)
+			}
+		})
+	}
+	if got := collect(t, c.Feed("acme", client.FeedFilter{}).Events(ctx)); len(got) != 0 {
+		t.Errorf("the feed holds %d events after refused ingests", len(got))
+	}
+}

@@ -170,10 +170,14 @@ type EventInput struct {
 	// APIVersion is the envelope's api_version; "": the server's default.
 	APIVersion string `json:"api_version,omitempty"`
 	// Data is the event's payload, marshalled with encoding/json (a
-	// json.RawMessage is sent as it is). It must be a JSON object.
+	// json.RawMessage is sent as it is). It must be a JSON object, and
+	// I-JSON: a name twice in an object, a lone surrogate escape, a
+	// Unicode noncharacter or a number no float64 holds (1e400) is a
+	// *Problem with Code "invalid_json" and Field "data".
 	Data any `json:"data"`
 	// OrderingKey, optional, names what the event is about (an order, a
-	// customer; at most 255 bytes): events of a tenant with the same key
+	// customer; at most 255 bytes, with no control or invisible
+	// formatting character): events of a tenant with the same key
 	// are in sequence order, and an endpoint that asks for ordering gets
 	// them in that order.
 	OrderingKey string `json:"ordering_key,omitempty"`

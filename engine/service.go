@@ -643,7 +643,8 @@ type IngestOptions struct {
 
 // PrepareEvent turns an ingest request of tenant into the NewEvent a
 // Store appends: it validates in (CodeInvalidField or CodeInvalidJSON
-// naming type, api_version, data or Idempotency-Key), compacts the data,
+// naming type, api_version, data, ordering_key or Idempotency-Key; data
+// must be I-JSON, see scanData), compacts the data,
 // builds the envelope every endpoint receives, and sets the event's ID,
 // its created time (opts.Now, in UTC, truncated to milliseconds), the
 // request hash of the idempotency record and its expiry. It reads no

@@ -17,13 +17,14 @@ import (
 )
 
 // nonASCIIData is event data with every kind of non-ASCII text, raw and
-// escaped, and the characters an HTML-safe encoder would rewrite.
+// escaped, up to the last character that is not a noncharacter, and the
+// characters an HTML-safe encoder would rewrite.
 var nonASCIIData = []string{
-	`{"two":"é ß ñ","three":"€ ✓ 中文 ` + "\u2028\u2029\ufeff\ufffd\ufffe\uffff" + `","four":"😀 ` + "\U0010FFFF" + `"}`,
+	`{"two":"é ß ñ","three":"€ ✓ 中文 ` + "\u2028\u2029\ufeff\ufffc\ufffd" + `","four":"😀 ` + "\U0010FFFD" + `"}`,
 	`{"escaped":"\u00e9 \u20ac \ud83d\ude00 \u2028 \u0000 \/ \" \\ \b\f\n\r\t","raw":"é","html":"<script>&amp;</script>"}`,
 	`{"é":{"ключ":["значение",1,-0.5e+10,true,null]},"emoji 👍":"ok"}`,
 	`["<",">","&","` + "\u2028" + `"]`,
-	`"\uDBFF\uDFFF"`,
+	`"\uDBFF\uDFFD"`,
 }
 
 // TestEvents_FeedIsValidUTF8: after ingests of every kind of non-ASCII

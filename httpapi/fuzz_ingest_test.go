@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
+	"strconv"
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -26,11 +28,12 @@ func (s *appendOnlyStore) AppendEvent(_ context.Context, in engine.NewEvent) (en
 // FuzzDecodeIngest runs hostile bodies through the whole ingest input
 // path: the one request decoder, then the engine's validation, up to the
 // store. Every refusal is a coded client error (never a 500), and what
-// reaches the store is an envelope that the decoder's own rules accept
-// (valid UTF-8, no lone surrogate, each name once), whose created has
-// three fraction digits and whose data is the request's data, compacted
-// and at most engine.MaxDataDepth deep. Its seed corpus is in
-// testdata/fuzz/FuzzDecodeIngest.
+// reaches the store is an envelope that is I-JSON (RFC 7493) in full:
+// the decoder's own rules (valid UTF-8, no lone surrogate, each name
+// once), and no noncharacter and no number beyond a double (checked here
+// token by token); its created has three fraction digits and its data is
+// the request's data, compacted and at most engine.MaxDataDepth deep.
+// Its seed corpus is in testdata/fuzz/FuzzDecodeIngest.
 func FuzzDecodeIngest(f *testing.F) {
 	f.Add("application/json", []byte(`{"type":"payment.succeeded","data":{"amount":4200,"currency":"eur"}}`))
 	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
@@ -66,6 +69,9 @@ func FuzzDecodeIngest(f *testing.F) {
 		if !compact.IsValid() || compact.Compact() != nil || !bytes.Equal(compact, res.Event.Body) {
 			t.Fatalf("stored envelope is not I-JSON (RFC 7493), compacted: %q", res.Event.Body)
 		}
+		if tok, ok := outsideIJSON(res.Event.Body); ok {
+			t.Fatalf("stored envelope holds %q, which I-JSON does not allow: %q", tok, res.Event.Body)
+		}
 		if len(env.Created) != len("2026-12-02T14:35:10.120Z") {
 			t.Fatalf("created %q is not in engine.TimeFormat", env.Created)
 		}
@@ -97,4 +103,29 @@ func FuzzDecodeIngest(f *testing.F) {
 			t.Fatalf("data %d deep was accepted", deepest)
 		}
 	})
+}
+
+// outsideIJSON returns the first string or number token of the valid JSON
+// b that I-JSON refuses beyond what jsontext does: a string or name with a
+// noncharacter, a number whose value a double cannot hold.
+func outsideIJSON(b []byte) (string, bool) {
+	dec := jsontext.NewDecoder(bytes.NewReader(b))
+	for {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return "", false
+		}
+		switch tok.Kind() {
+		case '"':
+			for _, r := range tok.String() {
+				if 0xFDD0 <= r && r <= 0xFDEF || r&0xFFFE == 0xFFFE {
+					return tok.String(), true
+				}
+			}
+		case '0':
+			if f, _ := strconv.ParseFloat(tok.String(), 64); math.IsInf(f, 0) {
+				return tok.String(), true
+			}
+		}
+	}
 }

@@ -27,8 +27,14 @@ import (
 // application/json, that is I-JSON (RFC 7493): valid UTF-8 with no lone
 // surrogate, raw or escaped as \uD800-\uDFFF; no name twice in any object,
 // at any depth; names in their exact case; no unknown names; nothing after
-// the object. An empty (or all-whitespace) body leaves dst untouched: it is
-// an error only when required is true, and needs no Content-Type.
+// the object. The rest of I-JSON is checked where the values are read, by
+// the engine: no noncharacter and no number a double cannot hold in an
+// event's data or a catalogue example (which the engine checks whole, with
+// these rules again, whichever way the event came in), no noncharacter in
+// a text field (engine.ValidateText); a number decoded into a Go field is
+// held to the field's type. An empty (or all-whitespace) body leaves dst
+// untouched: it is an error only when required is true, and needs no
+// Content-Type.
 //
 // Every error a client can cause is an *engine.Error naming the field at
 // fault where there is one: body_too_large, unsupported_media_type,

@@ -33,7 +33,11 @@ type EnqueueOptions struct {
 // do not wait for their poll.
 //
 // The input is validated and hashed as the HTTP route does
-// (engine.PrepareEvent), and the tenant and type are checked as there:
+// (engine.PrepareEvent: in.Data must be I-JSON, each name once at any
+// depth, no lone surrogate escape, valid UTF-8, no noncharacter, no
+// number beyond a double, all of which the engine checks itself, as no
+// request decoder stands in front), and the tenant and type are checked
+// as there:
 // the errors are the route's *engine.Error with the same codes
 // (CodeTenantNotFound, CodeUnknownEventType, CodeInvalidField,
 // CodeInvalidJSON, CodeIdempotencyConflict). A live Idempotency-Key

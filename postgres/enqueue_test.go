@@ -315,6 +315,14 @@ func TestEnqueueTx_Refused(t *testing.T) {
 		{"unknown type", "acme", engine.IngestInput{Type: "no.such.type", Data: json.RawMessage(`{}`)}, a.opts, engine.CodeUnknownEventType, ""},
 		{"bad data", "acme", engine.IngestInput{Type: "order.created", Data: json.RawMessage(`{"a":`)}, a.opts, engine.CodeInvalidJSON, ""},
 		{"no data", "acme", engine.IngestInput{Type: "order.created"}, a.opts, engine.CodeInvalidField, ""},
+		// The checks of HTTP ingest's strict decoder (issue 29).
+		{"a name twice", "acme", engine.IngestInput{Type: "order.created", Data: json.RawMessage(`{"a":1,"a":2}`)}, a.opts, engine.CodeInvalidJSON, `duplicate name "a"`},
+		{"a name twice, nested and escaped", "acme", engine.IngestInput{Type: "order.created", Data: json.RawMessage(`{"x":[{"k":1,"\u006b":2}]}`)}, a.opts, engine.CodeInvalidJSON, `duplicate name "k"`},
+		{"a lone surrogate", "acme", engine.IngestInput{Type: "order.created", Data: json.RawMessage(`"\ud800"`)}, a.opts, engine.CodeInvalidJSON, `lone surrogate`},
+		{"invalid UTF-8", "acme", engine.IngestInput{Type: "order.created", Data: json.RawMessage("{\"s\":\"\xff\"}")}, a.opts, engine.CodeInvalidJSON, "UTF-8"},
+		{"a noncharacter", "acme", engine.IngestInput{Type: "order.created", Data: json.RawMessage(`{"s":"\uffff"}`)}, a.opts, engine.CodeInvalidJSON, "noncharacter U+FFFF"},
+		{"a number beyond a double", "acme", engine.IngestInput{Type: "order.created", Data: json.RawMessage(`{"n":1e400}`)}, a.opts, engine.CodeInvalidJSON, "number 1e400"},
+		{"an ordering key with a bidi override", "acme", engine.IngestInput{Type: "order.created", Data: json.RawMessage(`{}`), OrderingKey: "order\u202e1"}, a.opts, engine.CodeInvalidField, "U+202E"},
 		{"unknown tenant", "nobody", orderIn("o", ""), a.opts, engine.CodeTenantNotFound, ""},
 		{"invalid tenant", "../x", orderIn("o", ""), a.opts, engine.CodeTenantNotFound, ""},
 		{"no webhookd tables", "acme", orderIn("o", ""), EnqueueOptions{Schema: a.schema}, "", "has no webhookd tables"},
@@ -338,6 +346,11 @@ func TestEnqueueTx_Refused(t *testing.T) {
 			}
 			if n := a.count(t, "SELECT count(*) FROM orders"); n != i+1 {
 				t.Errorf("%d orders, want %d", n, i+1)
+			}
+			if tc.code != "" {
+				if _, err := a.svc.Ingest(ctx, tc.tenant, tc.in); engine.ErrorCode(err) != tc.code {
+					t.Errorf("the HTTP route's Ingest: %v, want code %q", err, tc.code)
+				}
 			}
 			if n := a.events(t); n != 0 {
 				t.Errorf("%d events, want none", n)
