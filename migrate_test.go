@@ -479,6 +479,51 @@ func TestMigrate_OrderedLines(t *testing.T) {
 	}
 }
 
+// TestMigrate_RefusesWhatIngestRefuses: an event in the file whose
+// data ingest refuses today (a name twice, written by a webhookd that
+// did not check) stops the migration with ingest's code, naming the
+// event; the schema is not marked complete, so no node starts on it.
+func TestMigrate_RefusesWhatIngestRefuses(t *testing.T) {
+	dbURL, env := migrateEnv(t, nil)
+	schema := pgtest.Schema(t)
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	ctx := context.Background()
+	db := openAcmeSource(t, path)
+	bad := engine.Event{ID: engine.NewID("evt"), TenantID: "acme", Type: "order.created", Created: migrateT0, Body: []byte(`{"data":{"a":1,"a":2}}`)}
+	if _, err := db.AppendEvent(ctx, engine.NewEvent{Event: bad}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runMigrateCmd(t, env, "-from", "bbolt:"+path, "-to", dbURL, "-schema", schema)
+	if engine.ErrorCode(err) != engine.CodeInvalidJSON || !strings.Contains(err.Error(), bad.ID) || !strings.Contains(err.Error(), `duplicate name "a"`) {
+		t.Fatalf("migrate: %v, want invalid_json naming %s\n%s", err, bad.ID, out)
+	}
+	if node, err := postgres.Open(ctx, dbURL, postgres.Options{Schema: schema}); err == nil {
+		node.Close()
+		t.Error("a node opens the schema of a refused migration")
+	}
+}
+
+// openAcmeSource opens a new bbolt file at path through the bbolt store,
+// with tenant acme and event type order.created; the caller closes it.
+func openAcmeSource(t *testing.T, path string) *storage.DB {
+	t.Helper()
+	ctx := context.Background()
+	db, err := storage.Open(path, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.PutTenant(ctx, engine.Tenant{ID: "acme", Created: migrateT0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.PutEventType(ctx, engine.EventType{Name: "order.created", Created: migrateT0}); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
 // squeeze collapses runs of spaces to two, as the output's columns are
 // padded.
 func squeeze(s string) string {
@@ -505,16 +550,7 @@ func TestMigrate_Volume(t *testing.T) {
 	dbURL, env := migrateEnv(t, nil)
 	path := filepath.Join(t.TempDir(), "webhookd.db")
 	ctx := context.Background()
-	db, err := storage.Open(path, storage.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := db.PutTenant(ctx, engine.Tenant{ID: "acme", Created: migrateT0}); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := db.PutEventType(ctx, engine.EventType{Name: "order.created", Created: migrateT0}); err != nil {
-		t.Fatal(err)
-	}
+	db := openAcmeSource(t, path)
 	for range 2 {
 		ep := engine.Endpoint{ID: engine.NewID("ep"), TenantID: "acme", URL: "https://example.com/", Created: migrateT0, Secrets: []engine.Secret{{Key: engine.NewSecret()}}}
 		if err := db.CreateEndpoint(ctx, ep, 0); err != nil {

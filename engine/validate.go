@@ -208,6 +208,28 @@ func badTextChar(field string, r rune, i int, kind TextKind) error {
 	return Errorf(CodeInvalidField, field, "%s holds U+%04X, %s, at byte offset %d: it may hold only %s", field, r, what, i, allowed)
 }
 
+// CheckEvent reports the error ingest would give for ev, an event that
+// comes in already stored rather than through PrepareEvent (an import
+// of another store's events): its type must pass ValidateEventType, its
+// api_version and ordering_key ValidateText as identifier-like text, and
+// its body must be I-JSON, as ingest checks data (scanData; the body is
+// checked whole, so one level deeper than MaxDataDepth for the envelope
+// around data), naming "body". The codes are ingest's: CodeInvalidField
+// or CodeInvalidJSON.
+func CheckEvent(ev Event) error {
+	if err := ValidateEventType("type", ev.Type); err != nil {
+		return err
+	}
+	if err := ValidateText("api_version", ev.APIVersion, MaxAPIVersionLen, IdentifierText); err != nil {
+		return err
+	}
+	if err := ValidateText("ordering_key", ev.OrderingKey, MaxOrderingKey, IdentifierText); err != nil {
+		return err
+	}
+	_, err := scanData(make([]byte, 0, len(ev.Body)), ev.Body, "body", MaxDataDepth+1)
+	return err
+}
+
 // durationInput reads a duration a request body may give either way: as
 // name, in Go's duration syntax ("24h"; like names examples of it), or
 // as name_seconds, a whole number of seconds. It returns the duration,

@@ -335,13 +335,19 @@ const deliverySeqCol = 3
 
 // Event imports an event, after every event imported before it in the
 // log, with its deliveries. Its Seq is not kept (see the comment at the
-// top).
+// top). An event ingest would refuse (engine.CheckEvent: a body that is
+// not I-JSON, such as a name twice in an object, or a type or ordering
+// key out of rule) fails the import with ingest's error code, naming
+// the event: the import writes nothing that no way in accepts.
 func (im *Import) Event(ev engine.Event, ds []engine.Delivery) error {
 	if im.err != nil {
 		return im.err
 	}
 	if ev.ID == "" || strings.ContainsRune(ev.ID, 0) {
 		return im.fail(fmt.Errorf("postgres: import event %q: event id must not be empty or contain a NUL byte", ev.ID))
+	}
+	if err := engine.CheckEvent(ev); err != nil {
+		return im.fail(fmt.Errorf("postgres: import event %s of tenant %s: %w", ev.ID, ev.TenantID, err))
 	}
 	ev.Created = utc(ev.Created)
 	if ev.Body == nil {

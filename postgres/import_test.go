@@ -153,3 +153,50 @@ func TestImport_NodeRefusesUnfinished(t *testing.T) {
 	}
 	again.Close()
 }
+
+// TestImport_RefusesWhatIngestRefuses: an event of the source that
+// ingest would refuse (a name twice in its body, a lone surrogate, a
+// noncharacter, a number no double holds, an ordering key with a bidi
+// override, a malformed type) ends the import with ingest's error code,
+// naming the event; none of it is written.
+func TestImport_RefusesWhatIngestRefuses(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	for _, tc := range []struct {
+		name string
+		ev   engine.Event
+		code engine.Code
+		msg  string
+	}{
+		{"a name twice", engine.Event{Type: "order.created", Body: []byte(`{"data":{"a":1,"a":2}}`)}, engine.CodeInvalidJSON, `duplicate name "a"`},
+		{"a name twice, nested", engine.Event{Type: "order.created", Body: []byte(`{"data":[{"k":1,"\u006b":2}]}`)}, engine.CodeInvalidJSON, `duplicate name "k"`},
+		{"a lone surrogate", engine.Event{Type: "order.created", Body: []byte(`{"data":"\ud800"}`)}, engine.CodeInvalidJSON, "lone surrogate"},
+		{"a noncharacter", engine.Event{Type: "order.created", Body: []byte(`{"data":"\uFFFE"}`)}, engine.CodeInvalidJSON, "noncharacter U+FFFE"},
+		{"a number beyond a double", engine.Event{Type: "order.created", Body: []byte(`{"data":1e400}`)}, engine.CodeInvalidJSON, "number 1e400"},
+		{"not JSON", engine.Event{Type: "order.created", Body: []byte(`{"data":`)}, engine.CodeInvalidJSON, ""},
+		{"an ordering key with a bidi override", engine.Event{Type: "order.created", OrderingKey: "order\u202e1", Body: []byte(`{}`)}, engine.CodeInvalidField, "U+202E"},
+		{"a malformed type", engine.Event{Type: "Order Created", Body: []byte(`{}`)}, engine.CodeInvalidField, "type"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			im, _, err := s.Import(ctx, "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer im.Close()
+			feedImport(t, im, 1, false)
+			ev := tc.ev
+			ev.ID, ev.TenantID, ev.Created = engine.NewID("evt"), "acme", importT0
+			err = im.Event(ev, nil)
+			if engine.ErrorCode(err) != tc.code || !strings.Contains(err.Error(), ev.ID) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("Import.Event: %v, want code %s naming %s and saying %q", err, tc.code, ev.ID, tc.msg)
+			}
+			if _, err := im.Finish(Counts{Tenants: 1, EventTypes: 1, Events: 1, Deliveries: 1}); err == nil {
+				t.Fatal("Finish after a refused event succeeded")
+			}
+			var n int
+			if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM events WHERE id = $1", ev.ID).Scan(&n); err != nil || n != 0 {
+				t.Errorf("the refused event is in the schema: %d rows, %v", n, err)
+			}
+		})
+	}
+}
