@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/postgres"
 	"github.com/webhookd/webhookd/storage"
 )
@@ -27,7 +28,10 @@ func init() {
 // records, and only then marks the schema's migration complete. It prints
 // what it copied and the counts, and fails on any difference. A run cut
 // short leaves the schema marked running: run the same command again,
-// which empties it and starts over. The URL's password is never printed.
+// which empties it and starts over. An event that ingest would refuse
+// today stops it, unless -keep-refused copies such events as they are
+// stored (an older webhookd acknowledged them: dropping one would lose
+// it). The URL's password is never printed.
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("webhookd migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -35,6 +39,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	to := fs.String("to", getenv(databaseURLEnv), "PostgreSQL `URL` to copy into (default: env "+databaseURLEnv+")")
 	schema := fs.String("schema", postgres.DefaultSchema, "the PostgreSQL `schema` of webhookd's tables; must be empty")
 	configPath := fs.String("config", getenv("WEBHOOKD_CONFIG"), "TOML config `file` (for the secret key and [storage] lock_timeout)")
+	keepRefused := fs.Bool("keep-refused", false, "copy, unchanged, the events that ingest would refuse today (an older webhookd accepted them), listing each; without it the first one stops the migration")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -79,6 +84,13 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if restarted {
 		fmt.Fprintf(stdout, "schema %s held an interrupted migration: emptied, starting over\n", *schema)
 	}
+	kept := 0
+	if *keepRefused {
+		imp.KeepRefused = func(ev engine.Event, err error) {
+			kept++
+			fmt.Fprintf(stdout, "kept event %s of tenant %s as stored, though ingest would refuse it now: %v\n", ev.ID, ev.TenantID, err)
+		}
+	}
 	src, err := storage.Export(path, storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration, SecretKey: key}, imp)
 	if errors.Is(err, storage.ErrInUse) {
 		return fmt.Errorf("migrate: %w; stop webhookd first (a migration copies a stopped node)", err)
@@ -92,6 +104,9 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	took := time.Since(start)
 	fmt.Fprintf(stdout, "copied %d events in %s; records of the file = rows of the schema:\n", src.Events, took.Round(time.Millisecond))
+	if kept > 0 {
+		fmt.Fprintf(stdout, "%d of them kept as stored though ingest would refuse them now (-keep-refused)\n", kept)
+	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	mismatches := 0
 	for _, r := range []struct {

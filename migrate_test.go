@@ -504,6 +504,28 @@ func TestMigrate_RefusesWhatIngestRefuses(t *testing.T) {
 		node.Close()
 		t.Error("a node opens the schema of a refused migration")
 	}
+
+	// With -keep-refused the same file migrates, the event copied as it
+	// is stored and named in the output: nothing acknowledged is lost.
+	out, err = runMigrateCmd(t, env, "-from", "bbolt:"+path, "-to", dbURL, "-schema", schema, "-keep-refused")
+	if err != nil {
+		t.Fatalf("migrate -keep-refused: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "kept event "+bad.ID) || !strings.Contains(out, "migration complete") {
+		t.Errorf("migrate -keep-refused says:\n%s", out)
+	}
+	node, err := postgres.Open(ctx, dbURL, postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	got, _, err := node.Event(ctx, "acme", bad.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Body) != string(bad.Body) {
+		t.Errorf("kept event's body %s, want %s as stored", got.Body, bad.Body)
+	}
 }
 
 // openAcmeSource opens a new bbolt file at path through the bbolt store,

@@ -62,6 +62,13 @@ type Import struct {
 	eventBytes                                                int
 	wrote                                                     Counts
 	err                                                       error
+
+	// KeepRefused, when set, is told of each event that ingest would
+	// refuse (engine.CheckEvent's error), which is then imported as it
+	// is stored instead of failing the import: an event an older
+	// webhookd acknowledged is never dropped. Nil: such an event fails
+	// the import.
+	KeepRefused func(ev engine.Event, err error)
 }
 
 // Counts are the rows of each kind in the schema (Tenants: live ones;
@@ -338,7 +345,8 @@ const deliverySeqCol = 3
 // top). An event ingest would refuse (engine.CheckEvent: a body that is
 // not I-JSON, such as a name twice in an object, or a type or ordering
 // key out of rule) fails the import with ingest's error code, naming
-// the event: the import writes nothing that no way in accepts.
+// the event, unless KeepRefused is set: by default the import writes
+// nothing that no way in accepts.
 func (im *Import) Event(ev engine.Event, ds []engine.Delivery) error {
 	if im.err != nil {
 		return im.err
@@ -347,7 +355,10 @@ func (im *Import) Event(ev engine.Event, ds []engine.Delivery) error {
 		return im.fail(fmt.Errorf("postgres: import event %q: event id must not be empty or contain a NUL byte", ev.ID))
 	}
 	if err := engine.CheckEvent(ev); err != nil {
-		return im.fail(fmt.Errorf("postgres: import event %s of tenant %s: %w", ev.ID, ev.TenantID, err))
+		if im.KeepRefused == nil {
+			return im.fail(fmt.Errorf("postgres: import event %s of tenant %s: %w", ev.ID, ev.TenantID, err))
+		}
+		im.KeepRefused(ev, err)
 	}
 	ev.Created = utc(ev.Created)
 	if ev.Body == nil {
