@@ -1,0 +1,68 @@
+package e2e
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// binary is the webhookd binary TestMain built for every test of the run.
+var binary struct {
+	path string // "" when it was not built
+	dir  string // the temporary directory holding it
+	why  string // why it was not built: tests that need it skip (fail in CI)
+}
+
+// TestMain builds webhookd once into a temporary directory, runs the
+// tests, and removes it. Under -short every test here skips, so nothing
+// is built.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		binary.why = "-short: the end-to-end tests run the webhookd binary"
+	} else if err := build(); err != nil {
+		binary.why = err.Error()
+	}
+	code := m.Run()
+	if binary.dir != "" {
+		os.RemoveAll(binary.dir)
+	}
+	os.Exit(code)
+}
+
+// build runs go build of the module's main package into binary.path.
+func build() error {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("no go command on PATH to build webhookd with: %w", err)
+	}
+	if binary.dir, err = os.MkdirTemp("", "webhookd-e2e-"); err != nil {
+		return err
+	}
+	path := filepath.Join(binary.dir, "webhookd")
+	if out, err := exec.Command(goBin, "build", "-o", path, "github.com/webhookd/webhookd").CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	binary.path = path
+	return nil
+}
+
+// webhookdBinary returns the built binary's path, or skips t without one
+// (-short, no go command); a failed build fails t, and so does a missing
+// binary in CI (CI set).
+func webhookdBinary(t testing.TB) string {
+	t.Helper()
+	if binary.path == "" {
+		if testing.Short() {
+			t.Skip(binary.why)
+		}
+		if os.Getenv("CI") != "" || binary.dir != "" {
+			t.Fatal(binary.why)
+		}
+		t.Skip(binary.why)
+	}
+	return binary.path
+}

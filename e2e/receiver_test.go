@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/verify"
+)
+
+// receiver is an endpoint's receiving side: a loopback httptest server
+// that verifies every request with verify.Verifier against the secrets
+// it holds, answers a verified request as answer says, and records what
+// it received. A request that does not verify is answered 401 and counted
+// as a problem; so is a body that differs from the one first received for
+// the same event, and (on an ordered receiver) an event seen for the
+// first time behind a later one its line already acknowledged.
+type receiver struct {
+	name    string
+	srv     *httptest.Server
+	ordered bool // the endpoint orders its deliveries (ordering key or endpoint)
+	byKey   bool // one line per ordering key, rather than one line
+	// answer returns the status for a verified request; nil: 204.
+	answer func(verify.Envelope) int
+
+	mu       sync.Mutex
+	secrets  []string
+	events   map[string]*receipt
+	lines    map[string]uint64 // line → the highest sequence answered 2xx
+	requests int
+	problems []string
+}
+
+// receipt is what a receiver got of one event.
+type receipt struct {
+	body     []byte // the first body received
+	env      verify.Envelope
+	requests int
+	status   int       // the last answer
+	firstAck time.Time // the first 2xx answer; zero: none yet
+	lastAck  time.Time
+	acks     int // 2xx answers
+}
+
+// newReceiver starts a receiver on 127.0.0.1; it stops when t ends.
+func newReceiver(t testing.TB, name string, answer func(verify.Envelope) int) *receiver {
+	rc := &receiver{name: name, answer: answer, events: map[string]*receipt{}, lines: map[string]uint64{}}
+	rc.srv = httptest.NewServer(http.HandlerFunc(rc.serve))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+// URL is where the endpoint points.
+func (rc *receiver) URL() string { return rc.srv.URL + "/hooks/" + rc.name }
+
+// setSecrets sets the secrets a request may be signed with: during a
+// rotation's grace window, the new one and the old.
+func (rc *receiver) setSecrets(secrets ...string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.secrets = secrets
+}
+
+func (rc *receiver) problem(format string, args ...any) {
+	if len(rc.problems) < 20 {
+		rc.problems = append(rc.problems, rc.name+": "+fmt.Sprintf(format, args...))
+	}
+}
+
+func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return // webhookd went away mid-request (killed, or the attempt timed out)
+	}
+	rc.mu.Lock()
+	rc.requests++
+	v := verify.Verifier{Secrets: rc.secrets}
+	rc.mu.Unlock()
+	msg, err := v.Verify(r.Header, body)
+	var env verify.Envelope
+	if err == nil {
+		env, err = verify.ParseEnvelope(body)
+	}
+	if err == nil && env.ID != msg.ID {
+		err = fmt.Errorf("webhook-id %s, envelope id %s", msg.ID, env.ID)
+	}
+	if err != nil {
+		rc.mu.Lock()
+		rc.problem("request %s: %v", r.Header.Get("webhook-id"), err)
+		rc.mu.Unlock()
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	status := http.StatusNoContent
+	if rc.answer != nil {
+		status = rc.answer(env)
+	}
+
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rec := rc.events[env.ID]
+	if rec == nil {
+		rec = &receipt{body: body, env: env}
+		rc.events[env.ID] = rec
+		if line, ok := rc.line(env); ok && env.Sequence < rc.lines[line] {
+			rc.problem("event %s (sequence %d) first arrived after sequence %d of its line %q was acknowledged", env.ID, env.Sequence, rc.lines[line], line)
+		}
+	} else if !bytes.Equal(rec.body, body) {
+		rc.problem("event %s: body %q, earlier %q", env.ID, body, rec.body)
+	}
+	rec.requests++
+	rec.status = status
+	if status >= 200 && status < 300 {
+		now := time.Now()
+		if rec.firstAck.IsZero() {
+			rec.firstAck = now
+		}
+		rec.lastAck = now
+		rec.acks++
+		if line, ok := rc.line(env); ok {
+			rc.lines[line] = max(rc.lines[line], env.Sequence)
+		}
+	}
+	w.WriteHeader(status)
+}
+
+// line returns the line env is ordered in at this receiver's endpoint,
+// if it is ordered there.
+func (rc *receiver) line(env verify.Envelope) (string, bool) {
+	switch {
+	case !rc.ordered:
+		return "", false
+	case !rc.byKey:
+		return "endpoint", true
+	case env.OrderingKey != "":
+		return "key:" + env.OrderingKey, true
+	}
+	return "", false
+}
+
+// acknowledged returns when the receiver last answered event id with a
+// 2xx, and whether it did.
+func (rc *receiver) acknowledged(id string) (time.Time, bool) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rec := rc.events[id]
+	if rec == nil || rec.lastAck.IsZero() {
+		return time.Time{}, false
+	}
+	return rec.lastAck, true
+}
+
+// received returns a copy of what the receiver got, by event ID.
+func (rc *receiver) received() map[string]receipt {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := make(map[string]receipt, len(rc.events))
+	for id, rec := range rc.events {
+		out[id] = *rec
+	}
+	return out
+}
+
+// trouble returns the problems seen so far (at most 20).
+func (rc *receiver) trouble() []string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]string(nil), rc.problems...)
+}
