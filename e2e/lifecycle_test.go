@@ -167,6 +167,7 @@ type endpoint struct {
 	id, name string
 	types    []string
 	rc       *receiver
+	outages  []window // when its receiver fails on purpose
 	deleted  bool
 }
 
@@ -449,7 +450,7 @@ func (lc *lifecycle) addEndpoint(tn *tenant, name string, in client.EndpointInpu
 		lc.t.Fatalf("create endpoint %s of %s: %v", name, tn.id, err)
 	}
 	rc.setSecrets(created.Secret)
-	ep := &endpoint{id: created.ID, name: name, types: in.EventTypes, rc: rc}
+	ep := &endpoint{id: created.ID, name: name, types: in.EventTypes, rc: rc, outages: outages}
 	tn.endpoints = append(tn.endpoints, ep)
 	return ep
 }
@@ -897,11 +898,41 @@ func (lc *lifecycle) listAll() map[string][]client.Delivery {
 }
 
 // sweep reads every delivery, so that the ledger knows when each
-// finished before retention may delete it.
+// finished before retention may delete it, and answers the day's
+// endpoint.disabled alerts.
 func (lc *lifecycle) sweep() {
 	at := time.Now()
 	for _, ds := range lc.listAll() {
 		lc.led.observe(ds, at)
+	}
+	lc.answerDisabled()
+}
+
+// answerDisabled is the operator answering endpoint.disabled: each
+// disabled endpoint whose receiver is not failing on purpose now is
+// enabled with what it held. An endpoint that refuses a poison event
+// now and then (422) and gets no other attempt for a day is, rightly,
+// failing every attempt for [delivery] disable_after; a receiver in an
+// outage is the scenario's to bring back (initechBack).
+func (lc *lifecycle) answerDisabled() {
+	now := lc.clock.now()
+	for _, tn := range lc.live() {
+		for _, ep := range tn.endpoints {
+			if ep.deleted || slices.ContainsFunc(ep.outages, func(w window) bool { return now >= w.from && now < w.to }) {
+				continue
+			}
+			got, err := lc.api.Endpoint(lc.ctx, tn.id, ep.id)
+			if err != nil || !got.Disabled {
+				continue
+			}
+			off := false
+			if _, err := lc.api.UpdateEndpoint(lc.ctx, tn.id, ep.id, client.EndpointPatch{Disabled: &off, DeliverHeld: true}); err != nil {
+				lc.note("a disabled endpoint can be enabled with its held deliveries", "%s %s: %v", tn.id, ep.name, err)
+				continue
+			}
+			lc.stats["endpoints enabled again"]++
+			lc.t.Logf("day %.2f: %s's endpoint %s was disabled (%s); enabled with what it held", now, tn.id, ep.name, got.DisabledReason)
+		}
 	}
 }
 
@@ -977,6 +1008,7 @@ func (lc *lifecycle) report(phase string) {
 // time, backs up, stops and checks the stopped store, and sums up.
 func (lc *lifecycle) finish() {
 	name := fmt.Sprintf("day %d (the end)", lc.opts.days)
+	lc.answerDisabled()
 	var left map[client.State]int
 	drained := poll(lc.clock.span(2), func() bool {
 		left = map[client.State]int{}
