@@ -116,6 +116,18 @@ func (l *ledger) sawDead(id string) bool {
 	return l.died[id]
 }
 
+// sawDeadOf reports whether a delivery of tenant was ever seen dead.
+func (l *ledger) sawDeadOf(tenant string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id := range l.died {
+		if l.seen[id].Tenant == tenant {
+			return true
+		}
+	}
+	return false
+}
+
 // tenantGone reports whether tenant was deleted after some of its events
 // were acknowledged.
 func (l *ledger) tenantGone(tenant string) bool {
