@@ -350,7 +350,7 @@ func (lc *lifecycle) run() {
 //	day 6.30    umbrella is deleted: without force it must be refused (it has deliveries not final), then with force
 //	day 7.00    umbrella is created again, with a new endpoint
 //	day 7.20    acme's receiver A fails for 14 hours: dead letters
-//	day 8.10    each of those dead letters is replayed, one by one
+//	day 8.10    acme's dead letters are replayed, one by one (A's succeed, B's poison dies again)
 //	day 9-13    initech's receiver fails for four days: dead letters, its endpoint disabled, deliveries paused
 //	day 10.05   retention deletes globex's dead head: the line must go on
 //	day 13.05   initech's endpoint enabled with its held deliveries, its dead letters replayed as a range
@@ -778,19 +778,20 @@ func (lc *lifecycle) recreateUmbrella() {
 	lc.stats["tenants re-created"]++
 }
 
-// replayOneByOne replays each of acme's dead letters at endpoint A.
+// replayOneByOne replays acme's dead letters one by one (at most 20):
+// those of its endpoint A's outage, which succeed now, and poison events
+// its ordered endpoint B refused, which die again in their second cycle.
 func (lc *lifecycle) replayOneByOne() {
 	acme := lc.tenants["acme"]
-	a := acme.endpoint("acme-a")
-	dead, _, err := lc.api.deliveries(lc.ctx, acme.id, url.Values{"state": {"dead"}, "endpoint": {a.id}})
+	dead, _, err := lc.api.deliveries(lc.ctx, acme.id, url.Values{"state": {"dead"}})
 	if err != nil {
 		lc.note("dead letters are listed", "%s: %v", acme.id, err)
 		return
 	}
-	for _, d := range dead {
+	for _, d := range dead[:min(20, len(dead))] {
 		r, err := lc.api.Replay(lc.ctx, acme.id, d.ID)
 		if err != nil {
-			lc.note("a dead letter can be replayed", "acme delivery %s: %v", d.ID, err)
+			lc.note("a dead letter can be replayed", "%s delivery %s: %v", acme.id, d.ID, err)
 			continue
 		}
 		lc.led.observe([]client.Delivery{r}, time.Now())
