@@ -25,6 +25,11 @@ type operatorAlert struct {
 // receiver, sets up tenant acme, and returns the instance and the alerts
 // as they arrive, each verified with the alert secret.
 func startWithAlerts(t *testing.T) (*instance, <-chan operatorAlert) {
+	return startWithAlertsOn(t, testConfig)
+}
+
+// startWithAlertsOn is startWithAlerts on config cfg.
+func startWithAlertsOn(t *testing.T, cfg string) (*instance, <-chan operatorAlert) {
 	t.Helper()
 	secret := "whsec_" + strings.Repeat("QUJD", 8)
 	check := &verify.Verifier{Secrets: []string{secret}}
@@ -45,7 +50,7 @@ func startWithAlerts(t *testing.T) (*instance, <-chan operatorAlert) {
 		}
 		w.WriteHeader(200)
 	})
-	in := startInstance(t, t.TempDir(), testConfig+"\n[alerts]\nurl = \""+op.srv.URL+"\"\nsecret = \""+secret+"\"\n")
+	in := startInstance(t, t.TempDir(), cfg+"\n[alerts]\nurl = \""+op.srv.URL+"\"\nsecret = \""+secret+"\"\n")
 	in.setup()
 	return in, alerts
 }
@@ -153,6 +158,59 @@ func TestAlerts_TimesHaveMilliseconds(t *testing.T) {
 			}
 		case <-deadline:
 			t.Fatalf("alerts received: %v; want endpoint.failing and delivery.dead", seen)
+		}
+	}
+}
+
+// TestAlerts_SentWhileOverloaded: an alert is raised when the node is at
+// [ingest] max_pending, which is when an operator needs it most. The
+// alerts go through ingest to the operator's tenant, and max_pending
+// refused them there, so a delivery that died while the backlog was full
+// raised no delivery.dead.
+func TestAlerts_SentWhileOverloaded(t *testing.T) {
+	t.Parallel()
+	// Attempts are held for as long as the test runs: the backlog stays
+	// full until the node has counted it (on PostgreSQL every few seconds).
+	in, alerts := startWithAlertsOn(t, configWith(t, testConfig, map[string]any{"ingest.max_pending": 3, "delivery.attempt_timeout": "25s"}))
+	held, release := holdingReceiver(t)
+	// The refusing endpoint's request is held until the backlog is full,
+	// then refused: a permanent failure, dead at once.
+	gate := make(chan struct{})
+	refusing := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusBadRequest)
+	})
+	for range 3 { // one event makes 3 deliveries: the backlog stays full after one dies
+		in.createEndpoint(held.srv.URL, "invoice.paid")
+	}
+	in.createEndpoint(refusing.srv.URL, "payment.succeeded")
+	dying := in.ingest("payment.succeeded", `{"n":0}`).Deliveries[0].ID
+	in.ingest("invoice.paid", `{"n":1}`)
+	// A probe of a type nobody subscribes to, with one Idempotency-Key,
+	// stores at most one event of no delivery while it waits for the
+	// count (on PostgreSQL the node reads it every few seconds).
+	in.mustCall(201, "PUT", "/v1/event-types/probe.sent", map[string]string{"description": "a probe"}, nil)
+	probe := func() int {
+		return in.call("POST", "/v1/tenants/acme/events", `{"type":"probe.sent","data":{}}`, nil, "Idempotency-Key", "probe")
+	}
+	if !poll(15*time.Second, func() bool { return probe() == http.StatusServiceUnavailable }) {
+		t.Fatalf("ingest at max_pending answered %d, want 503", probe())
+	}
+	close(gate)
+	in.waitState(dying, "dead")
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case a := <-alerts:
+			if a.Type == "delivery.dead" && string(a.Data["delivery_id"]) == `"`+dying+`"` {
+				release()
+				return
+			}
+		case <-deadline:
+			t.Fatal("no delivery.dead alert for a delivery that died while the node was at max_pending")
 		}
 	}
 }

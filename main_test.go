@@ -129,18 +129,23 @@ func onDriver(t *testing.T, config, db string) string {
 	if c.Storage.Driver != "" {
 		return config
 	}
-	pgSchemas.Lock()
-	schema, ok := pgSchemas.m[db]
-	if !ok {
-		schema = pgtest.Schema(t)
-		pgSchemas.m[db] = schema
-		t.Cleanup(func() {
-			pgSchemas.Lock()
-			defer pgSchemas.Unlock()
-			delete(pgSchemas.m, db)
-		})
-	}
-	pgSchemas.Unlock()
+	// pgtest.Schema skips t without a server: the lock is released by a
+	// defer, or every other test would wait on it for good.
+	schema := func() string {
+		pgSchemas.Lock()
+		defer pgSchemas.Unlock()
+		schema, ok := pgSchemas.m[db]
+		if !ok {
+			schema = pgtest.Schema(t)
+			pgSchemas.m[db] = schema
+			t.Cleanup(func() {
+				pgSchemas.Lock()
+				defer pgSchemas.Unlock()
+				delete(pgSchemas.m, db)
+			})
+		}
+		return schema
+	}()
 	return configWith(t, config, map[string]any{
 		"storage.driver": "postgres",
 		"storage.url":    pgtest.URL(t),
