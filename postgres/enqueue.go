@@ -52,8 +52,8 @@ type EnqueueOptions struct {
 // own writes only, and tx stays usable (the caller may commit its own
 // writes, or roll back). It leaves tx's session as it found it: the
 // search_path is the webhookd schema for the duration of the call only.
-// Until tx ends it holds a share lock on the tenant's row (a deletion of
-// the tenant waits), the tenant's sequence (every other ingest of the
+// Until tx ends it holds, in the schema (locks.go), the tenant's lock,
+// shared (a deletion of the tenant waits), the tenant's sequence (every other ingest of the
 // tenant waits: see the schema's comment on tenant_sequences), the locks
 // of the lines of its ordered deliveries (lines.go: a record that ends
 // the head of one of them waits) and, with an Idempotency-Key, the key

@@ -87,8 +87,8 @@ func (s *Store) writeCached(ctx context.Context, w *cachedWrite) (int64, int64, 
 // returns where each put its event. A group of one is its caller's (cut
 // by its ctx); a larger one is no one's. The tenants' locks come first,
 // in tenant order, so two groups do not wait for each other's (but
-// where two tenants' IDs share a hashtext: PostgreSQL's deadlock check
-// then fails one group, whose writes run again one by one).
+// where two tenants' lock keys collide (locks.go): PostgreSQL's deadlock
+// check then fails one group, whose writes run again one by one).
 func (s *Store) writeGroup(ctx context.Context, group []*cachedWrite) ([]written, error) {
 	if len(group) > 1 {
 		var cancel context.CancelFunc
@@ -104,8 +104,7 @@ func (s *Store) writeGroup(ctx context.Context, group []*cachedWrite) ([]written
 	slices.Sort(tenants)
 	b := &pgx.Batch{}
 	for _, t := range tenants {
-		b.Queue("SELECT pg_advisory_xact_lock_shared($1, hashtext($2)), pg_advisory_xact_lock($3, hashtext($2))",
-			int32(tenantLock), t, int32(sequenceLock))
+		b.Queue(lockIngestSQL, t)
 	}
 	for _, w := range group {
 		b.Queue(w.sql, w.args...)

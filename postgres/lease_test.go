@@ -140,7 +140,7 @@ func TestDispatchers_EndpointConcurrencyAtColdStart(t *testing.T) {
 		ss = append(ss, s)
 	}
 	now := time.Now()
-	tenant := engine.NewID("cold") // advisory locks are the database's: a tenant of its own
+	const tenant = "cold"
 	if _, _, err := ss[0].PutTenant(ctx, engine.Tenant{ID: tenant, Created: now, Updated: now}); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,8 @@ import (
 // Every transaction that changes a line's membership (writes an ordered
 // delivery, or deletes one; but an import, which runs alone) first takes
 // the line's lock: a
-// transaction-scoped advisory lock, (lineLock, lineKeySQL of the line).
+// transaction-scoped advisory lock of kind lineLock on the line
+// (locks.go).
 // So what it reads of the line (its head, its lowest waiting member)
 // stays so until it commits, and SettleLine and PromoteDelivery run on
 // the line as stored. Locks are taken in this order, which rules out
@@ -39,15 +40,13 @@ import (
 // promotes the next member in its transaction, and notifies the nodes
 // (notifyDue) that it is due.
 
-// lineLock is the first key of a line's lock ("whln"); the second is
-// lineKeySQL's. Not tenantLock, sequenceLock nor importLock, and the
-// one-key locks (migrationLock, pruneLock) are another key space.
+// lineLock is the kind of a line's lock ("whln"; see locks.go).
 const lineLock = 0x77686c6e
 
-// lineKeySQL is the SQL of the second key of the lock of the line of
-// the row alias: the hashtext of its endpoint ID ‖ U+0001 ‖ line.
-func lineKeySQL(alias string) string {
-	return fmt.Sprintf("hashtext(%[1]s.endpoint_id || chr(1) || %[1]s.line)", alias)
+// lineIDSQL is the SQL text that names the line of the row alias in its
+// schema: its endpoint ID ‖ U+0001 ‖ line.
+func lineIDSQL(alias string) string {
+	return fmt.Sprintf("%[1]s.endpoint_id || chr(1) || %[1]s.line", alias)
 }
 
 // isHeadSQL is the predicate of deliveries_line_head on the row alias:
@@ -57,16 +56,19 @@ func isHeadSQL(alias string) string {
 }
 
 // lockLinesSQL is a query that takes the locks of the lines of what rows
-// (a query with the columns endpoint_id and line) returns, in key order,
-// and returns their keys.
+// (a query with the columns endpoint_id and line) returns, in the order
+// of their keys (old, then new: locks.go), and returns each line's
+// endpoint_id and line.
 func lockLinesSQL(rows string) string {
-	return fmt.Sprintf(`SELECT k, pg_advisory_xact_lock(%d, k)::text FROM (
-		SELECT DISTINCT %s AS k FROM (%s) r WHERE r.line <> '' ORDER BY k) lines`, int32(lineLock), lineKeySQL("r"), rows)
+	return fmt.Sprintf(`SELECT endpoint_id, line, %s FROM (
+		SELECT DISTINCT r.endpoint_id, r.line, hashtext(%s) AS old, %s AS key FROM (%s) r
+		WHERE r.line <> '' ORDER BY old, key) lines`,
+		lockKeysSQL("pg_advisory_xact_lock", lineLock, "old", "key"), lineIDSQL("r"), lockKeySQL(lineLock, lineIDSQL("r")), rows)
 }
 
 // lockLineOfSQL takes the lock of the line of delivery $1, if it is
 // ordered.
-var lockLineOfSQL = fmt.Sprintf("SELECT pg_advisory_xact_lock(%d, %s)::text FROM deliveries d WHERE d.id = $1 AND d.line <> ''", int32(lineLock), lineKeySQL("d"))
+var lockLineOfSQL = "SELECT " + lockSQL("pg_advisory_xact_lock", lineLock, lineIDSQL("d")) + " FROM deliveries d WHERE d.id = $1 AND d.line <> ''"
 
 // waitingBehindSQL is the ID of the head of the line of the row d while
 // d is waiting (Delivery.WaitingBehind, which is not stored: the head

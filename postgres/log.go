@@ -351,9 +351,9 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	// and the deletion of its tenant never interleave. An advisory lock,
 	// not FOR SHARE on the tenant's row: many ingests sharing one row lock
 	// made PostgreSQL build a multixact for the row at every ingest.
-	b.Queue("SELECT pg_advisory_xact_lock_shared($1, hashtext($2))", int32(tenantLock), ev.TenantID)
-	// Before the first write (see the schema on tenant_sequences).
-	b.Queue(lockSequenceSQL, int32(sequenceLock), ev.TenantID)
+	// Then, before the first write, its sequence lock (see the schema on
+	// tenant_sequences).
+	b.Queue(lockIngestSQL, ev.TenantID)
 	// The version before the endpoints: endpoints read at a later
 	// version than the one kept are merely refused by the next
 	// appendCached, never taken for a newer version.
@@ -381,10 +381,8 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	err = func() error {
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
-		for range 2 { // the locks
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
+		if _, err := br.Exec(); err != nil { // the locks
+			return err
 		}
 		err := br.QueryRow().Scan(&seen.version)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -975,10 +973,10 @@ func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, max 
 		// (PostgreSQL breaks a deadlock that makes, and tx runs again).
 		b := &pgx.Batch{}
 		b.Queue(lockLinesSQL("SELECT endpoint_id, line FROM deliveries WHERE "+where+limit), args...)
-		b.Queue("SELECT d.doc, d.lease_token, d.lease_until, "+lineKeySQL("d")+" FROM deliveries d WHERE "+where+limit+" FOR UPDATE", args...)
-		locked := map[int32]bool{}
+		b.Queue("SELECT d.doc, d.lease_token, d.lease_until FROM deliveries d WHERE "+where+limit+" FOR UPDATE", args...)
+		locked := map[lineID]bool{}
 		var selected []storedDelivery
-		var keys []int32
+		var lateEndpoints, lateLines []string
 		err := func() error {
 			br := tx.SendBatch(ctx, b)
 			defer br.Close()
@@ -986,8 +984,8 @@ func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, max 
 			if err != nil {
 				return err
 			}
-			var k int32
-			if _, err := pgx.ForEachRow(rows, []any{&k, nil}, func() error { locked[k] = true; return nil }); err != nil {
+			var l lineID
+			if _, err := pgx.ForEachRow(rows, []any{&l.endpoint, &l.line, nil, nil}, func() error { locked[l] = true; return nil }); err != nil {
 				return err
 			}
 			rows, err = br.Query()
@@ -997,13 +995,13 @@ func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, max 
 			selected, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (storedDelivery, error) {
 				var row storedDelivery
 				var doc []byte
-				if err := r.Scan(&doc, &row.leaseToken, &row.leaseUntil, &k); err != nil {
+				if err := r.Scan(&doc, &row.leaseToken, &row.leaseUntil); err != nil {
 					return row, err
 				}
 				row.d, err = decode[engine.Delivery](doc)
-				if row.d.Line != "" && !locked[k] {
-					locked[k] = true
-					keys = append(keys, k)
+				if l := (lineID{row.d.EndpointID, row.d.Line}); row.d.Line != "" && !locked[l] {
+					locked[l] = true
+					lateEndpoints, lateLines = append(lateEndpoints, l.endpoint), append(lateLines, l.line)
 				}
 				return row, err
 			})
@@ -1012,8 +1010,8 @@ func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, max 
 		if err != nil {
 			return err
 		}
-		for _, k := range keys {
-			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(lineLock), k); err != nil {
+		if len(lateLines) > 0 {
+			if _, err := tx.Exec(ctx, lockLinesSQL("SELECT * FROM unnest($1::text[], $2::text[]) AS u(endpoint_id, line)"), lateEndpoints, lateLines); err != nil {
 				return err
 			}
 		}

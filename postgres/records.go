@@ -14,19 +14,6 @@ import (
 	"github.com/webhookd/webhookd/engine"
 )
 
-// tenantLock is the first key of a tenant's advisory lock (the second is
-// the hash of its ID): "whte" in ASCII.
-const tenantLock = 0x77687465
-
-// sequenceLock is the first key of a tenant's sequence lock ("whts"),
-// which an ingest holds from before its first write to its commit (see
-// the schema's comment on tenant_sequences); the second is the tenant
-// ID's hashtext.
-const sequenceLock = 0x77687473
-
-// lockSequenceSQL takes the sequence lock of tenant $2 ($1 sequenceLock).
-const lockSequenceSQL = "SELECT pg_advisory_xact_lock($1, hashtext($2))"
-
 // nextSequenceSQL is a CTE that bumps tenant $2's sequence and returns
 // it as last.
 const nextSequenceSQL = `INSERT INTO tenant_sequences AS s (tenant_id, last) VALUES ($2, 1)
@@ -172,7 +159,7 @@ func collectDocs[T any](ctx context.Context, q querier, sql string, args ...any)
 func (s *Store) DeleteTenant(ctx context.Context, id string, at time.Time) error {
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		// Alone: no ingest of the tenant is under way (see appendEvent).
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", int32(tenantLock), id); err != nil {
+		if _, err := tx.Exec(ctx, lockTenantSQL, id); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, "UPDATE tenants SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL", id, at.UnixNano())

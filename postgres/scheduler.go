@@ -131,6 +131,10 @@ type Scheduler struct {
 
 	node    string       // this process's row in nodes
 	members atomic.Int64 // the live nodes' count << 32 | this node's place among them (heartbeat)
+	// noOldNodeSince is when (Unix ns, the store's clock) a heartbeat
+	// first found no row of a node older than schema 6 in nodes since
+	// one last did; 0: the last one found one.
+	noOldNodeSince atomic.Int64
 	// claimFrom is when claims may start (JoinWait after Recover);
 	// joined is set once the claim loop has read the nodes after it.
 	claimFrom time.Time
@@ -169,24 +173,34 @@ func (s *Store) Scheduler(opts SchedulerOptions) *Scheduler {
 // heartbeat writes this node's row in nodes and reads which nodes were
 // seen within a lease: the shares of the endpoints' bounds follow. It
 // also deletes the rows of nodes not seen for ten leases (gone without
-// a word). It need not wait for the WAL's flush: a heartbeat lost in a
-// crash of the database is written again a third of a lease later.
+// a word), and clears schema_version's old_lock_keys once no row of a
+// node older than schema 6 has been there for a third of a lease
+// (locks.go). It need not wait for the WAL's flush: a heartbeat lost in
+// a crash of the database is written again a third of a lease later.
 func (c *Scheduler) heartbeat(ctx context.Context) error {
 	now := c.s.now().UnixNano()
 	lease := c.s.lease.Nanoseconds()
+	noOldSince := c.noOldNodeSince.Load()
 	b := &pgx.Batch{}
 	b.Queue("SELECT set_config('synchronous_commit', 'off', true)")
-	b.Queue("INSERT INTO nodes (id, seen) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET seen = excluded.seen", c.node, now)
+	b.Queue("INSERT INTO nodes (id, seen, lock_keys) VALUES ($1, $2, 2) ON CONFLICT (id) DO UPDATE SET seen = excluded.seen", c.node, now)
 	b.Queue("DELETE FROM nodes WHERE seen < $1", now-10*lease)
+	b.Queue(`UPDATE schema_version SET old_lock_keys = false
+		WHERE old_lock_keys AND $1 AND NOT EXISTS (SELECT 1 FROM nodes WHERE lock_keys < 2)`, noOldSince != 0 && now-noOldSince >= lease/3)
+	b.Queue("SELECT EXISTS (SELECT 1 FROM nodes WHERE lock_keys < 2)")
 	b.Queue("SELECT id FROM nodes WHERE seen > $1 ORDER BY id", now-lease)
 	var ids []string
+	var oldNodes bool
 	err := func() error {
 		br := c.s.pool.SendBatch(ctx, b)
 		defer br.Close()
-		for range 3 {
+		for range 4 {
 			if _, err := br.Exec(); err != nil {
 				return err
 			}
+		}
+		if err := br.QueryRow().Scan(&oldNodes); err != nil {
+			return err
 		}
 		rows, err := br.Query()
 		if err != nil {
@@ -199,6 +213,12 @@ func (c *Scheduler) heartbeat(ctx context.Context) error {
 	}()
 	if err != nil {
 		return storeError(err)
+	}
+	switch {
+	case oldNodes:
+		c.noOldNodeSince.Store(0)
+	case noOldSince == 0:
+		c.noOldNodeSince.CompareAndSwap(0, now)
 	}
 	place := slices.Index(ids, c.node)
 	if place < 0 { // not seen within a lease by the database's rows: count it anyway

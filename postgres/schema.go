@@ -205,7 +205,20 @@ CREATE UNIQUE INDEX deliveries_line_head ON deliveries (endpoint_id, line)
 	5: `
 ALTER TABLE events ADD COLUMN test boolean NOT NULL DEFAULT false;
 `,
+	// 6: locks keyed by schema (locks.go). old_lock_keys: nodes of a
+	// version before this one may run, whose lock keys the others take
+	// too (migrate clears it at once on a schema it made from nothing);
+	// nodes.lock_keys: 2 for a node that keys its locks by schema, 1 (the
+	// default, which older nodes do not write) for one that does not.
+	6: `
+ALTER TABLE schema_version ADD COLUMN old_lock_keys boolean NOT NULL DEFAULT true;
+ALTER TABLE nodes ADD COLUMN lock_keys smallint NOT NULL DEFAULT 1;
+`,
 }
+
+// lockKeysMigration is the migration from which locks are keyed by
+// schema (locks.go).
+const lockKeysMigration = 6
 
 // migrationLock is the advisory lock key Open holds while it migrates:
 // "webhookd" in ASCII, so it does not collide with an application's.
@@ -257,6 +270,13 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) (int, error) {
 		})
 		if err != nil {
 			return found, fmt.Errorf("postgres: migration %d: %w", v, err)
+		}
+		if v == lockKeysMigration && found == 0 {
+			// No node of an older version ever opened this schema: one
+			// that did would have left it at its own version.
+			if _, err := conn.Exec(ctx, "UPDATE schema_version SET old_lock_keys = false"); err != nil {
+				return found, fmt.Errorf("postgres: migration %d: %w", v, err)
+			}
 		}
 	}
 	return found, nil

@@ -22,9 +22,7 @@ func TestStore_LockHeldByAStalledTransaction(t *testing.T) {
 	clock := &manualClock{t: time.Now()}
 	s := nodes(t, 1, clock)[0]
 	ctx := t.Context()
-	// Advisory locks are the database's, not the schema's: a tenant ID
-	// of its own leaves other tests' tenants alone.
-	tenant := engine.NewID("stall")
+	const tenant = "stall"
 	now := clock.now()
 	if _, _, err := s.PutTenant(ctx, engine.Tenant{ID: tenant, Created: now, Updated: now}); err != nil {
 		t.Fatal(err)
@@ -48,7 +46,7 @@ func TestStore_LockHeldByAStalledTransaction(t *testing.T) {
 	if _, err := holder.Exec(ctx, "SET LOCAL idle_in_transaction_session_timeout = 0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := holder.Exec(ctx, lockSequenceSQL, int32(sequenceLock), tenant); err != nil {
+	if _, err := holder.Exec(ctx, lockSequenceSQL, tenant); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -99,10 +97,13 @@ func TestStore_TransactionIdleTooLong(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer waiter.Close(context.Background())
-	tenant := engine.NewID("stall") // advisory locks are the database's: one of its own
+	if _, err := waiter.Exec(ctx, "SELECT set_config('search_path', $1, false)", pgx.Identifier{s.Schema()}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	const tenant = "stall"
 
 	err = s.tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, lockSequenceSQL, int32(sequenceLock), tenant); err != nil {
+		if _, err := tx.Exec(ctx, lockSequenceSQL, tenant); err != nil {
 			return err
 		}
 		// Frozen: another session waits for the lock meanwhile, and gets
@@ -111,7 +112,7 @@ func TestStore_TransactionIdleTooLong(t *testing.T) {
 		if _, err := waiter.Exec(ctx, "SET lock_timeout = '30s'"); err != nil {
 			return err
 		}
-		if _, err := waiter.Exec(ctx, lockSequenceSQL, int32(sequenceLock), tenant); err != nil {
+		if _, err := waiter.Exec(ctx, lockSequenceSQL, tenant); err != nil {
 			t.Errorf("the other session's wait: %v", err)
 		}
 		if waited := time.Since(start); waited > IdleInTransactionTimeout+5*time.Second {
