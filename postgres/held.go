@@ -19,7 +19,7 @@ const heldCountsSQL = "count(*) FILTER (WHERE state = 'waiting'), count(*) FILTE
 // Held counts the held deliveries of tenant and of every tenant, in one
 // statement over the partial indexes of their states: exact, as of the
 // statement. An ingest does not ask it: the Scheduler, a HeldCounter,
-// answers from its last count (see refreshCounts).
+// answers from its last count (see backlog.go).
 func (s *Store) Held(ctx context.Context, tenant string) (ofTenant, all engine.Held, err error) {
 	rows, err := s.pool.Query(ctx, "SELECT tenant_id = $1, "+heldCountsSQL+" FROM deliveries WHERE "+heldSQL+" GROUP BY 1", tenant)
 	if err != nil {
@@ -46,9 +46,10 @@ func (s *Store) Held(ctx context.Context, tenant string) (ofTenant, all engine.H
 var _ engine.HeldCounter = (*Scheduler)(nil)
 
 // Held returns the held deliveries of tenant and of the whole cluster, as
-// of the last count (at most a few seconds old), like Pending.
+// of the last count (at most a few seconds old), with those this node's
+// ingests made since, like Pending.
 func (c *Scheduler) Held(tenant string) (ofTenant, all engine.Held) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.held[tenant], c.heldAll
+	return c.held[tenant].Plus(c.notedBy[tenant].Held), c.heldAll.Plus(c.notedAll.Held)
 }

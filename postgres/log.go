@@ -37,6 +37,15 @@ const seqSQL = `(pg_current_xact_id()::text::bigint * 65536 +
 // with an ordering key or an ordered delivery, and every one that does
 // not simply append take the full path (appendEvent).
 func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.IngestResult, error) {
+	res, err := s.ingest(ctx, in)
+	if c := s.counter.Load(); c != nil && err == nil && !res.Duplicate {
+		c.noteIngested(res)
+	}
+	return res, err
+}
+
+// ingest is AppendEvent but for its note to the Scheduler.
+func (s *Store) ingest(ctx context.Context, in engine.NewEvent) (engine.IngestResult, error) {
 	if res, ok, err := s.appendCached(ctx, in); ok || err != nil {
 		return res, err
 	}

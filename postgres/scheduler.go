@@ -108,6 +108,10 @@ type SchedulerOptions struct {
 	// EndpointShare). Zero: none (a node alone, or a test). webhookd
 	// waits a tenth of the lease.
 	JoinWait time.Duration
+	// CountEvery is the least time between two counts of the cluster's
+	// backlog (Pending, Counts, Held; refreshCounts); zero: two seconds.
+	// A count takes no more than a tenth of the time either way.
+	CountEvery time.Duration
 }
 
 // Scheduler is the engine.Scheduler of a Store shared by several nodes:
@@ -128,6 +132,13 @@ type Scheduler struct {
 	leased    int
 	ending    []ended // leases to end, by the background loop
 	endingNow chan struct{}
+	counted   snapshot // the last count's
+	// noted is what this node's ingests added to the backlog that the
+	// last count did not see (backlog.go), in the order they were
+	// noted; notedBy sums it per tenant and notedAll in all.
+	noted    []noted
+	notedBy  map[string]engine.Backlog
+	notedAll engine.Backlog
 
 	node    string       // this process's row in nodes
 	members atomic.Int64 // the live nodes' count << 32 | this node's place among them (heartbeat)
@@ -164,7 +175,10 @@ func (s *Store) Scheduler(opts SchedulerOptions) *Scheduler {
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second
 	}
-	c := &Scheduler{s: s, opts: opts, wake: make(chan struct{}, 1), endingNow: make(chan struct{}, 1), pending: map[string]int{},
+	if opts.CountEvery <= 0 {
+		opts.CountEvery = 2 * time.Second
+	}
+	c := &Scheduler{s: s, opts: opts, wake: make(chan struct{}, 1), endingNow: make(chan struct{}, 1), pending: map[string]int{}, notedBy: map[string]engine.Backlog{},
 		node: fmt.Sprintf("%016x", uint64(newToken()))}
 	c.members.Store(1 << 32)
 	return c
@@ -458,7 +472,11 @@ func (c *Scheduler) Recover(ctx context.Context, _ func(time.Time) time.Time) (i
 	if err := c.heartbeat(ctx); err != nil {
 		return 0, err
 	}
+	// This node's ingests are noted from before the first count: what
+	// it sees of them is dropped (backlog.go).
+	c.s.counter.Store(c)
 	if err := c.refreshCounts(ctx); err != nil {
+		c.s.counter.CompareAndSwap(c, nil)
 		return 0, err
 	}
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -535,6 +553,7 @@ func (c *Scheduler) Close() { c.closeOnce.Do(c.close) }
 
 func (c *Scheduler) close() {
 	c.s.preclaimer.CompareAndSwap(c, nil)
+	c.s.counter.CompareAndSwap(c, nil)
 	if c.stop != nil {
 		c.stop()
 		c.stopped.Wait()
@@ -1050,53 +1069,13 @@ func (c *Scheduler) countLoop(ctx context.Context) {
 			c.s.log.Warn("count pending deliveries", "err", err)
 		}
 		// Never more than a tenth of the time in counting.
-		wait := max(2*time.Second, 10*time.Since(start))
+		wait := max(c.opts.CountEvery, 10*time.Since(start))
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
 	}
-}
-
-// refreshCounts reads how many deliveries are pending, per tenant, how
-// many of them are leased, and how many are held (engine.Held), per
-// tenant: in one statement, over the partial indexes of those states.
-func (c *Scheduler) refreshCounts(ctx context.Context) error {
-	rows, err := c.s.pool.Query(ctx, `SELECT tenant_id, count(*) FILTER (WHERE state = 'pending'),
-		count(*) FILTER (WHERE state = 'pending' AND lease_until > $1), `+heldCountsSQL+`
-		FROM deliveries WHERE state = 'pending' OR `+heldSQL+` GROUP BY tenant_id`, c.s.now().UnixNano())
-	if err != nil {
-		return storeError(err)
-	}
-	pending, held := map[string]int{}, map[string]engine.Held{}
-	total, leased, heldAll := 0, 0, engine.Held{}
-	for rows.Next() {
-		var tenant string
-		var n, l int
-		var h engine.Held
-		if err := rows.Scan(&tenant, &n, &l, &h.Waiting, &h.Paused, &h.Blocking); err != nil {
-			rows.Close()
-			return err
-		}
-		if n > 0 {
-			pending[tenant] = n
-		}
-		if h != (engine.Held{}) {
-			held[tenant] = h
-		}
-		total += n
-		leased += l
-		heldAll = heldAll.Plus(h)
-	}
-	if err := rows.Err(); err != nil {
-		return storeError(err)
-	}
-	c.mu.Lock()
-	c.pending, c.total, c.leased = pending, total, leased
-	c.held, c.heldAll = held, heldAll
-	c.mu.Unlock()
-	return nil
 }
 
 // ForgetTenant does nothing: this process holds only claimed work, and
@@ -1110,17 +1089,19 @@ func (c *Scheduler) Holds(id string) bool {
 }
 
 // Pending counts tenant's pending deliveries in the whole cluster, as of
-// the last count (at most a few seconds old).
+// the last count (at most a few seconds old), with those this node's
+// ingests made since (backlog.go).
 func (c *Scheduler) Pending(tenant string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.pending[tenant]
+	return c.pending[tenant] + c.notedBy[tenant].Pending
 }
 
 // Counts returns the pending deliveries of the whole cluster and how
-// many of them no node holds, as of the last count.
+// many of them no node holds, as of the last count, with those this
+// node's ingests made since, counted among those no node holds.
 func (c *Scheduler) Counts() (total, waiting int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.total, c.total - c.leased
+	return c.total + c.notedAll.Pending, c.total - c.leased + c.notedAll.Pending
 }

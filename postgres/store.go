@@ -121,6 +121,10 @@ type Store struct {
 	// preclaimer is the running Scheduler whose node an ingest claims
 	// its new deliveries for (SchedulerOptions.PreClaim); nil: none.
 	preclaimer atomic.Pointer[Scheduler]
+	// counter is the Scheduler that counts the backlog (from its
+	// Recover to its Close), which an ingest here tells what it added
+	// (backlog.go); nil: none.
+	counter atomic.Pointer[Scheduler]
 
 	lockTimeouts atomic.Int64 // writes whose lock wait LockTimeout cut (Stalls)
 	stalledTx    atomic.Int64 // transactions IdleInTransactionTimeout ended (Stalls)

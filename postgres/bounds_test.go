@@ -1,0 +1,170 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/postgres/pgtest"
+)
+
+// boundedNode is a webhookd node on PostgreSQL as far as ingest's bounds
+// go: a Service whose Dispatcher runs on the store's Scheduler, which
+// counts once at start and not again for an hour. Its endpoints refuse
+// connections, so every delivery stays pending (or waiting).
+func boundedNode(t *testing.T, perTenant, all int) (*engine.Service, *engine.Dispatcher, *Store, *Scheduler) {
+	t.Helper()
+	ctx := t.Context()
+	s, err := Open(ctx, pgtest.URL(t), Options{Schema: pgtest.Schema(t), MaxConns: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	sched := s.Scheduler(SchedulerOptions{PreClaim: 16, CountEvery: time.Hour})
+	targets := engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}
+	d := engine.NewDispatcher(s, engine.DispatcherOptions{Scheduler: sched, Workers: 4, Targets: targets})
+	svc := engine.NewService(s, d, engine.ServiceOptions{MaxPending: all, MaxPendingPerTenant: perTenant, Targets: targets})
+	for _, tenant := range []string{"acme", "globex"} {
+		if _, _, err := svc.PutTenant(ctx, tenant, engine.TenantInput{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := svc.PutEventType(ctx, "order.created", engine.EventTypeInput{}); err != nil {
+		t.Fatal(err)
+	}
+	// acme: one endpoint unordered (pending deliveries), one ordered as a
+	// whole (one pending head, the others waiting behind it); globex: one
+	// unordered.
+	for _, ep := range []struct {
+		tenant   string
+		ordering engine.Ordering
+	}{{"acme", ""}, {"acme", engine.OrderingEndpoint}, {"globex", ""}} {
+		if _, _, err := svc.CreateEndpoint(ctx, ep.tenant, engine.EndpointInput{URL: "http://127.0.0.1:9/hook", EventTypes: []string{"order.created"}, Ordering: ep.ordering}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d.Stop(stop)
+		sched.Close()
+	})
+	return svc, d, s, sched
+}
+
+// flood ingests events of tenant from loops goroutines at once until
+// ingest refuses one, at most max in all, and returns how many it
+// acknowledged and the code of the first refusal.
+func flood(t *testing.T, svc *engine.Service, tenant string, loops, max int) (int, engine.Code) {
+	var mu sync.Mutex
+	acked, sent := 0, 0
+	var refused engine.Code
+	var wg sync.WaitGroup
+	for range loops {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				if refused != "" || sent >= max {
+					mu.Unlock()
+					return
+				}
+				sent++
+				mu.Unlock()
+				_, err := svc.Ingest(t.Context(), tenant, engine.IngestInput{Type: "order.created", Data: []byte(`{}`)})
+				mu.Lock()
+				switch code := engine.ErrorCode(err); {
+				case err == nil:
+					acked++
+				case code == engine.CodeTenantOverloaded || code == engine.CodeOverloaded:
+					if refused == "" {
+						refused = code
+					}
+				default:
+					t.Errorf("ingest of %s: %v", tenant, err)
+					refused = code
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return acked, refused
+}
+
+// TestScheduler_BoundsBetweenCounts: a node counts what its own ingests
+// made pending or waiting since the cluster's last count, so a tenant
+// that sends fast on one node is refused at pending_per_tenant, and then
+// every tenant at max_pending, long before the next count; by no more
+// than what the node has in flight at once (one ingest per loop). The
+// next count replaces what the node noted, without counting any of it
+// twice.
+func TestScheduler_BoundsBetweenCounts(t *testing.T) {
+	const perTenant, all, loops = 40, 60, 4
+	svc, d, s, sched := boundedNode(t, perTenant, all)
+	ctx := t.Context()
+	// Each acme event makes two deliveries: one pending, one pending (the
+	// line's first) or waiting.
+	acked, refused := flood(t, svc, "acme", loops, 4*perTenant)
+	t.Logf("acme: %d events, %d deliveries, acknowledged before %q (bound %d)", acked, 2*acked, refused, perTenant)
+	if refused != engine.CodeTenantOverloaded || 2*acked < perTenant || 2*acked > perTenant+2*(loops-1)+1 {
+		t.Errorf("acme: %d events (%d deliveries) acknowledged, then %q; want refused with %s at %d deliveries, or up to %d more ingests in flight",
+			acked, 2*acked, refused, engine.CodeTenantOverloaded, perTenant, loops-1)
+	}
+	held := 2 * acked
+	acked, refused = flood(t, svc, "globex", loops, 2*all)
+	t.Logf("globex: %d events acknowledged before %q, %d in all (bound %d)", acked, refused, held+acked, all)
+	if refused != engine.CodeOverloaded || held+acked < all || held+acked > all+loops-1 {
+		t.Errorf("globex: %d events acknowledged over acme's %d deliveries, then %q; want refused with %s at %d in all, or up to %d more",
+			acked, held, refused, engine.CodeOverloaded, all, loops-1)
+	}
+
+	backlog := func() (acme, all int) {
+		t.Helper()
+		mine, every, err := d.Backlog(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mine.Total(), every.Total()
+	}
+	exact := func() (acme, all int) {
+		t.Helper()
+		err := s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE tenant_id = 'acme'), count(*) FROM deliveries
+			WHERE state = 'pending' OR `+heldSQL).Scan(&acme, &all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return acme, all
+	}
+	wantAcme, wantAll := exact()
+	if gotAcme, gotAll := backlog(); gotAcme != wantAcme || gotAll != wantAll {
+		t.Errorf("before the next count: acme's backlog %d, all %d; the database has %d, %d", gotAcme, gotAll, wantAcme, wantAll)
+	}
+	if err := sched.refreshCounts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if gotAcme, gotAll := backlog(); gotAcme != wantAcme || gotAll != wantAll {
+		t.Errorf("after the count: acme's backlog %d, all %d; the database has %d, %d", gotAcme, gotAll, wantAcme, wantAll)
+	}
+	// A note that comes after the count that saw its ingest counts
+	// nothing; an ingest after the count counts until the next.
+	ev := engine.Event{ID: engine.NewID("evt"), TenantID: "acme", Type: "order.created", Created: time.Now(), APIVersion: "1", Body: []byte(`{}`)}
+	res, err := s.AppendEvent(ctx, engine.NewEvent{Event: ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := backlog(); got != wantAcme+2 {
+		t.Errorf("acme's backlog after an ingest since the count: %d, want %d", got, wantAcme+2)
+	}
+	if err := sched.refreshCounts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sched.noteIngested(res)
+	if got, _ := backlog(); got != wantAcme+2 {
+		t.Errorf("acme's backlog after a late note of an ingest the count saw: %d, want %d", got, wantAcme+2)
+	}
+}
