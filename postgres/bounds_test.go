@@ -168,3 +168,36 @@ func TestScheduler_BoundsBetweenCounts(t *testing.T) {
 		t.Errorf("acme's backlog after a late note of an ingest the count saw: %d, want %d", got, wantAcme+2)
 	}
 }
+
+func TestSnapshot_Sees(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		xid  uint64
+		want bool
+	}{
+		{"10:20:", 9, true},
+		{"10:20:", 10, true},
+		{"10:20:", 19, true},
+		{"10:20:", 20, false},
+		{"10:20:10,14", 10, false},
+		{"10:20:10,14", 14, false},
+		{"10:20:10,14", 15, true},
+		{"10:10:", 10, false},
+	} {
+		snap, err := parseSnapshot(tc.text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := snap.sees(tc.xid); got != tc.want {
+			t.Errorf("%s sees %d = %t, want %t", tc.text, tc.xid, got, tc.want)
+		}
+	}
+	if (snapshot{}).sees(1) {
+		t.Error("the zero snapshot sees a transaction")
+	}
+	for _, bad := range []string{"", "10:20", "x:20:", "10:20:1,y"} {
+		if _, err := parseSnapshot(bad); err == nil {
+			t.Errorf("parseSnapshot(%q): no error", bad)
+		}
+	}
+}
