@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -45,15 +44,7 @@ func boundedNode(t *testing.T, perTenant, all int) (*engine.Service, *engine.Dis
 			t.Fatal(err)
 		}
 	}
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		d.Stop(stop)
-		sched.Close()
-	})
+	startDispatcher(t, d, sched)
 	return svc, d, s, sched
 }
 

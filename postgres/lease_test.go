@@ -168,15 +168,7 @@ func TestDispatchers_EndpointConcurrencyAtColdStart(t *testing.T) {
 		policy.AttemptTimeout = 2 * time.Second // under the lease, as the config requires
 		d := engine.NewDispatcher(s, engine.DispatcherOptions{Scheduler: sched, ClaimAhead: 32, Workers: 16, EndpointConcurrency: bound, Policy: policy,
 			Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}})
-		if err := d.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			d.Stop(stop)
-			sched.Close()
-		})
+		startDispatcher(t, d, sched)
 	}
 	waitDelivered(t, &srv.got, events)
 	allowance := int64(bound + (bound+nodesN-1)/nodesN)

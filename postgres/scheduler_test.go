@@ -216,15 +216,7 @@ func dispatchingNodes(t *testing.T, url string, opts engine.DispatcherOptions) (
 		o.Policy.AttemptTimeout = 2 * time.Second // under the lease, as the config requires
 		o.Targets = engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}
 		d := engine.NewDispatcher(s, o)
-		if err := d.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			d.Stop(stop)
-			sched.Close()
-		})
+		startDispatcher(t, d, sched)
 		ss, ds = append(ss, s), append(ds, d)
 	}
 	for _, s := range ss { // both count both before the load
@@ -246,6 +238,21 @@ func dispatchingNodes(t *testing.T, url string, opts engine.DispatcherOptions) (
 			}
 		}
 	}
+}
+
+// startDispatcher starts d, whose Scheduler is sched, and stops both
+// when t ends.
+func startDispatcher(t *testing.T, d *engine.Dispatcher, sched *Scheduler) {
+	t.Helper()
+	if err := d.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d.Stop(stop)
+		sched.Close()
+	})
 }
 
 // waitDelivered waits up to 30 s until got counts n deliveries, and
