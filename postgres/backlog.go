@@ -15,37 +15,41 @@ import (
 // The backlog between counts.
 //
 // A Scheduler answers Pending, Counts and Held (the pending bounds of
-// every ingest) from its last count of the cluster's backlog
-// (refreshCounts, every CountEvery), taken with the count's snapshot. To
-// what it counted it adds what this node's own ingests made pending or
-// held since: each acknowledged ingest is noted with its transaction's
-// ID (an event's seq is that ID × 65 536: seqSQL), and a note is dropped
-// once a count's snapshot sees its transaction, so nothing is counted
-// twice, nor missed between a count and the next. So one node that
-// ingests fast is refused at a bound by what it has in flight at once
-// (ingests that passed the check and have not been noted yet); what the
-// other nodes ingested since the last count shows at the next.
+// every ingest, a tenant's deletion) from its last count of the
+// cluster's backlog (refreshCounts, every CountEvery), taken with the
+// count's snapshot. To what it counted it adds what this node's own
+// ingests made pending or held since: each delivery of an acknowledged
+// ingest is noted with the ingest's transaction ID (an event's seq is
+// that ID × 65 536: seqSQL), and its note is dropped once a count's
+// snapshot sees that transaction, so nothing is counted twice, nor
+// missed between a count and the next. While noted, a delivery counts
+// as this node last wrote it: an outcome recorded here (RecordOutcome,
+// UpdateDelivery) that ends it (succeeded, or dead without blocking its
+// line) drops its note, and one that leaves it held (dead and blocking,
+// paused) moves it there. A move made otherwise (a waiting delivery
+// made its line's head, another node's record) shows at the next count;
+// a move between pending and held leaves the total as it was. So one
+// node that ingests fast is refused at a bound by what it has in flight
+// at once (ingests that passed the check and are not noted yet), a
+// tenant whose deliveries succeed as fast as it sends is not refused
+// for them, and what the other nodes did since the last count shows at
+// the next.
 
-// noted is what one acknowledged ingest of this node added to the
-// backlog of its tenant.
-type noted struct {
+// note is what one delivery of an ingest of this node adds to its
+// tenant's backlog, as this node last knew it.
+type note struct {
 	tenant string
-	xid    uint64
+	xid    uint64 // the ingest's transaction
 	add    engine.Backlog
 }
 
-// backlogOf returns what ds, an ingest's new deliveries, add to the
-// backlog.
-func backlogOf(ds []engine.Delivery) engine.Backlog {
-	var b engine.Backlog
-	for _, d := range ds {
-		if d.State == engine.StatePending {
-			b.Pending++
-		} else {
-			b.Held = b.Held.Plus(engine.HeldOf(d))
-		}
+// backlogOf returns what d adds to the backlog: one of its counts 1, or
+// none (d is final).
+func backlogOf(d engine.Delivery) engine.Backlog {
+	if d.State == engine.StatePending {
+		return engine.Backlog{Pending: 1}
 	}
-	return b
+	return engine.Backlog{Held: engine.HeldOf(d)}
 }
 
 // plus returns a and b counted together.
@@ -53,30 +57,65 @@ func plus(a, b engine.Backlog) engine.Backlog {
 	return engine.Backlog{Pending: a.Pending + b.Pending, Held: a.Held.Plus(b.Held)}
 }
 
-// noteIngested adds the deliveries of res, an ingest of this node's,
-// acknowledged and not a duplicate, to the backlog the Scheduler
-// answers with until a count sees them.
-func (c *Scheduler) noteIngested(res engine.IngestResult) {
-	add := backlogOf(res.Deliveries)
-	if add.Total() == 0 {
-		return
-	}
-	n := noted{tenant: res.Event.TenantID, xid: res.Event.Seq >> 16, add: add}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.counted.sees(n.xid) { // committed before the last count, which has it
-		return
-	}
-	c.noted = append(c.noted, n)
-	c.notedBy[n.tenant] = plus(c.notedBy[n.tenant], add)
-	c.notedAll = plus(c.notedAll, add)
+// minus returns a without b.
+func minus(a, b engine.Backlog) engine.Backlog {
+	return engine.Backlog{Pending: a.Pending - b.Pending, Held: a.Held.Minus(b.Held)}
 }
 
-// dropCountedLocked drops the notes of the transactions c.counted sees.
+// noteIngested notes the deliveries of res, an ingest of this node's,
+// acknowledged and not a duplicate, unless the last count saw it.
+func (c *Scheduler) noteIngested(res engine.IngestResult) {
+	xid := res.Event.Seq >> 16
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.counted.sees(xid) { // committed before the last count, which has it
+		return
+	}
+	for _, d := range res.Deliveries {
+		if add := backlogOf(d); add.Total() > 0 {
+			c.notes[d.ID] = &note{tenant: d.TenantID, xid: xid, add: add}
+			c.notedBy[d.TenantID] = plus(c.notedBy[d.TenantID], add)
+			c.notedAll = plus(c.notedAll, add)
+		}
+	}
+}
+
+// noteDelivery counts delivery id, if it is noted, as adding add to the
+// backlog from now on (none: its note goes).
+func (c *Scheduler) noteDelivery(id string, add engine.Backlog) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.notes[id]
+	if n == nil {
+		return
+	}
+	c.notedBy[n.tenant] = plus(minus(c.notedBy[n.tenant], n.add), add)
+	c.notedAll = plus(minus(c.notedAll, n.add), add)
+	n.add = add
+	if add.Total() == 0 {
+		delete(c.notes, id)
+	}
+	if c.notedBy[n.tenant] == (engine.Backlog{}) {
+		delete(c.notedBy, n.tenant)
+	}
+}
+
+// noteWritten tells the counting Scheduler, if any, that this process
+// wrote d as it is now.
+func (s *Store) noteWritten(d engine.Delivery) {
+	if c := s.counter.Load(); c != nil {
+		c.noteDelivery(d.ID, backlogOf(d))
+	}
+}
+
+// dropCountedLocked drops the notes of the ingests c.counted sees.
 func (c *Scheduler) dropCountedLocked() {
-	c.noted = slices.DeleteFunc(c.noted, func(n noted) bool { return c.counted.sees(n.xid) })
 	c.notedBy, c.notedAll = map[string]engine.Backlog{}, engine.Backlog{}
-	for _, n := range c.noted {
+	for id, n := range c.notes {
+		if c.counted.sees(n.xid) {
+			delete(c.notes, id)
+			continue
+		}
 		c.notedBy[n.tenant] = plus(c.notedBy[n.tenant], n.add)
 		c.notedAll = plus(c.notedAll, n.add)
 	}

@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -11,9 +13,10 @@ import (
 
 // boundedNode is a webhookd node on PostgreSQL as far as ingest's bounds
 // go: a Service whose Dispatcher runs on the store's Scheduler, which
-// counts once at start and not again for an hour. Its endpoints refuse
-// connections, so every delivery stays pending (or waiting).
-func boundedNode(t *testing.T, perTenant, all int) (*engine.Service, *engine.Dispatcher, *Store, *Scheduler) {
+// counts once at start and not again for an hour. Its endpoints are at
+// url ("": one that refuses connections, so every delivery stays
+// pending or waiting).
+func boundedNode(t *testing.T, perTenant, all int, url string) (*engine.Service, *engine.Dispatcher, *Store, *Scheduler) {
 	t.Helper()
 	ctx := t.Context()
 	s, err := Open(ctx, pgtest.URL(t), Options{Schema: pgtest.Schema(t), MaxConns: 16})
@@ -21,6 +24,9 @@ func boundedNode(t *testing.T, perTenant, all int) (*engine.Service, *engine.Dis
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	if url == "" {
+		url = "http://127.0.0.1:9/hook"
+	}
 	sched := s.Scheduler(SchedulerOptions{PreClaim: 16, CountEvery: time.Hour})
 	targets := engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}
 	d := engine.NewDispatcher(s, engine.DispatcherOptions{Scheduler: sched, Workers: 4, Targets: targets})
@@ -40,7 +46,7 @@ func boundedNode(t *testing.T, perTenant, all int) (*engine.Service, *engine.Dis
 		tenant   string
 		ordering engine.Ordering
 	}{{"acme", ""}, {"acme", engine.OrderingEndpoint}, {"globex", ""}} {
-		if _, _, err := svc.CreateEndpoint(ctx, ep.tenant, engine.EndpointInput{URL: "http://127.0.0.1:9/hook", EventTypes: []string{"order.created"}, Ordering: ep.ordering}); err != nil {
+		if _, _, err := svc.CreateEndpoint(ctx, ep.tenant, engine.EndpointInput{URL: url, EventTypes: []string{"order.created"}, Ordering: ep.ordering}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -96,7 +102,7 @@ func flood(t *testing.T, svc *engine.Service, tenant string, loops, max int) (in
 // twice.
 func TestScheduler_BoundsBetweenCounts(t *testing.T) {
 	const perTenant, all, loops = 40, 60, 4
-	svc, d, s, sched := boundedNode(t, perTenant, all)
+	svc, d, s, sched := boundedNode(t, perTenant, all, "")
 	ctx := t.Context()
 	// Each acme event makes two deliveries: one pending, one pending (the
 	// line's first) or waiting.
@@ -157,6 +163,47 @@ func TestScheduler_BoundsBetweenCounts(t *testing.T) {
 	sched.noteIngested(res)
 	if got, _ := backlog(); got != wantAcme+2 {
 		t.Errorf("acme's backlog after a late note of an ingest the count saw: %d, want %d", got, wantAcme+2)
+	}
+}
+
+// TestScheduler_BoundsFollowOutcomes: between counts, a delivery this
+// node's ingest made leaves the backlog the node answers with when this
+// node records its success, so a tenant whose deliveries succeed as it
+// sends is not refused at its bound for them.
+func TestScheduler_BoundsFollowOutcomes(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(srv.Close)
+	const perTenant = 4
+	svc, d, _, _ := boundedNode(t, perTenant, 0, srv.URL)
+	ctx := t.Context()
+	for i := range 3 * perTenant {
+		if _, err := svc.Ingest(ctx, "acme", engine.IngestInput{Type: "order.created", Data: []byte(`{}`)}); err != nil {
+			t.Fatalf("ingest %d: %v", i, err)
+		}
+		var backlog engine.Backlog
+		drained := poll(10*time.Second, func() bool {
+			var err error
+			if backlog, _, err = d.Backlog(ctx, "acme"); err != nil {
+				t.Fatal(err)
+			}
+			return backlog.Total() == 0
+		})
+		if !drained {
+			t.Fatalf("after ingest %d succeeded at both endpoints, acme's backlog is still %s", i, backlog)
+		}
+	}
+}
+
+// poll calls cond every 10 ms until it holds or d has passed, and
+// reports whether it held.
+func poll(d time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
 	}
 }
 

@@ -692,7 +692,11 @@ func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.Att
 // again (a replay while it is attempted) it is due when the lease ends
 // at the earliest, and its holder's record hands it back at once.
 func (s *Store) UpdateDelivery(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, error) {
-	return s.update(ctx, id, fn, nil, false)
+	out, err := s.update(ctx, id, fn, nil, false)
+	if err == nil {
+		s.noteWritten(out)
+	}
+	return out, err
 }
 
 // RecordOutcome is UpdateDelivery that also updates the delivery's
@@ -703,7 +707,11 @@ func (s *Store) UpdateDelivery(ctx context.Context, id string, fn func(engine.De
 // otherwise: another node claimed it after the lease ended), and it
 // ends the lease.
 func (s *Store) RecordOutcome(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health func(*engine.Endpoint)) (engine.Delivery, error) {
-	return s.update(ctx, id, fn, health, true)
+	out, err := s.update(ctx, id, fn, health, true)
+	if err == nil {
+		s.noteWritten(out)
+	}
+	return out, err
 }
 
 // update is UpdateDelivery and RecordOutcome.

@@ -133,10 +133,10 @@ type Scheduler struct {
 	ending    []ended // leases to end, by the background loop
 	endingNow chan struct{}
 	counted   snapshot // the last count's
-	// noted is what this node's ingests added to the backlog that the
-	// last count did not see (backlog.go), in the order they were
-	// noted; notedBy sums it per tenant and notedAll in all.
-	noted    []noted
+	// notes are the deliveries of this node's ingests that the last
+	// count did not see, by ID (backlog.go); notedBy sums them per
+	// tenant and notedAll in all.
+	notes    map[string]*note
 	notedBy  map[string]engine.Backlog
 	notedAll engine.Backlog
 
@@ -178,7 +178,8 @@ func (s *Store) Scheduler(opts SchedulerOptions) *Scheduler {
 	if opts.CountEvery <= 0 {
 		opts.CountEvery = 2 * time.Second
 	}
-	c := &Scheduler{s: s, opts: opts, wake: make(chan struct{}, 1), endingNow: make(chan struct{}, 1), pending: map[string]int{}, notedBy: map[string]engine.Backlog{},
+	c := &Scheduler{s: s, opts: opts, wake: make(chan struct{}, 1), endingNow: make(chan struct{}, 1), pending: map[string]int{},
+		notes: map[string]*note{}, notedBy: map[string]engine.Backlog{},
 		node: fmt.Sprintf("%016x", uint64(newToken()))}
 	c.members.Store(1 << 32)
 	return c
