@@ -133,8 +133,11 @@ func (s *Store) ListDeliveries(ctx context.Context, tenant string, f engine.Deli
 
 // feedWait bounds how long ListEvents waits for transactions that began
 // before the newest events it sees to end (see the schema's comment on
-// events.seq); after it, the page ends below them.
-const feedWait = time.Second
+// events.seq); after it, the page ends below them. It outlasts the
+// longest a webhookd transaction can hold the line (a wait for a lock,
+// LockTimeout, then an idle stall, IdleInTransactionTimeout), so that
+// only a transaction of another program cuts a page short.
+const feedWait = LockTimeout + IdleInTransactionTimeout
 
 // ListEvents lists tenant's events in log order after f.After (the
 // decimal place in the log a previous page returned), of f.Type and
