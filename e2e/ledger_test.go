@@ -36,6 +36,10 @@ type ledger struct {
 type ackedEvent struct {
 	id, tenant, typ string
 	acked           time.Time
+	// created is the event's created as the 202 gave it: when its ingest
+	// began, which retention reads for an event without deliveries (an
+	// ingest that waited for a lock commits an event older than its 202).
+	created time.Time
 	// endpoints are the endpoints subscribed to typ when it was sent, by
 	// ID, each with its receiver.
 	endpoints map[string]*receiver
@@ -64,7 +68,7 @@ func (l *ledger) ack(tenant, typ string, res client.IngestResult, endpoints map[
 	if _, ok := l.events[res.ID]; ok {
 		return fmt.Sprintf("event %s acknowledged twice as new (a second 202 without Idempotent-Replayed)", res.ID)
 	}
-	ev := &ackedEvent{id: res.ID, tenant: tenant, typ: typ, acked: time.Now(), endpoints: endpoints, deliveries: map[string]string{}}
+	ev := &ackedEvent{id: res.ID, tenant: tenant, typ: typ, acked: time.Now(), created: res.Created, endpoints: endpoints, deliveries: map[string]string{}}
 	for _, d := range res.Deliveries {
 		ev.deliveries[d.EndpointID] = d.ID
 	}
@@ -225,12 +229,13 @@ func (l *ledger) audit(listed map[string][]client.Delivery, at time.Time, gone f
 // retention ("" when it may): each of its deliveries must have been
 // seen finished, succeeded at least [retention] succeeded or dead at
 // least [retention] dead before at, less the slack; an event without
-// subscribers counts as succeeded when it was acknowledged.
+// subscribers counts as succeeded when it was created, as the store
+// reads it.
 func (l *ledger) prunable(ev *ackedEvent, at time.Time) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(ev.endpoints) == 0 {
-		if age := at.Sub(ev.acked); age < l.succeeded-l.slack {
+		if age := at.Sub(ev.created); age < l.succeeded-l.slack {
 			return fmt.Sprintf("it had no subscriber and was %s old, under [retention] succeeded %s", age.Round(time.Millisecond), l.succeeded)
 		}
 		return ""

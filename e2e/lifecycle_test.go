@@ -154,9 +154,9 @@ type lifecycle struct {
 
 // tenant is one of the scenario's tenants as the test knows it: by its
 // name in the scenario (acme, globex, initech, umbrella) and its ID,
-// the name and a random suffix. PostgreSQL's advisory locks are the
-// database's, not a schema's, and other tests on the same server have
-// an acme too: the suffix keeps their locks apart from this test's.
+// the name and a random suffix, so that what it reads of a shared
+// PostgreSQL server (the tenants' rows in the test's schema, a log
+// line) is never another test's acme.
 type tenant struct {
 	name, id  string
 	endpoints []*endpoint
@@ -632,11 +632,11 @@ func (lc *lifecycle) poison() {
 // (pending or waiting) gets 429, every tenant 503 once all of them hold
 // [ingest] max_pending, and /readyz says 503 then.
 func (lc *lifecycle) flood() {
-	// umbrella first: its line is deleted with it at 6.30, so what the
-	// flood leaves above the bounds goes then. On postgres a tenant may
-	// pass pending_per_tenant by what it is sent while the count is old
-	// (docs/cluster.md); globex's line stays blocked for days, and so
-	// would its excess.
+	// umbrella first: its line is deleted with it at 6.30, so whatever
+	// the flood leaves above the bounds goes then, while globex's line
+	// stays blocked for days. A node counts its own ingests between two
+	// counts of the database (docs/cluster.md), so on one node either
+	// tenant stops at its bound give or take what is in flight.
 	flooded := []*tenant{lc.tenants["umbrella"], lc.tenants["globex"]}
 	refused := map[*tenant]bool{}
 	for _, tn := range flooded {
