@@ -68,12 +68,11 @@ func (b Backlog) String() string {
 	return fmt.Sprintf("%d pending, %d waiting in their lines, %d paused, %d blocking their lines", b.Pending, b.Waiting, b.Paused, b.Blocking)
 }
 
-// HeldCounter is a Scheduler that counts the held deliveries (Held)
-// itself, together with its pending ones: one shared by several
-// processes, whose counts are the cluster's as of its last count
-// (postgres.Scheduler). The Dispatcher's Backlog reads them from it
-// rather than from the Store, so that an ingest costs no more round trips
-// to the database.
+// HeldCounter is the part of a SharedScheduler that counts the held
+// deliveries (Held) itself, together with its pending ones: the
+// cluster's, as of its last count. The Dispatcher's Backlog reads them
+// from it rather than from the Store, so that an ingest costs no more
+// round trips to the database.
 type HeldCounter interface {
 	// Held returns the held deliveries of tenant ("": of none) and of
 	// every tenant, in one snapshot. It must be quick: every ingest asks.
@@ -82,14 +81,14 @@ type HeldCounter interface {
 
 // Backlog returns the backlog of tenant ("": of none) and of every
 // tenant: the pending deliveries the Scheduler has, and the held ones,
-// which a HeldCounter scheduler counts, and otherwise the Store.
+// which a SharedScheduler counts, and otherwise the Store.
 func (d *Dispatcher) Backlog(ctx context.Context, tenant string) (ofTenant, all Backlog, err error) {
 	all.Pending, _ = d.sched.Counts()
 	if tenant != "" {
 		ofTenant.Pending = d.sched.Pending(tenant)
 	}
-	if hc, ok := d.sched.(HeldCounter); ok {
-		ofTenant.Held, all.Held = hc.Held(tenant)
+	if d.held != nil {
+		ofTenant.Held, all.Held = d.held.Held(tenant)
 		return ofTenant, all, nil
 	}
 	ofTenant.Held, all.Held, err = d.store.Held(ctx, tenant)

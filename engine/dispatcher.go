@@ -29,7 +29,7 @@ type DispatcherOptions struct {
 	Workers             int         // attempts in flight at once, all endpoints (and up to recordingPerWorker times as many outcomes being recorded); 0: 64
 	EndpointConcurrency int         // attempts in flight at once per endpoint; 0: 8
 	TenantConcurrency   int         // attempts in flight at once per tenant; 0: three quarters of Workers (at least 1)
-	Scheduler           Scheduler   // who owns due work; nil: NewLocalScheduler(store)
+	Scheduler           Scheduler   // who owns due work (a SharedScheduler for a store shared by several processes); nil: NewLocalScheduler(store)
 	// ClaimAhead, when not 0, bounds the deliveries claimed and waiting
 	// for a worker: the claim loop claims only while fewer wait, so with
 	// a Scheduler shared by several processes no process takes more due
@@ -111,9 +111,10 @@ type Dispatcher struct {
 	runnable  []*tenantQueue           // tenants with a runnable endpoint and room, in turn order
 	ready     map[string]bool          // delivery IDs in some endpoint's ready queue (claimed, not yet attempted)
 	busy      map[string]*tenantQueue  // tenants at TenantConcurrency, by ID (kept with a skipper only)
-	skipper   TenantSkipper            // the scheduler, when it skips tenants and ClaimAhead is set
-	sharer    BoundSharer              // the scheduler, when it shares the endpoint bounds among processes
-	leaser    Leaser                   // the scheduler, when its claims are leases that may end (leaseEnding)
+	skipper   TenantSkipper            // the scheduler, when it is a SharedScheduler and ClaimAhead is set
+	sharer    BoundSharer              // the scheduler, when it is a SharedScheduler (it shares the endpoint bounds)
+	leaser    Leaser                   // the scheduler, when it is a SharedScheduler (its leases may end: leaseEnding)
+	held      HeldCounter              // the scheduler, when it is a SharedScheduler (it counts the held deliveries: Backlog)
 	dropped   atomic.Int64             // attempts not made for a lease near its end (Dropped)
 	inflight  map[string]bool          // delivery IDs being attempted
 	limiters  map[string]*rate.Limiter // per endpoint, kept while the process runs
@@ -195,11 +196,12 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 	if d.sched == nil {
 		d.sched = NewLocalScheduler(store)
 	}
-	if sk, ok := d.sched.(TenantSkipper); ok && opts.ClaimAhead > 0 {
-		d.skipper = sk
+	if sh, ok := d.sched.(SharedScheduler); ok {
+		d.sharer, d.leaser, d.held = sh, sh, sh
+		if opts.ClaimAhead > 0 {
+			d.skipper = sh
+		}
 	}
-	d.sharer, _ = d.sched.(BoundSharer)
-	d.leaser, _ = d.sched.(Leaser)
 	d.cond = sync.NewCond(&d.mu)
 	d.claimCond = sync.NewCond(&d.mu)
 	d.baseCtx, d.cancel = context.WithCancel(context.Background())

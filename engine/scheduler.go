@@ -87,15 +87,32 @@ type Scheduler interface {
 	Counts() (total, waiting int)
 }
 
-// Leaser is a Scheduler whose claims are leases that may end while
-// their holder still has them (postgres.Scheduler: a process stalled
-// past its renewals loses its claims to the others, which may attempt
-// and record the deliveries meanwhile). Before an attempt's request the
-// Dispatcher asks how long its lease has to run: with less than the
-// attempt timeout left, it makes no request and releases the claim
-// (Release), so that no attempt outlives its lease and a resumed process
-// does not send again what another has sent since. A Scheduler that is
-// not one (LocalScheduler) holds its claims until the process ends.
+// SharedScheduler is the Scheduler of a store shared by several
+// processes (postgres.Scheduler): its claims are leases in the database
+// that may end while their holder still has them, each endpoint's bounds
+// are split among the processes, a claim takes work that any process
+// could take, and it counts the held deliveries itself. It is the one
+// optional capability of a Scheduler: the Dispatcher asks for it once,
+// in NewDispatcher. A Scheduler that is not one is a single process's
+// (LocalScheduler, or a test's): its claims last until the process ends
+// (no lease is watched), each endpoint's bounds are this process's whole
+// (no share), a claim skips no tenant, and the held counts come from the
+// Store (Log.Held).
+type SharedScheduler interface {
+	Scheduler
+	Leaser
+	BoundSharer
+	TenantSkipper
+	HeldCounter
+}
+
+// Leaser is the part of a SharedScheduler that says how long a claim has
+// left. A process stalled past its renewals loses its claims to the
+// others, which may attempt and record the deliveries meanwhile. Before
+// an attempt's request the Dispatcher asks how long its lease has to
+// run: with less than the attempt timeout left, it makes no request and
+// releases the claim (Release), so that no attempt outlives its lease and
+// a resumed process does not send again what another has sent since.
 //
 // IMPORTANT: its leases must be longer than the attempt timeout
 // (webhookd's config requires [storage] lease > [delivery]
@@ -108,12 +125,12 @@ type Leaser interface {
 	LeaseLeft(w Work) (left time.Duration, ok bool)
 }
 
-// BoundSharer is a Scheduler shared by several processes that splits
-// each endpoint's bounds among them (postgres.Scheduler): the Dispatcher
-// of each process holds its attempts of an endpoint to this process's
-// share of EndpointConcurrency and EndpointRate, asked anew as it goes
-// (the shares change as processes come and go), so that together the
-// processes keep the bounds for the whole cluster.
+// BoundSharer is the part of a SharedScheduler that splits each
+// endpoint's bounds among the processes: the Dispatcher of each process
+// holds its attempts of an endpoint to this process's share of
+// EndpointConcurrency and EndpointRate, asked anew as it goes (the shares
+// change as processes come and go), so that together the processes keep
+// the bounds for the whole cluster.
 type BoundSharer interface {
 	// EndpointShare returns this process's share of an endpoint's bounds:
 	// of concurrency attempts in flight (at least 1) and of rate attempts
@@ -122,12 +139,12 @@ type BoundSharer interface {
 	EndpointShare(endpointID string, concurrency int, rate float64) (int, float64)
 }
 
-// TenantSkipper is a Scheduler that can leave tenants out of a claim: one
-// shared by several processes, whose claims take work from all of them
-// (postgres.Scheduler). The Dispatcher, with ClaimAhead, claims through
-// it and skips the tenants at their TenantConcurrency in this process, so
-// that one tenant's backlog, claimed and unable to start, never fills
-// what the process may claim ahead.
+// TenantSkipper is the part of a SharedScheduler that can leave tenants
+// out of a claim, whose claims take work from all the processes. The
+// Dispatcher, with ClaimAhead, claims through it and skips the tenants at
+// their TenantConcurrency in this process, so that one tenant's backlog,
+// claimed and unable to start, never fills what the process may claim
+// ahead. Without ClaimAhead it claims with Claim.
 type TenantSkipper interface {
 	// ClaimSkipping is Claim, leaving out the deliveries of the tenants
 	// skip lists; it asks skip again whenever it looks anew.

@@ -43,8 +43,6 @@ func (s *Store) Held(ctx context.Context, tenant string) (ofTenant, all engine.H
 	return ofTenant, all, nil
 }
 
-var _ engine.HeldCounter = (*Scheduler)(nil)
-
 // Held returns the held deliveries of tenant and of the whole cluster, as
 // of the last count (at most a few seconds old), with those this node's
 // ingests made since, like Pending.

@@ -164,7 +164,7 @@ type ended struct {
 	due   time.Time
 }
 
-var _ engine.Scheduler = (*Scheduler)(nil)
+var _ engine.SharedScheduler = (*Scheduler)(nil)
 
 // Scheduler returns the store's Scheduler. Its background work (lease
 // renewal, LISTEN, counts) starts at Recover and ends at Close.
@@ -259,8 +259,6 @@ func (c *Scheduler) membership() (place, n int) {
 	m := c.members.Load()
 	return int(m & (1<<32 - 1)), int(m >> 32)
 }
-
-var _ engine.BoundSharer = (*Scheduler)(nil)
 
 // EndpointShare is this node's share of an endpoint's bounds among the
 // n live nodes: concurrency split into n parts that differ by at most
@@ -629,8 +627,6 @@ func (c *Scheduler) Claim(ctx context.Context, limit int) ([]engine.Work, error)
 	return c.ClaimSkipping(ctx, limit, nil)
 }
 
-var _ engine.TenantSkipper = (*Scheduler)(nil)
-
 // ClaimSkipping is Claim, leaving out the deliveries of the tenants skip
 // lists (asked at every claim; nil: none).
 func (c *Scheduler) ClaimSkipping(ctx context.Context, limit int, skip func() []string) ([]engine.Work, error) {
@@ -997,8 +993,6 @@ func (c *Scheduler) renew(ctx context.Context) {
 	}
 	cs.mu.Unlock()
 }
-
-var _ engine.Leaser = (*Scheduler)(nil)
 
 // LeaseLeft returns how long this process's claim on w has to run: the
 // end its claim or its last renewal wrote, less the store's clock now.
