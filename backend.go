@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -19,25 +17,17 @@ import (
 // url, so that a password stays out of the config file.
 const databaseURLEnv = "WEBHOOKD_DATABASE_URL"
 
-// backend is the store serve runs on, with what each driver gives beside
-// the engine.Store: the bbolt file or the PostgreSQL database.
+// backend is the database serve runs on (an engine.Backend: the store,
+// readiness, the oldest due delivery, the sealing key's ID, the hot
+// backup, Close), with what only some drivers give beside it: the bbolt
+// file or the PostgreSQL database.
 type backend struct {
-	store engine.Store
+	engine.Backend
 	sched engine.Scheduler // nil: the dispatcher's LocalScheduler
 	// claimAhead is the dispatcher's ClaimAhead: a node of a cluster
 	// claims only what its workers can start soon.
 	claimAhead int
-	// backup is the hot backup of GET /v1/admin/backup; nil where the
-	// database has its own (pg_dump).
-	backup io.WriterTo
-	// ready says whether ingest can be acknowledged now.
-	ready func(ctx context.Context) error
-	// oldestDue is the due time of the most overdue pending delivery.
-	oldestDue func(ctx context.Context) (time.Time, bool, error)
-	size      func() int64 // the database file's size; nil: not measured here
-	// keyID is the ID of the key endpoint secrets are sealed with at
-	// rest ("": not sealed); nil: the driver does not say (sealedWith).
-	keyID func() string
+	size       func() int64 // the database file's size; nil: not measured here
 	// disk is what the store's commits wrote to the file: pages, and the
 	// time spent writing and syncing them; nil: not measured here.
 	disk func() (pages int64, writing time.Duration)
@@ -45,16 +35,18 @@ type backend struct {
 	// to this node's writes; nil: not on this driver.
 	stalls func() postgres.Stalls
 	where  string // for the log: the file, or the database without its password
-	close  func() error
+	// stop stops what the driver runs beside the database (PostgreSQL's
+	// Scheduler), before the database closes; nil: nothing.
+	stop func()
 }
 
-// sealedWith returns the ID of the key the store seals endpoint secrets
-// with: "" when they are not sealed, or the driver does not say.
-func (be *backend) sealedWith() string {
-	if be.keyID == nil {
-		return ""
+// close stops what runs beside the database, then closes it. It is safe
+// to call twice.
+func (be *backend) close() error {
+	if be.stop != nil {
+		be.stop()
 	}
-	return be.keyID()
+	return be.Close()
 }
 
 // openBackend opens the store cfg names.
@@ -68,24 +60,13 @@ func openBackend(ctx context.Context, cfg Config, key []byte, getenv func(string
 			return nil, err
 		}
 		return &backend{
-			store:  db,
-			backup: db,
-			ready: func(ctx context.Context) error {
-				// Not ready while ingest would answer 503 for the disk.
-				if err := db.Writable(ctx, int(cfg.Ingest.MaxBody)); err != nil {
-					return errors.New("storage cannot write now (the last commit failed: disk full or I/O error; see the log)")
-				}
-				return nil
-			},
-			oldestDue: db.OldestDue,
-			size:      db.FileSize,
-			keyID:     db.SecretKeyID,
+			Backend: db,
+			size:    db.FileSize,
 			disk: func() (int64, time.Duration) {
 				s := db.Stats()
 				return s.PagesWritten, s.WriteTime
 			},
 			where: cfg.Storage.Path,
-			close: db.Close,
 		}, nil
 	}
 }
@@ -138,21 +119,11 @@ func openPostgres(ctx context.Context, cfg Config, key []byte, getenv func(strin
 	sched := st.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: cfg.Delivery.EndpointConcurrency, PreClaim: 4 * cfg.Delivery.Workers,
 		JoinWait: cfg.Storage.Lease.Duration / 10})
 	return &backend{
-		store:      st,
+		Backend:    st,
 		sched:      sched,
 		claimAhead: 2 * cfg.Delivery.Workers,
-		ready: func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			return st.Writable(ctx)
-		},
-		oldestDue: st.OldestDue,
-		stalls:    st.Stalls,
-		keyID:     st.SecretKeyID,
-		where:     redactURL(dsn) + " schema " + cfg.Storage.Schema,
-		close: func() error {
-			sched.Close()
-			return st.Close()
-		},
+		stalls:     st.Stalls,
+		where:      redactURL(dsn) + " schema " + cfg.Storage.Schema,
+		stop:       sched.Close,
 	}, nil
 }

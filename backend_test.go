@@ -13,12 +13,12 @@ import (
 	"github.com/webhookd/webhookd/storage"
 )
 
-// TestBackend_SealedWith: a store that does not say which key seals its
-// secrets (memstore keeps nothing at rest) is a backend like another:
-// serve starts on it and logs no key. The bbolt file names its key.
+// TestBackend_SealedWith: a store that seals nothing (memstore keeps
+// nothing at rest) is a backend like another: its key ID is "", and serve
+// starts on it and logs no key. The bbolt file names its key.
 func TestBackend_SealedWith(t *testing.T) {
-	if got := (&backend{store: memstore.New()}).sealedWith(); got != "" {
-		t.Errorf("memstore: sealedWith() = %q, want \"\"", got)
+	if got := (&backend{Backend: memstore.New()}).SecretKeyID(); got != "" {
+		t.Errorf("memstore: SecretKeyID() = %q, want \"\"", got)
 	}
 
 	cfg := defaultConfig()
@@ -30,7 +30,7 @@ func TestBackend_SealedWith(t *testing.T) {
 	}
 	defer be.close()
 	id := storage.SecretKeyID(key)
-	if got, want := be.sealedWith(), hex.EncodeToString(id[:]); got != want {
-		t.Errorf("bbolt: sealedWith() = %q, want %q", got, want)
+	if got, want := be.SecretKeyID(), hex.EncodeToString(id[:]); got != want {
+		t.Errorf("bbolt: SecretKeyID() = %q, want %q", got, want)
 	}
 }

@@ -220,7 +220,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer be.close()
-	if id := be.sealedWith(); id != "" {
+	if id := be.SecretKeyID(); id != "" {
 		logger.Info("endpoint secrets are encrypted at rest", "key_id", id)
 	}
 
@@ -233,7 +233,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if cfg.Alerts.URL != "" {
 		alerts = &engine.AlertOptions{URL: cfg.Alerts.URL, Secret: cfg.Alerts.Secret}
 	}
-	node := engine.NewNode(be.store, engine.NodeOptions{
+	node := engine.NewNode(be.Backend, engine.NodeOptions{
 		Logger: logger,
 		Dispatcher: engine.DispatcherOptions{
 			Scheduler:           be.sched,
@@ -271,7 +271,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Tokens:  tokens,
 		MaxBody: int64(cfg.Ingest.MaxBody),
 		Logger:  logger,
-		Backup:  be.backup,
+		Backup:  be.Backup(),
 		Metrics: m.handler(),
 
 		TestTokens:  cfg.API.TestTokens,
@@ -289,7 +289,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		ObserveRequest: m.observeRequest,
 		ObserveIngest:  m.observeIngest,
 		Ready: func() error {
-			if err := be.ready(ctx); err != nil {
+			if err := be.Writable(ctx, int(cfg.Ingest.MaxBody)); err != nil {
 				return err
 			}
 			return svc.Ready()

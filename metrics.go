@@ -92,7 +92,7 @@ func (m *metrics) watch(disp *engine.Dispatcher, be *backend) {
 		Help: "Attempts not made because the claim's lease had less than attempt_timeout left (a node resumed after a stall, cluster mode): the delivery was handed back to be claimed again."},
 		func() float64 { return float64(disp.Dropped()) }))
 	gauge("webhookd_oldest_pending_overdue_seconds", "How long the most overdue pending delivery has been due (0 when none is overdue).", func() float64 {
-		due, ok, err := be.oldestDue(context.Background())
+		due, ok, err := be.OldestDue(context.Background())
 		if err != nil || !ok {
 			return 0
 		}

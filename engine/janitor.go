@@ -65,11 +65,13 @@ type PurgeResult struct {
 	Done       bool // the tenant's purge is finished and its id free again
 }
 
-// Maintenance is what the Janitor asks of a store: to delete, in small
-// transactions so that ingest never waits long behind them, what
-// retention no longer keeps and what deleted tenants left. Each method
-// deletes at most max things (0: its own default) and is called again
-// until it says there is no more.
+// Maintenance is the part of the Store the Janitor asks: to delete, in
+// small transactions so that ingest never waits long behind them, what
+// retention no longer keeps and what deleted tenants left. Every store
+// implements it (it is in Store). Each method deletes at most max things
+// (0: its own default) and is called again until it says there is no
+// more; a store that has nothing of the kind (memstore purges a deleted
+// tenant at once) answers that there is none.
 type Maintenance interface {
 	// PruneIdempotency deletes idempotency records expired at now;
 	// fewer than max deleted means no more.

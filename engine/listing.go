@@ -50,27 +50,6 @@ type EventDeliveries struct {
 	Deliveries []Delivery
 }
 
-// Lister is the part of Listings behind the delivery log, the
-// reconciliation feed and the report.
-//
-// A listing returns the cursor of its next page only when an item the
-// filter matches follows the page, so that has_more is true only when
-// there is more and no listing ends on an empty page; the entries after
-// the page that the filter leaves out do not count. A store that bounds
-// what one page reads (storage reads at most 20 000 entries) may return,
-// where it stopped, a short page (empty, even) with the cursor to read on
-// from: it cannot know whether more match.
-type Lister interface {
-	// ListDeliveries pages through tenant's deliveries newest first.
-	// StateDelivering is not a stored state: f.State is never it.
-	ListDeliveries(ctx context.Context, tenant string, f DeliveryFilter) ([]Delivery, string, error)
-	// ListEvents pages through tenant's events in log order.
-	ListEvents(ctx context.Context, tenant string, f EventFilter) ([]Event, string, error)
-	// RecentEvents returns tenant's last n events with their deliveries,
-	// newest first (bodies left out).
-	RecentEvents(ctx context.Context, tenant string, n int) ([]EventDeliveries, error)
-}
-
 // ListDeliveries pages through tenant's deliveries, newest first.
 func (s *Service) ListDeliveries(ctx context.Context, tenant string, f DeliveryFilter) ([]Delivery, string, error) {
 	if _, err := s.Tenant(ctx, tenant); err != nil {

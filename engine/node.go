@@ -16,8 +16,7 @@ type NodeOptions struct {
 	// endpoint (see EnsureOperatorEndpoint and AlertSink).
 	Alerts *AlertOptions
 	// Janitor, when set, prunes what retention no longer keeps and purges
-	// deleted tenants; the store must implement Maintenance. The
-	// deliveries its pruning makes a line's head go to the Dispatcher
+	// deleted tenants (the store's Maintenance). The deliveries its pruning makes a line's head go to the Dispatcher
 	// (Enqueue), then to its own Promoted, if any.
 	Janitor *JanitorOptions
 	Logger  *slog.Logger // nil: discard
@@ -43,18 +42,13 @@ type Node struct {
 	log     *slog.Logger
 }
 
-// NewNode wires a Node over store. With NodeOptions.Janitor set, store
-// must implement Maintenance (NewNode panics otherwise: a wiring bug).
+// NewNode wires a Node over store.
 func NewNode(store Store, opts NodeOptions) *Node {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	n := &Node{store: store, alertTo: opts.Alerts, log: opts.Logger}
 	if opts.Janitor != nil {
-		m, ok := store.(Maintenance)
-		if !ok {
-			panic(fmt.Sprintf("engine: NewNode: a janitor needs a store with Maintenance; %T has none", store))
-		}
 		jo := *opts.Janitor
 		if jo.Logger == nil {
 			jo.Logger = opts.Logger
@@ -66,7 +60,7 @@ func NewNode(store Store, opts NodeOptions) *Node {
 				promoted(w)
 			}
 		}
-		n.janitor = NewJanitor(m, jo)
+		n.janitor = NewJanitor(store, jo)
 	}
 	dopts := opts.Dispatcher
 	dopts.OnAlert = n.raise

@@ -6,11 +6,28 @@ import (
 )
 
 // Store is the durable state the engine needs, in domain words, split by
-// role: Records (what a sender configures), Log (events, their deliveries
-// and every change of a delivery) and Listings (what the subscriber's
-// views read). storage.DB implements it on one bbolt file; the
-// conformance suite in engine/storetest is its contract, for this store
-// and any other.
+// role; a backend implements all of it (engine.Backend adds what the
+// process asks of its database beside it):
+//
+//   - Log, the transactional core: ingest, every change of a delivery,
+//     the lines, the retry index and the held counts. Each method is one
+//     transaction, and the dispatcher's and the service's correctness
+//     rests on it.
+//   - Records, the plain records a sender configures: tenants, the
+//     event catalogue, endpoints and tenant access tokens (TokenStore).
+//     Create, read, update, delete.
+//   - Listings, what the API's and the subscriber's views read: one
+//     event or delivery, the dead letters, the delivery log, the
+//     reconciliation feed and the report. Reads only.
+//   - Maintenance (janitor.go), what the Janitor asks: retention and the
+//     purge of deleted tenants, in small transactions.
+//
+// Every method is required: the engine finds no capability of a store by
+// type assertion. storage.DB implements it on one bbolt file,
+// postgres.Store in a PostgreSQL database shared by several processes,
+// memstore.Store in memory (the template for a new one); the conformance
+// suite in engine/storetest is the contract, for these stores and any
+// other (engine/doc.go says how to write one).
 //
 // IMPORTANT: every method that writes returns only after its change is
 // durable: a nil error means it survives a crash. Not-found and
@@ -44,13 +61,17 @@ import (
 // DeleteEndpoint changes no delivery: a pending head dies at its next
 // attempt ("endpoint deleted") and its line goes on from that record.
 type Store interface {
-	Records
 	Log
+	Records
 	Listings
+	Maintenance
 }
 
-// Records are the things a sender configures: tenants, the event
-// catalogue, endpoints, and tenant access tokens (tokens.go).
+// Records are the plain records a sender configures: tenants, the event
+// catalogue, endpoints, and tenant access tokens (tokens.go): create,
+// read, update, delete, each method one transaction. A delivery changes
+// only through DeleteTenant, whose deliveries go with it (at once, or in
+// Maintenance's purge).
 type Records interface {
 	// PutTenant creates or updates a tenant (Name only). It returns the
 	// stored tenant and whether it was created. CodeTenantDeleting while
@@ -98,7 +119,11 @@ type Records interface {
 	TokenStore // tenant access tokens (tokens.go)
 }
 
-// Log is the event log and the deliveries.
+// Log is the transactional core: the event log, the deliveries and every
+// change of one, the lines, the retry index and the held counts. Each
+// method is one transaction (a read: one consistent snapshot); the
+// dispatcher and the service read through it what an attempt, a replay
+// or an ingest's bounds need.
 type Log interface {
 	// AppendEvent is ingest, in one transaction: check the tenant exists
 	// (CodeTenantNotFound) and the type is in the catalogue
@@ -110,10 +135,6 @@ type Log interface {
 	// deliveries in.Deliveries returns for the tenant's endpoints as they
 	// are in that transaction.
 	AppendEvent(ctx context.Context, in NewEvent) (IngestResult, error)
-	// Event returns the event and its deliveries (CodeEventNotFound).
-	Event(ctx context.Context, tenant, id string) (Event, []Delivery, error)
-	// Delivery returns CodeDeliveryNotFound unless tenant has delivery id.
-	Delivery(ctx context.Context, tenant, id string) (Delivery, error)
 	// AttemptInput reads, in one read transaction, what an attempt needs:
 	// the delivery, its event's stored body and its endpoint. A deleted
 	// endpoint is reported with EndpointFound false, not as an error.
@@ -152,10 +173,11 @@ type Log interface {
 	// Held counts the deliveries no scheduler has and that are not
 	// final (Held, backlog.go: waiting, paused, dead and blocking), of
 	// tenant ("": of none) and of every tenant, exactly, as of one
-	// transaction. Unless its Scheduler is a HeldCounter, the engine asks
-	// at every ingest (the pending bounds) and at a tenant's deletion: a
-	// store keeps these counts in the transactions that move deliveries
-	// in and out of these states, so that reading them is a few keys.
+	// transaction. Unless its Scheduler is a SharedScheduler (which
+	// counts them itself: HeldCounter), the engine asks at every ingest
+	// (the pending bounds) and at a tenant's deletion: a store keeps
+	// these counts in the transactions that move deliveries in and out
+	// of these states, so that reading them is a few keys.
 	Held(ctx context.Context, tenant string) (ofTenant, all Held, err error)
 }
 
@@ -171,14 +193,34 @@ type Selection struct {
 	Since, Until time.Time
 }
 
-// Listings are what the subscriber's views read: the dead letters, the
-// delivery log, the reconciliation feed and the report (listing.go).
+// Listings are what the API's and the subscriber's views read: one event
+// or delivery, the dead letters, the delivery log, the reconciliation feed
+// and the report (listing.go). Reads only: no method writes.
+//
+// A listing returns the cursor of its next page only when an item the
+// filter matches follows the page, so that has_more is true only when
+// there is more and no listing ends on an empty page; the entries after
+// the page that the filter leaves out do not count. A store that bounds
+// what one page reads (storage reads at most 20 000 entries) may return,
+// where it stopped, a short page (empty, even) with the cursor to read on
+// from: it cannot know whether more match.
 type Listings interface {
+	// Event returns the event and its deliveries (CodeEventNotFound).
+	Event(ctx context.Context, tenant, id string) (Event, []Delivery, error)
+	// Delivery returns CodeDeliveryNotFound unless tenant has delivery id.
+	Delivery(ctx context.Context, tenant, id string) (Delivery, error)
 	// DeadLetters lists the tenant's dead deliveries, oldest death first,
 	// starting after the cursor (empty: from the start), at most limit. It
 	// returns the cursor for the next page, empty at the end.
 	DeadLetters(ctx context.Context, tenant, cursor string, limit int) ([]Delivery, string, error)
-	Lister
+	// ListDeliveries pages through tenant's deliveries newest first.
+	// StateDelivering is not a stored state: f.State is never it.
+	ListDeliveries(ctx context.Context, tenant string, f DeliveryFilter) ([]Delivery, string, error)
+	// ListEvents pages through tenant's events in log order.
+	ListEvents(ctx context.Context, tenant string, f EventFilter) ([]Event, string, error)
+	// RecentEvents returns tenant's last n events with their deliveries,
+	// newest first (bodies left out).
+	RecentEvents(ctx context.Context, tenant string, n int) ([]EventDeliveries, error)
 }
 
 // NewEvent is what ingest appends.

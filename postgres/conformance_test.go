@@ -36,7 +36,7 @@ func openTest(t testing.TB, opts Options) *Store {
 	return s
 }
 
-// TestConformance runs engine.Store's conformance suite on a schema per
+// TestConformance runs engine.Backend's conformance suite on a schema per
 // subtest, with the leased Scheduler, once with secrets in plain and once
 // sealed with a key.
 func TestConformance(t *testing.T) {
@@ -53,7 +53,7 @@ func TestConformance(t *testing.T) {
 			scheds := map[*Store][]*Scheduler{}
 			storetest.Run(t, storetest.Harness{
 				Check: func(t *testing.T, s engine.Store) { checkLines(t, s.(*Store)) },
-				Open: func(t *testing.T) engine.Store {
+				Open: func(t *testing.T) engine.Backend {
 					start := time.Now()
 					s := openTest(t, Options{SecretKey: tc.key, Now: func() time.Time { return suiteEpoch.Add(time.Since(start)) }})
 					t.Cleanup(func() {
@@ -67,7 +67,7 @@ func TestConformance(t *testing.T) {
 				},
 				Purge: func(ctx context.Context, s engine.Store) error {
 					for {
-						res, err := s.(*Store).PurgeDeletedTenants(ctx, 0)
+						res, err := s.PurgeDeletedTenants(ctx, 0)
 						if err != nil || res.Tenant == "" {
 							return err
 						}

@@ -60,7 +60,7 @@ func TestStore_LockHeldByAStalledTransaction(t *testing.T) {
 	if got := s.Stalls().LockTimeouts; got == 0 {
 		t.Error("the lock wait cut short was not counted")
 	}
-	if err := s.Writable(ctx); err == nil {
+	if err := s.Writable(ctx, 0); err == nil {
 		t.Error("Writable is nil while every write waits past lock_timeout")
 	}
 	// A node that tries no write after it (idle, or out of its balancer
@@ -68,7 +68,7 @@ func TestStore_LockHeldByAStalledTransaction(t *testing.T) {
 	// has ended: both bounds later.
 	last := s.lastLockTimeout.Load()
 	s.lastLockTimeout.Store(time.Unix(0, last).Add(-(IdleInTransactionTimeout + LockTimeout)).UnixNano())
-	if err := s.Writable(ctx); err != nil {
+	if err := s.Writable(ctx, 0); err != nil {
 		t.Errorf("Writable both bounds after the last cut, with no write tried since: %v", err)
 	}
 	s.lastLockTimeout.Store(last)
@@ -79,7 +79,7 @@ func TestStore_LockHeldByAStalledTransaction(t *testing.T) {
 	if err := ingest(); err != nil {
 		t.Fatalf("an ingest after the lock went: %v", err)
 	}
-	if err := s.Writable(ctx); err != nil {
+	if err := s.Writable(ctx, 0); err != nil {
 		t.Errorf("Writable after a write committed again: %v", err)
 	}
 }

@@ -96,8 +96,8 @@ const (
 	LockTimeout              = time.Second
 )
 
-// Store is an engine.Store (and engine.Maintenance) in PostgreSQL. It is
-// safe for concurrent use, by any number of processes at once.
+// Store is an engine.Backend in PostgreSQL. It is safe for concurrent use,
+// by any number of processes at once.
 type Store struct {
 	pool   *pgxpool.Pool
 	schema string
@@ -134,10 +134,7 @@ type Store struct {
 	blockedSince, lastLockTimeout atomic.Int64
 }
 
-var (
-	_ engine.Store       = (*Store)(nil)
-	_ engine.Maintenance = (*Store)(nil)
-)
+var _ engine.Backend = (*Store)(nil)
 
 // Open connects to the database at url (a libpq URL or key/value string;
 // a multi-host URL with target_session_attrs=read-write follows a
@@ -449,10 +446,16 @@ func errTenantDeleting(id string) error {
 	return engine.Errorf(engine.CodeTenantDeleting, "tenant", "tenant %s was deleted and its data is still being removed; try again in a minute", id)
 }
 
-// Writable reports whether the database takes writes now: reachable, and
-// a primary (not a standby in recovery, not read-only). It is /readyz's
-// probe in cluster mode.
-func (s *Store) Writable(ctx context.Context) error {
+// writableWait bounds how long Writable waits for the database.
+const writableWait = 2 * time.Second
+
+// Writable reports whether the database takes writes now: reachable
+// within writableWait, and a primary (not a standby in recovery, not
+// read-only). It is /readyz's probe in cluster mode. size is not used: a
+// row's size does not decide whether PostgreSQL takes it.
+func (s *Store) Writable(ctx context.Context, size int) error {
+	ctx, cancel := context.WithTimeout(ctx, writableWait)
+	defer cancel()
 	var readOnly bool
 	err := s.pool.QueryRow(ctx, "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool").Scan(&readOnly)
 	if err != nil {
@@ -470,6 +473,10 @@ func (s *Store) Writable(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Backup returns nil: PostgreSQL has its own (pg_dump), so GET
+// /v1/admin/backup answers 404 in cluster mode.
+func (s *Store) Backup() io.WriterTo { return nil }
 
 // OldestDue returns the due time of the pending delivery due first (a
 // delivery a node holds is due when its lease ends), and whether there is

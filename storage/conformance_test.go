@@ -9,7 +9,7 @@ import (
 	"github.com/webhookd/webhookd/engine/storetest"
 )
 
-// TestConformance runs engine.Store's conformance suite on a bbolt file
+// TestConformance runs engine.Backend's conformance suite on a bbolt file
 // per subtest, with Check after each and the purge of deleted tenants done
 // as the pruner does it: once with secrets in plain and once sealed with a
 // key, so that every read of an endpoint gives back the secrets stored.
@@ -24,7 +24,7 @@ func TestConformance(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			key := tc.key(t)
 			storetest.Run(t, storetest.Harness{
-				Open: func(t *testing.T) engine.Store {
+				Open: func(t *testing.T) engine.Backend {
 					if key == nil {
 						return MustOpenDB(t)
 					}
@@ -38,7 +38,7 @@ func TestConformance(t *testing.T) {
 				},
 				Purge: func(ctx context.Context, s engine.Store) error {
 					for {
-						res, err := s.(*DB).PurgeDeletedTenants(ctx, 0)
+						res, err := s.PurgeDeletedTenants(ctx, 0)
 						if err != nil || res.Tenant == "" {
 							return err
 						}

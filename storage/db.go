@@ -57,7 +57,7 @@ var ErrInUse = errors.New("the database is in use by another webhookd process")
 var ErrClosed = errors.New("database closed")
 
 // DB is webhookd's durable state in one bbolt file. It implements
-// engine.Store. All its methods are safe for concurrent use.
+// engine.Backend. All its methods are safe for concurrent use.
 //
 // Every write goes through one commit loop that runs concurrent writes in
 // a shared transaction (group commit); every read is a bbolt read
@@ -89,10 +89,7 @@ type DB struct {
 	probe        writeProbe            // see Writable
 }
 
-var (
-	_ engine.Store       = (*DB)(nil)
-	_ engine.Maintenance = (*DB)(nil)
-)
+var _ engine.Backend = (*DB)(nil)
 
 // Open opens (creating if need be) the database file at path. It creates
 // the parent directory (0700) and the file (0600) if they are missing, and
@@ -505,6 +502,9 @@ func wrap(what string, err error) error {
 	}
 	return fmt.Errorf("storage: %s: %w", what, err)
 }
+
+// Backup returns db: its hot backup is WriteTo.
+func (db *DB) Backup() io.WriterTo { return db }
 
 // WriteTo writes a consistent copy of the whole database to w while writes
 // go on. The copy is a bbolt file that Open accepts.

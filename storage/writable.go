@@ -23,15 +23,35 @@ type writeProbe struct {
 }
 
 // Writable reports whether the database takes writes of size bytes: nil,
-// or a CodeUnavailable *engine.Error. Once a commit has failed (a full
-// disk, an I/O error) it reports that error until a probe succeeds: a
-// commit of its own that writes size bytes (pass the largest ingest), then
-// one that deletes them, made at most once per probeInterval. Other
-// commits succeeding do not clear it, because small ones can succeed in
-// the file's free pages while an ingest that must grow the file still
-// fails; and the probe does not wait for a client's write, which a load
-// balancer that took the node out of service never sends.
+// or an error that says so for the operator, whose chain holds the
+// failure. Once a commit has failed (a full disk, an I/O error) it
+// reports that failure until a probe succeeds: a commit of its own that
+// writes size bytes (pass the largest ingest), then one that deletes
+// them, made at most once per probeInterval. Other commits
+// succeeding do not clear it, because small ones can succeed in the
+// file's free pages while an ingest that must grow the file still fails;
+// and the probe does not wait for a client's write, which a load balancer
+// that took the node out of service never sends.
 func (db *DB) Writable(ctx context.Context, size int) error {
+	if err := db.writable(ctx, size); err != nil {
+		return notWritable{err}
+	}
+	return nil
+}
+
+// notWritable is Writable's answer while commits fail, in the words
+// /readyz shows; Err is the failure (the last failed commit's
+// CodeUnavailable *engine.Error, or the probe's).
+type notWritable struct{ Err error }
+
+func (e notWritable) Error() string {
+	return "storage cannot write now (the last commit failed: disk full or I/O error; see the log)"
+}
+
+func (e notWritable) Unwrap() error { return e.Err }
+
+// writable is Writable, answering the failure itself.
+func (db *DB) writable(ctx context.Context, size int) error {
 	failed := db.writeFailure.Load()
 	if failed == nil {
 		return nil

@@ -9,8 +9,6 @@ import (
 	"github.com/webhookd/webhookd/engine"
 )
 
-var _ engine.Maintenance = (*Store)(nil)
-
 // defaultPruneMax is how much one maintenance call deletes when its
 // caller says 0, as in the other stores.
 const defaultPruneMax = 500

@@ -1,7 +1,9 @@
-// Package memstore is an engine.Store that keeps everything in memory,
+// Package memstore is an engine.Backend that keeps everything in memory,
 // for tests: the engine's and httpapi's unit tests can run a Service on it
 // without a file, and the conformance suite (engine/storetest) holds it to
-// the same contract as the bbolt store, error codes included.
+// the same contract as the bbolt store, error codes included. It is the
+// template for a new store: the whole contract, with nothing of a
+// database in the way (see engine/doc.go).
 //
 // It is safe for concurrent use: one mutex guards everything, and every
 // method holds it for the whole of its work, so each method is one
@@ -13,8 +15,8 @@
 //
 // Nothing is durable: a Store is gone with the process. DeleteTenant
 // purges the tenant's data before it returns, so its id is free at once.
-// It is an engine.Maintenance too (maintenance.go), pruning what
-// retention no longer keeps as the other stores do.
+// Its Maintenance (maintenance.go) prunes what retention no longer keeps
+// as the other stores do.
 //
 // The store keeps no index: where a delivery is (due, dead, paused)
 // follows from its state alone, read when asked. The retry index is in
@@ -34,7 +36,7 @@ import (
 	"github.com/webhookd/webhookd/engine"
 )
 
-// Store is an in-memory engine.Store. The zero value is not usable: call
+// Store is an in-memory engine.Backend. The zero value is not usable: call
 // New.
 type Store struct {
 	mu         sync.Mutex
@@ -57,7 +59,7 @@ type Store struct {
 
 type keyTail struct{ endpointID, orderingKey string }
 
-var _ engine.Store = (*Store)(nil)
+var _ engine.Backend = (*Store)(nil)
 
 // event is an event of the log with the IDs of its deliveries, in ID
 // order.

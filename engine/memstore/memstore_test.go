@@ -10,6 +10,6 @@ import (
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		Open: func(*testing.T) engine.Store { return memstore.New() },
+		Open: func(*testing.T) engine.Backend { return memstore.New() },
 	})
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/webhookd/webhookd/engine"
 )
 
-// maintenanceTests hold a store's engine.Maintenance, which every store
-// implements, to the Store contract over time: what retention and the
+// maintenanceTests hold a store's engine.Maintenance to the Store
+// contract over time: what retention and the
 // purge of a deleted tenant leave behind is as consistent as a fresh
 // store, after every call. Each call is followed by the store's own
 // check (Harness.Check) and by the suite's reading of the store through
@@ -25,28 +25,17 @@ var maintenanceTests = []test{
 	{"expired idempotency keys and access tokens are pruned, max a call", testPruneKeysAndTokens},
 }
 
-// maintenance returns the store as an engine.Maintenance.
-func (f *fixture) maintenance(t *testing.T) engine.Maintenance {
-	t.Helper()
-	m, ok := f.s.(engine.Maintenance)
-	if !ok {
-		t.Fatalf("%T does not implement engine.Maintenance: every store prunes and purges", f.s)
-	}
-	return m
-}
-
 // prune runs retention r over the whole log, max events a call, as the
 // janitor does, checking the store after each call, and returns the
 // calls' results added up, their Promoted in the order reported.
 func (f *fixture) prune(t *testing.T, r engine.Retention, max int) engine.PruneResult {
 	t.Helper()
-	m := f.maintenance(t)
 	var total engine.PruneResult
 	for cursor, calls := uint64(0), 0; ; calls++ {
 		if calls > 1000 {
 			t.Fatalf("PruneEvents still goes on after %d calls", calls)
 		}
-		res, err := m.PruneEvents(t.Context(), cursor, r, max)
+		res, err := f.s.PruneEvents(t.Context(), cursor, r, max)
 		if err != nil {
 			t.Fatalf("PruneEvents(after %d): %v", cursor, err)
 		}
@@ -74,12 +63,11 @@ func (f *fixture) prune(t *testing.T, r engine.Retention, max int) engine.PruneR
 // DeleteTenant purges at once (Harness.Purge nil) has nothing left.
 func (f *fixture) purge(t *testing.T, max int) {
 	t.Helper()
-	m := f.maintenance(t)
 	for calls := 0; ; calls++ {
 		if calls > 1000 {
 			t.Fatalf("PurgeDeletedTenants still goes on after %d calls", calls)
 		}
-		res, err := m.PurgeDeletedTenants(t.Context(), max)
+		res, err := f.s.PurgeDeletedTenants(t.Context(), max)
 		if err != nil {
 			t.Fatalf("PurgeDeletedTenants: %v", err)
 		}
@@ -354,7 +342,6 @@ func testPurgeWaiting(t *testing.T, f *fixture) {
 }
 
 func testPruneKeysAndTokens(t *testing.T, f *fixture) {
-	m := f.maintenance(t)
 	f.tenant(t, "acme")
 	_, typ := f.lane(t, "acme")
 	for i, expires := range []time.Duration{time.Hour, time.Hour, 3 * time.Hour} {
@@ -375,8 +362,8 @@ func testPruneKeysAndTokens(t *testing.T, f *fixture) {
 		what  string
 		prune func(max int) (int, error)
 	}{
-		{"PruneIdempotency", func(max int) (int, error) { return m.PruneIdempotency(t.Context(), now, max) }},
-		{"PruneAccessTokens", func(max int) (int, error) { return m.PruneAccessTokens(t.Context(), now, max) }},
+		{"PruneIdempotency", func(max int) (int, error) { return f.s.PruneIdempotency(t.Context(), now, max) }},
+		{"PruneAccessTokens", func(max int) (int, error) { return f.s.PruneAccessTokens(t.Context(), now, max) }},
 	} {
 		var got []int
 		for range 4 {

@@ -69,7 +69,6 @@ func testPreviousSequence(t *testing.T, f *fixture) {
 }
 
 func testPreviousSequencePruned(t *testing.T, f *fixture) {
-	m := f.maintenance(t)
 	f.tenant(t, "acme")
 	ep, typ := f.lane(t, "acme")
 	keyed := func() engine.Delivery {
@@ -91,7 +90,7 @@ func testPreviousSequencePruned(t *testing.T, f *fixture) {
 	}
 	far := t0.Add(1000 * time.Hour)
 	for cursor := uint64(0); ; {
-		res, err := m.PruneEvents(t.Context(), cursor, engine.Retention{SucceededBefore: far, DeadBefore: far}, 0)
+		res, err := f.s.PruneEvents(t.Context(), cursor, engine.Retention{SucceededBefore: far, DeadBefore: far}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

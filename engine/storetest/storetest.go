@@ -1,12 +1,17 @@
-// Package storetest is the conformance suite of engine.Store: every
-// behaviour of the contract, one subtest each, in domain words. A store
-// implementation runs it from a test of its own package:
+// Package storetest is the conformance suite of engine.Backend (the
+// engine.Store and what a process asks of its database beside it): every
+// behaviour of the contract, one subtest each, in domain words. It is the
+// specification a store is written to: a store implementation runs it
+// from a test of its own package,
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, storetest.Harness{
-//			Open: func(t *testing.T) engine.Store { return memstore.New() },
+//			Open: func(t *testing.T) engine.Backend { return memstore.New() },
 //		})
 //	}
+//
+// and every method of every interface engine.Backend is made of (Log,
+// Records, Listings, Maintenance and its own) is called by some subtest.
 //
 // Every write the suite makes goes through the engine's transitions the
 // way the dispatcher and the service make it (NewDeliveries at ingest,
@@ -18,9 +23,8 @@
 // and lists that are empty must be empty, not nil (the API shows [] for
 // them).
 //
-// Every store implements engine.Maintenance too: the Maintenance group
-// prunes and purges as the janitor does and checks the store after every
-// call.
+// The Maintenance group prunes and purges as the janitor does and checks
+// the store after every call.
 //
 // Each subtest opens a store of its own and runs in parallel with the
 // others. Nothing in it waits for time to pass: concurrency is bounded
@@ -38,8 +42,9 @@ import (
 // Harness is the store under test.
 type Harness struct {
 	// Open returns a new, empty store for one subtest. It registers with
-	// t.Cleanup whatever closing the store needs.
-	Open func(t *testing.T) engine.Store
+	// t.Cleanup whatever closing the store needs (Close, which the suite
+	// may have called already).
+	Open func(t *testing.T) engine.Backend
 
 	// Check, when set, verifies a store's own consistency (the bbolt
 	// store's DB.Check). The suite calls it after each subtest, and
@@ -118,7 +123,7 @@ var t0 = time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.UTC)
 // the engine does.
 type fixture struct {
 	h Harness
-	s engine.Store
+	s engine.Backend
 }
 
 // check runs the harness's Check, if any.
