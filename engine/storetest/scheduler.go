@@ -97,6 +97,9 @@ var schedulerTests = []test{
 		if n != 2 {
 			t.Fatalf("Recover found %d pending, want 2", n)
 		}
+		if total, waiting := s.Counts(); total != 2 || waiting != 2 {
+			t.Errorf("recovered: Counts() = %d, %d; want 2, 2", total, waiting)
+		}
 		got := workIDs(claim(t, s, time.Second))
 		if want := []string{a.ID, b.ID}; !slices.Equal(got, want) {
 			t.Fatalf("Claim = %v, want %v", got, want)
@@ -142,6 +145,31 @@ var schedulerTests = []test{
 		}
 		if !slices.Equal(got, []string{w.DeliveryID}) {
 			t.Errorf("at its time: Claim = %v, want %v", got, []string{w.DeliveryID})
+		}
+	}},
+	{"a claim released without an outcome is offered again", func(t *testing.T, f *fixture) {
+		first, w := f.claimedOne(t)
+		first.Release(w) // the dispatcher stops with w not attempted
+		if first.Holds(w.DeliveryID) {
+			t.Errorf("still holds %s after releasing it", w.DeliveryID)
+		}
+		second, _ := f.scheduler(t) // the next process, or another
+		if got := workIDs(claim(t, second, 5*time.Second)); !slices.Equal(got, []string{w.DeliveryID}) {
+			t.Errorf("after the release: Claim = %v, want %s again", got, w.DeliveryID)
+		}
+	}},
+	{"a deleted tenant's deliveries are forgotten", func(t *testing.T, f *fixture) {
+		f.tenant(t, "acme")
+		ep, typ := f.lane(t, "acme")
+		d := f.deliver(t, ep, typ)
+		s, n := f.scheduler(t)
+		if n != 1 {
+			t.Fatalf("Recover found %d pending, want 1", n)
+		}
+		f.deleteTenant(t, "acme", t0.Add(time.Minute))
+		s.ForgetTenant("acme")
+		if got := claim(t, s, 100*time.Millisecond); len(got) != 0 || s.Holds(d.ID) {
+			t.Errorf("after the tenant's deletion: Claim = %v, holds %v; want none", workIDs(got), s.Holds(d.ID))
 		}
 	}},
 	{"scheduled while claimed is handed back at settle", func(t *testing.T, f *fixture) {
