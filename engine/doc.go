@@ -1,7 +1,8 @@
 // Package engine is webhookd's domain: events, endpoints, deliveries and
 // attempts, the retry policy, signing, and the dispatcher that makes the
-// attempts. It imports no infrastructure: storage implements its Store
-// interface, httpapi calls its Service, and main wires them together.
+// attempts. It imports no infrastructure: storage and postgres implement
+// its Backend (the Store and what a process asks of its database beside
+// it), httpapi calls its Service, and main wires them together.
 //
 // # The delivery contract
 //
@@ -90,6 +91,53 @@
 // process's, keeps every pending delivery in a timer queue in memory,
 // rebuilt at start from the store's retry index (Recover), and its leases
 // last as long as the process: the bbolt file is locked to one process.
+//
+// # Who may implement the store contract, and how
+//
+// Any package may implement a store; engine imports none of them, and
+// main picks one by [storage] driver. There are three: storage.DB (one
+// bbolt file, locked to one process), postgres.Store (a database shared
+// by several processes) and memstore.Store (memory, for tests). What a
+// store must implement is engine.Backend, every method of it: the Store
+// by role (store.go) — Log, the transactional core; Records, the plain
+// records; Listings, reads only; Maintenance, what the janitor deletes —
+// and Backend's own (backend.go): Writable, OldestDue, SecretKeyID,
+// Backup (nil when there is none), Close. The engine finds no capability
+// of a store by type assertion; a Backend that compiles has them all.
+//
+// The scheduler goes with the store. A store one process owns needs
+// nothing more: LocalScheduler keeps its due work in memory, rebuilt
+// from the store's RetryIndex. A store several processes share brings its
+// own Scheduler, and it must be a SharedScheduler (leases that may end,
+// shared endpoint bounds, tenant skipping, held counts): the one
+// capability the Dispatcher asks for, once, because a single process's
+// scheduler has none of it.
+//
+// How to write one:
+//
+//   - Start from engine/memstore, the template: the whole contract with
+//     nothing of a database in the way. One mutex is its transaction,
+//     records are copied in and out, times are kept in UTC, and where a
+//     delivery is listed follows from its state alone.
+//   - The specification is engine/storetest, not the bbolt code: run
+//     storetest.Run from a test of the new package and make every case
+//     pass (a new store starts by failing them). Harness.Check verifies
+//     the store's own indexes after each case; Purge says DeleteTenant
+//     leaves the purge for later; Scheduler and EndLeases bring a shared
+//     store's scheduler under the Scheduler cases.
+//   - Durability: a write that returns nil is durable (fsynced, or
+//     committed by the database) and survives a crash; ingest's 202 and
+//     every recorded outcome rest on it. Any other answer means nothing
+//     was written: a *Error with its Code for what is not there or not
+//     valid, CodeUnavailable for what may be tried again.
+//   - The store decides nothing. The functions it is handed are the
+//     engine's transitions (transitions.go): it applies one in a
+//     transaction, may call it again on a retry, and derives every index
+//     entry from the new state in one place, settling lines as Store's
+//     doc says.
+//   - A record or state it adds has a whole life: retention, a tenant's
+//     purge, its own check, backup and the conformance suite's
+//     Maintenance cases must know it.
 //
 // # Security
 //
