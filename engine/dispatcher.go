@@ -821,12 +821,12 @@ func (d *Dispatcher) attempt(id string, eq *endpointQueue) {
 
 // recordingPerWorker is how many outcomes per worker may wait for their
 // commit (recordLater). A commit takes the outcomes that came during the
-// one before, so at full speed about two commits' worth wait: with room
-// for only Workers of them, workers stood blocked on recordLater for half
-// their time in an execution trace of the dispatch scenario, and the
-// process used 1.6 of the 2 cores; with 4×, 1.8. Each waiting outcome
-// holds its attempt's input (the event body among it): 256 of them at the
-// default Workers are well under a megabyte of 1 KiB events.
+// one before, so at full speed about two commits' worth wait; with room
+// for fewer, workers block on recordLater instead of attempting (the
+// measurement is in docs/performance.md, "Dispatch: the CPU"). Each
+// waiting outcome holds its attempt's input (the event body among it):
+// 256 of them at the default Workers are well under a megabyte of 1 KiB
+// events.
 const recordingPerWorker = 4
 
 // recordLater records the outcome rec of an attempt of delivery id on a

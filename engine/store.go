@@ -242,17 +242,19 @@ type NewEvent struct {
 	// stored (Sequenced, with its Sequence and Seq), among its tenant's
 	// endpoints, as the store reads them inside the append's transaction,
 	// in creation order and perhaps with their secrets still sealed
-	// (NewDeliveries). endpoints are the store's to reuse once it
-	// returns: it must neither change nor keep them (a copy it may
-	// keep). It may be called more than once; the last call's result is
-	// stored, each delivery settled in its line (SettleLine), and each
-	// must be of this event and tenant. Nil: NewDeliveries with
-	// NewID. A store that numbers the event in the statement that writes
-	// its deliveries (PostgreSQL's one round trip) may call it with the
-	// event before its Sequence is known, and then stores each delivery
-	// with the event's Sequence; it must not store that way an ordered
-	// delivery, which is settled in its line (PostgreSQL takes its full
-	// path for an event with one).
+	// (NewDeliveries). Nil: NewDeliveries with NewID. The store:
+	//
+	//   - must neither change nor keep endpoints, which are its to reuse
+	//     once Deliveries returns (a copy it may keep);
+	//   - may call it more than once, and stores the last call's result,
+	//     each delivery settled in its line (SettleLine); each must be of
+	//     this event and tenant;
+	//   - may call it with ev before its Sequence is known, if it numbers
+	//     the event in the statement that writes the deliveries, and then
+	//     stores each delivery with the event's Sequence; but not when a
+	//     delivery is ordered (has a Line): that one is settled in its line
+	//     with the Sequence known, so the store takes a path that numbers
+	//     the event first.
 	//
 	// When ev has an OrderingKey the store sets each delivery's
 	// PreviousSequence, in the same transaction, to the Sequence of the

@@ -23,10 +23,9 @@ import (
 // maxIngestBatches bounds the ingest writes one node runs at once. One:
 // the more a write carries, the fewer commits the server makes for the
 // same events, and with several nodes each node's share of the load is
-// smaller (bench cluster, same hour, 3 nodes: 36-37% of one bbolt
-// node's rate with two writes at once, 41-48% with one). What a write
-// waits for (a tenant's deletion, a key another transaction holds),
-// every ingest of this node behind it waits for too.
+// smaller (docs/performance.md, "Cluster: the CPU"). What a write waits
+// for (a tenant's deletion, a key another transaction holds), every
+// ingest of this node behind it waits for too.
 const maxIngestBatches = 1
 
 // maxIngestBatch bounds the events of one write.

@@ -449,10 +449,9 @@ func (db *DB) commit(batch []op) {
 // keys grow with time: an ID made by engine.NewID, a log position, a due
 // or expiry time, each after a tenant or an endpoint. New keys land at the
 // end, or at a tenant's end, so a half-full page stays half full. Filled
-// pages cut the pages a commit writes: a ten-way fan-out ingest's commits
-// wrote 90 pages each with the default and 56 with these, the dispatch
-// bench's commits 31 and 24, and its file ended 64 MiB instead of 97.
-// Where a key is also written in the middle (a delivery's record grows with
+// pages cut the pages a commit writes and the file's size by a quarter to
+// two fifths in the benches (docs/performance.md, "filled pages"). Where a key is also written in
+// the middle (a delivery's record grows with
 // each attempt; a retry is due later than the deliveries made since) a
 // tenth is left free, so one insert does not split a full page.
 var fillPercents = []struct {
