@@ -72,7 +72,7 @@ func (s *Service) putTenant(ctx context.Context, id string, in TenantInput) (Ten
 			return Tenant{}, false, errWrongEnvironment(id, old.Environment)
 		}
 		if env != "" && env != old.Environment {
-			return Tenant{}, false, Errorf(CodeInvalidField, "environment", "tenant %s is %s; a tenant's environment never changes (make a new tenant instead)", id, old.Environment)
+			return Tenant{}, false, EnvironmentNeverChanges(id, old.Environment)
 		}
 		env = old.Environment
 	case ErrorCode(err) == CodeTenantNotFound:

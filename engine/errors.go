@@ -94,3 +94,125 @@ func EventNotFound() *Error { return Errorf(CodeEventNotFound, "id", "no such ev
 
 // DeliveryNotFound is the error for a delivery the tenant does not have.
 func DeliveryNotFound() *Error { return Errorf(CodeDeliveryNotFound, "id", "no such delivery") }
+
+// The errors a Store gives for a request it refuses, one constructor per
+// condition: a store picks one and never words an error itself, so every
+// store answers the same code, field and words (engine/storetest holds
+// them to it). The HTTP API shows them as they are here.
+
+// TenantDeleting is the error for a tenant id whose deleted tenant's data
+// is still being purged.
+func TenantDeleting(id string) *Error {
+	return Errorf(CodeTenantDeleting, "tenant", "tenant %s was deleted and its data is still being purged; its id can be used again once that is done", id)
+}
+
+// InvalidTenantID is the error for a tenant id a store cannot key: empty,
+// or holding a NUL byte.
+func InvalidTenantID() *Error {
+	return Errorf(CodeInvalidField, "tenant", "tenant id must not be empty or contain a NUL byte")
+}
+
+// EnvironmentNeverChanges is the error for an update of tenant id, which
+// is in environment env, that names another environment.
+func EnvironmentNeverChanges(id string, env Environment) *Error {
+	return Errorf(CodeInvalidField, "environment", "tenant %s is %s; a tenant's environment never changes (make a new tenant instead)", id, env)
+}
+
+// EmptyEventTypeName is the error for an event type entry without a name.
+func EmptyEventTypeName() *Error {
+	return Errorf(CodeInvalidField, "type", "event type must not be empty")
+}
+
+// EventTypeNotFound is the error for an event type name not in the
+// catalogue, where one is looked up (not where an event names it: that
+// is UnknownEventType).
+func EventTypeNotFound(name string) *Error {
+	return Errorf(CodeNotFound, "type", "no event type %s in the catalogue", name)
+}
+
+// EmptyEndpointID is the error for an endpoint without an id.
+func EmptyEndpointID() *Error {
+	return Errorf(CodeInvalidField, "id", "endpoint id must not be empty")
+}
+
+// EndpointLimitReached is the error for a new endpoint of a tenant that has
+// limit endpoints already. The Service answers its own, which names the
+// setting.
+func EndpointLimitReached(limit int) *Error {
+	return Errorf(CodeLimitReached, "", "the tenant has %d endpoints, the most it may have", limit)
+}
+
+// AccessTokenNotFound is the error for an access token the tenant does not
+// have.
+func AccessTokenNotFound() *Error { return Errorf(CodeNotFound, "id", "no such access token") }
+
+// InvalidEventID is the error for an event id a store cannot key: empty,
+// or holding a NUL byte.
+func InvalidEventID() *Error {
+	return Errorf(CodeInvalidField, "id", "event id must not be empty or contain a NUL byte")
+}
+
+// EventTypeRequired is the error for an event without a type.
+func EventTypeRequired() *Error { return Errorf(CodeInvalidField, "type", "type is required") }
+
+// UnknownEventType is the error for an event of type name, which is not in
+// the catalogue.
+func UnknownEventType(name string) *Error {
+	return Errorf(CodeUnknownEventType, "type", "event type %q is not in the catalogue; add it with PUT /v1/event-types/%s", name, name)
+}
+
+// IdempotencyConflict is the error for an Idempotency-Key sent again, within
+// its window, with another request.
+func IdempotencyConflict() *Error {
+	return Errorf(CodeIdempotencyConflict, "Idempotency-Key", "this Idempotency-Key was used with a different request; send a new key for a new event")
+}
+
+// InvalidLimit is the error for a page limit below 1.
+func InvalidLimit() *Error { return Errorf(CodeInvalidField, "limit", "limit must be at least 1") }
+
+// InvalidCursor is the error for a page cursor (field "cursor") that the
+// listing did not return: of the delivery log or the dead letters.
+func InvalidCursor() *Error {
+	return Errorf(CodeInvalidField, "cursor", "cursor is not one this listing returned")
+}
+
+// InvalidFeedCursor is the error for an EventFilter.After that the event
+// feed did not return.
+func InvalidFeedCursor() *Error {
+	return Errorf(CodeInvalidField, "after", "after is not a cursor this feed returned")
+}
+
+// The CodeUnavailable errors of a store: the write was not made and may be
+// made if sent again later. cause is wrapped for the operator's log, never
+// shown to the client.
+
+// StorageClosed is the error of a write sent to a store that is closed.
+func StorageClosed(cause error) *Error {
+	return &Error{Code: CodeUnavailable, Message: "storage is closed", Err: cause}
+}
+
+// CommitFailed is the error of a write whose commit failed (a full disk,
+// an I/O error).
+func CommitFailed(cause error) *Error {
+	return &Error{Code: CodeUnavailable, Message: "storage cannot write now; retry later", Err: cause}
+}
+
+// DatabaseUnavailable is the error of a write to a database that is not
+// there or does not take writes now (unreachable, shutting down,
+// read-only).
+func DatabaseUnavailable(cause error) *Error {
+	return &Error{Code: CodeUnavailable, Message: "the database cannot take writes now; retry later", Err: cause}
+}
+
+// LockUnavailable is the error of a write that waited past its bound for a
+// lock another transaction holds.
+func LockUnavailable(cause error) *Error {
+	return &Error{Code: CodeUnavailable, Message: "a lock this write needs is held by another transaction (a node stalled in one?); retry later", Err: cause}
+}
+
+// NoSpaceForBackup is the error of a backup that needs need bytes free
+// beside the database, free are, of which headroom are to be left for
+// ingest.
+func NoSpaceForBackup(free, need, headroom uint64) *Error {
+	return Errorf(CodeUnavailable, "", "not enough free space beside the database for the backup's temporary copy: %d MiB free, %d MiB needed (the file and %d MiB left for ingest)", free>>20, need>>20, headroom>>20)
+}

@@ -97,7 +97,7 @@ func (s *Service) listDelivering(ctx context.Context, tenant string, f DeliveryF
 	if f.Cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(f.Cursor)
 		if err != nil || len(b) < 9 {
-			return nil, "", Errorf(CodeInvalidField, "cursor", "cursor is not one this listing returned")
+			return nil, "", InvalidCursor()
 		}
 		after = &Delivery{Sequence: binary.BigEndian.Uint64(b), ID: string(b[8:])}
 	}

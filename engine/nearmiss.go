@@ -11,7 +11,9 @@ func unknownEventType(field, name string, catalogue []EventType) *Error {
 	if near := closest(name, names); near != "" {
 		return Errorf(CodeUnknownEventType, field, "event type %q is not in the catalogue; did you mean %q? (a new type is added with PUT /v1/event-types/%s)", name, near, name)
 	}
-	return Errorf(CodeUnknownEventType, field, "event type %q is not in the catalogue; add it with PUT /v1/event-types/%s", name, name)
+	e := UnknownEventType(name)
+	e.Field = field
+	return e
 }
 
 // closest returns the candidate nearest to s by edit distance when it is

@@ -667,7 +667,7 @@ func PrepareEvent(tenant string, in IngestInput, opts IngestOptions) (NewEvent, 
 		opts.Now = time.Now
 	}
 	if in.Type == "" {
-		return NewEvent{}, Errorf(CodeInvalidField, "type", "type is required")
+		return NewEvent{}, EventTypeRequired()
 	}
 	if err := ValidateEventType("type", in.Type); err != nil {
 		return NewEvent{}, err

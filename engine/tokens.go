@@ -162,7 +162,7 @@ func (s *Service) AccessTokens(ctx context.Context, tenant string) ([]AccessToke
 // an error.
 func (s *Service) RevokeAccessToken(ctx context.Context, tenant, id string) (AccessToken, error) {
 	if !validID(id) || !strings.HasPrefix(id, "tok_") {
-		return AccessToken{}, Errorf(CodeNotFound, "id", "no such access token")
+		return AccessToken{}, AccessTokenNotFound()
 	}
 	if _, err := s.Tenant(ctx, tenant); err != nil {
 		return AccessToken{}, err
