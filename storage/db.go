@@ -284,7 +284,7 @@ func (db *DB) enqueue(ctx context.Context, q chan<- op, fn func(*bolt.Tx) error)
 	db.closeMu.RLock()
 	if db.closed {
 		db.closeMu.RUnlock()
-		return unavailable("storage is closed", ErrClosed)
+		return engine.StorageClosed(ErrClosed)
 	}
 	select {
 	case q <- o:
@@ -294,12 +294,6 @@ func (db *DB) enqueue(ctx context.Context, q chan<- op, fn func(*bolt.Tx) error)
 		return ctx.Err()
 	}
 	return <-o.result
-}
-
-// unavailable is the error of a write that could not be committed: the
-// client may retry it later.
-func unavailable(msg string, cause error) error {
-	return &engine.Error{Code: engine.CodeUnavailable, Message: msg, Err: cause}
 }
 
 // run is the commit loop. It takes the first queued write, drains what
@@ -415,7 +409,7 @@ func (db *DB) commit(batch []op) {
 		}
 		if err != nil {
 			db.failures.Add(1)
-			uerr := unavailable("storage cannot write now; retry later", fmt.Errorf("storage: commit: %w", err))
+			var uerr error = engine.CommitFailed(fmt.Errorf("storage: commit: %w", err))
 			db.writeFailure.Store(&uerr)
 			for _, o := range live {
 				o.result <- uerr
@@ -525,7 +519,7 @@ func (db *DB) WriteTo(w io.Writer) (int64, error) {
 	if fi, err := os.Stat(db.path); err == nil {
 		need := uint64(fi.Size()) + backupHeadroom
 		if free, ok := freeSpace(dir); ok && free < need {
-			return 0, unavailable(fmt.Sprintf("not enough free space beside the database for the backup's temporary copy: %d MiB free, %d MiB needed (the file and %d MiB left for ingest)", free>>20, need>>20, backupHeadroom>>20), nil)
+			return 0, engine.NoSpaceForBackup(free, need, backupHeadroom)
 		}
 	}
 	f, err := os.CreateTemp(dir, ".webhookd-backup-*")

@@ -299,13 +299,13 @@ func selectDeliveries(tx *bolt.Tx, sel engine.Selection, max int) ([]string, err
 // that does not decode is CodeInvalidField ("cursor").
 func (db *DB) DeadLetters(ctx context.Context, tenant, cursor string, limit int) ([]engine.Delivery, string, error) {
 	if limit < 1 {
-		return nil, "", engine.Errorf(engine.CodeInvalidField, "limit", "limit must be at least 1")
+		return nil, "", engine.InvalidLimit()
 	}
 	var after []byte
 	if cursor != "" {
 		var err error
 		if after, err = decodeCursor(cursor); err != nil {
-			return nil, "", engine.Errorf(engine.CodeInvalidField, "cursor", "cursor is not one this server returned")
+			return nil, "", engine.InvalidCursor()
 		}
 	}
 	out := []engine.Delivery{}

@@ -25,13 +25,13 @@ func validTenantID(id string) bool {
 // CodeInvalidField "environment" and changes nothing.
 func (db *DB) PutTenant(ctx context.Context, t engine.Tenant) (engine.Tenant, bool, error) {
 	if !validTenantID(t.ID) {
-		return engine.Tenant{}, false, engine.Errorf(engine.CodeInvalidField, "tenant", "tenant id must not be empty or contain a NUL byte")
+		return engine.Tenant{}, false, engine.InvalidTenantID()
 	}
 	var out engine.Tenant
 	var created bool
 	err := db.update(ctx, func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketDeletedTenants).Get([]byte(t.ID)) != nil {
-			return errTenantDeleting(t.ID)
+			return engine.TenantDeleting(t.ID)
 		}
 		b := tx.Bucket(bucketTenants)
 		next := t
@@ -42,7 +42,7 @@ func (db *DB) PutTenant(ctx context.Context, t engine.Tenant) (engine.Tenant, bo
 				return err
 			}
 			if t.Environment != "" && t.Environment != old.Environment {
-				return engine.Errorf(engine.CodeInvalidField, "environment", "tenant %s is %s; a tenant's environment never changes", t.ID, old.Environment)
+				return engine.EnvironmentNeverChanges(t.ID, old.Environment)
 			}
 			next = old
 			next.Name, next.Updated = t.Name, t.Updated
@@ -89,7 +89,7 @@ func (db *DB) DeleteEventType(ctx context.Context, name string) error {
 	err := db.update(ctx, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketEventTypes)
 		if b.Get([]byte(name)) == nil {
-			return engine.Errorf(engine.CodeNotFound, "type", "no event type %s in the catalogue", name)
+			return engine.EventTypeNotFound(name)
 		}
 		return b.Delete([]byte(name))
 	})
@@ -103,7 +103,7 @@ func (db *DB) DeleteEventType(ctx context.Context, name string) error {
 // and Example (and Updated). It returns the stored entry and whether it was created.
 func (db *DB) PutEventType(ctx context.Context, et engine.EventType) (engine.EventType, bool, error) {
 	if et.Name == "" {
-		return engine.EventType{}, false, engine.Errorf(engine.CodeInvalidField, "type", "event type must not be empty")
+		return engine.EventType{}, false, engine.EmptyEventTypeName()
 	}
 	var out engine.EventType
 	var created bool
@@ -160,7 +160,7 @@ func (db *DB) EventTypes(ctx context.Context) ([]engine.EventType, error) {
 // than limit endpoints (CodeLimitReached).
 func (db *DB) CreateEndpoint(ctx context.Context, ep engine.Endpoint, limit int) error {
 	if ep.ID == "" {
-		return engine.Errorf(engine.CodeInvalidField, "id", "endpoint id must not be empty")
+		return engine.EmptyEndpointID()
 	}
 	v, err := encodeEndpoint(db.sealSecrets(ep))
 	if err != nil {
@@ -172,7 +172,7 @@ func (db *DB) CreateEndpoint(ctx context.Context, ep engine.Endpoint, limit int)
 		}
 		b := tx.Bucket(bucketEndpoints)
 		if limit > 0 && countPrefix(b, tenantPrefix(ep.TenantID), limit) >= limit {
-			return engine.Errorf(engine.CodeLimitReached, "", "the tenant has %d endpoints, the most it may have", limit)
+			return engine.EndpointLimitReached(limit)
 		}
 		k := endpointKey(ep.TenantID, ep.ID)
 		if b.Get(k) != nil {

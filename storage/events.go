@@ -28,10 +28,10 @@ import (
 func (db *DB) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.IngestResult, error) {
 	ev := in.Event
 	if ev.ID == "" || strings.ContainsRune(ev.ID, sep) {
-		return engine.IngestResult{}, engine.Errorf(engine.CodeInvalidField, "id", "event id must not be empty or contain a NUL byte")
+		return engine.IngestResult{}, engine.InvalidEventID()
 	}
 	if ev.Type == "" {
-		return engine.IngestResult{}, engine.Errorf(engine.CodeInvalidField, "type", "type is required")
+		return engine.IngestResult{}, engine.EventTypeRequired()
 	}
 	// Check first in a read transaction, so that a refused or duplicate
 	// ingest never enters the commit loop, where a failing write costs
@@ -73,8 +73,7 @@ func checkIngest(tx *bolt.Tx, in engine.NewEvent) (dup *engine.IngestResult, exp
 		return nil, nil, engine.TenantNotFound()
 	}
 	if tx.Bucket(bucketEventTypes).Get([]byte(ev.Type)) == nil {
-		return nil, nil, engine.Errorf(engine.CodeUnknownEventType, "type",
-			"event type %q is not in the catalogue; add it with PUT /v1/event-types/%s", ev.Type, ev.Type)
+		return nil, nil, engine.UnknownEventType(ev.Type)
 	}
 	if in.IdempotencyKey == "" {
 		return nil, nil, nil
@@ -91,8 +90,7 @@ func checkIngest(tx *bolt.Tx, in engine.NewEvent) (dup *engine.IngestResult, exp
 		return nil, &rec, nil
 	}
 	if rec.RequestHash != in.RequestHash {
-		return nil, nil, engine.Errorf(engine.CodeIdempotencyConflict, "Idempotency-Key",
-			"this Idempotency-Key was used with a different request; send a new key for a new event")
+		return nil, nil, engine.IdempotencyConflict()
 	}
 	first, ds, err := getEvent(tx, rec.EventID)
 	if err != nil {

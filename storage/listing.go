@@ -66,14 +66,14 @@ const sinceSlack = time.Minute
 // ("cursor") for a cursor this listing did not return.
 func (db *DB) ListDeliveries(ctx context.Context, tenant string, f engine.DeliveryFilter) ([]engine.Delivery, string, error) {
 	if f.Limit < 1 {
-		return nil, "", engine.Errorf(engine.CodeInvalidField, "limit", "limit must be at least 1")
+		return nil, "", engine.InvalidLimit()
 	}
 	prefix := tenantPrefix(tenant)
 	start := append(bytes.Clone(prefix[:len(prefix)-1]), sep+1) // just past the tenant's keys
 	if f.Cursor != "" {
 		from, err := decodeCursor(f.Cursor)
 		if err != nil || len(from) < 8 {
-			return nil, "", engine.Errorf(engine.CodeInvalidField, "cursor", "cursor is not one this listing returned")
+			return nil, "", engine.InvalidCursor()
 		}
 		start = append(bytes.Clone(prefix), from...)
 	}
@@ -134,13 +134,13 @@ func seekAtOrBefore(c *bolt.Cursor, key []byte) []byte {
 // number.
 func (db *DB) ListEvents(ctx context.Context, tenant string, f engine.EventFilter) ([]engine.Event, string, error) {
 	if f.Limit < 1 {
-		return nil, "", engine.Errorf(engine.CodeInvalidField, "limit", "limit must be at least 1")
+		return nil, "", engine.InvalidLimit()
 	}
 	var after uint64
 	if f.After != "" {
 		var err error
 		if after, err = strconv.ParseUint(f.After, 10, 64); err != nil {
-			return nil, "", engine.Errorf(engine.CodeInvalidField, "after", "after is not a cursor this feed returned")
+			return nil, "", engine.InvalidFeedCursor()
 		}
 	}
 	out := []engine.Event{}

@@ -12,10 +12,6 @@ import (
 	"github.com/webhookd/webhookd/engine"
 )
 
-func errTenantDeleting(id string) error {
-	return engine.Errorf(engine.CodeTenantDeleting, "tenant", "tenant %s was deleted and its data is still being purged; its id can be used again once that is done", id)
-}
-
 // DeleteTenant deletes tenant id, in one transaction: its record leaves
 // tenants for deleted_tenants (value: deletion time, unix nanoseconds), so
 // from the commit on every read and write that names the tenant finds none

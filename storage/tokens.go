@@ -67,10 +67,6 @@ func tenantAccessTokenKey(tenant, id string) []byte {
 	return append(tenantPrefix(tenant), id...)
 }
 
-func errAccessTokenNotFound() error {
-	return engine.Errorf(engine.CodeNotFound, "id", "no such access token")
-}
-
 // CreateAccessToken stores t under hash (the token's SHA-256) and indexes
 // it under its tenant, in one transaction. CodeTenantNotFound when the
 // tenant does not exist.
@@ -158,11 +154,11 @@ func (db *DB) RevokeAccessToken(ctx context.Context, tenant, id string, at time.
 	var revoked bool
 	err := db.update(ctx, func(tx *bolt.Tx) error {
 		if !validTenantID(tenant) {
-			return errAccessTokenNotFound()
+			return engine.AccessTokenNotFound()
 		}
 		hash := tx.Bucket(bucketTenantAccessTokens).Get(tenantAccessTokenKey(tenant, id))
 		if hash == nil {
-			return errAccessTokenNotFound()
+			return engine.AccessTokenNotFound()
 		}
 		b := tx.Bucket(bucketAccessTokens)
 		t, err := decodeAccessToken(b.Get(hash))
