@@ -40,13 +40,13 @@ func decodeCursor(cursor string) (uint64, string, error) {
 // listing did not return is CodeInvalidField "cursor".
 func (s *Store) DeadLetters(ctx context.Context, tenant, cursor string, limit int) ([]engine.Delivery, string, error) {
 	if limit < 1 {
-		return nil, "", errLimit("limit")
+		return nil, "", engine.InvalidLimit()
 	}
 	var after *engine.Delivery // the position of the cursor
 	if cursor != "" {
 		ns, id, err := decodeCursor(cursor)
 		if err != nil || id == "" {
-			return nil, "", engine.Errorf(engine.CodeInvalidField, "cursor", "cursor is not one this server returned")
+			return nil, "", engine.InvalidCursor()
 		}
 		after = &engine.Delivery{ID: id, DeadAt: time.Unix(0, int64(ns))}
 	}
@@ -93,13 +93,13 @@ func newestFirst(a, b logEntry) int {
 // CodeInvalidField "cursor".
 func (s *Store) ListDeliveries(ctx context.Context, tenant string, f engine.DeliveryFilter) ([]engine.Delivery, string, error) {
 	if f.Limit < 1 {
-		return nil, "", errLimit("limit")
+		return nil, "", engine.InvalidLimit()
 	}
 	from := logEntry{seq: ^uint64(0), d: &engine.Delivery{ID: "\xff"}}
 	if f.Cursor != "" {
 		seq, id, err := decodeCursor(f.Cursor)
 		if err != nil {
-			return nil, "", engine.Errorf(engine.CodeInvalidField, "cursor", "cursor is not one this listing returned")
+			return nil, "", engine.InvalidCursor()
 		}
 		from = logEntry{seq: seq, d: &engine.Delivery{ID: id}}
 	}
@@ -137,13 +137,13 @@ func (s *Store) ListDeliveries(ctx context.Context, tenant string, f engine.Deli
 // empty when no event after the page matches.
 func (s *Store) ListEvents(ctx context.Context, tenant string, f engine.EventFilter) ([]engine.Event, string, error) {
 	if f.Limit < 1 {
-		return nil, "", errLimit("limit")
+		return nil, "", engine.InvalidLimit()
 	}
 	var after uint64
 	if f.After != "" {
 		var err error
 		if after, err = strconv.ParseUint(f.After, 10, 64); err != nil {
-			return nil, "", engine.Errorf(engine.CodeInvalidField, "after", "after is not a cursor this feed returned")
+			return nil, "", engine.InvalidFeedCursor()
 		}
 	}
 	if err := s.lock(ctx); err != nil {

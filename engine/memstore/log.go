@@ -20,10 +20,10 @@ import (
 func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.IngestResult, error) {
 	ev := in.Event
 	if ev.ID == "" || strings.ContainsRune(ev.ID, 0) {
-		return engine.IngestResult{}, engine.Errorf(engine.CodeInvalidField, "id", "event id must not be empty or contain a NUL byte")
+		return engine.IngestResult{}, engine.InvalidEventID()
 	}
 	if ev.Type == "" {
-		return engine.IngestResult{}, engine.Errorf(engine.CodeInvalidField, "type", "type is required")
+		return engine.IngestResult{}, engine.EventTypeRequired()
 	}
 	if err := s.lock(ctx); err != nil {
 		return engine.IngestResult{}, err
@@ -33,14 +33,12 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 		return engine.IngestResult{}, engine.TenantNotFound()
 	}
 	if _, ok := s.eventTypes[ev.Type]; !ok {
-		return engine.IngestResult{}, engine.Errorf(engine.CodeUnknownEventType, "type",
-			"event type %q is not in the catalogue; add it with PUT /v1/event-types/%s", ev.Type, ev.Type)
+		return engine.IngestResult{}, engine.UnknownEventType(ev.Type)
 	}
 	key := idempotencyKey{ev.TenantID, in.IdempotencyKey}
 	if rec, ok := s.idempotency[key]; ok && in.IdempotencyKey != "" && ev.Created.Before(rec.expires) {
 		if rec.hash != in.RequestHash {
-			return engine.IngestResult{}, engine.Errorf(engine.CodeIdempotencyConflict, "Idempotency-Key",
-				"this Idempotency-Key was used with a different request; send a new key for a new event")
+			return engine.IngestResult{}, engine.IdempotencyConflict()
 		}
 		first, ok := s.events[rec.eventID]
 		if !ok {

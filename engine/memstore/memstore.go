@@ -101,12 +101,6 @@ func (s *Store) lock(ctx context.Context) error {
 	return nil
 }
 
-// The errors every store gives for what is not there.
-
-func errLimit(field string) error {
-	return engine.Errorf(engine.CodeInvalidField, field, "limit must be at least 1")
-}
-
 // validTenantID reports whether id can name a tenant in any store: not
 // empty and without a NUL byte (the bbolt store's key separator).
 func validTenantID(id string) bool {

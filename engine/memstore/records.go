@@ -17,7 +17,7 @@ import (
 // with CodeInvalidField "environment" and changes nothing.
 func (s *Store) PutTenant(ctx context.Context, t engine.Tenant) (engine.Tenant, bool, error) {
 	if !validTenantID(t.ID) {
-		return engine.Tenant{}, false, engine.Errorf(engine.CodeInvalidField, "tenant", "tenant id must not be empty or contain a NUL byte")
+		return engine.Tenant{}, false, engine.InvalidTenantID()
 	}
 	if err := s.lock(ctx); err != nil {
 		return engine.Tenant{}, false, err
@@ -33,7 +33,7 @@ func (s *Store) PutTenant(ctx context.Context, t engine.Tenant) (engine.Tenant, 
 		return t, true, nil
 	}
 	if t.Environment != "" && t.Environment != old.Environment {
-		return engine.Tenant{}, false, engine.Errorf(engine.CodeInvalidField, "environment", "tenant %s is %s; a tenant's environment never changes", t.ID, old.Environment)
+		return engine.Tenant{}, false, engine.EnvironmentNeverChanges(t.ID, old.Environment)
 	}
 	old.Name, old.Updated = t.Name, utc(t.Updated)
 	s.tenants[t.ID] = old
@@ -99,7 +99,7 @@ func (s *Store) DeleteTenant(ctx context.Context, id string, _ time.Time) error 
 // and Example (and Updated).
 func (s *Store) PutEventType(ctx context.Context, et engine.EventType) (engine.EventType, bool, error) {
 	if et.Name == "" {
-		return engine.EventType{}, false, engine.Errorf(engine.CodeInvalidField, "type", "event type must not be empty")
+		return engine.EventType{}, false, engine.EmptyEventTypeName()
 	}
 	if err := s.lock(ctx); err != nil {
 		return engine.EventType{}, false, err
@@ -123,7 +123,7 @@ func (s *Store) DeleteEventType(ctx context.Context, name string) error {
 	}
 	defer s.mu.Unlock()
 	if _, ok := s.eventTypes[name]; !ok {
-		return engine.Errorf(engine.CodeNotFound, "type", "no event type %s in the catalogue", name)
+		return engine.EventTypeNotFound(name)
 	}
 	delete(s.eventTypes, name)
 	return nil
@@ -143,7 +143,7 @@ func (s *Store) EventTypes(ctx context.Context) ([]engine.EventType, error) {
 // endpoints already.
 func (s *Store) CreateEndpoint(ctx context.Context, ep engine.Endpoint, limit int) error {
 	if ep.ID == "" {
-		return engine.Errorf(engine.CodeInvalidField, "id", "endpoint id must not be empty")
+		return engine.EmptyEndpointID()
 	}
 	if err := s.lock(ctx); err != nil {
 		return err
@@ -154,7 +154,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, ep engine.Endpoint, limit in
 	}
 	eps := s.endpoints[ep.TenantID]
 	if limit > 0 && len(eps) >= limit {
-		return engine.Errorf(engine.CodeLimitReached, "", "the tenant has %d endpoints, the most it may have", limit)
+		return engine.EndpointLimitReached(limit)
 	}
 	if _, ok := eps[ep.ID]; ok {
 		return fmt.Errorf("memstore: create endpoint %s: endpoint id exists", ep.ID)
@@ -299,5 +299,5 @@ func (s *Store) RevokeAccessToken(ctx context.Context, tenant, id string, at tim
 		s.tokens[hash] = t
 		return t, true, nil
 	}
-	return engine.AccessToken{}, false, engine.Errorf(engine.CodeNotFound, "id", "no such access token")
+	return engine.AccessToken{}, false, engine.AccessTokenNotFound()
 }
