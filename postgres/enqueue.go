@@ -66,7 +66,7 @@ type EnqueueOptions struct {
 // version (Open); otherwise EnqueueTx returns an error that says so.
 func EnqueueTx(ctx context.Context, tx pgx.Tx, tenant string, in engine.IngestInput, opts EnqueueOptions) (engine.IngestResult, error) {
 	if err := engine.ValidateTenantID(tenant); err != nil {
-		return engine.IngestResult{}, engine.Errorf(engine.CodeTenantNotFound, "tenant", "no such tenant")
+		return engine.IngestResult{}, engine.TenantNotFound()
 	}
 	ne, err := engine.PrepareEvent(tenant, in, opts.IngestOptions)
 	if err != nil {

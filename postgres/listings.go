@@ -40,14 +40,14 @@ func decodeCursor(cursor string) (int64, string, error) {
 // neither repeats nor skips one.
 func (s *Store) DeadLetters(ctx context.Context, tenant, cursor string, limit int) ([]engine.Delivery, string, error) {
 	if limit < 1 {
-		return nil, "", errLimit("limit")
+		return nil, "", engine.InvalidLimit()
 	}
 	var after int64 = -1 << 63
 	afterID := ""
 	if cursor != "" {
 		var err error
 		if after, afterID, err = decodeCursor(cursor); err != nil {
-			return nil, "", engine.Errorf(engine.CodeInvalidField, "cursor", "cursor is not one this server returned")
+			return nil, "", engine.InvalidCursor()
 		}
 	}
 	ds, err := collectDocs[engine.Delivery](ctx, s.pool, `SELECT doc FROM deliveries
@@ -69,14 +69,14 @@ func (s *Store) DeadLetters(ctx context.Context, tenant, cursor string, limit in
 // next page starts at, so deliveries made meanwhile never shift it.
 func (s *Store) ListDeliveries(ctx context.Context, tenant string, f engine.DeliveryFilter) ([]engine.Delivery, string, error) {
 	if f.Limit < 1 {
-		return nil, "", errLimit("limit")
+		return nil, "", engine.InvalidLimit()
 	}
 	var from *int64 // nil: from the newest
 	fromID := ""
 	if f.Cursor != "" {
 		seq, id, err := decodeCursor(f.Cursor)
 		if err != nil {
-			return nil, "", engine.Errorf(engine.CodeInvalidField, "cursor", "cursor is not one this listing returned")
+			return nil, "", engine.InvalidCursor()
 		}
 		from, fromID = &seq, id
 	}
@@ -148,13 +148,13 @@ const feedWait = LockTimeout + IdleInTransactionTimeout
 // one it does, so a reader following the cursors never misses one.
 func (s *Store) ListEvents(ctx context.Context, tenant string, f engine.EventFilter) ([]engine.Event, string, error) {
 	if f.Limit < 1 {
-		return nil, "", errLimit("limit")
+		return nil, "", engine.InvalidLimit()
 	}
 	var after int64 = -1
 	if f.After != "" {
 		a, err := strconv.ParseUint(f.After, 10, 63)
 		if err != nil {
-			return nil, "", engine.Errorf(engine.CodeInvalidField, "after", "after is not a cursor this feed returned")
+			return nil, "", engine.InvalidFeedCursor()
 		}
 		after = int64(a)
 	}

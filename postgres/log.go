@@ -307,10 +307,10 @@ func sequenced(in engine.NewEvent, stored engine.Event, seq, sequence int64) eng
 // newStoredEvent checks ev and returns it as it is stored.
 func newStoredEvent(ev engine.Event) (engine.Event, error) {
 	if ev.ID == "" || strings.ContainsRune(ev.ID, 0) {
-		return engine.Event{}, engine.Errorf(engine.CodeInvalidField, "id", "event id must not be empty or contain a NUL byte")
+		return engine.Event{}, engine.InvalidEventID()
 	}
 	if ev.Type == "" {
-		return engine.Event{}, engine.Errorf(engine.CodeInvalidField, "type", "type is required")
+		return engine.Event{}, engine.EventTypeRequired()
 	}
 	stored := ev
 	stored.Created = utc(ev.Created)
@@ -462,8 +462,7 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	case !tenantFound:
 		return engine.IngestResult{}, seen, engine.TenantNotFound()
 	case !known:
-		return engine.IngestResult{}, seen, engine.Errorf(engine.CodeUnknownEventType, "type",
-			"event type %q is not in the catalogue; add it with PUT /v1/event-types/%s", ev.Type, ev.Type)
+		return engine.IngestResult{}, seen, engine.UnknownEventType(ev.Type)
 	case in.IdempotencyKey != "" && !keyClaimed:
 		dup, err := duplicateOf(ctx, tx, in)
 		if err != nil {
@@ -526,8 +525,7 @@ func duplicateOf(ctx context.Context, tx pgx.Tx, in engine.NewEvent) (*engine.In
 		return nil, err
 	}
 	if string(hash) != string(in.RequestHash[:]) {
-		return nil, engine.Errorf(engine.CodeIdempotencyConflict, "Idempotency-Key",
-			"this Idempotency-Key was used with a different request; send a new key for a new event")
+		return nil, engine.IdempotencyConflict()
 	}
 	e, ds, err := eventByID(ctx, tx, first)
 	if err != nil {

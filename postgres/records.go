@@ -40,7 +40,7 @@ func decode[T any](doc []byte) (T, error) {
 // with CodeTenantDeleting.
 func (s *Store) PutTenant(ctx context.Context, t engine.Tenant) (engine.Tenant, bool, error) {
 	if !validTenantID(t.ID) {
-		return engine.Tenant{}, false, engine.Errorf(engine.CodeInvalidField, "tenant", "tenant id must not be empty or contain a NUL byte")
+		return engine.Tenant{}, false, engine.InvalidTenantID()
 	}
 	var out engine.Tenant
 	var created bool
@@ -58,14 +58,14 @@ func (s *Store) PutTenant(ctx context.Context, t engine.Tenant) (engine.Tenant, 
 		case err != nil:
 			return err
 		case deleted != nil:
-			return errTenantDeleting(t.ID)
+			return engine.TenantDeleting(t.ID)
 		default:
 			old, err := decode[engine.Tenant](doc)
 			if err != nil {
 				return err
 			}
 			if t.Environment != "" && t.Environment != old.Environment {
-				return engine.Errorf(engine.CodeInvalidField, "environment", "tenant %s is %s; a tenant's environment never changes", t.ID, old.Environment)
+				return engine.EnvironmentNeverChanges(t.ID, old.Environment)
 			}
 			next = old
 			next.Name, next.Updated = t.Name, t.Updated
@@ -181,7 +181,7 @@ func (s *Store) DeleteTenant(ctx context.Context, id string, at time.Time) error
 // and Example (and Updated).
 func (s *Store) PutEventType(ctx context.Context, et engine.EventType) (engine.EventType, bool, error) {
 	if et.Name == "" {
-		return engine.EventType{}, false, engine.Errorf(engine.CodeInvalidField, "type", "event type must not be empty")
+		return engine.EventType{}, false, engine.EmptyEventTypeName()
 	}
 	var out engine.EventType
 	var created bool
@@ -223,7 +223,7 @@ func (s *Store) DeleteEventType(ctx context.Context, name string) error {
 		return storeError(err)
 	}
 	if tag.RowsAffected() == 0 {
-		return engine.Errorf(engine.CodeNotFound, "type", "no event type %s in the catalogue", name)
+		return engine.EventTypeNotFound(name)
 	}
 	return nil
 }
@@ -297,7 +297,7 @@ func (s *Store) endpointFrom(doc, secrets []byte) (engine.Endpoint, error) {
 // creates cannot pass the limit).
 func (s *Store) CreateEndpoint(ctx context.Context, ep engine.Endpoint, limit int) error {
 	if ep.ID == "" {
-		return engine.Errorf(engine.CodeInvalidField, "id", "endpoint id must not be empty")
+		return engine.EmptyEndpointID()
 	}
 	doc, secrets, err := s.endpointDocs(ep)
 	if err != nil {
@@ -313,7 +313,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, ep engine.Endpoint, limit in
 				return err
 			}
 			if n >= limit {
-				return engine.Errorf(engine.CodeLimitReached, "", "the tenant has %d endpoints, the most it may have", limit)
+				return engine.EndpointLimitReached(limit)
 			}
 		}
 		_, err := tx.Exec(ctx, "INSERT INTO endpoints (tenant_id, id, doc, secrets) VALUES ($1, $2, $3, $4)", ep.TenantID, ep.ID, doc, secrets)
@@ -485,7 +485,7 @@ func (s *Store) RevokeAccessToken(ctx context.Context, tenant, id string, at tim
 		var doc []byte
 		err := tx.QueryRow(ctx, "SELECT doc FROM access_tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE", tenant, id).Scan(&doc)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return engine.Errorf(engine.CodeNotFound, "id", "no such access token")
+			return engine.AccessTokenNotFound()
 		}
 		if err != nil {
 			return err

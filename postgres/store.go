@@ -376,11 +376,10 @@ func storeError(err error) error {
 		return err // made here already (a helper's error, out of a transaction)
 	}
 	if unavailable(err) {
-		msg := "the database cannot take writes now; retry later"
 		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == codeLockNotAvailable {
-			msg = "a lock this write needs is held by another transaction (a node stalled in one?); retry later"
+			return engine.LockUnavailable(err)
 		}
-		return &engine.Error{Code: engine.CodeUnavailable, Message: msg, Err: err}
+		return engine.DatabaseUnavailable(err)
 	}
 	return &dbError{err}
 }
@@ -434,16 +433,6 @@ func fromNS(n *int64) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(0, *n).UTC()
-}
-
-// The errors every store gives for what is not there.
-
-func errLimit(field string) error {
-	return engine.Errorf(engine.CodeInvalidField, field, "limit must be at least 1")
-}
-
-func errTenantDeleting(id string) error {
-	return engine.Errorf(engine.CodeTenantDeleting, "tenant", "tenant %s was deleted and its data is still being removed; try again in a minute", id)
 }
 
 // writableWait bounds how long Writable waits for the database.
