@@ -164,7 +164,7 @@ func testUpdateDeliveryAbort(t *testing.T, f *fixture) {
 		t.Error("fn called for a delivery that does not exist")
 		return cur, nil
 	})
-	wantCode(t, err, engine.CodeDeliveryNotFound, "id")
+	wantError(t, err, engine.DeliveryNotFound())
 
 	canceled, cancel := context.WithCancel(t.Context())
 	cancel()

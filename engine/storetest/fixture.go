@@ -383,6 +383,17 @@ func wantCode(t *testing.T, err error, code engine.Code, field string) *engine.E
 	return e
 }
 
+// wantError fails t unless err is an *engine.Error with want's code,
+// field and message: a store words no error itself, it gives the
+// engine's (engine.TenantNotFound and the like).
+func wantError(t *testing.T, err error, want *engine.Error) {
+	t.Helper()
+	e := wantCode(t, err, want.Code, want.Field)
+	if e.Message != want.Message {
+		t.Errorf("error message %q, want the engine's %q", e.Message, want.Message)
+	}
+}
+
 // wantEqual fails t unless got and want are deeply equal.
 func wantEqual[T any](t *testing.T, what string, got, want T) {
 	t.Helper()

@@ -388,38 +388,38 @@ func testListingsBadInput(t *testing.T, f *fixture) {
 		f.killAt(t, ep, typ, t0.Add(time.Duration(m)*time.Minute))
 	}
 	tests := []struct {
-		name  string
-		list  func() error
-		field string
+		name string
+		list func() error
+		want *engine.Error
 	}{
 		{"dead letters, cursor", func() error {
 			_, _, err := f.s.DeadLetters(t.Context(), "acme", "!!", 10)
 			return err
-		}, "cursor"},
+		}, engine.InvalidCursor()},
 		{"dead letters, limit", func() error {
 			_, _, err := f.s.DeadLetters(t.Context(), "acme", "", 0)
 			return err
-		}, "limit"},
+		}, engine.InvalidLimit()},
 		{"delivery log, cursor", func() error {
 			_, _, err := f.s.ListDeliveries(t.Context(), "acme", engine.DeliveryFilter{Limit: 1, Cursor: "!!"})
 			return err
-		}, "cursor"},
+		}, engine.InvalidCursor()},
 		{"delivery log, limit", func() error {
 			_, _, err := f.s.ListDeliveries(t.Context(), "acme", engine.DeliveryFilter{Limit: 0})
 			return err
-		}, "limit"},
+		}, engine.InvalidLimit()},
 		{"event feed, cursor", func() error {
 			_, _, err := f.s.ListEvents(t.Context(), "acme", engine.EventFilter{Limit: 1, After: "!!"})
 			return err
-		}, "after"},
+		}, engine.InvalidFeedCursor()},
 		{"event feed, limit", func() error {
 			_, _, err := f.s.ListEvents(t.Context(), "acme", engine.EventFilter{Limit: 0})
 			return err
-		}, "limit"},
+		}, engine.InvalidLimit()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			wantCode(t, tt.list(), engine.CodeInvalidField, tt.field)
+			wantError(t, tt.list(), tt.want)
 		})
 	}
 }

@@ -204,7 +204,7 @@ func testPruneGaps(t *testing.T, f *fixture) {
 	}
 	for _, d := range []engine.Delivery{ds[1], ds[3]} {
 		_, err := f.s.Delivery(t.Context(), "acme", d.ID)
-		wantCode(t, err, engine.CodeDeliveryNotFound, "id")
+		wantError(t, err, engine.DeliveryNotFound())
 	}
 	f.wantPlace(t, ds[0], ds[2])
 	if next := f.ingest(t, newEvent("acme", typ, `{"n":5}`)); next.Event.Sequence != 5 {
@@ -279,7 +279,7 @@ func testPurgeAcrossLines(t *testing.T, f *fixture) {
 	f.purge(t, 3) // three events a call: every line is cut between calls
 	for _, d := range gone {
 		_, err := f.s.Delivery(t.Context(), "acme", d.ID)
-		wantCode(t, err, engine.CodeDeliveryNotFound, "id")
+		wantError(t, err, engine.DeliveryNotFound())
 	}
 	f.wantHead(t, whole, engine.LineEndpoint, "")
 	f.wantHead(t, keyed, engine.LineKeyPrefix+"a", "")
@@ -315,9 +315,9 @@ func testPurgeWaiting(t *testing.T, f *fixture) {
 	f.purge(t, 0)
 	for _, d := range gone {
 		_, err := f.s.Delivery(t.Context(), "acme", d.ID)
-		wantCode(t, err, engine.CodeDeliveryNotFound, "id")
+		wantError(t, err, engine.DeliveryNotFound())
 		_, _, err = f.s.Event(t.Context(), "acme", d.EventID)
-		wantCode(t, err, engine.CodeEventNotFound, "id")
+		wantError(t, err, engine.EventNotFound())
 	}
 	wantEmpty(t, "the retry index", f.retryIndex(t))
 	for _, l := range []struct {

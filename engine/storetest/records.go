@@ -25,6 +25,7 @@ var recordTests = []test{
 	{"an endpoint belongs to its tenant only", testEndpointIsolation},
 	{"endpoints are listed in creation order", testEndpoints},
 	{"the endpoint limit holds under concurrent creates", testEndpointLimit},
+	{"a record without a name it can be keyed by is refused", testUnkeyable},
 	{"UpdateEndpoint applies fn and stores its result", testUpdateEndpoint},
 	{"UpdateEndpoint stores nothing when fn fails", testUpdateEndpointAbort},
 	{"concurrent endpoint updates all land", testUpdateEndpointConcurrent},
@@ -55,7 +56,7 @@ func testPutTenant(t *testing.T, f *fixture) {
 	wantEqual(t, "Tenant", read, want)
 
 	_, err = f.s.Tenant(t.Context(), "nobody")
-	wantCode(t, err, engine.CodeTenantNotFound, "tenant")
+	wantError(t, err, engine.TenantNotFound())
 }
 
 func testTenantEnvironment(t *testing.T, f *fixture) {
@@ -64,7 +65,7 @@ func testTenantEnvironment(t *testing.T, f *fixture) {
 		t.Fatal(err)
 	}
 	_, _, err := f.s.PutTenant(t.Context(), engine.Tenant{ID: "sandbox", Name: "Live now", Environment: engine.EnvironmentLive, Created: t0, Updated: t0})
-	wantCode(t, err, engine.CodeInvalidField, "environment")
+	wantError(t, err, engine.EnvironmentNeverChanges("sandbox", engine.EnvironmentTest))
 	read, _ := f.s.Tenant(t.Context(), "sandbox")
 	wantEqual(t, "tenant after a refused change of environment", read, in)
 
@@ -163,11 +164,11 @@ func testDeleteEventType(t *testing.T, f *fixture) {
 	f.eventType(t, "order.shipped")
 	ep := f.endpoint(t, "acme", "order.created", "order.shipped")
 
-	wantCode(t, f.s.DeleteEventType(t.Context(), "order.refunded"), engine.CodeNotFound, "type")
+	wantError(t, f.s.DeleteEventType(t.Context(), "order.refunded"), engine.EventTypeNotFound("order.refunded"))
 	if err := f.s.DeleteEventType(t.Context(), "order.created"); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, f.s.DeleteEventType(t.Context(), "order.created"), engine.CodeNotFound, "type")
+	wantError(t, f.s.DeleteEventType(t.Context(), "order.created"), engine.EventTypeNotFound("order.created"))
 	list, _ := f.s.EventTypes(t.Context())
 	if len(list) != 1 || list[0].Name != "order.shipped" {
 		t.Errorf("EventTypes after the delete = %+v, want order.shipped only", list)
@@ -178,7 +179,7 @@ func testDeleteEventType(t *testing.T, f *fixture) {
 	}
 	wantEqual(t, "the subscriber's event types", read.EventTypes, ep.EventTypes)
 	_, err = f.s.AppendEvent(t.Context(), newEvent("acme", "order.created", `{}`))
-	wantCode(t, err, engine.CodeUnknownEventType, "type")
+	wantError(t, err, engine.UnknownEventType("order.created"))
 
 	// Back in the catalogue, the type reaches its subscriber again.
 	f.eventType(t, "order.created")
@@ -190,7 +191,7 @@ func testDeleteEventType(t *testing.T, f *fixture) {
 func testCreateEndpoint(t *testing.T, f *fixture) {
 	f.tenant(t, "acme")
 	err := f.s.CreateEndpoint(t.Context(), newEndpoint("nobody", "*"), 0)
-	wantCode(t, err, engine.CodeTenantNotFound, "tenant")
+	wantError(t, err, engine.TenantNotFound())
 
 	ep := newEndpoint("acme", "order.created", "order.shipped")
 	ep.Secrets = append(ep.Secrets, engine.Secret{Key: engine.NewSecret(), Expires: t0.Add(24 * time.Hour)})
@@ -223,15 +224,15 @@ func testEndpointIsolation(t *testing.T, f *fixture) {
 	f.tenant(t, "globex")
 	ep := f.endpoint(t, "acme", "*")
 	_, err := f.s.Endpoint(t.Context(), "globex", ep.ID)
-	wantCode(t, err, engine.CodeEndpointNotFound, "id")
+	wantError(t, err, engine.EndpointNotFound())
 	_, err = f.s.Endpoint(t.Context(), "acme", "ep_nope")
-	wantCode(t, err, engine.CodeEndpointNotFound, "id")
+	wantError(t, err, engine.EndpointNotFound())
 	_, err = f.s.UpdateEndpoint(t.Context(), "globex", ep.ID, func(e *engine.Endpoint) error {
 		e.URL = "https://globex.example/stolen"
 		return nil
 	})
-	wantCode(t, err, engine.CodeEndpointNotFound, "id")
-	wantCode(t, f.s.DeleteEndpoint(t.Context(), "globex", ep.ID), engine.CodeEndpointNotFound, "id")
+	wantError(t, err, engine.EndpointNotFound())
+	wantError(t, f.s.DeleteEndpoint(t.Context(), "globex", ep.ID), engine.EndpointNotFound())
 	got, err := f.s.Endpoint(t.Context(), "acme", ep.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +263,7 @@ func testEndpoints(t *testing.T, f *fixture) {
 	}
 	wantEmpty(t, "Endpoints(empty)", got)
 	_, err = f.s.Endpoints(t.Context(), "nobody")
-	wantCode(t, err, engine.CodeTenantNotFound, "tenant")
+	wantError(t, err, engine.TenantNotFound())
 }
 
 func testEndpointLimit(t *testing.T, f *fixture) {
@@ -279,9 +280,10 @@ func testEndpointLimit(t *testing.T, f *fixture) {
 				created.Add(1)
 			case engine.CodeLimitReached:
 				refused.Add(1)
+				want := engine.EndpointLimitReached(limit)
 				var e *engine.Error
-				if errors.As(err, &e) && e.Field != "" {
-					t.Errorf("CodeLimitReached names field %q, want none", e.Field)
+				if errors.As(err, &e) && (e.Field != want.Field || e.Message != want.Message) {
+					t.Errorf("CodeLimitReached: field %q, message %q; want the engine's %q, %q", e.Field, e.Message, want.Field, want.Message)
 				}
 			default:
 				t.Errorf("CreateEndpoint: %v", err)
@@ -301,6 +303,28 @@ func testEndpointLimit(t *testing.T, f *fixture) {
 	}
 	if err := f.s.CreateEndpoint(t.Context(), newEndpoint("acme", "*"), 0); err != nil {
 		t.Errorf("an endpoint with no limit: %v", err)
+	}
+}
+
+func testUnkeyable(t *testing.T, f *fixture) {
+	f.tenant(t, "acme")
+	f.eventType(t, "order.created")
+	_, _, err := f.s.PutTenant(t.Context(), engine.Tenant{ID: "", Name: "none", Created: t0, Updated: t0})
+	wantError(t, err, engine.InvalidTenantID())
+	_, _, err = f.s.PutEventType(t.Context(), engine.EventType{Name: "", Created: t0, Updated: t0})
+	wantError(t, err, engine.EmptyEventTypeName())
+	ep := newEndpoint("acme", "*")
+	ep.ID = ""
+	wantError(t, f.s.CreateEndpoint(t.Context(), ep, 0), engine.EmptyEndpointID())
+	in := newEvent("acme", "order.created", `{}`)
+	in.Event.ID = ""
+	_, err = f.s.AppendEvent(t.Context(), in)
+	wantError(t, err, engine.InvalidEventID())
+	in = newEvent("acme", "", `{}`)
+	_, err = f.s.AppendEvent(t.Context(), in)
+	wantError(t, err, engine.EventTypeRequired())
+	if eps, _ := f.s.Endpoints(t.Context(), "acme"); len(eps) != 0 {
+		t.Errorf("endpoints after a refused create: %+v", eps)
 	}
 }
 
@@ -326,7 +350,7 @@ func testUpdateEndpoint(t *testing.T, f *fixture) {
 	wantEqual(t, "Endpoint after the update", read, want)
 
 	_, err = f.s.UpdateEndpoint(t.Context(), "acme", "ep_nope", func(*engine.Endpoint) error { return nil })
-	wantCode(t, err, engine.CodeEndpointNotFound, "id")
+	wantError(t, err, engine.EndpointNotFound())
 }
 
 func testUpdateEndpointAbort(t *testing.T, f *fixture) {
@@ -411,9 +435,9 @@ func testDeleteEndpoint(t *testing.T, f *fixture) {
 	if err := f.s.DeleteEndpoint(t.Context(), "acme", ep.ID); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, f.s.DeleteEndpoint(t.Context(), "acme", ep.ID), engine.CodeEndpointNotFound, "id")
+	wantError(t, f.s.DeleteEndpoint(t.Context(), "acme", ep.ID), engine.EndpointNotFound())
 	_, err := f.s.Endpoint(t.Context(), "acme", ep.ID)
-	wantCode(t, err, engine.CodeEndpointNotFound, "id")
+	wantError(t, err, engine.EndpointNotFound())
 
 	// The delivery stays pending and due; its retry entry no longer
 	// names a tenant, and its attempt input no endpoint.

@@ -71,29 +71,29 @@ func testDeleteTenant(t *testing.T, f *fixture) {
 
 	t.Run("at once", func(t *testing.T) {
 		_, err := f.s.Tenant(t.Context(), "acme")
-		wantCode(t, err, engine.CodeTenantNotFound, "tenant")
-		wantCode(t, f.s.DeleteTenant(t.Context(), "acme", t0), engine.CodeTenantNotFound, "tenant")
+		wantError(t, err, engine.TenantNotFound())
+		wantError(t, f.s.DeleteTenant(t.Context(), "acme", t0), engine.TenantNotFound())
 		list, _ := f.s.Tenants(t.Context())
 		if len(list) != 1 || list[0].ID != "acme.eu" {
 			t.Errorf("Tenants = %+v, want acme.eu alone", list)
 		}
 		_, err = f.s.Endpoints(t.Context(), "acme")
-		wantCode(t, err, engine.CodeTenantNotFound, "tenant")
+		wantError(t, err, engine.TenantNotFound())
 		_, err = f.s.Endpoint(t.Context(), "acme", gone.endpoints[0].ID)
-		wantCode(t, err, engine.CodeEndpointNotFound, "id")
+		wantError(t, err, engine.EndpointNotFound())
 		if _, ok, err := f.s.AccessTokenByHash(t.Context(), gone.tokenHash); ok || err != nil {
 			t.Errorf("the deleted tenant's token: found %v, %v", ok, err)
 		}
 		toks, _ := f.s.AccessTokens(t.Context(), "acme")
 		wantEmpty(t, "the deleted tenant's tokens", toks)
 		_, err = f.s.AppendEvent(t.Context(), newEvent("acme", "order.created", `{}`))
-		wantCode(t, err, engine.CodeTenantNotFound, "tenant")
-		wantCode(t, f.s.CreateEndpoint(t.Context(), newEndpoint("acme", "*"), 0), engine.CodeTenantNotFound, "tenant")
+		wantError(t, err, engine.TenantNotFound())
+		wantError(t, f.s.CreateEndpoint(t.Context(), newEndpoint("acme", "*"), 0), engine.TenantNotFound())
 		tok, hash := accessToken("acme", t0.Add(time.Hour))
-		wantCode(t, f.s.CreateAccessToken(t.Context(), hash, tok), engine.CodeTenantNotFound, "tenant")
+		wantError(t, f.s.CreateAccessToken(t.Context(), hash, tok), engine.TenantNotFound())
 		if f.h.Purge != nil {
 			_, _, err = f.s.PutTenant(t.Context(), engine.Tenant{ID: "acme", Name: "again", Environment: engine.EnvironmentLive, Created: t0, Updated: t0})
-			wantCode(t, err, engine.CodeTenantDeleting, "tenant")
+			wantError(t, err, engine.TenantDeleting("acme"))
 		}
 	})
 
@@ -107,13 +107,13 @@ func testDeleteTenant(t *testing.T, f *fixture) {
 	t.Run("after the purge", func(t *testing.T) {
 		for _, res := range gone.events {
 			_, _, err := f.s.Event(t.Context(), "acme", res.Event.ID)
-			wantCode(t, err, engine.CodeEventNotFound, "id")
+			wantError(t, err, engine.EventNotFound())
 		}
 		for _, d := range gone.deliveries {
 			_, err := f.s.Delivery(t.Context(), "acme", d.ID)
-			wantCode(t, err, engine.CodeDeliveryNotFound, "id")
+			wantError(t, err, engine.DeliveryNotFound())
 			_, err = f.s.AttemptInput(t.Context(), d.ID)
-			wantCode(t, err, engine.CodeDeliveryNotFound, "id")
+			wantError(t, err, engine.DeliveryNotFound())
 		}
 		wantEqual(t, "the retry index", f.retryIndex(t), keptIndex)
 		dead, _, _ := f.s.DeadLetters(t.Context(), "acme", "", 100)
@@ -172,7 +172,7 @@ func testDeleteTenant(t *testing.T, f *fixture) {
 }
 
 func testDeleteTenantMissing(t *testing.T, f *fixture) {
-	wantCode(t, f.s.DeleteTenant(t.Context(), "nobody", t0), engine.CodeTenantNotFound, "tenant")
+	wantError(t, f.s.DeleteTenant(t.Context(), "nobody", t0), engine.TenantNotFound())
 	f.tenant(t, "acme")
 	list, _ := f.s.Tenants(t.Context())
 	if len(list) != 1 {

@@ -50,7 +50,7 @@ func testAccessTokenByHash(t *testing.T, f *fixture) {
 		t.Errorf("an unknown hash: found %v, error %v; want neither", ok, err)
 	}
 	x, xhash := accessToken("nobody", t0.Add(time.Hour))
-	wantCode(t, f.s.CreateAccessToken(t.Context(), xhash, x), engine.CodeTenantNotFound, "tenant")
+	wantError(t, f.s.CreateAccessToken(t.Context(), xhash, x), engine.TenantNotFound())
 	if _, ok, _ := f.s.AccessTokenByHash(t.Context(), xhash); ok {
 		t.Error("a refused token was stored")
 	}
@@ -84,9 +84,9 @@ func testRevokeAccessToken(t *testing.T, f *fixture) {
 	other, otherHash := f.issue(t, "globex")
 
 	_, _, err := f.s.RevokeAccessToken(t.Context(), "acme", other.ID, t0)
-	wantCode(t, err, engine.CodeNotFound, "id")
+	wantError(t, err, engine.AccessTokenNotFound())
 	_, _, err = f.s.RevokeAccessToken(t.Context(), "acme", "tok_nope", t0)
-	wantCode(t, err, engine.CodeNotFound, "id")
+	wantError(t, err, engine.AccessTokenNotFound())
 	if got, _, _ := f.s.AccessTokenByHash(t.Context(), otherHash); !got.Revoked.IsZero() {
 		t.Error("another tenant revoked globex's token")
 	}
