@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -116,8 +115,8 @@ func checkLines(t *testing.T, s *Store) {
 			t.Errorf("check lines: %v", err)
 			return
 		}
-		var d engine.Delivery
-		if err := json.Unmarshal(doc, &d); err != nil {
+		d, err := decodeDelivery(doc)
+		if err != nil {
 			t.Errorf("delivery %s: %v", id, err)
 			continue
 		}

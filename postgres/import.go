@@ -263,7 +263,7 @@ func (im *Import) Tenant(t engine.Tenant) error {
 		t.Environment = engine.EnvironmentLive
 	}
 	t.Created, t.Updated = utc(t.Created), utc(t.Updated)
-	doc, err := json.Marshal(t)
+	doc, err := encodeTenant(t)
 	if err != nil {
 		return im.fail(err)
 	}
@@ -277,7 +277,7 @@ func (im *Import) DeletedTenant(id string, at time.Time) error {
 	if !validTenantID(id) {
 		return im.fail(fmt.Errorf("postgres: import deleted tenant %q: tenant id must not be empty or contain a NUL byte", id))
 	}
-	doc, err := json.Marshal(engine.Tenant{ID: id, Environment: engine.EnvironmentLive})
+	doc, err := encodeTenant(engine.Tenant{ID: id, Environment: engine.EnvironmentLive})
 	if err != nil {
 		return im.fail(err)
 	}
@@ -296,7 +296,7 @@ func (im *Import) Sequence(tenant string, last uint64) error {
 // EventType imports an event type of the catalogue.
 func (im *Import) EventType(et engine.EventType) error {
 	et.Created, et.Updated = utc(et.Created), utc(et.Updated)
-	doc, err := json.Marshal(et)
+	doc, err := encodeEventType(et)
 	if err != nil {
 		return im.fail(err)
 	}
@@ -318,7 +318,7 @@ func (im *Import) Endpoint(ep engine.Endpoint) error {
 // AccessToken imports the access token t, whose SHA-256 is hash.
 func (im *Import) AccessToken(hash [sha256.Size]byte, t engine.AccessToken) error {
 	t = normalizeToken(t)
-	doc, err := json.Marshal(t)
+	doc, err := encodeAccessToken(t)
 	if err != nil {
 		return im.fail(err)
 	}
@@ -374,7 +374,7 @@ func (im *Import) Event(ev engine.Event, ds []engine.Delivery) error {
 			return im.fail(fmt.Errorf("postgres: import event %s: %w", ev.ID, err))
 		}
 		d = normalizeDelivery(d)
-		doc, err := deliveryDoc(d)
+		doc, err := encodeDelivery(d)
 		if err != nil {
 			return im.fail(err)
 		}

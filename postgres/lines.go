@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -87,7 +86,7 @@ func scanDelivery(r pgx.Row) (engine.Delivery, error) {
 	if err := r.Scan(&doc, &behind); err != nil {
 		return engine.Delivery{}, err
 	}
-	d, err := decode[engine.Delivery](doc)
+	d, err := decodeDelivery(doc)
 	if behind != nil {
 		d.WaitingBehind = *behind
 	}
@@ -109,13 +108,6 @@ func collectDeliveries(ctx context.Context, q querier, sql string, args ...any) 
 		out = []engine.Delivery{}
 	}
 	return out, nil
-}
-
-// deliveryDoc is the stored document of d: without WaitingBehind (see
-// waitingBehindSQL).
-func deliveryDoc(d engine.Delivery) ([]byte, error) {
-	d.WaitingBehind = ""
-	return json.Marshal(d)
 }
 
 // lineSequence is the sequence column of d: its Sequence when it is
@@ -210,7 +202,7 @@ func viewOf(head *string, epDoc []byte) (engine.LineView, error) {
 		v.Head = *head
 	}
 	if epDoc != nil {
-		ep, err := decode[engine.Endpoint](epDoc)
+		ep, err := decodeEndpoint(epDoc)
 		if err != nil {
 			return v, err
 		}
@@ -293,7 +285,7 @@ func (s *Store) LineHead(ctx context.Context, endpointID, line string) (engine.D
 	if err != nil {
 		return engine.Delivery{}, false, storeError(err)
 	}
-	d, err := decode[engine.Delivery](doc)
+	d, err := decodeDelivery(doc)
 	return d, err == nil, err
 }
 

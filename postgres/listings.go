@@ -50,7 +50,7 @@ func (s *Store) DeadLetters(ctx context.Context, tenant, cursor string, limit in
 			return nil, "", engine.InvalidCursor()
 		}
 	}
-	ds, err := collectDocs[engine.Delivery](ctx, s.pool, `SELECT doc FROM deliveries
+	ds, err := collectDocs(ctx, s.pool, decodeDelivery, `SELECT doc FROM deliveries
 		WHERE tenant_id = $1 AND state = 'dead' AND (dead_at, id) > ($2, $3)
 		ORDER BY dead_at, id LIMIT $4`, tenant, after, afterID, limit+1)
 	if err != nil {
@@ -111,7 +111,7 @@ func (s *Store) ListDeliveries(ctx context.Context, tenant string, f engine.Deli
 		if err := r.Scan(&e.seq, &doc, &behind); err != nil {
 			return e, err
 		}
-		e.d, err = decode[engine.Delivery](doc)
+		e.d, err = decodeDelivery(doc)
 		if behind != nil {
 			e.d.WaitingBehind = *behind
 		}

@@ -275,7 +275,7 @@ func deliveryColumns(ds []engine.Delivery) (newDeliveryCols, error) {
 		tokens: make([]*int64, len(ds)), until: make([]*int64, len(ds)),
 	}
 	for i, d := range ds {
-		doc, err := deliveryDoc(d)
+		doc, err := encodeDelivery(d)
 		if err != nil {
 			return c, err
 		}
@@ -420,7 +420,7 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 			if err := r.Scan(&doc, &secrets); err != nil {
 				return engine.Endpoint{}, err
 			}
-			ep, err := decode[engine.Endpoint](doc)
+			ep, err := decodeEndpoint(doc)
 			if seen.raw != nil {
 				seen.raw[ep.ID] = rawEndpoint{doc, secrets}
 			}
@@ -491,7 +491,7 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 				ev.TenantID, ev.OrderingKey, ids, int64(stored.Sequence))
 		}
 		for _, d := range ds {
-			doc, err := deliveryDoc(d)
+			doc, err := encodeDelivery(d)
 			if err != nil {
 				return engine.IngestResult{}, seen, err
 			}
@@ -670,7 +670,7 @@ func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.Att
 	}
 	in := engine.AttemptInput{Body: body}
 	var err error
-	if in.Delivery, err = decode[engine.Delivery](doc); err != nil {
+	if in.Delivery, err = decodeDelivery(doc); err != nil {
 		return engine.AttemptInput{}, err
 	}
 	s.claims.read(deliveryID, doc, &in.Delivery)
@@ -788,7 +788,7 @@ func (s *Store) recordAsRead(ctx context.Context, id string, fn func(engine.Deli
 		return engine.Delivery{}, false, fmt.Errorf("postgres: update delivery %s: %w", id, err)
 	}
 	after = normalizeDelivery(after)
-	doc, err := deliveryDoc(after)
+	doc, err := encodeDelivery(after)
 	if err != nil {
 		return engine.Delivery{}, false, err
 	}
@@ -847,7 +847,7 @@ func lockDelivery(ctx context.Context, tx pgx.Tx, id string) (storedDelivery, er
 	if err != nil {
 		return row, err
 	}
-	if row.d, err = decode[engine.Delivery](doc); err != nil {
+	if row.d, err = decodeDelivery(doc); err != nil {
 		return row, err
 	}
 	if ordered {
@@ -869,7 +869,7 @@ func lockRow(r pgx.Row) (storedDelivery, error) {
 		return row, err
 	}
 	var err error
-	row.d, err = decode[engine.Delivery](doc)
+	row.d, err = decodeDelivery(doc)
 	return row, err
 }
 
@@ -927,7 +927,7 @@ func (s *Store) saveDelivery(ctx context.Context, tx pgx.Tx, row storedDelivery,
 // as stored with what became of the lease.
 func (s *Store) writeDelivery(ctx context.Context, tx pgx.Tx, row storedDelivery, after engine.Delivery, change leaseChange) (engine.Delivery, leaseChange, error) {
 	after = normalizeDelivery(after)
-	doc, err := deliveryDoc(after)
+	doc, err := encodeDelivery(after)
 	if err != nil {
 		return engine.Delivery{}, change, err
 	}
@@ -1013,7 +1013,7 @@ func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, max 
 				if err := r.Scan(&doc, &row.leaseToken, &row.leaseUntil); err != nil {
 					return row, err
 				}
-				row.d, err = decode[engine.Delivery](doc)
+				row.d, err = decodeDelivery(doc)
 				if l := (lineID{row.d.EndpointID, row.d.Line}); row.d.Line != "" && !locked[l] {
 					locked[l] = true
 					lateEndpoints, lateLines = append(lateEndpoints, l.endpoint), append(lateLines, l.line)

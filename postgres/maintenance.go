@@ -104,7 +104,7 @@ func (s *Store) PruneEvents(ctx context.Context, cursor uint64, r engine.Retenti
 		if _, err := tx.Exec(ctx, lockLinesSQL("SELECT endpoint_id, line FROM deliveries WHERE "+ofEvents), tenants, seqs); err != nil {
 			return err
 		}
-		ds, err := collectDocs[engine.Delivery](ctx, tx, "SELECT doc FROM deliveries WHERE "+ofEvents+" FOR UPDATE", tenants, seqs)
+		ds, err := collectDocs(ctx, tx, decodeDelivery, "SELECT doc FROM deliveries WHERE "+ofEvents+" FOR UPDATE", tenants, seqs)
 		if err != nil {
 			return err
 		}

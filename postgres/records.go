@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,15 +22,6 @@ const nextSequenceSQL = `INSERT INTO tenant_sequences AS s (tenant_id, last) VAL
 // without a NUL byte, which PostgreSQL's text refuses.
 func validTenantID(id string) bool {
 	return id != "" && !strings.ContainsRune(id, 0)
-}
-
-// decode unmarshals a stored document into v.
-func decode[T any](doc []byte) (T, error) {
-	var v T
-	if err := json.Unmarshal(doc, &v); err != nil {
-		return v, fmt.Errorf("postgres: stored %T does not decode: %w", v, err)
-	}
-	return v, nil
 }
 
 // PutTenant creates tenant t.ID (with t.Environment; "": live) or updates
@@ -60,7 +50,7 @@ func (s *Store) PutTenant(ctx context.Context, t engine.Tenant) (engine.Tenant, 
 		case deleted != nil:
 			return engine.TenantDeleting(t.ID)
 		default:
-			old, err := decode[engine.Tenant](doc)
+			old, err := decodeTenant(doc)
 			if err != nil {
 				return err
 			}
@@ -71,7 +61,7 @@ func (s *Store) PutTenant(ctx context.Context, t engine.Tenant) (engine.Tenant, 
 			next.Name, next.Updated = t.Name, t.Updated
 		}
 		next.Created, next.Updated = utc(next.Created), utc(next.Updated)
-		doc, err = json.Marshal(next)
+		doc, err = encodeTenant(next)
 		if err != nil {
 			return err
 		}
@@ -120,17 +110,17 @@ func tenant(ctx context.Context, q querier, id, lock string) (engine.Tenant, err
 	if err != nil {
 		return engine.Tenant{}, storeError(err)
 	}
-	return decode[engine.Tenant](doc)
+	return decodeTenant(doc)
 }
 
 // Tenants lists every tenant by ID (deleted ones left out).
 func (s *Store) Tenants(ctx context.Context) ([]engine.Tenant, error) {
-	return collectDocs[engine.Tenant](ctx, s.pool, "SELECT doc FROM tenants WHERE deleted_at IS NULL ORDER BY id")
+	return collectDocs(ctx, s.pool, decodeTenant, "SELECT doc FROM tenants WHERE deleted_at IS NULL ORDER BY id")
 }
 
-// collectDocs decodes the one doc column of every row of a query; an
-// empty result is an empty slice.
-func collectDocs[T any](ctx context.Context, q querier, sql string, args ...any) ([]T, error) {
+// collectDocs decodes, with decode, the one doc column of every row of a
+// query; an empty result is an empty slice.
+func collectDocs[T any](ctx context.Context, q querier, decode func([]byte) (T, error), sql string, args ...any) ([]T, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, storeError(err)
@@ -141,7 +131,7 @@ func collectDocs[T any](ctx context.Context, q querier, sql string, args ...any)
 			var zero T
 			return zero, err
 		}
-		return decode[T](doc)
+		return decode(doc)
 	})
 	if err != nil {
 		return nil, storeError(err)
@@ -194,13 +184,13 @@ func (s *Store) PutEventType(ctx context.Context, et engine.EventType) (engine.E
 			if err != nil {
 				return err
 			}
-			if next, err = decode[engine.EventType](doc); err != nil {
+			if next, err = decodeEventType(doc); err != nil {
 				return err
 			}
 			next.Description, next.Example, next.Updated = et.Description, et.Example, et.Updated
 		}
 		next.Created, next.Updated = utc(next.Created), utc(next.Updated)
-		if doc, err = json.Marshal(next); err != nil {
+		if doc, err = encodeEventType(next); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO event_types (name, doc) VALUES ($1, $2)
@@ -230,21 +220,17 @@ func (s *Store) DeleteEventType(ctx context.Context, name string) error {
 
 // EventTypes lists the catalogue by name.
 func (s *Store) EventTypes(ctx context.Context) ([]engine.EventType, error) {
-	return collectDocs[engine.EventType](ctx, s.pool, "SELECT doc FROM event_types ORDER BY name")
+	return collectDocs(ctx, s.pool, decodeEventType, "SELECT doc FROM event_types ORDER BY name")
 }
 
 // endpointDocs returns the stored documents of ep: the endpoint without
 // its secrets, and its secrets, sealed when the store has a key.
 func (s *Store) endpointDocs(ep engine.Endpoint) (doc, secrets []byte, err error) {
 	ep = normalizeEndpoint(ep)
-	if doc, err = json.Marshal(ep); err != nil {
+	if doc, err = encodeEndpoint(ep); err != nil {
 		return nil, nil, err
 	}
-	secs := s.sealer.SealSecrets(ep).Secrets
-	if secs == nil {
-		secs = []engine.Secret{}
-	}
-	secrets, err = json.Marshal(secs)
+	secrets, err = encodeSecrets(s.sealer.SealSecrets(ep).Secrets)
 	return doc, secrets, err
 }
 
@@ -275,11 +261,11 @@ func scanEndpoint(r pgx.Row, s *Store) (engine.Endpoint, error) {
 // endpointFrom decodes an endpoint's two documents, opening its secrets
 // when s is not nil.
 func (s *Store) endpointFrom(doc, secrets []byte) (engine.Endpoint, error) {
-	ep, err := decode[engine.Endpoint](doc)
+	ep, err := decodeEndpoint(doc)
 	if err != nil {
 		return ep, err
 	}
-	if ep.Secrets, err = decode[[]engine.Secret](secrets); err != nil {
+	if ep.Secrets, err = decodeSecrets(secrets); err != nil {
 		return ep, err
 	}
 	if len(ep.Secrets) == 0 {
@@ -429,7 +415,7 @@ func (s *Store) DeleteEndpoint(ctx context.Context, tenant, id string) error {
 // CreateAccessToken stores t under hash; CodeTenantNotFound.
 func (s *Store) CreateAccessToken(ctx context.Context, hash [sha256.Size]byte, t engine.AccessToken) error {
 	t = normalizeToken(t)
-	doc, err := json.Marshal(t)
+	doc, err := encodeAccessToken(t)
 	if err != nil {
 		return err
 	}
@@ -464,14 +450,14 @@ func (s *Store) AccessTokenByHash(ctx context.Context, hash [sha256.Size]byte) (
 	if err != nil {
 		return engine.AccessToken{}, false, storeError(err)
 	}
-	t, err := decode[engine.AccessToken](doc)
+	t, err := decodeAccessToken(doc)
 	return t, err == nil, err
 }
 
 // AccessTokens lists tenant's tokens in the order they were issued (their
 // IDs' order).
 func (s *Store) AccessTokens(ctx context.Context, tenant string) ([]engine.AccessToken, error) {
-	return collectDocs[engine.AccessToken](ctx, s.pool, "SELECT doc FROM access_tokens WHERE tenant_id = $1 ORDER BY id", tenant)
+	return collectDocs(ctx, s.pool, decodeAccessToken, "SELECT doc FROM access_tokens WHERE tenant_id = $1 ORDER BY id", tenant)
 }
 
 // RevokeAccessToken sets Revoked to at on token id of tenant, unless it is
@@ -490,14 +476,14 @@ func (s *Store) RevokeAccessToken(ctx context.Context, tenant, id string, at tim
 		if err != nil {
 			return err
 		}
-		if out, err = decode[engine.AccessToken](doc); err != nil {
+		if out, err = decodeAccessToken(doc); err != nil {
 			return err
 		}
 		if !out.Revoked.IsZero() {
 			return nil
 		}
 		out.Revoked = utc(at)
-		if doc, err = json.Marshal(out); err != nil {
+		if doc, err = encodeAccessToken(out); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, "UPDATE access_tokens SET doc = $3 WHERE tenant_id = $1 AND id = $2", tenant, id, doc)

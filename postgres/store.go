@@ -197,7 +197,8 @@ func (s *Store) init(ctx context.Context) error {
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("postgres: read the migration mark: %w", err)
 	}
-	if m, derr := decode[migrationMark](mark); err == nil && derr == nil && m.State != "complete" && !s.importing {
+	var m migrationMark
+	if derr := json.Unmarshal(mark, &m); err == nil && derr == nil && m.State != "complete" && !s.importing {
 		return fmt.Errorf("postgres: schema %s holds a webhookd migrate that did not finish (from %s, started %s): run the same migrate command again before starting webhookd on it", s.schema, m.Source, m.Started.Format(time.RFC3339))
 	}
 	return s.initSecrets(ctx)
@@ -258,7 +259,7 @@ func (s *Store) initSecrets(ctx context.Context) error {
 			return err
 		}
 		for _, ep := range eps {
-			sec, err := json.Marshal(s.sealer.SealSecrets(ep).Secrets)
+			sec, err := encodeSecrets(s.sealer.SealSecrets(ep).Secrets)
 			if err != nil {
 				return err
 			}

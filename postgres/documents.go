@@ -1,0 +1,403 @@
+package postgres
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/webhookd/webhookd/engine"
+)
+
+// The stored documents: the JSON in the doc column of tenants,
+// event_types, endpoints, access_tokens and deliveries, and in
+// endpoints.secrets. Their types are the store's own, not the engine's:
+// the engine's JSON tags are the HTTP API's shape, and renaming a field
+// of the API must not change what is on disk. One encode/decode pair per
+// document; the pairs only convert, and times are stored as they are
+// given (the callers give them in UTC: normalizeDelivery and the like).
+//
+// IMPORTANT: these types are on disk, in databases of every release. A
+// field's JSON name, its omitempty or omitzero, and its type never
+// change; testdata/documents holds documents as released, and
+// TestDocuments requires that each still decodes to its value and
+// encodes back to its bytes. A change of shape is a new format.
+//
+// Format: every document written so far is docFormat 1, which has no "v"
+// member. A later format writes "v" (the number); a decoder reads the
+// formats it knows and refuses any other, so that a node of an older
+// webhookd never rewrites a newer document without the fields it does
+// not know. The secrets document is a JSON array in format 1; a later
+// format is an object with "v".
+const docFormat = 1
+
+// checkFormat refuses the document of kind whose "v" is v unless this
+// code reads that format (0, no "v": format 1).
+func checkFormat(kind string, v int) error {
+	if v != 0 && v != docFormat {
+		return fmt.Errorf("postgres: stored %s is in format %d, which this webhookd does not read (it reads %d): run a newer webhookd", kind, v, docFormat)
+	}
+	return nil
+}
+
+// unmarshalDoc decodes the document of kind into v.
+func unmarshalDoc(kind string, doc []byte, v any) error {
+	if err := json.Unmarshal(doc, v); err != nil {
+		return fmt.Errorf("postgres: stored %s does not decode: %w", kind, err)
+	}
+	return nil
+}
+
+type tenantDoc struct {
+	V           int       `json:"v,omitempty"`
+	ID          string    `json:"id"`
+	Name        string    `json:"name"`
+	Environment string    `json:"environment"`
+	Created     time.Time `json:"created"`
+	Updated     time.Time `json:"updated"`
+}
+
+func encodeTenant(t engine.Tenant) ([]byte, error) {
+	return json.Marshal(tenantDoc{
+		ID: t.ID, Name: t.Name, Environment: string(t.Environment),
+		Created: t.Created, Updated: t.Updated,
+	})
+}
+
+func decodeTenant(doc []byte) (engine.Tenant, error) {
+	var r tenantDoc
+	if err := unmarshalDoc("tenant", doc, &r); err != nil {
+		return engine.Tenant{}, err
+	}
+	if err := checkFormat("tenant", r.V); err != nil {
+		return engine.Tenant{}, err
+	}
+	if r.ID == "" {
+		return engine.Tenant{}, errors.New("postgres: stored tenant has no id")
+	}
+	return engine.Tenant{
+		ID: r.ID, Name: r.Name, Environment: engine.Environment(r.Environment),
+		Created: r.Created, Updated: r.Updated,
+	}, nil
+}
+
+type eventTypeDoc struct {
+	V           int             `json:"v,omitempty"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Example     json.RawMessage `json:"example,omitempty"`
+	Created     time.Time       `json:"created"`
+	Updated     time.Time       `json:"updated"`
+}
+
+func encodeEventType(et engine.EventType) ([]byte, error) {
+	return json.Marshal(eventTypeDoc{
+		Name: et.Name, Description: et.Description, Example: et.Example,
+		Created: et.Created, Updated: et.Updated,
+	})
+}
+
+func decodeEventType(doc []byte) (engine.EventType, error) {
+	var r eventTypeDoc
+	if err := unmarshalDoc("event type", doc, &r); err != nil {
+		return engine.EventType{}, err
+	}
+	if err := checkFormat("event type", r.V); err != nil {
+		return engine.EventType{}, err
+	}
+	if r.Name == "" {
+		return engine.EventType{}, errors.New("postgres: stored event type has no name")
+	}
+	return engine.EventType{
+		Name: r.Name, Description: r.Description, Example: r.Example,
+		Created: r.Created, Updated: r.Updated,
+	}, nil
+}
+
+// endpointDoc is an endpoint without its secrets (secretDoc).
+type endpointDoc struct {
+	V           int      `json:"v,omitempty"`
+	ID          string   `json:"id"`
+	TenantID    string   `json:"tenant"`
+	URL         string   `json:"url"`
+	EventTypes  []string `json:"event_types"`
+	Description string   `json:"description"`
+	Disabled    bool     `json:"disabled"`
+
+	DisabledReason string    `json:"disabled_reason,omitempty"`
+	DisabledAt     time.Time `json:"disabled_at,omitzero"`
+	FailingSince   time.Time `json:"failing_since,omitzero"`
+	LastFailure    string    `json:"last_failure,omitempty"`
+	LastFailureAt  time.Time `json:"last_failure_at,omitzero"`
+	Created        time.Time `json:"created"`
+	Updated        time.Time `json:"updated"`
+
+	VerificationRequired bool      `json:"verification_required"`
+	Verified             time.Time `json:"verified,omitzero"`
+
+	Ordering string `json:"ordering"` // "none", "key", "endpoint"; "" (absent): none
+	OnDead   string `json:"on_dead"`  // "skip", "block"; "" (absent): skip
+}
+
+// The stored names of the zero Ordering and OnDead.
+const (
+	orderingNone = "none"
+	onDeadSkip   = "skip"
+)
+
+// encodeEndpoint is the document of ep without its secrets
+// (encodeSecrets).
+func encodeEndpoint(ep engine.Endpoint) ([]byte, error) {
+	r := endpointDoc{
+		ID: ep.ID, TenantID: ep.TenantID, URL: ep.URL, EventTypes: ep.EventTypes,
+		Description: ep.Description, Disabled: ep.Disabled,
+		DisabledReason: ep.DisabledReason, DisabledAt: ep.DisabledAt,
+		FailingSince: ep.FailingSince, LastFailure: ep.LastFailure, LastFailureAt: ep.LastFailureAt,
+		Created: ep.Created, Updated: ep.Updated,
+		VerificationRequired: ep.VerificationRequired, Verified: ep.Verified,
+		Ordering: string(ep.Ordering), OnDead: string(ep.OnDead),
+	}
+	if ep.Ordering == engine.OrderingNone {
+		r.Ordering = orderingNone
+	}
+	if ep.OnDead == engine.OnDeadSkip {
+		r.OnDead = onDeadSkip
+	}
+	return json.Marshal(r)
+}
+
+// decodeEndpoint decodes an endpoint's document; its Secrets are nil.
+func decodeEndpoint(doc []byte) (engine.Endpoint, error) {
+	var r endpointDoc
+	if err := unmarshalDoc("endpoint", doc, &r); err != nil {
+		return engine.Endpoint{}, err
+	}
+	if err := checkFormat("endpoint", r.V); err != nil {
+		return engine.Endpoint{}, err
+	}
+	if r.ID == "" || r.TenantID == "" {
+		return engine.Endpoint{}, errors.New("postgres: stored endpoint has no id or tenant")
+	}
+	ep := engine.Endpoint{
+		ID: r.ID, TenantID: r.TenantID, URL: r.URL, EventTypes: r.EventTypes,
+		Description: r.Description, Disabled: r.Disabled,
+		DisabledReason: r.DisabledReason, DisabledAt: r.DisabledAt,
+		FailingSince: r.FailingSince, LastFailure: r.LastFailure, LastFailureAt: r.LastFailureAt,
+		Created: r.Created, Updated: r.Updated,
+		VerificationRequired: r.VerificationRequired, Verified: r.Verified,
+		Ordering: engine.Ordering(r.Ordering), OnDead: engine.OnDead(r.OnDead),
+	}
+	if r.Ordering == orderingNone {
+		ep.Ordering = engine.OrderingNone
+	}
+	if r.OnDead == onDeadSkip {
+		ep.OnDead = engine.OnDeadSkip
+	}
+	return ep, nil
+}
+
+// secretDoc is one element of the secrets document, an array, current
+// first. Key is "whsec_…", or sealed (package sealing). Its names are
+// capitalized: they were the engine's field names, written untagged.
+type secretDoc struct {
+	Key     string    `json:"Key"`
+	Expires time.Time `json:"Expires"`
+}
+
+// encodeSecrets is the secrets document of secs: an empty array for
+// none.
+func encodeSecrets(secs []engine.Secret) ([]byte, error) {
+	r := make([]secretDoc, len(secs))
+	for i, s := range secs {
+		r[i] = secretDoc{Key: s.Key, Expires: s.Expires}
+	}
+	return json.Marshal(r)
+}
+
+// decodeSecrets decodes a secrets document; none is nil.
+func decodeSecrets(doc []byte) ([]engine.Secret, error) {
+	var r []secretDoc
+	if err := unmarshalDoc("secrets", doc, &r); err != nil {
+		return nil, err
+	}
+	if len(r) == 0 {
+		return nil, nil
+	}
+	secs := make([]engine.Secret, len(r))
+	for i, s := range r {
+		secs[i] = engine.Secret{Key: s.Key, Expires: s.Expires}
+	}
+	return secs, nil
+}
+
+type accessTokenDoc struct {
+	V           int       `json:"v,omitempty"`
+	ID          string    `json:"id"`
+	TenantID    string    `json:"tenant"`
+	Environment string    `json:"environment"`
+	Created     time.Time `json:"created"`
+	Expires     time.Time `json:"expires"`
+	Revoked     time.Time `json:"revoked,omitzero"`
+	Purpose     string    `json:"purpose,omitempty"`
+	ReturnURL   string    `json:"return_url,omitempty"`
+}
+
+func encodeAccessToken(t engine.AccessToken) ([]byte, error) {
+	return json.Marshal(accessTokenDoc{
+		ID: t.ID, TenantID: t.TenantID, Environment: string(t.Environment),
+		Created: t.Created, Expires: t.Expires, Revoked: t.Revoked,
+		Purpose: t.Purpose, ReturnURL: t.ReturnURL,
+	})
+}
+
+func decodeAccessToken(doc []byte) (engine.AccessToken, error) {
+	var r accessTokenDoc
+	if err := unmarshalDoc("access token", doc, &r); err != nil {
+		return engine.AccessToken{}, err
+	}
+	if err := checkFormat("access token", r.V); err != nil {
+		return engine.AccessToken{}, err
+	}
+	if r.ID == "" || r.TenantID == "" {
+		return engine.AccessToken{}, errors.New("postgres: stored access token has no id or tenant")
+	}
+	return engine.AccessToken{
+		ID: r.ID, TenantID: r.TenantID, Environment: engine.Environment(r.Environment),
+		Created: r.Created, Expires: r.Expires, Revoked: r.Revoked,
+		Purpose: r.Purpose, ReturnURL: r.ReturnURL,
+	}, nil
+}
+
+// deliveryDoc is a delivery without WaitingBehind, which is read from
+// its line (waitingBehindSQL). The one-round-trip ingest writes
+// "sequence" as the first member (insertDeliveriesSQL, sequencedDoc).
+type deliveryDoc struct {
+	V                int    `json:"v,omitempty"`
+	ID               string `json:"id"`
+	TenantID         string `json:"tenant"`
+	EventID          string `json:"event_id"`
+	EventType        string `json:"event_type"`
+	EndpointID       string `json:"endpoint_id"`
+	State            string `json:"state"`
+	Sequence         uint64 `json:"sequence,omitempty"`
+	Line             string `json:"line,omitempty"`
+	PreviousSequence uint64 `json:"previous_sequence,omitempty"`
+	Test             bool   `json:"test,omitempty"`
+
+	Cycle         int       `json:"cycle"`
+	CycleStart    time.Time `json:"cycle_start"`
+	CycleAttempts int       `json:"cycle_attempts"`
+	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
+
+	LastStatus int       `json:"last_status,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	DeadAt     time.Time `json:"dead_at,omitzero"`
+	Created    time.Time `json:"created"`
+	Updated    time.Time `json:"updated"`
+
+	Attempts []attemptDoc `json:"attempts"` // null: none (as made); [] too
+	Replays  []replayDoc  `json:"replays"`
+	Skips    []skipDoc    `json:"skips,omitempty"`
+}
+
+type attemptDoc struct {
+	Cycle        int       `json:"cycle"`
+	Number       int       `json:"number"`
+	Start        time.Time `json:"start"`
+	DurationNS   int64     `json:"duration_ns"`
+	Status       int       `json:"status,omitempty"`
+	Error        string    `json:"error,omitempty"`
+	Response     string    `json:"response,omitempty"`
+	Outcome      string    `json:"outcome"`
+	RetryAfterNS int64     `json:"retry_after_ns,omitempty"`
+}
+
+type replayDoc struct {
+	At    time.Time `json:"at"`
+	By    string    `json:"by"`
+	Cycle int       `json:"cycle"`
+}
+
+type skipDoc struct {
+	At    time.Time `json:"at"`
+	By    string    `json:"by"`
+	Cycle int       `json:"cycle"`
+}
+
+// encodeDelivery is the document of d, without its WaitingBehind.
+func encodeDelivery(d engine.Delivery) ([]byte, error) {
+	r := deliveryDoc{
+		ID: d.ID, TenantID: d.TenantID, EventID: d.EventID, EventType: d.EventType,
+		EndpointID: d.EndpointID, State: string(d.State),
+		Sequence: d.Sequence, Line: d.Line, PreviousSequence: d.PreviousSequence, Test: d.Test,
+		Cycle: d.Cycle, CycleStart: d.CycleStart, CycleAttempts: d.CycleAttempts, NextAttemptAt: d.NextAttemptAt,
+		LastStatus: d.LastStatus, Reason: d.Reason, DeadAt: d.DeadAt, Created: d.Created, Updated: d.Updated,
+	}
+	if d.Attempts != nil {
+		r.Attempts = make([]attemptDoc, len(d.Attempts))
+		for i, a := range d.Attempts {
+			r.Attempts[i] = attemptDoc{
+				Cycle: a.Cycle, Number: a.Number, Start: a.Start, DurationNS: int64(a.Duration),
+				Status: a.Status, Error: a.Error, Response: a.Response, Outcome: string(a.Outcome),
+				RetryAfterNS: int64(a.RetryAfter),
+			}
+		}
+	}
+	if d.Replays != nil {
+		r.Replays = make([]replayDoc, len(d.Replays))
+		for i, p := range d.Replays {
+			r.Replays[i] = replayDoc{At: p.At, By: p.By, Cycle: p.Cycle}
+		}
+	}
+	if len(d.Skips) > 0 {
+		r.Skips = make([]skipDoc, len(d.Skips))
+		for i, s := range d.Skips {
+			r.Skips[i] = skipDoc{At: s.At, By: s.By, Cycle: s.Cycle}
+		}
+	}
+	return json.Marshal(r)
+}
+
+// decodeDelivery decodes a delivery's document; WaitingBehind is "".
+func decodeDelivery(doc []byte) (engine.Delivery, error) {
+	var r deliveryDoc
+	if err := unmarshalDoc("delivery", doc, &r); err != nil {
+		return engine.Delivery{}, err
+	}
+	if err := checkFormat("delivery", r.V); err != nil {
+		return engine.Delivery{}, err
+	}
+	if r.ID == "" || r.TenantID == "" {
+		return engine.Delivery{}, errors.New("postgres: stored delivery has no id or tenant")
+	}
+	d := engine.Delivery{
+		ID: r.ID, TenantID: r.TenantID, EventID: r.EventID, EventType: r.EventType,
+		EndpointID: r.EndpointID, State: engine.State(r.State),
+		Sequence: r.Sequence, Line: r.Line, PreviousSequence: r.PreviousSequence, Test: r.Test,
+		Cycle: r.Cycle, CycleStart: r.CycleStart, CycleAttempts: r.CycleAttempts, NextAttemptAt: r.NextAttemptAt,
+		LastStatus: r.LastStatus, Reason: r.Reason, DeadAt: r.DeadAt, Created: r.Created, Updated: r.Updated,
+	}
+	if r.Attempts != nil {
+		d.Attempts = make([]engine.Attempt, len(r.Attempts))
+		for i, a := range r.Attempts {
+			d.Attempts[i] = engine.Attempt{
+				Cycle: a.Cycle, Number: a.Number, Start: a.Start, Duration: time.Duration(a.DurationNS),
+				Status: a.Status, Error: a.Error, Response: a.Response, Outcome: engine.Outcome(a.Outcome),
+				RetryAfter: time.Duration(a.RetryAfterNS),
+			}
+		}
+	}
+	if r.Replays != nil {
+		d.Replays = make([]engine.Replay, len(r.Replays))
+		for i, p := range r.Replays {
+			d.Replays[i] = engine.Replay{At: p.At, By: p.By, Cycle: p.Cycle}
+		}
+	}
+	if r.Skips != nil {
+		d.Skips = make([]engine.Skip, len(r.Skips))
+		for i, s := range r.Skips {
+			d.Skips[i] = engine.Skip{At: s.At, By: s.By, Cycle: s.Cycle}
+		}
+	}
+	return d, nil
+}
