@@ -105,18 +105,23 @@ func (s *Service) RaiseAlert(ctx context.Context, a Alert) error {
 // Repeated endpoint.failing alerts of one endpoint within a minute are
 // sent once (concurrent attempts each see the first failure).
 type AlertSink struct {
-	svc      *Service
-	ch       chan Alert
-	done     chan struct{}
-	onErr    func(error)
-	started  bool
-	stopOnce sync.Once
+	svc     *Service
+	ch      chan Alert
+	done    chan struct{}
+	onErr   func(error)
+	started bool
+	ctx     context.Context    // the alerts' store calls; cancelled when a stop gives up waiting
+	cancel  context.CancelFunc //
+
+	mu     sync.Mutex
+	closed bool // ch is closed: Stop was called
 }
 
 // NewAlertSink returns a sink that raises alerts through svc; onErr is
 // told of alerts that could not be stored or were dropped.
 func NewAlertSink(svc *Service, onErr func(error)) *AlertSink {
-	return &AlertSink{svc: svc, ch: make(chan Alert, 1024), done: make(chan struct{}), onErr: onErr}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &AlertSink{svc: svc, ch: make(chan Alert, 1024), done: make(chan struct{}), onErr: onErr, ctx: ctx, cancel: cancel}
 }
 
 // Start raises the alerts Put queues until Stop.
@@ -125,22 +130,54 @@ func (k *AlertSink) Start() {
 	go k.run()
 }
 
-// Put queues a; when 1024 alerts are already waiting it drops a.
+// Put queues a; when 1024 alerts are already waiting, or the sink has
+// stopped, it drops a (and tells onErr).
 func (k *AlertSink) Put(a Alert) {
-	select {
-	case k.ch <- a:
+	k.mu.Lock()
+	var dropped error
+	switch {
+	case k.closed:
+		dropped = fmt.Errorf("alert %s of delivery %s dropped: the alert sink has stopped", a.Kind, a.Delivery.ID)
 	default:
-		k.onErr(fmt.Errorf("alert %s of delivery %s dropped: 1024 alerts waiting", a.Kind, a.Delivery.ID))
+		select {
+		case k.ch <- a:
+		default:
+			dropped = fmt.Errorf("alert %s of delivery %s dropped: 1024 alerts waiting", a.Kind, a.Delivery.ID)
+		}
+	}
+	k.mu.Unlock()
+	if dropped != nil {
+		k.onErr(dropped)
 	}
 }
 
 // Stop raises what is queued and stops. Call it after the dispatcher has
-// stopped (nothing may Put after it). Safe to call twice, and before
-// Start.
+// stopped: an alert Put after it is dropped. Safe to call twice, and
+// before Start.
 func (k *AlertSink) Stop() {
-	k.stopOnce.Do(func() { close(k.ch) })
-	if k.started {
-		<-k.done
+	k.stopWithin(context.Background())
+}
+
+// stopWithin is Stop that waits for the queued alerts to be raised only
+// until ctx ends; then it drops those not raised yet and returns ctx's
+// error (the sink's goroutine ends when the store call under way
+// returns).
+func (k *AlertSink) stopWithin(ctx context.Context) error {
+	k.mu.Lock()
+	if !k.closed {
+		k.closed = true
+		close(k.ch)
+	}
+	k.mu.Unlock()
+	if !k.started {
+		return nil
+	}
+	select {
+	case <-k.done:
+		return nil
+	case <-ctx.Done():
+		k.cancel()
+		return fmt.Errorf("engine: alert sink stop gave up waiting (%w): the alerts not raised yet are dropped", ctx.Err())
 	}
 }
 
@@ -148,13 +185,16 @@ func (k *AlertSink) run() {
 	defer close(k.done)
 	lastFailing := map[string]time.Time{}
 	for a := range k.ch {
+		if k.ctx.Err() != nil {
+			continue // a stop gave up waiting: dropped
+		}
 		if a.Kind == AlertEndpointFailing {
 			if t, ok := lastFailing[a.Delivery.EndpointID]; ok && a.At.Sub(t) < time.Minute {
 				continue
 			}
 			lastFailing[a.Delivery.EndpointID] = a.At
 		}
-		if err := k.svc.RaiseAlert(context.Background(), a); err != nil {
+		if err := k.svc.RaiseAlert(k.ctx, a); err != nil {
 			k.onErr(fmt.Errorf("alert %s: %w", a.Kind, err))
 		}
 	}

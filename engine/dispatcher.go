@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -121,10 +122,14 @@ type Dispatcher struct {
 	recording chan struct{}            // a slot per outcome being recorded (recordLater)
 	started   bool
 	stopping  bool
-	stopped   chan struct{}      // closed when workers and the claim loop are gone
+	stopped   chan struct{}      // closed when workersWG is done
 	baseCtx   context.Context    // cancelled when Stop gives up waiting
 	cancel    context.CancelFunc //
+	// workersWG counts every goroutine the dispatcher runs: the claim
+	// loop, the workers, the outcomes being recorded, and the timers of
+	// afterLocked, from the moment each is armed.
 	workersWG sync.WaitGroup
+	timers    map[*time.Timer]bool // armed by afterLocked and not yet fired; Stop stops them
 
 	verification verificationState // endpoint challenges; see verification.go
 }
@@ -189,6 +194,7 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 		limiters:  make(map[string]*rate.Limiter),
 		recording: make(chan struct{}, recordingPerWorker*opts.Workers),
 		stopped:   make(chan struct{}),
+		timers:    make(map[*time.Timer]bool),
 	}
 	if d.client == nil {
 		d.client = NewHTTPClient(opts.Workers, opts.EndpointConcurrency, opts.Targets)
@@ -285,15 +291,28 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops the dispatcher softly: no new attempt starts, attempts in
-// flight finish and their outcomes are recorded. If ctx ends first, the
-// attempts still running are cancelled and not recorded: their deliveries
-// are still pending in the retry index and are attempted again at the next
-// start. Stop is safe to call twice, and before Start.
+// Stop stops the dispatcher softly: no new attempt starts, no timer of
+// its own fires again, attempts in flight finish and their outcomes are
+// recorded; it returns when every goroutine the dispatcher started has
+// ended. If ctx ends first, Stop cancels the attempts still running and
+// returns at once, with ctx's error and what it left: a cancelled attempt
+// is not recorded, and an outcome the store has not finished recording
+// (a disk that stopped answering) may or may not be; either way the
+// delivery is still pending in the retry index unless its record
+// committed, and is attempted again at the next start. What Stop left
+// ends on its own once the store answers. Stop is safe to call twice (the
+// second call waits, within its own ctx, for what the first left), and
+// before Start.
 func (d *Dispatcher) Stop(ctx context.Context) error {
 	d.mu.Lock()
 	started := d.started
 	d.stopping = true
+	for t := range d.timers {
+		if t.Stop() {
+			d.workersWG.Done() // it will never run: see afterLocked
+		}
+		delete(d.timers, t)
+	}
 	d.cond.Broadcast()
 	d.claimCond.Broadcast()
 	d.mu.Unlock()
@@ -306,18 +325,49 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	case <-d.stopped:
 	case <-ctx.Done():
 		d.cancel()
-		<-d.stopped
-		err = ctx.Err()
+		d.mu.Lock()
+		inflight, recording := len(d.inflight), len(d.recording)
+		d.mu.Unlock()
+		err = fmt.Errorf("engine: dispatcher stop gave up waiting (%w) with %d delivery(ies) in flight, of which %d outcome(s) the store is still recording; a delivery whose outcome is not recorded stays pending and is attempted again at the next start",
+			ctx.Err(), inflight, recording)
 	}
 	// What was claimed and never attempted goes back to the scheduler.
 	d.mu.Lock()
 	for _, eq := range d.endpoints {
 		for _, id := range eq.ready {
 			d.sched.Release(Work{DeliveryID: id, TenantID: eq.tenant.id, EndpointID: eq.id})
+			delete(d.ready, id)
+			eq.tenant.ready--
 		}
+		eq.ready = nil
 	}
 	d.mu.Unlock()
 	return err
+}
+
+// afterLocked runs f on a goroutine of its own after delay, unless Stop
+// comes first; it does nothing once the dispatcher is stopping, or before
+// Start. d.mu must be held. The timer counts in workersWG from now until
+// it has run or Stop has stopped it, so Stop's wait covers it: while the
+// dispatcher runs, workersWG is above zero (its workers and claim loop
+// end only after stopping is set), so this Add never races Start's Wait.
+func (d *Dispatcher) afterLocked(delay time.Duration, f func()) {
+	if !d.started || d.stopping {
+		return
+	}
+	d.workersWG.Add(1)
+	var t *time.Timer
+	t = time.AfterFunc(delay, func() {
+		defer d.workersWG.Done()
+		d.mu.Lock()
+		armed := d.timers[t] // false: Stop came first, and found t.Stop too late
+		delete(d.timers, t)
+		d.mu.Unlock()
+		if armed {
+			f()
+		}
+	})
+	d.timers[t] = true // before f can look: it locks d.mu first
 }
 
 // Enqueue hands the dispatcher delivery id of endpoint endpointID of
@@ -594,6 +644,10 @@ func (d *Dispatcher) claimLoop() {
 		}
 		d.mu.Lock()
 		for _, w := range ws {
+			if d.stopping { // Stop may have released the ready ones already
+				d.sched.Release(w)
+				continue
+			}
 			d.readyLocked(w)
 		}
 		d.mu.Unlock()
@@ -634,7 +688,7 @@ func (d *Dispatcher) next() (id string, eq *endpointQueue, ok bool) {
 				r.Cancel()
 				eq.parked = true
 				parked := eq // eq is this loop's, and the result: it moves on
-				time.AfterFunc(delay, func() {
+				d.afterLocked(delay, func() {
 					d.mu.Lock()
 					defer d.mu.Unlock()
 					parked.parked = false
@@ -916,8 +970,8 @@ func (d *Dispatcher) record(in *AttemptInput, rec *AttemptRecord, ended time.Tim
 // or waiting) may have made the store promote the next, which is
 // pending now and due at once. It does nothing for any other delivery.
 // When the store cannot be read it tries again after storeRetryDelay
-// while the dispatcher runs; a restart finds the promoted delivery in
-// the retry index anyway.
+// while the dispatcher runs, never after Stop; a restart finds the
+// promoted delivery in the retry index anyway.
 func (d *Dispatcher) FollowLine(dl Delivery) {
 	if dl.Line == "" || HoldsLine(dl) {
 		return
@@ -926,7 +980,9 @@ func (d *Dispatcher) FollowLine(dl Delivery) {
 	if err != nil {
 		if d.baseCtx.Err() == nil {
 			d.log.Error("read line head", "endpoint", dl.EndpointID, "line", dl.Line, "err", err)
-			time.AfterFunc(storeRetryDelay, func() { d.FollowLine(dl) })
+			d.mu.Lock()
+			d.afterLocked(storeRetryDelay, func() { d.FollowLine(dl) })
+			d.mu.Unlock()
 		}
 		return
 	}

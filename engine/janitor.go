@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -195,9 +196,22 @@ func (j *Janitor) report(err error) {
 // Stop stops the janitor and waits for the transaction under way. Safe to
 // call twice, and before Start.
 func (j *Janitor) Stop() {
+	j.stopWithin(context.Background())
+}
+
+// stopWithin is Stop that waits for the transaction under way only until
+// ctx ends, and then returns ctx's error; the janitor's goroutine ends
+// when that transaction returns (its context is cancelled already).
+func (j *Janitor) stopWithin(ctx context.Context) error {
 	j.stopOnce.Do(func() { close(j.stop) })
-	if j.started {
-		<-j.done
+	if !j.started {
+		return nil
+	}
+	select {
+	case <-j.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("engine: janitor stop gave up waiting (%w): a transaction of its is still running", ctx.Err())
 	}
 }
 

@@ -114,18 +114,19 @@ func (n *Node) Start(ctx context.Context) error {
 }
 
 // Stop stops the node softly, in this order: the dispatcher (attempts in
-// flight finish and their outcomes are recorded, until ctx ends), then
-// the alert sink (it raises the alerts the last attempts queued), then
-// the janitor. The store is the caller's to close after. Safe to call
-// twice, and before Start.
+// flight finish and their outcomes are recorded), then the alert sink (it
+// raises the alerts the last attempts queued), then the janitor (its
+// transaction under way ends). Each waits only until ctx ends: then Stop
+// returns ctx's error, joined with what each part left running (see
+// Dispatcher.Stop). The store is the caller's to close after. Safe to
+// call twice, and before Start.
 func (n *Node) Stop(ctx context.Context) error {
 	err := n.Dispatcher.Stop(ctx)
-	n.alerts.stopIfAny()
-	if n.janitor != nil {
-		n.janitor.Stop()
+	if n.alerts != nil {
+		err = errors.Join(err, n.alerts.stopWithin(ctx))
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return fmt.Errorf("attempts still in flight were cancelled; they are attempted again at the next start: %w", err)
+	if n.janitor != nil {
+		err = errors.Join(err, n.janitor.stopWithin(ctx))
 	}
 	return err
 }
