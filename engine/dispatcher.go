@@ -42,8 +42,14 @@ type DispatcherOptions struct {
 	Client       *http.Client // nil: NewHTTPClient(Workers, EndpointConcurrency, Targets)
 	Logger       *slog.Logger // nil: discard
 	UserAgent    string       // "": "webhookd"
-	Now          func() time.Time
-	Random       func() float64 // jitter source in [0, 1); nil: math/rand/v2
+	// Now is the wall clock: the times written to records (an attempt's
+	// start, a delivery's next attempt, health) and due times read from
+	// them; nil: time.Now. No wait is measured on it: waits and an
+	// attempt's duration run on the monotonic clock (time.Now's reading,
+	// as every Scheduler time is), so a jump of the wall clock moves none
+	// of them (TestDispatcher_ClockJump).
+	Now    func() time.Time
+	Random func() float64 // jitter source in [0, 1); nil: math/rand/v2
 	// OnAttempt, when set, is told of every attempt whose outcome was
 	// recorded, with the state the delivery moved to (for metrics). It runs
 	// on a worker: it must be fast and must not block.

@@ -19,6 +19,10 @@ type RetryIndexer interface {
 // process ends. A crash loses the claims with the process; the next
 // process's Recover offers their deliveries again (at-least-once).
 //
+// Its "now" is time.Now, never a wall clock passed in: every Scheduler
+// time is a monotonic reading (see Scheduler), and only the monotonic
+// part of two readings is compared.
+//
 // It holds about 140 bytes of heap per pending delivery (see
 // BenchmarkDispatcher_Recover): an entry of the timer heap, its index
 // entry, and its delivery ID; endpoint IDs are shared.

@@ -65,7 +65,7 @@ type endpointChallenge struct {
 	inflight *challengeCall  // a challenge being made now, shared
 	passed   time.Time       // when it passed at url; zero if it has not
 	failures int             // challenges failed in a row
-	retryAt  time.Time       // no new challenge before this (after a failure)
+	retryAt  time.Time       // no new challenge before this (after a failure); a monotonic reading, like a Scheduler time
 	reason   string          // why the last challenge failed
 	held     map[string]bool // delivery IDs held for it
 }
