@@ -14,10 +14,12 @@ import (
 // goroutine of the dispatcher, its timers and the store run on the
 // bubble's fake clock, which moves only when all of them are durably
 // blocked, so a test waits for "nothing more happens" with synctest.Wait
-// and for a retry with time.Sleep, at no cost in real time. What they may
-// not use is real I/O: a goroutine in a syscall or on a socket is not
-// durably blocked, so the fake clock would not wait for it. Hence the
-// store is memstore and the receiver is answer, called in the process.
+// and for a retry by sleeping, at no cost in real time. What they may not
+// use is a real network peer: a goroutine blocked on a socket is never
+// durably blocked, so synctest.Wait would wait for it forever. A file is
+// fine (a syscall returns, and synctest.Wait waits for it), so some run
+// on the bbolt file; the receiver is always an answer func, called in the
+// process (bubbleClient).
 
 // receiverFunc is an http.RoundTripper that answers every request in the
 // process: no connection is made.

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/webhookd/webhookd/engine"
@@ -27,9 +27,10 @@ func (c *wallClock) Now() time.Time {
 func (c *wallClock) jump(d time.Duration) { c.offset.Add(int64(d)) }
 
 // jumpReceiver answers each delivery 500, 500, then 200. The first request
-// of each is held until hold is closed.
+// of each is held until hold is closed. It answers in the process
+// (receive, through bubbleClient): the clock test runs in a synctest
+// bubble.
 type jumpReceiver struct {
-	srv  *httptest.Server
 	hold chan struct{}
 
 	mu   sync.Mutex
@@ -42,35 +43,35 @@ type jumpRequest struct {
 	answered time.Time
 }
 
-func newJumpReceiver(t *testing.T) *jumpReceiver {
+func newJumpReceiver() *jumpReceiver {
 	rc := &jumpReceiver{hold: make(chan struct{}), reqs: make(map[string][]jumpRequest)}
 	rc.cond = sync.NewCond(&rc.mu)
-	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("webhook-id")
-		rc.mu.Lock()
-		n := len(rc.reqs[id])
-		rc.reqs[id] = append(rc.reqs[id], jumpRequest{arrived: time.Now()})
-		rc.cond.Broadcast()
-		rc.mu.Unlock()
-		if n == 0 {
-			select {
-			case <-rc.hold:
-			case <-r.Context().Done():
-				return
-			}
-		}
-		rc.mu.Lock()
-		rc.reqs[id][n].answered = time.Now()
-		rc.cond.Broadcast()
-		rc.mu.Unlock()
-		if n < 2 {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(rc.srv.Close)
 	return rc
+}
+
+// receive answers one request.
+func (rc *jumpReceiver) receive(r *http.Request) int {
+	id := r.Header.Get("webhook-id")
+	rc.mu.Lock()
+	n := len(rc.reqs[id])
+	rc.reqs[id] = append(rc.reqs[id], jumpRequest{arrived: time.Now()})
+	rc.cond.Broadcast()
+	rc.mu.Unlock()
+	if n == 0 {
+		select {
+		case <-rc.hold:
+		case <-r.Context().Done():
+			return http.StatusInternalServerError // not seen: the attempt ended
+		}
+	}
+	rc.mu.Lock()
+	rc.reqs[id][n].answered = time.Now()
+	rc.cond.Broadcast()
+	rc.mu.Unlock()
+	if n < 2 {
+		return http.StatusInternalServerError
+	}
+	return http.StatusOK
 }
 
 // wait blocks until every one of ids has at least n requests, or fails the
@@ -107,11 +108,14 @@ func (rc *jumpReceiver) wait(t *testing.T, ids []string, n int, limit time.Durat
 // back, while attempts are in flight and while retries wait in the timer
 // queue. Waits run on the monotonic clock, so every retry still comes one
 // schedule step after the attempt before it ended: none at once, none an
-// hour late. Wall time is only written to the records.
+// hour late. Wall time is only written to the records. It runs in a
+// synctest bubble (the bbolt file included): the monotonic clock is the
+// bubble's, which moves only while every goroutine waits, and the wall
+// clock is that plus the jump.
 func TestDispatcher_ClockJump(t *testing.T) {
 	for _, jump := range []time.Duration{time.Hour, -time.Hour} {
 		t.Run(fmt.Sprintf("jump %s", jump), func(t *testing.T) {
-			testClockJump(t, jump)
+			synctest.Test(t, func(t *testing.T) { testClockJump(t, jump) })
 		})
 	}
 }
@@ -124,7 +128,7 @@ func testClockJump(t *testing.T, jump time.Duration) {
 	)
 	ctx := context.Background()
 	clock := &wallClock{}
-	rc := newJumpReceiver(t)
+	rc := newJumpReceiver()
 	db, err := storage.Open(filepath.Join(t.TempDir(), "webhookd.db"), storage.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -138,13 +142,13 @@ func testClockJump(t *testing.T, jump time.Duration) {
 		AttemptTimeout: 5 * time.Second,
 		RetryAfterMax:  time.Minute,
 	}
-	disp := engine.NewDispatcher(db, engine.DispatcherOptions{Policy: policy, Workers: 2 * k, EndpointConcurrency: 2 * k, Client: loopbackClient(2 * k), Now: clock.Now})
-	svc := engine.NewService(db, disp, engine.ServiceOptions{Now: clock.Now, Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}})
+	disp := engine.NewDispatcher(db, engine.DispatcherOptions{Policy: policy, Workers: 2 * k, EndpointConcurrency: 2 * k, Client: bubbleClient(rc.receive), Targets: bubbleTargets, Now: clock.Now})
+	svc := engine.NewService(db, disp, engine.ServiceOptions{Now: clock.Now, Targets: bubbleTargets})
 	if err := disp.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { disp.Stop(context.Background()) })
-	acmeEndpoint(t, svc, rc.srv.URL)
+	acmeEndpoint(t, svc, bubbleURL)
 	var ids []string
 	for i := range k {
 		res, err := svc.Ingest(ctx, "acme", engine.IngestInput{Type: "order.created", Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
@@ -161,7 +165,7 @@ func testClockJump(t *testing.T, jump time.Duration) {
 	// Every second attempt ended (500), its retry waits in the timer queue:
 	// jump back a third of the way into the wait.
 	rc.wait(t, ids, 2, wait+slack)
-	time.Sleep(wait / 3)
+	time.Sleep(wait / 3) // the bubble's clock: no real time passes
 	clock.jump(-jump)
 	rc.wait(t, ids, 3, wait+slack)
 

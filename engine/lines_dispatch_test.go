@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/webhookd/webhookd/engine"
@@ -24,39 +24,39 @@ type arrival struct {
 }
 
 // lineReceiver records the requests it gets in arrival order and answers
-// each with what answer says of its envelope (nil: 200).
+// each with what answer says of its envelope (nil: 200). It answers in the
+// process (receive, through bubbleClient): the line tests run in synctest
+// bubbles.
 type lineReceiver struct {
 	mu       sync.Mutex
 	arrivals []arrival
 	answer   func(key string, sequence uint64, try int) int
 	tries    map[uint64]int
-	srv      *httptest.Server
 }
 
-func newLineReceiver(t *testing.T, answer func(key string, sequence uint64, try int) int) *lineReceiver {
-	rc := &lineReceiver{answer: answer, tries: map[uint64]int{}}
-	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var env struct {
-			Sequence    uint64 `json:"sequence"`
-			OrderingKey string `json:"ordering_key"`
-		}
-		if err := json.Unmarshal(body, &env); err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		rc.mu.Lock()
-		rc.tries[env.Sequence]++
-		status := http.StatusOK
-		if rc.answer != nil {
-			status = rc.answer(env.OrderingKey, env.Sequence, rc.tries[env.Sequence])
-		}
-		rc.arrivals = append(rc.arrivals, arrival{env.OrderingKey, env.Sequence, status})
-		rc.mu.Unlock()
-		w.WriteHeader(status)
-	}))
-	t.Cleanup(rc.srv.Close)
-	return rc
+func newLineReceiver(answer func(key string, sequence uint64, try int) int) *lineReceiver {
+	return &lineReceiver{answer: answer, tries: map[uint64]int{}}
+}
+
+// receive answers one request.
+func (rc *lineReceiver) receive(r *http.Request) int {
+	body, _ := io.ReadAll(r.Body)
+	var env struct {
+		Sequence    uint64 `json:"sequence"`
+		OrderingKey string `json:"ordering_key"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		return http.StatusBadRequest
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.tries[env.Sequence]++
+	status := http.StatusOK
+	if rc.answer != nil {
+		status = rc.answer(env.OrderingKey, env.Sequence, rc.tries[env.Sequence])
+	}
+	rc.arrivals = append(rc.arrivals, arrival{env.OrderingKey, env.Sequence, status})
+	return status
 }
 
 // succeeded returns the sequences answered 2xx, in arrival order.
@@ -92,7 +92,8 @@ func (rc *lineReceiver) wantInOrder(t *testing.T, byKey bool) {
 	}
 }
 
-// lineService is a service and a running dispatcher on a bbolt file,
+// lineService is a service and a running dispatcher on a bbolt file, for
+// a synctest bubble,
 // with tenant acme and type order.created, and an endpoint at rc with
 // ordering and onDead.
 func lineService(t *testing.T, rc *lineReceiver, ordering engine.Ordering, onDead engine.OnDead) (*engine.Service, *storage.DB, engine.Endpoint) {
@@ -107,7 +108,7 @@ func lineService(t *testing.T, rc *lineReceiver, ordering engine.Ordering, onDea
 			AttemptTimeout: 5 * time.Second, RetryAfterMax: time.Second,
 		},
 		Workers: 8, EndpointConcurrency: 8, TenantConcurrency: 8,
-		Client: loopbackClient(8), Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true},
+		Client: bubbleClient(rc.receive), Targets: bubbleTargets,
 	})
 	if err := disp.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func lineService(t *testing.T, rc *lineReceiver, ordering engine.Ordering, onDea
 		}
 		db.Close()
 	})
-	svc := engine.NewService(db, disp, engine.ServiceOptions{Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}})
+	svc := engine.NewService(db, disp, engine.ServiceOptions{Targets: bubbleTargets})
 	ctx := t.Context()
 	if _, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{Name: "Acme"}); err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ func lineService(t *testing.T, rc *lineReceiver, ordering engine.Ordering, onDea
 	if _, _, err := svc.PutEventType(ctx, "order.created", engine.EventTypeInput{}); err != nil {
 		t.Fatal(err)
 	}
-	ep, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: rc.srv.URL, EventTypes: []string{"*"}, Ordering: ordering, OnDead: onDead})
+	ep, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: bubbleURL, EventTypes: []string{"*"}, Ordering: ordering, OnDead: onDead})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,11 +148,14 @@ func ingestKeyed(t *testing.T, svc *engine.Service, key string) engine.Delivery 
 	return res.Deliveries[0]
 }
 
-// waitState waits (bounded) until delivery id is in state.
+// waitState waits, in a synctest bubble, until delivery id is in state:
+// it looks each time every goroutine waits, and moves the bubble's fake
+// clock a millisecond on (retries are due later) until 20 s of it passed.
 func waitState(t *testing.T, svc *engine.Service, id string, state engine.State) engine.Delivery {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
+		synctest.Wait()
 		d, err := svc.Delivery(t.Context(), "acme", id)
 		if err != nil {
 			t.Fatal(err)
@@ -162,7 +166,7 @@ func waitState(t *testing.T, svc *engine.Service, id string, state engine.State)
 		if time.Now().After(deadline) {
 			t.Fatalf("delivery %s is %s (behind %q), want %s", id, d.State, d.WaitingBehind, state)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(time.Millisecond) // the bubble's clock: no real time passes
 	}
 }
 
@@ -173,25 +177,27 @@ func waitState(t *testing.T, svc *engine.Service, id string, state engine.State)
 func TestDispatcher_DeliversLinesInOrder(t *testing.T) {
 	for _, ordering := range []engine.Ordering{engine.OrderingKey, engine.OrderingEndpoint} {
 		t.Run(string(ordering), func(t *testing.T) {
-			rc := newLineReceiver(t, func(_ string, seq uint64, try int) int {
-				if seq%3 == 0 && try == 1 {
-					return http.StatusBadGateway
+			synctest.Test(t, func(t *testing.T) {
+				rc := newLineReceiver(func(_ string, seq uint64, try int) int {
+					if seq%3 == 0 && try == 1 {
+						return http.StatusBadGateway
+					}
+					return http.StatusOK
+				})
+				svc, _, _ := lineService(t, rc, ordering, engine.OnDeadSkip)
+				keys := []string{"a", "b", "c", "d"}
+				var ids []string
+				for i := range 40 {
+					ids = append(ids, ingestKeyed(t, svc, keys[i%len(keys)]).ID)
 				}
-				return http.StatusOK
+				for _, id := range ids {
+					waitState(t, svc, id, engine.StateSucceeded)
+				}
+				rc.wantInOrder(t, ordering == engine.OrderingKey)
+				if got := len(rc.succeeded()); got != len(ids) {
+					t.Errorf("%d successes, want %d", got, len(ids))
+				}
 			})
-			svc, _, _ := lineService(t, rc, ordering, engine.OnDeadSkip)
-			keys := []string{"a", "b", "c", "d"}
-			var ids []string
-			for i := range 40 {
-				ids = append(ids, ingestKeyed(t, svc, keys[i%len(keys)]).ID)
-			}
-			for _, id := range ids {
-				waitState(t, svc, id, engine.StateSucceeded)
-			}
-			rc.wantInOrder(t, ordering == engine.OrderingKey)
-			if got := len(rc.succeeded()); got != len(ids) {
-				t.Errorf("%d successes, want %d", got, len(ids))
-			}
 		})
 	}
 }
@@ -200,8 +206,12 @@ func TestDispatcher_DeliversLinesInOrder(t *testing.T) {
 // head until it is skipped; Skip of anything else is not_blocking; a
 // replay of a delivery of the line waits behind the head.
 func TestDispatcher_BlockedLine(t *testing.T) {
+	synctest.Test(t, testBlockedLine)
+}
+
+func testBlockedLine(t *testing.T) {
 	var gone sync.Map // sequences answered 400 (permanent)
-	rc := newLineReceiver(t, func(_ string, seq uint64, _ int) int {
+	rc := newLineReceiver(func(_ string, seq uint64, _ int) int {
 		if _, ok := gone.Load(seq); ok {
 			return http.StatusBadRequest
 		}
@@ -232,7 +242,7 @@ func TestDispatcher_BlockedLine(t *testing.T) {
 	if again.State != engine.StateWaiting {
 		t.Fatalf("replay into a blocked line is %s, want waiting", again.State)
 	}
-	time.Sleep(50 * time.Millisecond) // a blocked line sends nothing
+	synctest.Wait() // every goroutine waits: a blocked line sends nothing
 	if got := rc.succeeded(); len(got) != 1 {
 		t.Fatalf("successes %v while the line is blocked, want only the first", got)
 	}
@@ -283,8 +293,12 @@ func TestService_LineNote(t *testing.T) {
 // in their line's order whatever order they were picked in; one ID that
 // is not the tenant's delivery replays none.
 func TestService_ReplaySelected(t *testing.T) {
+	synctest.Test(t, testReplaySelected)
+}
+
+func testReplaySelected(t *testing.T) {
 	var failing sync.Map
-	rc := newLineReceiver(t, func(string, uint64, int) int {
+	rc := newLineReceiver(func(string, uint64, int) int {
 		if _, ok := failing.Load("all"); ok {
 			return http.StatusBadRequest // permanent: dead at once
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -31,7 +32,16 @@ func claimWithin(t *testing.T, s *LocalScheduler, d time.Duration) []Work {
 	return ws
 }
 
+// TestLocalScheduler_Contract walks one scheduler through its contract,
+// each step on the state the one before left. It runs in a synctest
+// bubble: every wait is on the bubble's fake clock, and synctest.Wait
+// says when a claim is waiting. A bubble cannot hold t.Run, so the steps
+// are blocks, each named in a comment.
 func TestLocalScheduler_Contract(t *testing.T) {
+	synctest.Test(t, testLocalSchedulerContract)
+}
+
+func testLocalSchedulerContract(t *testing.T) {
 	a := Work{DeliveryID: "dlv_a", TenantID: "acme", EndpointID: "ep_1"}
 	b := Work{DeliveryID: "dlv_b", TenantID: "acme", EndpointID: "ep_1"}
 	g := Work{DeliveryID: "dlv_g", TenantID: "globex", EndpointID: "ep_2"}
@@ -49,7 +59,7 @@ func TestLocalScheduler_Contract(t *testing.T) {
 		t.Fatalf("after Recover: total %d, waiting %d, acme %d, globex %d", total, waiting, s.Pending("acme"), s.Pending("globex"))
 	}
 
-	t.Run("what is due is claimed once", func(t *testing.T) {
+	{ // what is due is claimed once
 		if ws := claimWithin(t, s, time.Second); len(ws) != 1 || ws[0] != a {
 			t.Fatalf("Claim = %+v, want %+v", ws, a)
 		}
@@ -59,8 +69,8 @@ func TestLocalScheduler_Contract(t *testing.T) {
 		if total, waiting := s.Counts(); !s.Holds(a.DeliveryID) || waiting != 1 || total != 2 {
 			t.Errorf("claimed a: holds %v, waiting %d, total %d", s.Holds(a.DeliveryID), waiting, total)
 		}
-	})
-	t.Run("scheduled while claimed: handed back at settle", func(t *testing.T) {
+	}
+	{ // scheduled while claimed: handed back at settle
 		if s.Schedule(a, now) {
 			t.Fatal("Schedule of a claimed delivery claimed it again")
 		}
@@ -73,8 +83,8 @@ func TestLocalScheduler_Contract(t *testing.T) {
 		if s.Holds(a.DeliveryID) || s.Pending("acme") != 0 {
 			t.Errorf("settled not pending: holds %v, acme %d", s.Holds(a.DeliveryID), s.Pending("acme"))
 		}
-	})
-	t.Run("settled with a next time: offered then, not before", func(t *testing.T) {
+	}
+	{ // settled with a next time: offered then, not before
 		if !s.Schedule(b, time.Now()) {
 			t.Fatal("Schedule of a due delivery did not claim it")
 		}
@@ -88,11 +98,11 @@ func TestLocalScheduler_Contract(t *testing.T) {
 			t.Fatalf("Claim = %+v, want %+v at its time", ws, b)
 		}
 		s.Settle(b, time.Time{})
-	})
-	t.Run("an earlier schedule wakes a waiting claim", func(t *testing.T) {
+	}
+	{ // an earlier schedule wakes a waiting claim
 		done := make(chan []Work, 1)
 		go func() { done <- claimWithin(t, s, 5*time.Second) }()
-		time.Sleep(20 * time.Millisecond) // the claim waits for g, an hour out
+		synctest.Wait() // the claim waits for g, an hour out
 		if s.Schedule(b, time.Now().Add(10*time.Millisecond)) {
 			t.Fatal("a delivery due later was claimed at once")
 		}
@@ -105,19 +115,19 @@ func TestLocalScheduler_Contract(t *testing.T) {
 			t.Fatal("the waiting claim did not wake for the earlier delivery")
 		}
 		s.Settle(b, time.Time{})
-	})
-	t.Run("forget a tenant", func(t *testing.T) {
+	}
+	{ // forget a tenant
 		s.Schedule(b, time.Now().Add(time.Hour))
 		s.ForgetTenant("globex")
 		if total, _ := s.Counts(); s.Holds(g.DeliveryID) || s.Pending("globex") != 0 || !s.Holds(b.DeliveryID) || total != 1 {
 			t.Errorf("after ForgetTenant(globex): holds g %v, globex %d, holds b %v, total %d", s.Holds(g.DeliveryID), s.Pending("globex"), s.Holds(b.DeliveryID), total)
 		}
-	})
-	t.Run("claim ends with its context", func(t *testing.T) {
+	}
+	{ // claim ends with its context
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		if _, err := s.Claim(ctx, 0); !errors.Is(err, context.Canceled) {
 			t.Errorf("Claim on an ended context = %v", err)
 		}
-	})
+	}
 }

@@ -47,7 +47,7 @@ func newTrackingReceiver(tb testing.TB) *trackingReceiver {
 		rc.mu.Unlock()
 		// Stay in flight a moment, so that a second attempt of the same
 		// delivery would overlap this one.
-		time.Sleep(200 * time.Microsecond)
+		time.Sleep(200 * time.Microsecond) // a real receiver's work, on loopback: not in a bubble
 		rc.mu.Lock()
 		rc.inflight[key]--
 		rc.mu.Unlock()
@@ -86,6 +86,22 @@ func loopbackClient(workers int) *http.Client {
 			DisableCompression:  true,
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// poll is the engine tests' bounded poller, for a condition that only
+// real I/O moves (a receiver on loopback, which a synctest bubble cannot
+// wait for) and nothing signals: it calls cond at once and then every
+// millisecond until it holds or limit has passed, and reports whether it
+// held.
+func poll(limit time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(limit); ; time.Sleep(time.Millisecond) { // real I/O: nothing signals it
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
 	}
 }
 
@@ -222,17 +238,13 @@ func TestDispatcher_Recover(t *testing.T) {
 		t.Errorf("after Start TenantPending(acme) = %d (%d already done), want the %d pending: the retry index did not name the tenant", held, done, n)
 	}
 	deadline := time.Now().Add(2 * time.Minute)
-	for rc.succeeded.Load() < int64(n) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll(time.Until(deadline), func() bool { return rc.succeeded.Load() >= int64(n) })
 	completed := time.Since(start)
 	// Let the last outcomes be recorded before looking at the file.
-	for time.Now().Before(deadline) {
-		if st := disp.Stats(); st.Scheduled+st.Ready+st.InFlight == 0 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll(time.Until(deadline), func() bool {
+		st := disp.Stats()
+		return st.Scheduled+st.Ready+st.InFlight == 0
+	})
 	if held := disp.TenantPending("acme"); held != 0 {
 		t.Errorf("TenantPending(acme) = %d once every delivery succeeded, want 0", held)
 	}

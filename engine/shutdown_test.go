@@ -64,7 +64,7 @@ func TestDispatcher_StopEndsLineRetries(t *testing.T) {
 		if first == 0 {
 			t.Fatal("the line's head was not read after the attempt")
 		}
-		time.Sleep(3*time.Second + time.Millisecond)
+		time.Sleep(3*time.Second + time.Millisecond) // the bubble's clock: no real time passes
 		if got := store.reads.Load(); got != first+3 {
 			t.Errorf("the line's head was read %d times in the 3 s after the first failed read, want 3 (once a second while running)", got-first)
 		}
@@ -76,7 +76,7 @@ func TestDispatcher_StopEndsLineRetries(t *testing.T) {
 			t.Errorf("%d timers armed after Stop, want none", armed)
 		}
 		atStop := store.reads.Load()
-		time.Sleep(time.Minute)
+		time.Sleep(time.Minute) // the bubble's clock
 		if got := store.reads.Load() - atStop; got != 0 {
 			t.Errorf("the line's head was read %d times in the minute after Stop, want none", got)
 		}
@@ -187,7 +187,7 @@ func TestDispatcher_StopEndsRateWaits(t *testing.T) {
 		if got, armed := requests.Load(), engine.ArmedTimers(node.Dispatcher); got != 1 || armed != 1 {
 			t.Fatalf("at once: %d requests and %d timers armed, want 1 (the rate is 1/s) and 1 (the endpoint waits)", got, armed)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // the bubble's clock
 		synctest.Wait()
 		if got := requests.Load(); got != 2 {
 			t.Fatalf("after a second: %d requests, want 2", got)
@@ -198,7 +198,7 @@ func TestDispatcher_StopEndsRateWaits(t *testing.T) {
 		if armed := engine.ArmedTimers(node.Dispatcher); armed != 0 {
 			t.Errorf("%d timers armed after Stop, want none", armed)
 		}
-		time.Sleep(time.Minute)
+		time.Sleep(time.Minute) // the bubble's clock
 		if got := requests.Load(); got != 2 {
 			t.Errorf("%d requests after Stop, want none", got-2)
 		}

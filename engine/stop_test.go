@@ -3,11 +3,10 @@ package engine_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/storage"
@@ -18,38 +17,39 @@ import (
 // only after every answered attempt's outcome is recorded (outcomes are
 // recorded off the workers, see recordLater), so that after Stop each
 // delivery the receiver answered 200 is succeeded and every other one is
-// still pending, and the database closes with nothing left writing.
+// still pending, and the database closes with nothing left writing. It
+// runs in a synctest bubble (the bbolt file included), so "Stop waits"
+// is seen exactly: every goroutine waits, and Stop has not returned.
 func TestDispatcher_StopRecordsOutcomes(t *testing.T) {
+	synctest.Test(t, testStopRecordsOutcomes)
+}
+
+func testStopRecordsOutcomes(t *testing.T) {
 	const workers, events = 4, 40
 	release := make(chan struct{})
 	var arrived, answered atomic.Int64
-	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	receiver := func(*http.Request) int {
 		arrived.Add(1)
 		<-release
-		w.WriteHeader(http.StatusOK)
 		answered.Add(1)
-	}))
-	defer rc.Close()
-	defer close(release)
+		return http.StatusOK
+	}
 
 	path := filepath.Join(t.TempDir(), "webhookd.db")
-	n := seedPending(t, path, rc.URL, events, 0)
+	n := seedPending(t, path, bubbleURL, events, 0)
 	db, err := storage.Open(path, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	disp := engine.NewDispatcher(db, engine.DispatcherOptions{
 		Policy: recoverPolicy(), Workers: workers, EndpointConcurrency: workers, TenantConcurrency: workers,
-		Client: loopbackClient(workers), Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true},
+		Client: bubbleClient(receiver), Targets: bubbleTargets,
 	})
 	ctx := context.Background()
 	if err := disp.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for arrived.Load() < workers && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	synctest.Wait()
 	if got := arrived.Load(); got != workers {
 		t.Fatalf("%d requests reached the receiver, want %d (one per worker)", got, workers)
 	}
@@ -57,10 +57,9 @@ func TestDispatcher_StopRecordsOutcomes(t *testing.T) {
 	go func() { stopped <- disp.Stop(ctx) }()
 	// Stop has begun (the dispatcher no longer runs) and must wait: every
 	// worker's request is still held at the receiver.
-	for deadline := time.Now().Add(10 * time.Second); disp.Running(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("Stop did not begin")
-		}
+	synctest.Wait()
+	if disp.Running() {
+		t.Fatal("Stop did not begin")
 	}
 	select {
 	case err := <-stopped:
@@ -111,18 +110,23 @@ func (s *slowDisk) RecordOutcome(ctx context.Context, id string, fn func(engine.
 // TestDispatcher_RecordingBackpressure: while the disk does not answer,
 // workers go on with attempts only until RecordingPerWorker × Workers
 // outcomes wait for it and each worker holds one more; then no request is
-// made until the disk answers, after which every outcome is recorded.
+// made until the disk answers, after which every outcome is recorded. In
+// a synctest bubble (the bbolt file included), "no request is made" is
+// exact: the count is read once every goroutine waits.
 func TestDispatcher_RecordingBackpressure(t *testing.T) {
+	synctest.Test(t, testRecordingBackpressure)
+}
+
+func testRecordingBackpressure(t *testing.T) {
 	const workers, events = 2, 40
 	var requests atomic.Int64
-	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	receiver := func(*http.Request) int {
 		requests.Add(1)
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer rc.Close()
+		return http.StatusOK
+	}
 
 	path := filepath.Join(t.TempDir(), "webhookd.db")
-	n := seedPending(t, path, rc.URL, events, 0)
+	n := seedPending(t, path, bubbleURL, events, 0)
 	db, err := storage.Open(path, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +135,7 @@ func TestDispatcher_RecordingBackpressure(t *testing.T) {
 	disk := &slowDisk{DB: db, open: make(chan struct{})}
 	disp := engine.NewDispatcher(disk, engine.DispatcherOptions{
 		Policy: recoverPolicy(), Workers: workers, EndpointConcurrency: workers, TenantConcurrency: workers,
-		Client: loopbackClient(workers), Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true},
+		Client: bubbleClient(receiver), Targets: bubbleTargets,
 	})
 	ctx := context.Background()
 	if err := disp.Start(ctx); err != nil {
@@ -139,11 +143,7 @@ func TestDispatcher_RecordingBackpressure(t *testing.T) {
 	}
 	waiting := engine.RecordingPerWorker * workers
 	want := int64(waiting + workers)
-	deadline := time.Now().Add(10 * time.Second)
-	for requests.Load() < want && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond) // room for any request beyond the bound
+	synctest.Wait() // every worker waits for room to record; no request beyond the bound can come
 	if got := requests.Load(); got != want {
 		t.Errorf("with the disk not answering, %d requests were made, want %d (%d outcomes waiting + one per worker)", got, want, waiting)
 	}
@@ -152,13 +152,9 @@ func TestDispatcher_RecordingBackpressure(t *testing.T) {
 	}
 
 	close(disk.open)
-	deadline = time.Now().Add(20 * time.Second)
-	for disp.Running() && time.Now().Before(deadline) {
-		s := disp.Stats()
-		if s.Scheduled+s.Ready+s.InFlight == 0 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
+	synctest.Wait() // every delivery attempted and recorded: nothing is due later
+	if s := disp.Stats(); s.Scheduled+s.Ready+s.InFlight != 0 {
+		t.Errorf("once the disk answered the dispatcher still holds %+v", s)
 	}
 	if err := disp.Stop(ctx); err != nil {
 		t.Fatalf("Stop: %v", err)
