@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -157,6 +158,10 @@ func TestOpen_reopen(t *testing.T) {
 }
 
 func TestDB_Close(t *testing.T) {
+	synctest.Test(t, testDB_Close) // waitQueued needs a bubble
+}
+
+func testDB_Close(t *testing.T) {
 	ctx := context.Background()
 	db := MustOpenDB(t)
 	mustTenant(t, db, "a")
@@ -254,6 +259,10 @@ func TestDB_groupCommit(t *testing.T) {
 // batch between two good ones: each gets its error and nothing of it is
 // written; the others commit together.
 func TestDB_commitFailingOp(t *testing.T) {
+	synctest.Test(t, testDB_commitFailingOp) // waitQueued needs a bubble
+}
+
+func testDB_commitFailingOp(t *testing.T) {
 	ctx := context.Background()
 	db := MustOpenDB(t)
 	mustTenant(t, db, "a")
@@ -316,6 +325,10 @@ func TestDB_commitFailingOp(t *testing.T) {
 // every write of the batch gets CodeUnavailable, and writes succeed again
 // once it can grow.
 func TestDB_commitFails(t *testing.T) {
+	synctest.Test(t, testDB_commitFails) // waitQueued needs a bubble
+}
+
+func testDB_commitFails(t *testing.T) {
 	ctx := context.Background()
 	db := MustOpenDB(t)
 	mustTenant(t, db, "a")
@@ -362,9 +375,8 @@ func TestDB_commitFails(t *testing.T) {
 }
 
 func TestDB_update_context(t *testing.T) {
-	db := MustOpenDB(t)
-
 	t.Run("ended before queueing", func(t *testing.T) {
+		db := MustOpenDB(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, _, err := db.PutTenant(ctx, engine.Tenant{ID: "a"})
@@ -373,24 +385,27 @@ func TestDB_update_context(t *testing.T) {
 		}
 	})
 	t.Run("ended while queued", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		release := blockCommits(t, db)
-		errc := make(chan error, 1)
-		go func() {
-			_, _, err := db.PutTenant(ctx, engine.Tenant{ID: "b"})
-			errc <- err
-		}()
-		waitQueued(t, db, 1)
-		cancel()
-		if err := release(); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-errc; !errors.Is(err, context.Canceled) {
-			t.Errorf("PutTenant = %v, want context.Canceled", err)
-		}
-		if _, err := db.Tenant(context.Background(), "b"); engine.ErrorCode(err) != engine.CodeTenantNotFound {
-			t.Errorf("a write whose context ended before its transaction was stored (%v)", err)
-		}
+		synctest.Test(t, func(t *testing.T) { // waitQueued needs a bubble
+			db := MustOpenDB(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			release := blockCommits(t, db)
+			errc := make(chan error, 1)
+			go func() {
+				_, _, err := db.PutTenant(ctx, engine.Tenant{ID: "b"})
+				errc <- err
+			}()
+			waitQueued(t, db, 1)
+			cancel()
+			if err := release(); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-errc; !errors.Is(err, context.Canceled) {
+				t.Errorf("PutTenant = %v, want context.Canceled", err)
+			}
+			if _, err := db.Tenant(context.Background(), "b"); engine.ErrorCode(err) != engine.CodeTenantNotFound {
+				t.Errorf("a write whose context ended before its transaction was stored (%v)", err)
+			}
+		})
 	})
 }
 
@@ -519,6 +534,10 @@ func BenchmarkDB_AppendEvent(b *testing.B) {
 // them in the next commit, with at most besideAcks others beside them;
 // the others follow in the commit after.
 func TestDB_AcksCommitFirst(t *testing.T) {
+	synctest.Test(t, testDB_AcksCommitFirst) // waitQueued needs a bubble
+}
+
+func testDB_AcksCommitFirst(t *testing.T) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	var sizes []int

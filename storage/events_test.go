@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -264,6 +265,10 @@ func TestDB_AppendEvent_idempotencyConcurrent(t *testing.T) {
 // TestDB_AppendEvent_sameKeyOneBatch puts two ingests with one key in one
 // commit: the second must see the first.
 func TestDB_AppendEvent_sameKeyOneBatch(t *testing.T) {
+	synctest.Test(t, testDB_AppendEvent_sameKeyOneBatch) // waitQueued needs a bubble
+}
+
+func testDB_AppendEvent_sameKeyOneBatch(t *testing.T) {
 	ctx := context.Background()
 	db := MustOpenDB(t)
 	mustTenant(t, db, "a")

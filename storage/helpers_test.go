@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -87,10 +88,7 @@ func mustEndpoint(tb testing.TB, db *DB, tenant string, types ...string) engine.
 	if err := db.CreateEndpoint(context.Background(), ep, 0); err != nil {
 		tb.Fatal(err)
 	}
-	// Space endpoint IDs one millisecond apart so that their creation
-	// order is their ID order (NewID is ordered to the millisecond).
-	time.Sleep(time.Millisecond)
-	return ep
+	return ep // NewID sorts in creation order: so does an endpoint listing
 }
 
 // newEvent returns an ingest of typ for tenant at t0 with body.
@@ -202,15 +200,14 @@ func blockCommits(tb testing.TB, db *DB) (release func() error) {
 	}
 }
 
-// waitQueued waits (bounded) until n writes are queued for the commit loop.
+// waitQueued waits, in a synctest bubble, until every goroutine is
+// blocked, and then requires at least n writes queued for the commit loop:
+// the writers the test started have queued all they will.
 func waitQueued(tb testing.TB, db *DB, n int) {
 	tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(db.ops)+len(db.acks) < n {
-		if time.Now().After(deadline) {
-			tb.Fatalf("%d writes queued after 5s, want %d", len(db.ops)+len(db.acks), n)
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if got := len(db.ops) + len(db.acks); got < n {
+		tb.Fatalf("%d writes queued once every goroutine waits, want %d", got, n)
 	}
 }
 

@@ -101,7 +101,7 @@ func TestOpen_fileReplacedWhileWaiting(t *testing.T) {
 		waiter <- opened{db, err}
 	}()
 	// The waiter has the old file open and waits for its lock.
-	for deadline := time.Now().Add(5 * time.Second); openFilesOf(t, path) < 2; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); openFilesOf(t, path) < 2; time.Sleep(time.Millisecond) { // the kernel's descriptors of the file: nothing signals them
 		if time.Now().After(deadline) {
 			t.Fatal("Open did not open the file within 5s")
 		}
