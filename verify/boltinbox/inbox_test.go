@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -275,17 +276,6 @@ func waiters(in *Inbox, sender, eventID string) int {
 	return 0
 }
 
-// eventually polls cond every millisecond for up to 5 seconds.
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	tb.Fatalf("timed out waiting for %s", what)
-}
-
 func TestInbox_Receive_concurrentDuplicates(t *testing.T) {
 	const n = 16
 	body := []byte(`{"id":"evt_1"}`)
@@ -294,74 +284,89 @@ func TestInbox_Receive_concurrentDuplicates(t *testing.T) {
 		if firstFails {
 			name = "first fails"
 		}
+		// In a synctest bubble (the bbolt file included: a syscall
+		// returns, and synctest.Wait waits for it), synctest.Wait says
+		// when every delivery waits.
 		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			in := MustOpenInbox(t)
-			var (
-				runs, fails atomic.Int32
-				finished    atomic.Bool // set by the successful fn's last step
-				release     = make(chan struct{})
-			)
-			fn := func(tx verify.Tx) error {
-				r := runs.Add(1)
-				if r == 1 {
-					<-release // hold the first delivery until all have arrived
-					if firstFails {
-						fails.Add(1)
-						return errors.New("first fails")
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				in := MustOpenInbox(t)
+				var (
+					runs, fails atomic.Int32
+					finished    atomic.Bool // set by the successful fn's last step
+					release     = make(chan struct{})
+				)
+				fn := func(tx verify.Tx) error {
+					r := runs.Add(1)
+					if r == 1 {
+						<-release // hold the first delivery until all have arrived
+						if firstFails {
+							fails.Add(1)
+							return errors.New("first fails")
+						}
 					}
+					if err := putOrder(tx, "evt_1"); err != nil {
+						return err
+					}
+					finished.Store(true)
+					return nil
 				}
-				if err := putOrder(tx, "evt_1"); err != nil {
-					return err
-				}
-				finished.Store(true)
-				return nil
-			}
-			results := make(chan verify.Result, n)
-			var wg sync.WaitGroup
-			for range n {
-				wg.Go(func() {
-					res, err := in.Receive(ctx, "acme", "evt_1", body, fn)
-					if err != nil {
-						if fails.Load() == 1 && err.Error() == "first fails" {
+				results := make(chan verify.Result, n)
+				var wg sync.WaitGroup
+				for range n {
+					wg.Go(func() {
+						res, err := in.Receive(ctx, "acme", "evt_1", body, fn)
+						if err != nil {
+							if fails.Load() == 1 && err.Error() == "first fails" {
+								return
+							}
+							t.Errorf("Receive: %v", err)
 							return
 						}
-						t.Errorf("Receive: %v", err)
-						return
-					}
-					if !finished.Load() {
-						t.Errorf("Receive answered %v before the first outcome", res)
-					}
-					results <- res
-				})
-			}
-			eventually(t, "all deliveries waiting", func() bool { return waiters(in, "acme", "evt_1") == n })
-			close(release)
-			wg.Wait()
-			close(results)
+						if !finished.Load() {
+							t.Errorf("Receive answered %v before the first outcome", res)
+						}
+						results <- res
+					})
+				}
+				synctest.Wait()
+				if got := waiters(in, "acme", "evt_1"); got != n {
+					t.Fatalf("%d deliveries hold or wait for the key once every goroutine waits, want all %d", got, n)
+				}
+				close(release)
+				wg.Wait()
+				close(results)
 
-			count := map[verify.Result]int{}
-			for r := range results {
-				count[r]++
-			}
-			wantRuns, wantDup := int32(1), n-1
-			if firstFails {
-				wantRuns, wantDup = 2, n-2
-			}
-			if got := runs.Load(); got != wantRuns {
-				t.Errorf("fn ran %d times, want %d", got, wantRuns)
-			}
-			if count[verify.Processed] != 1 || count[verify.AlreadyProcessed] != wantDup {
-				t.Errorf("results %v, want 1 processed and %d already processed", count, wantDup)
-			}
-			if n := in.locks.len(); n != 0 {
-				t.Errorf("%d key locks left", n)
-			}
+				count := map[verify.Result]int{}
+				for r := range results {
+					count[r]++
+				}
+				wantRuns, wantDup := int32(1), n-1
+				if firstFails {
+					wantRuns, wantDup = 2, n-2
+				}
+				if got := runs.Load(); got != wantRuns {
+					t.Errorf("fn ran %d times, want %d", got, wantRuns)
+				}
+				if count[verify.Processed] != 1 || count[verify.AlreadyProcessed] != wantDup {
+					t.Errorf("results %v, want 1 processed and %d already processed", count, wantDup)
+				}
+				if n := in.locks.len(); n != 0 {
+					t.Errorf("%d key locks left", n)
+				}
+			})
 		})
 	}
 }
 
+// TestInbox_Receive_waitHonoursContext runs in a synctest bubble (the
+// bbolt file included): synctest.Wait says when the first delivery holds
+// its key, and the 20 ms are the bubble's.
 func TestInbox_Receive_waitHonoursContext(t *testing.T) {
+	synctest.Test(t, testReceiveWaitHonoursContext)
+}
+
+func testReceiveWaitHonoursContext(t *testing.T) {
 	in := MustOpenInbox(t)
 	body := []byte(`{}`)
 	release := make(chan struct{})
@@ -370,7 +375,10 @@ func TestInbox_Receive_waitHonoursContext(t *testing.T) {
 		_, err := in.Receive(t.Context(), "acme", "evt_1", body, func(verify.Tx) error { <-release; return nil })
 		done <- err
 	}()
-	eventually(t, "first delivery running", func() bool { return waiters(in, "acme", "evt_1") == 1 })
+	synctest.Wait()
+	if got := waiters(in, "acme", "evt_1"); got != 1 {
+		t.Fatalf("%d deliveries hold the key once every goroutine waits, want the first", got)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
 	if _, err := in.Receive(ctx, "acme", "evt_1", body, func(verify.Tx) error { t.Error("fn ran"); return nil }); !errors.Is(err, context.DeadlineExceeded) {
