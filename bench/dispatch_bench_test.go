@@ -66,7 +66,7 @@ func BenchmarkDispatch(b *testing.B) {
 	defer in.close(5 * time.Second)
 	deadline := time.Now().Add(10 * time.Minute)
 	for in.pending() > 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // real receivers on loopback: the dispatch under measure
 	}
 	b.StopTimer()
 	if got, want := rs.counts(nil).Delivered, int64(events*endpoints); got != want {
