@@ -194,10 +194,12 @@ func TestScheduler_BoundsFollowOutcomes(t *testing.T) {
 	}
 }
 
-// poll calls cond every 10 ms until it holds or d has passed, and
+// poll is the postgres tests' one bounded poller, for a state of the
+// real server (or of real receivers) that nothing signals: it calls cond
+// at once and then every 10 ms until it holds or d has passed, and
 // reports whether it held.
 func poll(d time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) { // the real server: nothing signals it
 		if cond() {
 			return true
 		}

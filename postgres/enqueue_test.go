@@ -155,11 +155,11 @@ func TestEnqueueTx_Commit(t *testing.T) {
 	}
 	defer sched.Close()
 	listen := "LISTEN " + pgx.Identifier{a.s.channel()}.Sanitize()
-	for a.count(t, "SELECT count(*) FROM pg_stat_activity WHERE query = $1", listen) == 0 {
-		if ctx.Err() != nil {
-			t.Fatal("the scheduler did not LISTEN")
-		}
-		time.Sleep(10 * time.Millisecond)
+	end, _ := ctx.Deadline()
+	if !poll(time.Until(end), func() bool {
+		return a.count(t, "SELECT count(*) FROM pg_stat_activity WHERE query = $1", listen) > 0
+	}) {
+		t.Fatal("the scheduler did not LISTEN")
 	}
 	claimed := make(chan []engine.Work, 1)
 	go func() {
@@ -463,11 +463,11 @@ func TestEnqueueTx_Killed(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	for a.count(t, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid) != 0 {
-		if ctx.Err() != nil {
-			t.Fatal("the killed application's session is still there")
-		}
-		time.Sleep(10 * time.Millisecond)
+	end, _ := ctx.Deadline()
+	if !poll(time.Until(end), func() bool {
+		return a.count(t, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid) == 0
+	}) {
+		t.Fatal("the killed application's session is still there")
 	}
 
 	if _, _, err := a.s.Event(ctx, "acme", eventID); engine.ErrorCode(err) != engine.CodeEventNotFound {
@@ -514,7 +514,7 @@ func killedApp(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Printf("enqueued %s backend %d\n", res.Event.ID, conn.PgConn().PID())
-	time.Sleep(time.Minute) // the test kills it long before
+	time.Sleep(time.Minute) // a real process, waiting to be killed: the test kills it long before
 	t.Fatal("not killed within a minute")
 }
 

@@ -79,11 +79,8 @@ func TestDispatcher_NoAttemptOnALeaseNearItsEnd(t *testing.T) {
 
 	<-arrived
 	// Both are claimed: one in flight, the other waiting for the slot.
-	for deadline := time.Now().Add(10 * time.Second); !(sched.Holds(ids[0]) && sched.Holds(ids[1])); {
-		if time.Now().After(deadline) {
-			t.Fatal("the two deliveries were not both claimed within 10 s")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll(10*time.Second, func() bool { return sched.Holds(ids[0]) && sched.Holds(ids[1]) }) {
+		t.Fatal("the two deliveries were not both claimed within 10 s")
 	}
 	// The lease runs down to less than the attempt timeout, as it does
 	// for a process stopped past its renewals.
@@ -91,18 +88,15 @@ func TestDispatcher_NoAttemptOnALeaseNearItsEnd(t *testing.T) {
 	close(release)
 
 	for _, id := range ids {
-		for deadline := time.Now().Add(15 * time.Second); ; {
-			dl, err := s.Delivery(ctx, "acme", id)
-			if err != nil {
+		var dl engine.Delivery
+		if !poll(15*time.Second, func() bool {
+			var err error
+			if dl, err = s.Delivery(ctx, "acme", id); err != nil {
 				t.Fatal(err)
 			}
-			if dl.State == engine.StateSucceeded {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("delivery %s is %s 15 s on", id, dl.State)
-			}
-			time.Sleep(20 * time.Millisecond)
+			return dl.State == engine.StateSucceeded
+		}) {
+			t.Fatalf("delivery %s is %s 15 s on", id, dl.State)
 		}
 	}
 	mu.Lock()
@@ -161,7 +155,7 @@ func TestDispatchers_EndpointConcurrencyAtColdStart(t *testing.T) {
 
 	for i, s := range ss {
 		if i > 0 {
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // real nodes on a real server, started a tenth of a second apart: the scenario
 		}
 		sched := s.Scheduler(coldStartOptions(bound, lease))
 		policy := engine.DefaultRetryPolicy()

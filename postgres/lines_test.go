@@ -256,7 +256,7 @@ func TestLines_ConcurrentReplays(t *testing.T) {
 				return
 			}
 			if !ok {
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // the replays, on the real server, have not made a head yet
 				continue
 			}
 			_, err = ss[0].UpdateDelivery(t.Context(), head.ID, func(d engine.Delivery) (engine.Delivery, error) {

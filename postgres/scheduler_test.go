@@ -259,10 +259,7 @@ func startDispatcher(t *testing.T, d *engine.Dispatcher, sched *Scheduler) {
 // fails the test if it does not.
 func waitDelivered(t *testing.T, got *atomic.Int64, n int64) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); got.Load() < n && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if got.Load() < n {
+	if !poll(30*time.Second, func() bool { return got.Load() >= n }) {
 		t.Fatalf("%d of %d delivered", got.Load(), n)
 	}
 }
@@ -280,7 +277,7 @@ func newSlowReceiver(t *testing.T, hold time.Duration) *slowReceiver {
 		n := rc.inflight.Add(1)
 		for m := rc.most.Load(); n > m && !rc.most.CompareAndSwap(m, n); m = rc.most.Load() {
 		}
-		time.Sleep(hold)
+		time.Sleep(hold) // a real receiver on loopback, slow: the scenario
 		rc.inflight.Add(-1)
 		rc.got.Add(1)
 		w.WriteHeader(http.StatusNoContent)

@@ -113,18 +113,14 @@ func TestStore_ServerGoneMidStatement(t *testing.T) {
 		done <- err
 	}()
 	// Wait until the write waits on the lock.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	if !poll(10*time.Second, func() bool {
 		var waiting int
-		err := locker.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE NOT granted").Scan(&waiting)
-		if err != nil {
+		if err := locker.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE NOT granted").Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the store's write never waited on the lock")
-		}
+		return waiting > 0
+	}) {
+		t.Fatal("the store's write never waited on the lock")
 	}
 	proxy.cut()
 	select {
