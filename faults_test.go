@@ -326,12 +326,12 @@ func (s *failingStore) AppendEvent(ctx context.Context, in engine.NewEvent) (eng
 }
 
 // RecordOutcome is how the dispatcher records an attempt's outcome.
-func (s *failingStore) RecordOutcome(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health func(*engine.Endpoint)) (engine.Delivery, error) {
+func (s *failingStore) RecordOutcome(ctx context.Context, u engine.OutcomeUpdate) (engine.Delivery, error) {
 	if s.failWrites.Load() {
 		s.failedAttempts.Add(1)
 		return engine.Delivery{}, errStorageFull()
 	}
-	return s.DB.RecordOutcome(ctx, id, fn, health)
+	return s.DB.RecordOutcome(ctx, u)
 }
 
 // testClient is the attempts' client for services wired by hand: plain

@@ -913,9 +913,6 @@ func (d *Dispatcher) recordLater(id string, eq *endpointQueue, in *AttemptInput,
 // request ended at ended (monotonic; zero if none was made), with the
 // endpoint's health after it, and tells OnAttempt and OnAlert. It returns
 // when the delivery should be looked at again (monotonic), or zero.
-//
-// rec is recordLater's own copy, on the heap already: the transition
-// below captures it by pointer, which costs no copy of its own.
 func (d *Dispatcher) record(in *AttemptInput, rec *AttemptRecord, ended time.Time) time.Time {
 	dl := in.Delivery
 	rec.At = d.opts.Now().UTC()
@@ -928,14 +925,7 @@ func (d *Dispatcher) record(in *AttemptInput, rec *AttemptRecord, ended time.Tim
 			rec.Endpoint = &health
 		}
 	}
-	var health func(*Endpoint)
-	if rec.Endpoint != nil {
-		seen := rec.Endpoint
-		health = func(ep *Endpoint) { *ep = MergeHealth(*ep, *seen) }
-	}
-	updated, err := d.store.RecordOutcome(context.WithoutCancel(d.baseCtx), rec.DeliveryID, func(cur Delivery) (Delivery, error) {
-		return RecordAttempt(cur, *rec), nil
-	}, health)
+	updated, err := d.recordOutcome(context.WithoutCancel(d.baseCtx), dl, rec)
 	if errors.Is(err, ErrClaimLost) {
 		d.log.Warn("attempt not recorded: its lease ended and another node holds the delivery", "delivery", dl.ID, "event", dl.EventID, "endpoint", dl.EndpointID)
 		return time.Time{}
@@ -968,6 +958,30 @@ func (d *Dispatcher) record(in *AttemptInput, rec *AttemptRecord, ended time.Tim
 		return time.Time{}
 	}
 	return d.retryAt(updated, *rec, ended)
+}
+
+// maxRecordReads bounds how many times recordOutcome reads a delivery
+// that keeps changing under its record: each ErrDeliveryChanged means a
+// change came between a read and the write (a replay, a pause), which a
+// person makes, so a second read all but always settles it.
+const maxRecordReads = 4
+
+// recordOutcome records rec, an attempt of read (the delivery as read for
+// it), through Log.RecordOutcome, and returns the delivery as stored.
+// When the delivery changed since it was read (ErrDeliveryChanged), it
+// reads it again and records rec over what it reads (RecordAttempt of an
+// older cycle only logs the attempt), up to maxRecordReads times in all;
+// then it returns ErrDeliveryChanged.
+func (d *Dispatcher) recordOutcome(ctx context.Context, read Delivery, rec *AttemptRecord) (Delivery, error) {
+	for reads := 1; ; reads++ {
+		updated, err := d.store.RecordOutcome(ctx, NewOutcomeUpdate(read, *rec))
+		if !errors.Is(err, ErrDeliveryChanged) || reads == maxRecordReads {
+			return updated, err
+		}
+		if read, err = d.store.Delivery(ctx, read.TenantID, read.ID); err != nil {
+			return Delivery{}, err
+		}
+	}
 }
 
 // FollowLine hands the dispatcher the head of dl's line when dl, as just

@@ -52,11 +52,11 @@
 // creates, how an attempt's outcome, a hold, a pause, a replay or a resume
 // changes a delivery, how an endpoint's health merges, and every reason
 // text are pure functions in transitions.go. A Store saves what they
-// return, in one transaction each (UpdateDelivery, UpdateDeliveries,
-// AppendEvent's fan-out callback), and derives from the new state alone
-// where the delivery is listed: due (Pending), among the dead letters
-// (Dead), held for its endpoint (Paused), or waiting in its line
-// (Waiting; the store settles an ordered delivery in its line, and
+// return, in one transaction each (RecordOutcome, UpdateDelivery,
+// UpdateDeliveries, AppendEvent's fan-out callback), and derives from the
+// new state alone where the delivery is listed: due (Pending), among the
+// dead letters (Dead), held for its endpoint (Paused), or waiting in its
+// line (Waiting; the store settles an ordered delivery in its line, and
 // promotes the next when a head leaves, in the same transaction with
 // the line rules of lines.go). The conformance suite in
 // engine/storetest is the Store contract that every backend must pass.
@@ -84,8 +84,10 @@
 //     outcome gave, or never when it is no longer pending.
 //
 // The order of one attempt: Claim, read the delivery (AttemptInput), make
-// the request, store the outcome (UpdateDelivery with RecordAttempt),
-// Settle with the next due time. A backend shared by several processes
+// the request, store the outcome (RecordOutcome: RecordAttempt of the
+// delivery as read, applied only if it is still at that version; else
+// read again and decide again, outcome.go), Settle with the next due
+// time. A backend shared by several processes
 // claims in the store with leases (a lease ends by time, and a settle
 // must only apply while its lease holds); LocalScheduler, the single
 // process's, keeps every pending delivery in a timer queue in memory,

@@ -74,7 +74,8 @@ func (s *attemptWatch) AttemptInput(ctx context.Context, id string) (engine.Atte
 	return s.Store.AttemptInput(ctx, id)
 }
 
-func (s *attemptWatch) RecordOutcome(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health func(*engine.Endpoint)) (engine.Delivery, error) {
+func (s *attemptWatch) RecordOutcome(ctx context.Context, u engine.OutcomeUpdate) (engine.Delivery, error) {
+	id := u.Delivery.ID
 	s.mu.Lock()
 	s.recorded[id]++
 	first := id == s.hold && s.recorded[id] == 1
@@ -83,7 +84,7 @@ func (s *attemptWatch) RecordOutcome(ctx context.Context, id string, fn func(eng
 		close(s.holding)
 		<-s.release
 	}
-	return s.Store.RecordOutcome(ctx, id, fn, health)
+	return s.Store.RecordOutcome(ctx, u)
 }
 
 // settled closes id's attempt.

@@ -22,7 +22,7 @@ type Work struct {
 
 // Scheduler owns due work: which pending deliveries are due, and which
 // worker has each. The Dispatcher claims due work from it, attempts each
-// delivery, records the outcome in the Store (UpdateDelivery) and settles
+// delivery, records the outcome in the Store (RecordOutcome) and settles
 // the claim. Its contract, for every implementation:
 //
 //   - Offered when due: a delivery that is Pending in the Store is

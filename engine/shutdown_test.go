@@ -93,12 +93,12 @@ type hungDisk struct {
 	once    atomic.Bool
 }
 
-func (s *hungDisk) RecordOutcome(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health func(*engine.Endpoint)) (engine.Delivery, error) {
+func (s *hungDisk) RecordOutcome(ctx context.Context, u engine.OutcomeUpdate) (engine.Delivery, error) {
 	if s.once.CompareAndSwap(false, true) {
 		close(s.waiting)
 	}
 	<-s.open
-	return s.Store.RecordOutcome(ctx, id, fn, health)
+	return s.Store.RecordOutcome(ctx, u)
 }
 
 // TestNode_StopHonoursItsDeadline: with the record of an outcome hung on

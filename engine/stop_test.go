@@ -101,10 +101,10 @@ type slowDisk struct {
 	waiting atomic.Int64
 }
 
-func (s *slowDisk) RecordOutcome(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health func(*engine.Endpoint)) (engine.Delivery, error) {
+func (s *slowDisk) RecordOutcome(ctx context.Context, u engine.OutcomeUpdate) (engine.Delivery, error) {
 	s.waiting.Add(1)
 	<-s.open
-	return s.DB.RecordOutcome(ctx, id, fn, health)
+	return s.DB.RecordOutcome(ctx, u)
 }
 
 // TestDispatcher_RecordingBackpressure: while the disk does not answer,

@@ -145,15 +145,35 @@ type Log interface {
 	// paused deliveries follows from its new state. An error from fn
 	// aborts the update and is returned as is. fn may run more than once:
 	// it must be a transition (transitions.go), with no other effect.
+	//
+	// A callback is for the rare changes that must apply to the delivery
+	// as it is at the write, whatever it became since anyone read it: a
+	// person's replay or skip (Service), the dispatcher's pause of a
+	// delivery whose endpoint is disabled and its hold of one whose
+	// endpoint is not verified (each decides nothing when the delivery
+	// moved on). An attempt's outcome, made once per attempt, is
+	// RecordOutcome, which takes the decision made rather than a function.
 	UpdateDelivery(ctx context.Context, id string, fn func(Delivery) (Delivery, error)) (Delivery, error)
-	// RecordOutcome is UpdateDelivery that also, in the same transaction,
-	// updates the delivery's endpoint with health (as UpdateEndpoint
-	// would) when health is not nil and the endpoint still exists; a
-	// deleted endpoint is not an error. The dispatcher records an
-	// attempt's outcome and what it showed of the endpoint with it, so no
-	// reader sees one without the other: an ingest right after a 410 that
-	// killed a delivery finds its endpoint disabled.
-	RecordOutcome(ctx context.Context, id string, fn func(Delivery) (Delivery, error), health func(*Endpoint)) (Delivery, error)
+	// RecordOutcome applies u, the outcome of an attempt as the engine
+	// decided it (outcome.go), in one transaction, if delivery
+	// u.Delivery.ID (of any tenant) is still stored at the version u.Read
+	// (VersionOf): it stores u.Delivery as UpdateDelivery stores a
+	// transition (settled in its line, its indexes and held counts
+	// following from its state) and, when u.Endpoint is set, merges that
+	// health into the delivery's endpoint (MergeHealth), unless the
+	// endpoint was deleted, which is not an error. The dispatcher records
+	// an attempt's outcome and what it showed of the endpoint together, so
+	// no reader sees one without the other: an ingest right after a 410
+	// that killed a delivery finds its endpoint disabled.
+	//
+	// When the stored delivery is at another version it writes nothing
+	// and returns ErrDeliveryChanged: the caller reads the delivery again
+	// and decides again. CodeDeliveryNotFound when there is none. A store
+	// whose Scheduler leases its claims also applies u only while the
+	// lease this process claimed the delivery under is still its own,
+	// and returns ErrClaimLost otherwise (checked before the version). It
+	// returns the delivery as stored.
+	RecordOutcome(ctx context.Context, u OutcomeUpdate) (Delivery, error)
 	// UpdateDeliveries is UpdateDelivery, in one transaction, for at most
 	// max of the deliveries sel selects; it returns them as stored. fn
 	// must move each out of sel (a replay of a dead letter, a paused
@@ -292,8 +312,8 @@ type AttemptRecord struct {
 	// Endpoint, when set, is the endpoint's health after the attempt
 	// (FailingSince, LastFailure, LastFailureAt, Disabled, DisabledReason,
 	// DisabledAt), merged into the stored endpoint (MergeHealth) in the
-	// transaction that records the outcome (Log.RecordOutcome). Nil: the
-	// endpoint is not touched.
+	// transaction that records the outcome (OutcomeUpdate.Endpoint). Nil:
+	// the endpoint is not touched.
 	Endpoint *Endpoint
 }
 

@@ -91,10 +91,8 @@ func BenchmarkClaimAndRecord(b *testing.B) {
 						}
 						at := clock.now()
 						cycle := in.Delivery.Cycle
-						if _, err := s.RecordOutcome(ctx, w.DeliveryID, func(d engine.Delivery) (engine.Delivery, error) {
-							return engine.RecordAttempt(d, engine.AttemptRecord{DeliveryID: d.ID, Cycle: cycle, State: engine.StateSucceeded, At: at,
-								Attempt: engine.Attempt{Cycle: cycle, Number: 1, Start: at, Status: 204, Outcome: engine.OutcomeSuccess}}), nil
-						}, nil); err != nil {
+						if _, err := s.RecordOutcome(ctx, engine.NewOutcomeUpdate(in.Delivery, engine.AttemptRecord{DeliveryID: w.DeliveryID, Cycle: cycle, State: engine.StateSucceeded, At: at,
+							Attempt: engine.Attempt{Cycle: cycle, Number: 1, Start: at, Status: 204, Outcome: engine.OutcomeSuccess}})); err != nil {
 							b.Error(err)
 							return
 						}

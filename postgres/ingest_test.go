@@ -319,7 +319,7 @@ func TestAppendEvent_ClaimedAtIngestSendsTheStoredBody(t *testing.T) {
 	at := clock.now()
 	rec := engine.AttemptRecord{DeliveryID: id, Cycle: 1, State: engine.StateSucceeded, LastStatus: 200, At: at,
 		Attempt: engine.Attempt{Cycle: 1, Number: 1, Start: at, Status: 200, Outcome: engine.OutcomeSuccess}}
-	if _, err := ss[0].RecordOutcome(ctx, id, func(d engine.Delivery) (engine.Delivery, error) { return engine.RecordAttempt(d, rec), nil }, nil); err != nil {
+	if _, err := ss[0].RecordOutcome(ctx, engine.NewOutcomeUpdate(in.Delivery, rec)); err != nil {
 		t.Fatal(err)
 	}
 	if n := ss[0].recordFallbacks.Load() - before; n != 0 {

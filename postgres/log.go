@@ -640,8 +640,9 @@ func (s *Store) Delivery(ctx context.Context, tenant, id string) (engine.Deliver
 //
 // The first AttemptInput of a delivery this process has just claimed
 // takes what the claim read in its own statement (claimSQL), as of the
-// claim: a change since (a replay) is met by the record, which then
-// applies to the delivery as it is (recordAsRead).
+// claim: a change since (a replay) is met by the record, which finds the
+// delivery at another version (engine.ErrDeliveryChanged), and the
+// dispatcher reads it again.
 func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.AttemptInput, error) {
 	var doc, body, epDoc, epSecrets []byte
 	p := s.claims.takeInput(deliveryID)
@@ -697,28 +698,47 @@ func (s *Store) UpdateDelivery(ctx context.Context, id string, fn func(engine.De
 	return out, err
 }
 
-// RecordOutcome is UpdateDelivery that also updates the delivery's
-// endpoint with health, in the same transaction, when the endpoint
-// still exists. It is how the holder of a claim records an attempt: when
-// this process holds the delivery's lease (Scheduler), the record
-// applies only while the lease is still its own (engine.ErrClaimLost
-// otherwise: another node claimed it after the lease ended), and it
-// ends the lease.
-func (s *Store) RecordOutcome(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health func(*engine.Endpoint)) (engine.Delivery, error) {
-	out, err := s.update(ctx, id, fn, health, true)
+// RecordOutcome applies u if the delivery is still stored at version
+// u.Read (engine.ErrDeliveryChanged otherwise) and merges u.Endpoint
+// into its endpoint, in one transaction, when the endpoint still
+// exists. It is how the holder of a claim records an attempt: when this
+// process holds the delivery's lease (Scheduler), the record applies
+// only while the lease is still its own (engine.ErrClaimLost otherwise:
+// another node claimed it after the lease ended), and it ends the lease.
+//
+// Without health, an unordered delivery's record is one statement
+// (recordAsRead); otherwise, or when that statement finds the row
+// changed, the record takes the row lock (and an ordered one its line's
+// first) and compares the version there.
+func (s *Store) RecordOutcome(ctx context.Context, u engine.OutcomeUpdate) (engine.Delivery, error) {
+	out, err := s.recordOutcome(ctx, u)
 	if err == nil {
 		s.noteWritten(out)
 	}
 	return out, err
 }
 
-// update is UpdateDelivery and RecordOutcome.
-func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health func(*engine.Endpoint), holder bool) (engine.Delivery, error) {
-	if holder && health == nil {
-		if out, ok, err := s.recordAsRead(ctx, id, fn); ok || err != nil {
+// recordOutcome is RecordOutcome before the note of what it wrote.
+func (s *Store) recordOutcome(ctx context.Context, u engine.OutcomeUpdate) (engine.Delivery, error) {
+	if u.Endpoint == nil {
+		if out, ok, err := s.recordAsRead(ctx, u); ok || err != nil {
 			return out, err
 		}
 	}
+	return s.update(ctx, u.Delivery.ID, func(cur engine.Delivery) (engine.Delivery, error) {
+		if engine.VersionOf(cur) != u.Read {
+			return engine.Delivery{}, engine.ErrDeliveryChanged
+		}
+		return u.Delivery, nil
+	}, u.Endpoint, true)
+}
+
+// update is UpdateDelivery and RecordOutcome under the row lock: fn
+// decides the delivery's next state from the row as locked, and health,
+// when set, is merged into its endpoint (engine.MergeHealth) when that
+// still exists. holder: the write is a holder's record (see
+// RecordOutcome).
+func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health *engine.Endpoint, holder bool) (engine.Delivery, error) {
 	var out engine.Delivery
 	var kept leaseChange
 	var token int64
@@ -749,9 +769,7 @@ func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) 
 		}
 		if health != nil {
 			_, err := s.updateEndpoint(ctx, tx, out.TenantID, out.EndpointID, func(ep *engine.Endpoint) error {
-				old := *ep
-				health(ep)
-				ep.ID, ep.TenantID, ep.Created = old.ID, old.TenantID, old.Created // health touches health only
+				*ep = engine.MergeHealth(*ep, *health)
 				return nil
 			})
 			if err != nil && engine.ErrorCode(err) != engine.CodeEndpointNotFound {
@@ -767,23 +785,23 @@ func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) 
 	return out, nil
 }
 
-// recordAsRead is the holder's record in one statement: fn applied to
-// the delivery as this process's AttemptInput read it, written only if
-// the row is still exactly that and still under this process's lease
-// (compare and set on the document and the token). It reports false
-// when it wrote nothing: nothing was read under a claim, the delivery
-// is ordered (its record is settled in its line under the line's lock),
-// or the row changed since (a replay, a pause, the lease taken over);
-// the caller then takes the row lock and applies fn to what is there.
-func (s *Store) recordAsRead(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, bool, error) {
+// recordAsRead is the holder's record of u in one statement: written
+// only if the row is still exactly the document this process's
+// AttemptInput read (a document equal to it is at its version) and
+// still under this process's lease (compare and set on the document and
+// the token). It reports false when it wrote nothing: nothing was read
+// under a claim, or not the version u was decided from (u was decided
+// on a read since), the delivery is ordered (its record is settled in
+// its line under the line's lock), or the row changed since (a replay,
+// a pause, the lease taken over); the caller then takes the row lock
+// and compares the version there.
+func (s *Store) recordAsRead(ctx context.Context, u engine.OutcomeUpdate) (engine.Delivery, bool, error) {
+	id := u.Delivery.ID
 	token, read, cur, ok := s.claims.asRead(id)
-	if !ok || cur.Line != "" {
+	if !ok || cur.Line != "" || engine.VersionOf(cur) != u.Read {
 		return engine.Delivery{}, false, nil
 	}
-	after, err := fn(cur)
-	if err != nil {
-		return engine.Delivery{}, false, err
-	}
+	after := u.Delivery
 	if err := engine.CheckTransition(cur, after); err != nil {
 		return engine.Delivery{}, false, fmt.Errorf("postgres: update delivery %s: %w", id, err)
 	}

@@ -331,20 +331,19 @@ func TestDispatchers_EndpointRateAcrossNodes(t *testing.T) {
 	}
 }
 
-// succeeded is the transition of the first attempt of cycle 1 (as the
-// dispatcher read it), which got a 204 at at.
-func succeeded(at time.Time) func(engine.Delivery) (engine.Delivery, error) {
-	return func(d engine.Delivery) (engine.Delivery, error) {
-		return engine.RecordAttempt(d, engine.AttemptRecord{DeliveryID: d.ID, Cycle: 1, State: engine.StateSucceeded, At: at,
-			Attempt: engine.Attempt{Cycle: 1, Number: 1, Start: at, Status: 204, Outcome: engine.OutcomeSuccess}}), nil
-	}
+// succeeded is the first attempt of cycle 1 of delivery id, which got a
+// 204 at at.
+func succeeded(id string, at time.Time) engine.AttemptRecord {
+	return engine.AttemptRecord{DeliveryID: id, Cycle: 1, State: engine.StateSucceeded, At: at,
+		Attempt: engine.Attempt{Cycle: 1, Number: 1, Start: at, Status: 204, Outcome: engine.OutcomeSuccess}}
 }
 
 // TestRecordOutcome_TheHoldersRecord: the holder's record of an attempt
 // as it read the delivery is one compare-and-set; a replay between the
-// read and the record makes it apply to the replayed delivery instead
-// (the attempt is kept, the new cycle stays pending and is handed back
-// to the holder at once); a lease another node took over refuses it.
+// read and the record refuses it as changed, and decided again on the
+// delivery read again it applies to the replayed delivery (the attempt
+// is kept, the new cycle stays pending and is handed back to the holder
+// at once); a lease another node took over refuses it.
 func TestRecordOutcome_TheHoldersRecord(t *testing.T) {
 	clock := &manualClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	ss := nodes(t, 2, clock)
@@ -359,14 +358,17 @@ func TestRecordOutcome_TheHoldersRecord(t *testing.T) {
 		t.Fatalf("claimed %d, want 3", len(ws))
 	}
 	ctx := t.Context()
-	for _, w := range ws {
-		if _, err := ss[0].AttemptInput(ctx, w.DeliveryID); err != nil {
+	read := make([]engine.Delivery, len(ws))
+	for i, w := range ws {
+		in, err := ss[0].AttemptInput(ctx, w.DeliveryID)
+		if err != nil {
 			t.Fatal(err)
 		}
+		read[i] = in.Delivery
 	}
 
 	// As read: stored, and the lease is over.
-	d, err := ss[0].RecordOutcome(ctx, ws[0].DeliveryID, succeeded(clock.now()), nil)
+	d, err := ss[0].RecordOutcome(ctx, engine.NewOutcomeUpdate(read[0], succeeded(ws[0].DeliveryID, clock.now())))
 	if err != nil || d.State != engine.StateSucceeded {
 		t.Fatalf("record as read: %v, %v", d.State, err)
 	}
@@ -385,7 +387,14 @@ func TestRecordOutcome_TheHoldersRecord(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	d, err = ss[0].RecordOutcome(ctx, ws[1].DeliveryID, succeeded(clock.now()), nil)
+	if _, err := ss[0].RecordOutcome(ctx, engine.NewOutcomeUpdate(read[1], succeeded(ws[1].DeliveryID, clock.now()))); !errors.Is(err, engine.ErrDeliveryChanged) {
+		t.Fatalf("record as read before a replay: %v, want ErrDeliveryChanged", err)
+	}
+	again, err := ss[0].Delivery(ctx, "acme", ws[1].DeliveryID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err = ss[0].RecordOutcome(ctx, engine.NewOutcomeUpdate(again, succeeded(ws[1].DeliveryID, clock.now())))
 	if err != nil {
 		t.Fatalf("record after a replay: %v", err)
 	}
@@ -407,7 +416,7 @@ func TestRecordOutcome_TheHoldersRecord(t *testing.T) {
 	if !slices.ContainsFunc(taken, func(w engine.Work) bool { return w.DeliveryID == ws[2].DeliveryID }) {
 		t.Fatalf("the other node claimed %v, not %s", taken, ws[2].DeliveryID)
 	}
-	if _, err := ss[0].RecordOutcome(ctx, ws[2].DeliveryID, succeeded(clock.now()), nil); !errors.Is(err, engine.ErrClaimLost) {
+	if _, err := ss[0].RecordOutcome(ctx, engine.NewOutcomeUpdate(read[2], succeeded(ws[2].DeliveryID, clock.now()))); !errors.Is(err, engine.ErrClaimLost) {
 		t.Errorf("the stale holder's record: %v, want ErrClaimLost", err)
 	}
 	if got, _ := ss[1].Delivery(ctx, "acme", ws[2].DeliveryID); got.State != engine.StatePending || len(got.Attempts) != 0 {
@@ -415,23 +424,33 @@ func TestRecordOutcome_TheHoldersRecord(t *testing.T) {
 	}
 }
 
-// attemptAt is the transition of attempt n of cycle 1 (as the dispatcher
-// read it) at at: a 204, or, with next set, a 500 due again at next.
-func attemptAt(n int, at, next time.Time) func(engine.Delivery) (engine.Delivery, error) {
-	return func(d engine.Delivery) (engine.Delivery, error) {
-		rec := engine.AttemptRecord{DeliveryID: d.ID, Cycle: 1, State: engine.StateSucceeded, At: at,
-			Attempt: engine.Attempt{Cycle: 1, Number: n, Start: at, Status: 204, Outcome: engine.OutcomeSuccess}}
-		if !next.IsZero() {
-			rec.State, rec.NextAttemptAt, rec.LastStatus = engine.StatePending, next, 500
-			rec.Attempt.Status, rec.Attempt.Outcome = 500, engine.OutcomeRetry
-		}
-		return engine.RecordAttempt(d, rec), nil
+// attemptAt is the outcome of attempt n of cycle 1 of read (the delivery
+// as the dispatcher read it) at at: a 204, or, with next set, a 500 due
+// again at next.
+func attemptAt(read engine.Delivery, n int, at, next time.Time) engine.OutcomeUpdate {
+	rec := engine.AttemptRecord{DeliveryID: read.ID, Cycle: 1, State: engine.StateSucceeded, At: at,
+		Attempt: engine.Attempt{Cycle: 1, Number: n, Start: at, Status: 204, Outcome: engine.OutcomeSuccess}}
+	if !next.IsZero() {
+		rec.State, rec.NextAttemptAt, rec.LastStatus = engine.StatePending, next, 500
+		rec.Attempt.Status, rec.Attempt.Outcome = 500, engine.OutcomeRetry
 	}
+	return engine.NewOutcomeUpdate(read, rec)
+}
+
+// attemptInput is AttemptInput's delivery; it fails t on an error.
+func attemptInput(t *testing.T, s *Store, id string) engine.Delivery {
+	t.Helper()
+	in, err := s.AttemptInput(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in.Delivery
 }
 
 // heldOne makes one pending delivery, claims it with a scheduler of its
-// store, and reads it for its attempt as the dispatcher does.
-func heldOne(t *testing.T) (*Store, *Scheduler, engine.Work, *manualClock) {
+// store, and reads it for its attempt as the dispatcher does; it returns
+// the delivery as read.
+func heldOne(t *testing.T) (*Store, *Scheduler, engine.Work, engine.Delivery, *manualClock) {
 	t.Helper()
 	clock := &manualClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	s := nodes(t, 1, clock)[0]
@@ -445,10 +464,7 @@ func heldOne(t *testing.T) (*Store, *Scheduler, engine.Work, *manualClock) {
 	if len(ws) != 1 {
 		t.Fatalf("claimed %d, want 1", len(ws))
 	}
-	if _, err := s.AttemptInput(t.Context(), ws[0].DeliveryID); err != nil {
-		t.Fatal(err)
-	}
-	return s, c, ws[0], clock
+	return s, c, ws[0], attemptInput(t, s, ws[0].DeliveryID), clock
 }
 
 // TestScheduler_NoSecondClaimOfAHeldDelivery: a delivery this process
@@ -460,13 +476,13 @@ func heldOne(t *testing.T) (*Store, *Scheduler, engine.Work, *manualClock) {
 // claim's lease: the node claimed it a third time and made its next
 // attempt twice at once.)
 func TestScheduler_NoSecondClaimOfAHeldDelivery(t *testing.T) {
-	s, c, w, clock := heldOne(t)
+	s, c, w, read, clock := heldOne(t)
 	ctx := t.Context()
 
 	// Attempt 1 fails; the retry is due 20 ms later, and a second later
 	// the holder has still not settled it.
 	now := clock.now()
-	if d, err := s.RecordOutcome(ctx, w.DeliveryID, attemptAt(1, now, now.Add(20*time.Millisecond)), nil); err != nil || d.State != engine.StatePending {
+	if d, err := s.RecordOutcome(ctx, attemptAt(read, 1, now, now.Add(20*time.Millisecond))); err != nil || d.State != engine.StatePending {
 		t.Fatalf("record attempt 1: %s, %v", d.State, err)
 	}
 	clock.add(time.Second)
@@ -478,10 +494,7 @@ func TestScheduler_NoSecondClaimOfAHeldDelivery(t *testing.T) {
 	}
 
 	// Attempt 2, by the holder, under the lease the claim took.
-	if _, err := s.AttemptInput(ctx, w.DeliveryID); err != nil {
-		t.Fatal(err)
-	}
-	d, err := s.RecordOutcome(ctx, w.DeliveryID, attemptAt(2, clock.now(), time.Time{}), nil)
+	d, err := s.RecordOutcome(ctx, attemptAt(attemptInput(t, s, w.DeliveryID), 2, clock.now(), time.Time{}))
 	if err != nil {
 		t.Fatalf("record attempt 2: %v", err)
 	}
@@ -500,7 +513,7 @@ func TestScheduler_NoSecondClaimOfAHeldDelivery(t *testing.T) {
 // claim comes between the commit of the holder's record and the moment
 // its writer notes what became of the lease.
 func TestScheduler_NoSecondClaimWhileTheHolderRecords(t *testing.T) {
-	s, c, w, clock := heldOne(t)
+	s, c, w, _, clock := heldOne(t)
 	ctx := t.Context()
 	token, _, _, ok := s.claims.asRead(w.DeliveryID) // the record starts
 	if !ok {
@@ -518,10 +531,7 @@ func TestScheduler_NoSecondClaimWhileTheHolderRecords(t *testing.T) {
 	if !c.Settle(w, time.Now()) {
 		t.Error("Settle did not hand the due delivery back to its holder")
 	}
-	if _, err := s.AttemptInput(ctx, w.DeliveryID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.RecordOutcome(ctx, w.DeliveryID, attemptAt(1, clock.now(), time.Time{}), nil); err != nil {
+	if _, err := s.RecordOutcome(ctx, attemptAt(attemptInput(t, s, w.DeliveryID), 1, clock.now(), time.Time{})); err != nil {
 		t.Errorf("the holder's record under the lease the claim took: %v", err)
 	}
 }

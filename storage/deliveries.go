@@ -145,12 +145,6 @@ func (db *DB) AttemptInput(ctx context.Context, deliveryID string) (engine.Attem
 // (see saveDelivery), in one transaction. An error from fn aborts the
 // update and is returned as is.
 func (db *DB) UpdateDelivery(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, error) {
-	return db.RecordOutcome(ctx, id, fn, nil)
-}
-
-// RecordOutcome is UpdateDelivery and, with health set, UpdateEndpoint of
-// the delivery's endpoint (if it still exists) in the same transaction.
-func (db *DB) RecordOutcome(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health func(*engine.Endpoint)) (engine.Delivery, error) {
 	var out engine.Delivery
 	err := db.update(ctx, func(tx *bolt.Tx) error {
 		d, err := getDelivery(tx, id)
@@ -161,20 +155,52 @@ func (db *DB) RecordOutcome(ctx context.Context, id string, fn func(engine.Deliv
 		if err != nil {
 			return &callerError{err}
 		}
-		if out, err = saveDelivery(tx, d, after); err != nil {
+		out, err = saveDelivery(tx, d, after)
+		return err
+	})
+	if ce := (*callerError)(nil); errors.As(err, &ce) {
+		return engine.Delivery{}, ce.err
+	}
+	if err != nil {
+		return engine.Delivery{}, wrap("update delivery "+id, err)
+	}
+	return out, nil
+}
+
+// RecordOutcome stores u.Delivery with its state's index entries (see
+// saveDelivery) if the stored delivery is still at version u.Read, and
+// merges u.Endpoint into its endpoint (if it still exists), in one
+// transaction; engine.ErrDeliveryChanged, as is, when the delivery is at
+// another version. It holds no leases: it never answers
+// engine.ErrClaimLost.
+func (db *DB) RecordOutcome(ctx context.Context, u engine.OutcomeUpdate) (engine.Delivery, error) {
+	id := u.Delivery.ID
+	var out engine.Delivery
+	err := db.update(ctx, func(tx *bolt.Tx) error {
+		d, err := getDelivery(tx, id)
+		if err != nil {
 			return err
 		}
-		if health == nil {
+		if engine.VersionOf(d) != u.Read {
+			return engine.ErrDeliveryChanged
+		}
+		if out, err = saveDelivery(tx, d, u.Delivery); err != nil {
+			return err
+		}
+		if u.Endpoint == nil {
 			return nil
 		}
-		_, err = db.updateEndpoint(tx, d.TenantID, d.EndpointID, func(ep *engine.Endpoint) error { health(ep); return nil })
+		_, err = db.updateEndpoint(tx, d.TenantID, d.EndpointID, func(ep *engine.Endpoint) error {
+			*ep = engine.MergeHealth(*ep, *u.Endpoint)
+			return nil
+		})
 		if engine.ErrorCode(err) == engine.CodeEndpointNotFound {
 			return nil // deleted: its deliveries stay
 		}
 		return err
 	})
-	if ce := (*callerError)(nil); errors.As(err, &ce) {
-		return engine.Delivery{}, ce.err
+	if errors.Is(err, engine.ErrDeliveryChanged) {
+		return engine.Delivery{}, err
 	}
 	if err != nil {
 		return engine.Delivery{}, wrap("update delivery "+id, err)

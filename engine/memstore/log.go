@@ -171,12 +171,6 @@ func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.Att
 // returned as is and stores nothing. A result that changes whose delivery
 // it is, or that cannot be stored (engine.CheckStorable), is refused.
 func (s *Store) UpdateDelivery(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error)) (engine.Delivery, error) {
-	return s.RecordOutcome(ctx, id, fn, nil)
-}
-
-// RecordOutcome is UpdateDelivery and, with health set, an update of the
-// delivery's endpoint (if it still exists), under the one lock.
-func (s *Store) RecordOutcome(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health func(*engine.Endpoint)) (engine.Delivery, error) {
 	if err := s.lock(ctx); err != nil {
 		return engine.Delivery{}, err
 	}
@@ -193,11 +187,32 @@ func (s *Store) RecordOutcome(ctx context.Context, id string, fn func(engine.Del
 		return engine.Delivery{}, fmt.Errorf("memstore: update delivery %s: %w", id, err)
 	}
 	s.save(d, after)
-	if old, ok := s.endpoints[d.TenantID][d.EndpointID]; ok && health != nil {
-		ep := copyEndpoint(old)
-		health(&ep)
-		ep.ID, ep.TenantID, ep.Created = old.ID, old.TenantID, old.Created // health touches health only
-		s.endpoints[d.TenantID][d.EndpointID] = copyEndpoint(ep)
+	return copyDelivery(*d), nil
+}
+
+// RecordOutcome stores u.Delivery over the delivery it is, if that is
+// still at version u.Read (engine.ErrDeliveryChanged otherwise), and
+// merges u.Endpoint into its endpoint if it still exists, under the one
+// lock. It holds no leases, so it never answers engine.ErrClaimLost.
+func (s *Store) RecordOutcome(ctx context.Context, u engine.OutcomeUpdate) (engine.Delivery, error) {
+	if err := s.lock(ctx); err != nil {
+		return engine.Delivery{}, err
+	}
+	defer s.mu.Unlock()
+	id := u.Delivery.ID
+	d, ok := s.deliveries[id]
+	if !ok {
+		return engine.Delivery{}, engine.DeliveryNotFound()
+	}
+	if engine.VersionOf(*d) != u.Read {
+		return engine.Delivery{}, engine.ErrDeliveryChanged
+	}
+	if err := engine.CheckTransition(*d, u.Delivery); err != nil {
+		return engine.Delivery{}, fmt.Errorf("memstore: update delivery %s: %w", id, err)
+	}
+	s.save(d, u.Delivery)
+	if old, ok := s.endpoints[d.TenantID][d.EndpointID]; ok && u.Endpoint != nil {
+		s.endpoints[d.TenantID][d.EndpointID] = copyEndpoint(engine.MergeHealth(old, *u.Endpoint))
 	}
 	return copyDelivery(*d), nil
 }

@@ -170,21 +170,18 @@ func (f *fixture) update(t *testing.T, id string, step func(engine.Delivery) eng
 	return d
 }
 
-// record records rec as the dispatcher does: RecordAttempt through
-// UpdateDelivery, then the endpoint's health merged in (MergeHealth), if
-// rec carries it and the endpoint is still there.
+// record records rec as the dispatcher does: it reads the delivery for
+// the attempt (AttemptInput) and records RecordAttempt of what it read,
+// with rec's health, through RecordOutcome.
 func (f *fixture) record(t *testing.T, rec engine.AttemptRecord) engine.Delivery {
 	t.Helper()
-	d := f.update(t, rec.DeliveryID, func(d engine.Delivery) engine.Delivery { return engine.RecordAttempt(d, rec) })
-	if rec.Endpoint != nil {
-		h := *rec.Endpoint
-		_, err := f.s.UpdateEndpoint(t.Context(), h.TenantID, h.ID, func(ep *engine.Endpoint) error {
-			*ep = engine.MergeHealth(*ep, h)
-			return nil
-		})
-		if err != nil && engine.ErrorCode(err) != engine.CodeEndpointNotFound {
-			t.Fatalf("UpdateEndpoint(%s) with health: %v", h.ID, err)
-		}
+	in, err := f.s.AttemptInput(t.Context(), rec.DeliveryID)
+	if err != nil {
+		t.Fatalf("AttemptInput(%s): %v", rec.DeliveryID, err)
+	}
+	d, err := f.s.RecordOutcome(t.Context(), engine.NewOutcomeUpdate(in.Delivery, rec))
+	if err != nil {
+		t.Fatalf("RecordOutcome(%s): %v", rec.DeliveryID, err)
 	}
 	return d
 }

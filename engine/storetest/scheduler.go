@@ -181,4 +181,34 @@ var schedulerTests = []test{
 			t.Error("Settle did not hand back a delivery scheduled (replayed) while claimed")
 		}
 	}},
+	{"the holder's outcome, decided before a replay, is refused; read again, it records", func(t *testing.T, f *fixture) {
+		s, w := f.claimedOne(t)
+		in, err := f.s.AttemptInput(t.Context(), w.DeliveryID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The replay, as the service makes it while the attempt runs.
+		replayed, err := f.replay(t, w.TenantID, w.DeliveryID, engine.Replay{At: t0.Add(30 * time.Second), By: "admin"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Schedule(w, replayed.NextAttemptAt) {
+			t.Fatal("Schedule of a claimed delivery claimed it a second time")
+		}
+		rec := attemptRecord(in.Delivery, engine.StateSucceeded, t0.Add(time.Minute), time.Time{})
+		if _, err := f.s.RecordOutcome(t.Context(), engine.NewOutcomeUpdate(in.Delivery, rec)); !errors.Is(err, engine.ErrDeliveryChanged) {
+			t.Fatalf("RecordOutcome of an outcome decided before the replay: %v, want ErrDeliveryChanged", err)
+		}
+		wantEqual(t, "the delivery after the conflict", f.read(t, replayed), replayed)
+		got, err := f.s.RecordOutcome(t.Context(), engine.NewOutcomeUpdate(f.read(t, replayed), rec))
+		if err != nil {
+			t.Fatalf("RecordOutcome read again: %v", err)
+		}
+		if got.State != engine.StatePending || got.Cycle != 2 || len(got.Attempts) != 1 || got.Attempts[0].Cycle != 1 {
+			t.Errorf("recorded again: %s in cycle %d, attempts %+v; want the new cycle pending, the attempt logged in cycle 1", got.State, got.Cycle, got.Attempts)
+		}
+		if !s.Settle(w, time.Time{}) {
+			t.Error("Settle did not hand back the delivery replayed while it was attempted")
+		}
+	}},
 }

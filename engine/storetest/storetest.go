@@ -15,6 +15,7 @@
 //
 // Every write the suite makes goes through the engine's transitions the
 // way the dispatcher and the service make it (NewDeliveries at ingest,
+// an attempt's outcome with its health through RecordOutcome,
 // RecordAttempt, PauseDelivery, HoldDelivery, ReplayDelivery and
 // DropHeldDelivery through UpdateDelivery and UpdateDeliveries,
 // MergeHealth through UpdateEndpoint), so what it asserts is what the
