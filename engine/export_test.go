@@ -10,3 +10,6 @@ func ArmedTimers(d *Dispatcher) int {
 	defer d.mu.Unlock()
 	return len(d.timers)
 }
+
+// MaxRecordReads exposes maxRecordReads to the engine_test package.
+const MaxRecordReads = maxRecordReads
