@@ -42,7 +42,7 @@ type ackedEvent struct {
 	created time.Time
 	// endpoints are the endpoints subscribed to typ when it was sent, by
 	// ID, each with its receiver.
-	endpoints map[string]*receiver
+	endpoints map[string]*eventReceiver
 	// deliveries are the 202's, by endpoint ID.
 	deliveries map[string]string
 	// tenantDeleted: its tenant was deleted after it was acknowledged.
@@ -62,7 +62,7 @@ func newLedger(succeeded, dead, slack time.Duration) *ledger {
 // ack records the 202 res of an ingest to tenant of typ, whose subscribed
 // endpoints were endpoints (ID → receiver); it returns a problem when the
 // 202 did not name one delivery for each of them.
-func (l *ledger) ack(tenant, typ string, res client.IngestResult, endpoints map[string]*receiver) string {
+func (l *ledger) ack(tenant, typ string, res client.IngestResult, endpoints map[string]*eventReceiver) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, ok := l.events[res.ID]; ok {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"testing"
 )
 
@@ -19,8 +21,19 @@ var binary struct {
 // TestMain builds webhookd once into a temporary directory, runs the
 // tests, and removes it. Under -short every test here skips, so nothing
 // is built.
+//
+// Unless -test.parallel is given, the parallel tests run 4 per CPU
+// rather than go test's 1: most of their time goes to waiting for retry
+// schedules, receivers and webhookd processes, not to computing, and
+// with one per CPU the longest of them (the kill tests) often start
+// last.
 func TestMain(m *testing.M) {
 	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0)))
+	}
 	if testing.Short() {
 		binary.why = "-short: the end-to-end tests run the webhookd binary"
 	} else if err := build(); err != nil {

@@ -83,21 +83,25 @@ func childEnv() []string {
 	return env
 }
 
-// node is one webhookd serving, started from the built binary.
+// node is one webhookd process, started from the built binary.
 type node struct {
 	t      testing.TB
 	cmd    *exec.Cmd
-	URL    string        // its base URL, http://127.0.0.1:port
+	URL    string        // its base URL, http://127.0.0.1:port, once it listens
+	addr   chan string   // the base URL, sent once it listens
 	exited chan struct{} // closed once the process is gone
 	err    error         // Wait's, once exited
+	// within bounds each wait for the process: to listen once started,
+	// to exit once sent SIGTERM.
+	within time.Duration
 }
 
-// startNode runs webhookd -config configPath on a free loopback port,
-// its log going to logs, and returns once it listens. It fails t when
-// the process exits first or does not listen within a minute.
-func startNode(t testing.TB, configPath string, logs io.Writer) *node {
+// launch runs webhookd with args (the service's flags), its stderr going
+// to logs, and returns at once: waitListening waits until it listens.
+// The process is killed when t ends, if it is still there.
+func launch(t testing.TB, logs io.Writer, within time.Duration, args ...string) *node {
 	t.Helper()
-	cmd := exec.Command(webhookdBinary(t), "-config", configPath, "-listen", "127.0.0.1:0")
+	cmd := exec.Command(webhookdBinary(t), args...)
 	cmd.Env = childEnv()
 	cmd.Stderr = logs
 	stdout, err := cmd.StdoutPipe()
@@ -107,33 +111,49 @@ func startNode(t testing.TB, configPath string, logs io.Writer) *node {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	n := &node{t: t, cmd: cmd, exited: make(chan struct{})}
-	addr := make(chan string, 1)
+	n := &node{t: t, cmd: cmd, addr: make(chan string, 1), exited: make(chan struct{}), within: within}
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if _, a, ok := strings.Cut(sc.Text(), "listening on "); ok {
-				addr <- strings.TrimSpace(a)
+				n.addr <- strings.TrimSpace(a)
 			}
 		}
 		n.err = cmd.Wait() // after the last read, as StdoutPipe asks
 		close(n.exited)
 	}()
 	t.Cleanup(n.kill) // a test that fails half-way leaves no process behind
-	select {
-	case n.URL = <-addr:
-		return n
-	case <-n.exited:
-		t.Fatalf("webhookd exited at start: %v", n.err)
-	case <-time.After(time.Minute):
-		n.kill()
-		t.Fatal("webhookd did not listen within a minute")
-	}
-	return nil
+	return n
 }
 
-// stop sends SIGTERM and waits for a clean exit (a minute at most),
-// failing t otherwise.
+// waitListening returns the node's base URL once it listens, failing its
+// test when the process exits first or does not listen within n.within.
+func (n *node) waitListening() string {
+	n.t.Helper()
+	select {
+	case n.URL = <-n.addr:
+		return n.URL
+	case <-n.exited:
+		n.t.Fatalf("webhookd exited at start: %v", n.err)
+	case <-time.After(n.within):
+		n.kill()
+		n.t.Fatalf("webhookd did not listen within %s", n.within)
+	}
+	return ""
+}
+
+// startNode runs webhookd -config configPath on a free loopback port,
+// its log going to logs, and returns once it listens. It fails t when
+// the process exits first or does not listen within a minute.
+func startNode(t testing.TB, configPath string, logs io.Writer) *node {
+	t.Helper()
+	n := launch(t, logs, time.Minute, "-config", configPath, "-listen", "127.0.0.1:0")
+	n.waitListening()
+	return n
+}
+
+// stop sends SIGTERM and waits for a clean exit (n.within at most),
+// failing the node's test otherwise.
 func (n *node) stop() {
 	n.t.Helper()
 	n.cmd.Process.Signal(syscall.SIGTERM)
@@ -142,9 +162,9 @@ func (n *node) stop() {
 		if n.err != nil {
 			n.t.Errorf("webhookd exited with %v after SIGTERM, want 0", n.err)
 		}
-	case <-time.After(time.Minute):
+	case <-time.After(n.within):
 		n.kill()
-		n.t.Error("webhookd did not stop within a minute of SIGTERM")
+		n.t.Errorf("webhookd did not stop within %s of SIGTERM", n.within)
 	}
 }
 

@@ -10,17 +10,91 @@ import (
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
+
 	"github.com/webhookd/webhookd/verify"
 )
 
-// receiver is an endpoint's receiving side: a loopback httptest server
+// receiver is a loopback endpoint that checks every request's signatures
+// with the official Standard Webhooks and Stripe libraries and answers
+// what answer says for the n-th request (1-based).
+type receiver struct {
+	t      *testing.T
+	srv    *httptest.Server
+	secret string
+	answer func(n int, w http.ResponseWriter, r *http.Request)
+
+	mu       sync.Mutex
+	requests []received
+}
+
+type received struct {
+	at        time.Time
+	id        string
+	timestamp string
+	body      []byte
+	sigErr    error
+}
+
+func newReceiver(t *testing.T, answer func(n int, w http.ResponseWriter, r *http.Request)) *receiver {
+	rc := &receiver{t: t, answer: answer}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rc.mu.Lock()
+		secret := rc.secret
+		rq := received{at: time.Now(), id: r.Header.Get("webhook-id"), timestamp: r.Header.Get("webhook-timestamp"), body: body}
+		if wh, err := standardwebhooks.NewWebhook(secret); err != nil {
+			rq.sigErr = err
+		} else if err := wh.Verify(body, r.Header); err != nil {
+			rq.sigErr = fmt.Errorf("standard webhooks: %w", err)
+		} else if err := stripewebhook.ValidatePayloadWithTolerance(body, r.Header.Get("X-Webhook-Signature"), secret, 5*time.Minute); err != nil {
+			rq.sigErr = fmt.Errorf("stripe scheme: %w", err)
+		}
+		rc.requests = append(rc.requests, rq)
+		n := len(rc.requests)
+		rc.mu.Unlock()
+		rc.answer(n, w, r)
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) setSecret(s string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.secret = s
+}
+
+func (rc *receiver) got() []received {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]received(nil), rc.requests...)
+}
+
+// checkSignatures fails the test for any request whose signature did not
+// verify with the official libraries.
+func (rc *receiver) checkSignatures() {
+	rc.t.Helper()
+	for i, r := range rc.got() {
+		if r.sigErr != nil {
+			rc.t.Errorf("request %d: signature rejected: %v", i+1, r.sigErr)
+		}
+	}
+}
+
+func status(code int) func(int, http.ResponseWriter, *http.Request) {
+	return func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) }
+}
+
+// eventReceiver is an endpoint's receiving side: a loopback httptest server
 // that verifies every request with verify.Verifier against the secrets
 // it holds, answers a verified request as answer says, and records what
 // it received. A request that does not verify is answered 401 and counted
 // as a problem; so is a body that differs from the one first received for
 // the same event, and (on an ordered receiver) an event seen for the
 // first time behind a later one its line already acknowledged.
-type receiver struct {
+type eventReceiver struct {
 	name    string
 	srv     *httptest.Server
 	ordered bool // the endpoint orders its deliveries (ordering key or endpoint)
@@ -47,32 +121,32 @@ type receipt struct {
 	acks     int // 2xx answers
 }
 
-// newReceiver starts a receiver on 127.0.0.1; it stops when t ends.
-func newReceiver(t testing.TB, name string, answer func(verify.Envelope) int) *receiver {
-	rc := &receiver{name: name, answer: answer, events: map[string]*receipt{}, lines: map[string]uint64{}}
+// newEventReceiver starts a receiver on 127.0.0.1; it stops when t ends.
+func newEventReceiver(t testing.TB, name string, answer func(verify.Envelope) int) *eventReceiver {
+	rc := &eventReceiver{name: name, answer: answer, events: map[string]*receipt{}, lines: map[string]uint64{}}
 	rc.srv = httptest.NewServer(http.HandlerFunc(rc.serve))
 	t.Cleanup(rc.srv.Close)
 	return rc
 }
 
 // URL is where the endpoint points.
-func (rc *receiver) URL() string { return rc.srv.URL + "/hooks/" + rc.name }
+func (rc *eventReceiver) URL() string { return rc.srv.URL + "/hooks/" + rc.name }
 
 // setSecrets sets the secrets a request may be signed with: during a
 // rotation's grace window, the new one and the old.
-func (rc *receiver) setSecrets(secrets ...string) {
+func (rc *eventReceiver) setSecrets(secrets ...string) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rc.secrets = secrets
 }
 
-func (rc *receiver) problem(format string, args ...any) {
+func (rc *eventReceiver) problem(format string, args ...any) {
 	if len(rc.problems) < 20 {
 		rc.problems = append(rc.problems, rc.name+": "+fmt.Sprintf(format, args...))
 	}
 }
 
-func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
+func (rc *eventReceiver) serve(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return // webhookd went away mid-request (killed, or the attempt timed out)
@@ -131,7 +205,7 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 
 // line returns the line env is ordered in at this receiver's endpoint,
 // if it is ordered there.
-func (rc *receiver) line(env verify.Envelope) (string, bool) {
+func (rc *eventReceiver) line(env verify.Envelope) (string, bool) {
 	switch {
 	case !rc.ordered:
 		return "", false
@@ -145,7 +219,7 @@ func (rc *receiver) line(env verify.Envelope) (string, bool) {
 
 // acknowledged returns when the receiver last answered event id with a
 // 2xx, and whether it did.
-func (rc *receiver) acknowledged(id string) (time.Time, bool) {
+func (rc *eventReceiver) acknowledged(id string) (time.Time, bool) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rec := rc.events[id]
@@ -156,7 +230,7 @@ func (rc *receiver) acknowledged(id string) (time.Time, bool) {
 }
 
 // received returns a copy of what the receiver got, by event ID.
-func (rc *receiver) received() map[string]receipt {
+func (rc *eventReceiver) received() map[string]receipt {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	out := make(map[string]receipt, len(rc.events))
@@ -167,7 +241,7 @@ func (rc *receiver) received() map[string]receipt {
 }
 
 // trouble returns the problems seen so far (at most 20).
-func (rc *receiver) trouble() []string {
+func (rc *eventReceiver) trouble() []string {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return append([]string(nil), rc.problems...)
