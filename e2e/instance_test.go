@@ -166,8 +166,9 @@ func onDriver(t *testing.T, config, db string) string {
 	})
 }
 
-// configWith returns base (TOML) with each section.key of set given its
-// value.
+// configWith returns the TOML config base with the keys of set
+// ("section.key") set to their values, so that a test changes only what it
+// is about and keeps everything else of testConfig.
 func configWith(tb testing.TB, base string, set map[string]any) string {
 	tb.Helper()
 	var m map[string]any

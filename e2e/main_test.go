@@ -11,8 +11,8 @@ import (
 	"testing"
 )
 
-// binary is the webhookd binary TestMain built for every test of the run.
-var binary struct {
+// built is the webhookd binary TestMain built for every test of the run.
+var built struct {
 	path string // "" when it was not built
 	dir  string // the temporary directory holding it
 	why  string // why it was not built: tests that need it skip (fail in CI)
@@ -35,31 +35,31 @@ func TestMain(m *testing.M) {
 		flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0)))
 	}
 	if testing.Short() {
-		binary.why = "-short: the end-to-end tests run the webhookd binary"
+		built.why = "-short: the end-to-end tests run the webhookd binary"
 	} else if err := build(); err != nil {
-		binary.why = err.Error()
+		built.why = err.Error()
 	}
 	code := m.Run()
-	if binary.dir != "" {
-		os.RemoveAll(binary.dir)
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
 	}
 	os.Exit(code)
 }
 
-// build runs go build of the module's main package into binary.path.
+// build runs go build of the module's main package into built.path.
 func build() error {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		return fmt.Errorf("no go command on PATH to build webhookd with: %w", err)
 	}
-	if binary.dir, err = os.MkdirTemp("", "webhookd-e2e-"); err != nil {
+	if built.dir, err = os.MkdirTemp("", "webhookd-e2e-"); err != nil {
 		return err
 	}
-	path := filepath.Join(binary.dir, "webhookd")
+	path := filepath.Join(built.dir, "webhookd")
 	if out, err := exec.Command(goBin, "build", "-o", path, "github.com/webhookd/webhookd").CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	binary.path = path
+	built.path = path
 	return nil
 }
 
@@ -68,14 +68,14 @@ func build() error {
 // binary in CI (CI set).
 func webhookdBinary(t testing.TB) string {
 	t.Helper()
-	if binary.path == "" {
+	if built.path == "" {
 		if testing.Short() {
-			t.Skip(binary.why)
+			t.Skip(built.why)
 		}
-		if os.Getenv("CI") != "" || binary.dir != "" {
-			t.Fatal(binary.why)
+		if os.Getenv("CI") != "" || built.dir != "" {
+			t.Fatal(built.why)
 		}
-		t.Skip(binary.why)
+		t.Skip(built.why)
 	}
-	return binary.path
+	return built.path
 }

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -181,15 +183,28 @@ func (n *node) kill() {
 }
 
 // command runs webhookd with args, a command beside serving (backup,
-// compact, rotate-key...), and returns what it printed, stdout and
-// stderr together, and its error (an *exec.ExitError when it failed). It
-// gives the command five minutes.
+// compact, rotate-key...), and returns what it printed, stdout then
+// stderr, and its error: when it failed, an *exec.ExitError wrapped with
+// what it printed on stderr, where webhookd says why. It gives the
+// command five minutes.
 func command(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	return commandEnv(t, nil, args...)
+}
+
+// commandEnv is command with env (KEY=value) added to the environment
+// the test gives its processes (childEnv).
+func commandEnv(t testing.TB, env []string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, webhookdBinary(t), args...)
-	cmd.Env = childEnv()
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	cmd.Env = append(childEnv(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		err = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String() + stderr.String(), err
 }

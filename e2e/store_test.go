@@ -29,8 +29,9 @@ const (
 	postgreSQL = "postgres"
 )
 
-// pgBinEnv names the bin directory of the PostgreSQL installation whose
-// pg_dump and psql back up and restore a schema (.ci/postgres sets it).
+// pgBinEnv names the bin directory of a PostgreSQL installation: its
+// pg_dump and psql back up and restore a schema, and a test that runs
+// servers of its own runs them from it (.ci/postgres sets it).
 const pgBinEnv = "WEBHOOKD_TEST_PGBIN"
 
 // store is where a test's node keeps its state.

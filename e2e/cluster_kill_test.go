@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Cluster mode under a node's SIGKILL: three real webhookd processes on one
 // PostgreSQL schema, one killed mid-load; its claims come back to the
@@ -319,16 +319,16 @@ func leasedDeliveries(t *testing.T, conn *pgx.Conn) map[string]leaseRow {
 	return out
 }
 
-// clusterProcs starts n webhookd processes of bin on config, each
-// logging to its own file in dir, and kills those still running when the
-// test ends; on failure it logs the end of each log.
-func clusterProcs(t *testing.T, bin, dir, config string, n int) ([]*proc, []string) {
+// clusterProcs starts n webhookd processes on config, each logging to
+// its own file in dir, and kills those still running when the test ends;
+// on failure it logs the end of each log.
+func clusterProcs(t *testing.T, dir, config string, n int) ([]*node, []string) {
 	t.Helper()
 	cfgPath := filepath.Join(dir, "webhookd.toml")
 	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	procs := make([]*proc, n)
+	procs := make([]*node, n)
 	bases := make([]string, n)
 	for i := range n {
 		logPath := filepath.Join(dir, fmt.Sprintf("node%d.log", i))
@@ -347,18 +347,10 @@ func clusterProcs(t *testing.T, bin, dir, config string, n int) ([]*proc, []stri
 			}
 		})
 		// -db is the bbolt path, unused on the postgres driver.
-		p := startProc(t, bin, cfgPath, filepath.Join(dir, fmt.Sprintf("node%d.db", i)), logs)
-		t.Cleanup(func() {
-			select {
-			case <-p.exited:
-			default:
-				p.kill()
-			}
-		})
-		procs[i] = p
+		procs[i] = startProc(t, cfgPath, filepath.Join(dir, fmt.Sprintf("node%d.db", i)), logs)
 	}
 	for i, p := range procs {
-		bases[i] = p.waitListening(t)
+		bases[i] = p.waitListening()
 	}
 	return procs, bases
 }
@@ -384,7 +376,7 @@ func TestCluster_KillNode(t *testing.T) {
 		events = 300
 	}
 	schema := pgtest.Schema(t)
-	bin := buildWebhookd(t)
+	webhookdBinary(t)
 	started := time.Now()
 	url := pgtest.URL(t)
 	loadToken := "cluster-kill-" + engine.NewID("tok") // this cluster's alone (clusterLoad.token)
@@ -397,7 +389,7 @@ func TestCluster_KillNode(t *testing.T) {
 		"delivery.endpoint_concurrency": 16,
 		"log.level":                     "warn",
 	})
-	procs, bases := clusterProcs(t, bin, t.TempDir(), cfg, 3)
+	procs, bases := clusterProcs(t, t.TempDir(), cfg, 3)
 	db := clusterDB(t, url, schema)
 
 	(&instance{t: t, base: bases[0]}).setup()
@@ -436,8 +428,8 @@ func TestCluster_KillNode(t *testing.T) {
 	var killed time.Time
 	var ackedAtKill int
 	held := map[string]leaseRow{}
-	dead := map[*proc]bool{}
-	for _, victim := range []*proc{procs[2], procs[1]} {
+	dead := map[*node]bool{}
+	for _, victim := range []*node{procs[2], procs[1]} {
 		victim.kill()
 		dead[victim] = true
 		killed = time.Now()
@@ -518,7 +510,7 @@ func TestCluster_KillNode(t *testing.T) {
 	}
 	for _, p := range procs {
 		if !dead[p] {
-			p.terminate(t)
+			p.stop()
 		}
 	}
 	reliabilityReport(t, "cluster kill: 3 nodes, lease %s, node killed after %d acknowledged (%d of %d events acknowledged in all); %d leases held by it re-offered, the last delivered %s after the kill; %d requests (%d cut by the kill mid-attempt), %d duplicate deliveries over %d (event, endpoint) pairs; %d ingest retries to another node; took %s",

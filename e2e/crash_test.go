@@ -1,10 +1,9 @@
-package main
+package e2e
 
 // The kill -9 test: the promise that an acknowledged event is never lost,
 // checked against a real process killed at random moments.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,13 +14,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -50,168 +47,6 @@ func reliabilityReport(t testing.TB, format string, args ...any) {
 	}
 	defer f.Close()
 	fmt.Fprintf(f, "%s %s: %s\n", time.Now().UTC().Format(time.RFC3339), t.Name(), line)
-}
-
-// built is the webhookd binary that buildWebhookd builds once for every
-// test of the run; TestMain removes its directory at the end.
-var built struct {
-	once sync.Once
-	dir  string // the temporary directory holding bin
-	bin  string
-	skip string // why tests that need it skip
-	err  error
-}
-
-// buildWebhookd builds this package into a binary in a temporary
-// directory, once for all the tests that run it, and returns its path. It
-// skips the test when there is no go command to build with.
-func buildWebhookd(t *testing.T) string {
-	t.Helper()
-	built.once.Do(func() {
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			built.skip = "the go command is not on PATH: cannot build a webhookd binary to run"
-			return
-		}
-		if built.dir, built.err = os.MkdirTemp("", "webhookd-test-bin-"); built.err != nil {
-			return
-		}
-		built.bin = filepath.Join(built.dir, "webhookd")
-		if out, err := exec.Command(goBin, "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if built.skip != "" {
-		t.Skip(built.skip)
-	}
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.bin
-}
-
-// driverConfigFile rewrites the config file at path for the driver the
-// tests run on (onDriver), for a node on db. Several nodes may share one
-// file (clusterProcs), and a node started earlier may be reading it right
-// now: so a file that needs no change is left alone, and a changed one
-// replaces the old by a rename, never by truncating it in place (a node
-// that read it half-written started on the defaults: bbolt, no tokens).
-func driverConfigFile(t *testing.T, path, db string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	config := onDriver(t, string(b), db)
-	if config == string(b) {
-		return
-	}
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// proc is one webhookd process.
-type proc struct {
-	cmd    *exec.Cmd
-	addr   chan string   // its base URL, once it listens
-	exited chan struct{} // closed when it has exited
-	err    error         // Wait's error, once exited
-}
-
-// startProc starts bin on the config and database, its log going to logs.
-// On the postgres driver it first rewrites the config file for it
-// (driverConfigFile).
-func startProc(t *testing.T, bin, config, db string, logs io.Writer) *proc {
-	t.Helper()
-	driverConfigFile(t, config, db)
-	cmd := exec.Command(bin, "-config", config, "-listen", "127.0.0.1:0", "-db", db)
-	cmd.Stderr = logs
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, addr: make(chan string, 1), exited: make(chan struct{})}
-	go func() {
-		const marker = "listening on "
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if _, addr, ok := strings.Cut(sc.Text(), marker); ok {
-				p.addr <- strings.TrimSpace(addr)
-			}
-		}
-		p.err = cmd.Wait() // after the last read of stdout, as StdoutPipe asks
-		close(p.exited)
-	}()
-	return p
-}
-
-// waitListening returns the process's base URL, failing the test if it
-// exits or takes more than 10s.
-func (p *proc) waitListening(t *testing.T) string {
-	t.Helper()
-	select {
-	case addr := <-p.addr:
-		return addr
-	case <-p.exited:
-		t.Fatalf("webhookd exited at start: %v", p.err)
-	case <-time.After(10 * time.Second):
-		p.kill()
-		t.Fatal("webhookd did not listen within 10s")
-	}
-	return ""
-}
-
-// procFiles writes config to cfgPath and creates webhookd.log beside it
-// for the processes of a test; the log's end is shown if the test fails.
-func procFiles(t *testing.T, cfgPath, config string) *os.File {
-	t.Helper()
-	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logs, err := os.Create(filepath.Join(filepath.Dir(cfgPath), "webhookd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		defer logs.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logs.Name())
-			if len(b) > 8<<10 {
-				b = b[len(b)-8<<10:]
-			}
-			t.Logf("webhookd's log (the end):\n%s", b)
-		}
-	})
-	return logs
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (p *proc) kill() {
-	p.cmd.Process.Kill()
-	<-p.exited
-}
-
-// terminate sends SIGTERM and waits (15s at most) for a clean exit.
-func (p *proc) terminate(t *testing.T) {
-	t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-		if p.err != nil {
-			t.Errorf("webhookd exited with %v after SIGTERM, want 0", p.err)
-		}
-	case <-time.After(15 * time.Second):
-		p.kill()
-		t.Error("webhookd did not stop within 15s of SIGTERM")
-	}
 }
 
 // crashPair is one (event, endpoint) as the receiver sees it: the
@@ -488,7 +323,7 @@ func TestCrash_KillNine(t *testing.T) {
 	t.Parallel() // a process of its own, on its own files and ports
 	started := time.Now()
 	kills := crashKills(t)
-	bin := buildWebhookd(t)
+	webhookdBinary(t)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "webhookd.db")
 	cfgPath := filepath.Join(dir, "webhookd.toml")
@@ -551,7 +386,7 @@ func TestCrash_KillNine(t *testing.T) {
 		maxCheck = max(maxCheck, time.Since(start))
 	}
 
-	var current *proc // killed if the test ends early
+	var current *node // killed if the test ends early
 	defer func() {
 		if current != nil {
 			current.kill()
@@ -559,7 +394,7 @@ func TestCrash_KillNine(t *testing.T) {
 	}()
 	earlyKills := 0
 	for k := range kills {
-		p := startProc(t, bin, cfgPath, dbPath, logs)
+		p := startProc(t, cfgPath, dbPath, logs)
 		current = p
 		if k > 0 && rng.IntN(5) == 0 {
 			// Kill during start-up or recovery, or just after: the random
@@ -567,7 +402,7 @@ func TestCrash_KillNine(t *testing.T) {
 			earlyKills++
 			time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
 		} else {
-			base := p.waitListening(t)
+			base := p.waitListening()
 			if k == 0 {
 				setup(base)
 				const clients = 6
@@ -594,16 +429,16 @@ func TestCrash_KillNine(t *testing.T) {
 	rounds := 0
 	var events map[string]crashEvent
 	for ; rounds < 5; rounds++ {
-		p := startProc(t, bin, cfgPath, dbPath, logs)
+		p := startProc(t, cfgPath, dbPath, logs)
 		current = p
-		base := p.waitListening(t)
+		base := p.waitListening()
 		cc.setBase(base)
 		if rounds == 0 {
 			stopClients()
 		}
 		waitDrained(base, 30*time.Second)
 		cc.setBase("")
-		p.terminate(t)
+		p.stop()
 		checkFile("after the clean stop")
 		var pending int
 		events, pending = readCrashLog(t, dbPath)

@@ -1,7 +1,6 @@
-package main
+package e2e
 
 import (
-	"context"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -42,14 +41,12 @@ func TestBackup_HashOnlyConfig(t *testing.T) {
 	in.ingest("invoice.paid", `{"n":1}`)
 	cfgPath := filepath.Join(dir, "webhookd.toml")
 
-	backup := func(env map[string]string, args ...string) (string, error) {
-		var out, errs syncBuffer
+	backup := func(env []string, args ...string) (string, error) {
 		args = append([]string{"backup", "-config", cfgPath}, args...)
-		if in.cancel != nil { // running
+		if in.node != nil { // running
 			args = append(args, "-url", in.base)
 		}
-		err := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errs)
-		return out.String() + errs.String(), err
+		return commandEnv(t, env, args...)
 	}
 	backupRequests := func() string {
 		resp, err := http.Get(in.base + "/metrics")
@@ -94,7 +91,7 @@ func TestBackup_HashOnlyConfig(t *testing.T) {
 	if msg, err := backup(nil, "-o", out, "-token-file", tokenFile); err != nil {
 		t.Errorf("backup -token-file: %v %s", err, msg)
 	}
-	if msg, err := backup(map[string]string{"WEBHOOKD_TOKEN": testToken}, "-o", out); err != nil {
+	if msg, err := backup([]string{"WEBHOOKD_TOKEN=" + testToken}, "-o", out); err != nil {
 		t.Errorf("backup with WEBHOOKD_TOKEN: %v %s", err, msg)
 	}
 	if msg, err := backup(nil, "-o", out, "-token", hashed); err == nil || !strings.Contains(err.Error(), "hash") {
@@ -256,17 +253,18 @@ func TestBackup_SlowReaderDoesNotStallIngest(t *testing.T) {
 		c.read.Load()>>10, start.Size()>>20, end.Size()>>20, took[len(took)/2].Round(time.Millisecond), worst.Round(time.Millisecond))
 }
 
-// backupTempFiles returns how many files this process holds open whose
-// name marks a backup's temporary copy (Linux: /proc/self/fd).
-func backupTempFiles(t *testing.T) int {
+// backupTempFiles returns how many files in's webhookd process holds
+// open whose name marks a backup's temporary copy (Linux: /proc/PID/fd).
+func backupTempFiles(t *testing.T, in *instance) int {
 	t.Helper()
-	fds, err := os.ReadDir("/proc/self/fd")
+	dir := fmt.Sprintf("/proc/%d/fd", in.node.cmd.Process.Pid)
+	fds, err := os.ReadDir(dir)
 	if err != nil {
-		t.Skip("no /proc/self/fd:", err)
+		t.Skipf("no %s: %v", dir, err)
 	}
 	n := 0
 	for _, fd := range fds {
-		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.Contains(target, ".webhookd-backup-") {
+		if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && strings.Contains(target, ".webhookd-backup-") {
 			n++
 		}
 	}
@@ -339,9 +337,9 @@ func TestBackup_StalledClientIsCut(t *testing.T) {
 	db.Close()
 
 	c := startSlowBackupClient(t, in.base, 0, 0)
-	waitFor(t, "the backup's temporary copy to be open", func() bool { return backupTempFiles(t) > 0 })
+	waitFor(t, "the backup's temporary copy to be open", func() bool { return backupTempFiles(t, in) > 0 })
 	started := time.Now()
-	waitFor(t, "the stalled backup to be cut and its temporary copy closed", func() bool { return backupTempFiles(t) == 0 })
+	waitFor(t, "the stalled backup to be cut and its temporary copy closed", func() bool { return backupTempFiles(t, in) == 0 })
 	cut := time.Since(started)
 	// What the server had sent before the cut is still to read: read it
 	// out, then the connection must be closed.
@@ -362,7 +360,7 @@ func TestBackup_StalledClientIsCut(t *testing.T) {
 // it is refused with 503 before anything is written (a copy that filled
 // the disk would make every ingest fail meanwhile); with room, it works.
 // It needs to mount a tmpfs (root) and skips otherwise. Not parallel: it
-// mounts, and counts the backup copies the whole process holds open.
+// mounts.
 func TestBackup_NoSpaceForCopy(t *testing.T) {
 	skipOnPostgres(t, "the backup command copies the bbolt file (postgres: pg_dump)")
 	mnt := mountTmpfs(t, "32m")
@@ -374,7 +372,7 @@ func TestBackup_NoSpaceForCopy(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "free space") {
 		t.Errorf("backup with 32 MiB free: %d %.200q, want 503 naming the free space", code, body)
 	}
-	if n := backupTempFiles(t); n != 0 {
+	if n := backupTempFiles(t, in); n != 0 {
 		t.Errorf("%d temporary copies open after the refusal", n)
 	}
 	in.ingest("invoice.paid", `{"n":2}`)
@@ -383,7 +381,7 @@ func TestBackup_NoSpaceForCopy(t *testing.T) {
 		t.Fatalf("remount: %v: %s", err, out)
 	}
 	out := filepath.Join(t.TempDir(), "b.db")
-	if msg, err := runCmd(t, "backup", "-url", in.base, "-token", testToken, "-o", out); err != nil {
+	if msg, err := command(t, "backup", "-url", in.base, "-token", testToken, "-o", out); err != nil {
 		t.Errorf("backup with 128 MiB free: %v %s", err, msg)
 	}
 }

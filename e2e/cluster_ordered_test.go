@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
@@ -37,7 +37,7 @@ func TestCluster_OrderedLines(t *testing.T) {
 		events = 120
 	}
 	schema := pgtest.Schema(t)
-	bin := buildWebhookd(t)
+	webhookdBinary(t)
 	started := time.Now()
 	cfg := configWith(t, clusterConfig(t, schema, lease, ""), map[string]any{
 		"delivery.attempt_timeout":      "1s", // under the lease: a claim outlasts its attempt
@@ -47,7 +47,7 @@ func TestCluster_OrderedLines(t *testing.T) {
 		"delivery.endpoint_concurrency": 16,
 		"log.level":                     "warn",
 	})
-	procs, bases := clusterProcs(t, bin, t.TempDir(), cfg, 3)
+	procs, bases := clusterProcs(t, t.TempDir(), cfg, 3)
 	rc := newOrderedReceiver(t, 1500*time.Millisecond)
 	in := &instance{t: t, base: bases[0]} // never killed
 	in.setup()
@@ -129,7 +129,7 @@ func TestCluster_OrderedLines(t *testing.T) {
 	}
 	rc.mu.Unlock()
 	for _, p := range procs[:2] {
-		p.terminate(t)
+		p.stop()
 	}
 	t.Logf("3 nodes, lease %s, node killed after %d acknowledged; %d events; took %s",
 		lease, ackedAtKill, events, time.Since(started).Round(100*time.Millisecond))

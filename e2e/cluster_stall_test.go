@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Cluster mode when a client or a node stalls: a client that gives up
 // mid-ingest, and a node frozen (SIGSTOP) inside a transaction.
@@ -273,9 +273,9 @@ func TestCluster_NodeStoppedInATransaction(t *testing.T) {
 	t.Parallel()
 	const pause, bound, margin = 10 * time.Second, 3 * time.Second, 2 * time.Second
 	schema := pgtest.Schema(t)
-	bin := buildWebhookd(t)
+	webhookdBinary(t)
 	cfg := configWith(t, clusterConfig(t, schema, 15*time.Second, ""), map[string]any{"log.level": "warn"})
-	procs, bases := clusterProcs(t, bin, t.TempDir(), cfg, 3)
+	procs, bases := clusterProcs(t, t.TempDir(), cfg, 3)
 	db := clusterDB(t, pgtest.URL(t), schema)
 	// Advisory locks are the database's, not the schema's: tenants of
 	// this test's own, so that its frozen lock holds up no other test.
@@ -387,6 +387,6 @@ func TestCluster_NodeStoppedInATransaction(t *testing.T) {
 		t.Errorf("%d of %d acknowledged events are stored", stored, len(ids))
 	}
 	for _, p := range procs {
-		p.terminate(t)
+		p.stop()
 	}
 }

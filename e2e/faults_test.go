@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Fault injection: receivers that misbehave in every way a network can,
 // storage that cannot write, a disk that fills, receivers that hang while
@@ -26,40 +26,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/BurntSushi/toml"
-
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/httpapi"
 	"github.com/webhookd/webhookd/storage"
 )
-
-// configWith returns the TOML config base with the keys of set
-// ("section.key") set to their values, so that a test changes only what it
-// is about and keeps everything else of testConfig.
-func configWith(tb testing.TB, base string, set map[string]any) string {
-	tb.Helper()
-	var m map[string]any
-	if _, err := toml.Decode(base, &m); err != nil {
-		tb.Fatal(err)
-	}
-	for k, v := range set {
-		section, key, ok := strings.Cut(k, ".")
-		if !ok {
-			tb.Fatalf("configWith: key %q is not section.key", k)
-		}
-		sub, _ := m[section].(map[string]any)
-		if sub == nil {
-			sub = make(map[string]any)
-		}
-		sub[key] = v
-		m[section] = sub
-	}
-	var b bytes.Buffer
-	if err := toml.NewEncoder(&b).Encode(m); err != nil {
-		tb.Fatal(err)
-	}
-	return b.String()
-}
 
 // attemptView is a delivery's attempt log as the API shows it, with the
 // durations the shared deliveryView leaves out.

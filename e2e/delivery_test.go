@@ -1,8 +1,7 @@
-package main
+package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"path/filepath"
@@ -362,15 +361,12 @@ func TestRestart_ResumesPendingAndInFlight(t *testing.T) {
 	// (bbolt's file lock: on postgres a second node is welcome, see
 	// cluster_test.go).
 	if !onPostgres {
-		startErr := make(chan error, 1)
-		go func() {
-			startErr <- run(context.Background(), []string{"-config", filepath.Join(dir, "webhookd.toml"), "-listen", "127.0.0.1:0", "-db", filepath.Join(dir, "webhookd.db")},
-				func(string) string { return "" }, &syncBuffer{}, &syncBuffer{})
-		}()
+		var logs syncBuffer
+		second := launch(t, &logs, procWithin, "-config", filepath.Join(dir, "webhookd.toml"), "-listen", "127.0.0.1:0", "-db", filepath.Join(dir, "webhookd.db"))
 		select {
-		case err := <-startErr:
-			if err == nil || !strings.Contains(err.Error(), "in use") {
-				t.Errorf("second process: %v, want a clear 'in use' error", err)
+		case <-second.exited:
+			if second.err == nil || !strings.Contains(logs.String(), "in use") {
+				t.Errorf("second process: %v (%s), want a clear 'in use' error", second.err, strings.TrimSpace(logs.String()))
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatal("a second process on the same file hangs")

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Ordered delivery end to end: endpoints whose ordering is key or
 // endpoint, loopback receivers that record the order requests arrive in
@@ -271,7 +271,7 @@ func TestOrdered_KillNine(t *testing.T) {
 			t.Fatalf("WEBHOOKD_ORDERED_KILLS=%q: want a positive number", s)
 		}
 	}
-	bin := buildWebhookd(t)
+	webhookdBinary(t)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "webhookd.db")
 	cfgPath := filepath.Join(dir, "webhookd.toml")
@@ -345,16 +345,16 @@ func TestOrdered_KillNine(t *testing.T) {
 			t.Fatalf("%s: Check: %v", when, err)
 		}
 	}
-	var current *proc
+	var current *node
 	defer func() {
 		if current != nil {
 			current.kill()
 		}
 	}()
 	for k := range kills {
-		p := startProc(t, bin, cfgPath, dbPath, logs)
+		p := startProc(t, cfgPath, dbPath, logs)
 		current = p
-		b := p.waitListening(t)
+		b := p.waitListening()
 		if k == 0 {
 			in := &instance{t: t, base: b}
 			in.setup()
@@ -373,9 +373,9 @@ func TestOrdered_KillNine(t *testing.T) {
 
 	// The last run: no faults, every delivery settles.
 	rc.faults.Store(false)
-	p := startProc(t, bin, cfgPath, dbPath, logs)
+	p := startProc(t, cfgPath, dbPath, logs)
 	current = p
-	in := &instance{t: t, base: p.waitListening(t)}
+	in := &instance{t: t, base: p.waitListening()}
 	if !poll(60*time.Second, func() bool { return in.unsettled() == 0 }) {
 		t.Fatalf("%d deliveries still pending or waiting 60s after the last restart", in.unsettled())
 	}
@@ -383,7 +383,7 @@ func TestOrdered_KillNine(t *testing.T) {
 		Data []json.RawMessage `json:"data"`
 	}
 	in.mustCall(200, "GET", "/v1/tenants/acme/dead-letters?limit=1000", nil, &dead)
-	p.terminate(t)
+	p.stop()
 	current = nil
 	checkFile("at the end")
 

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"fmt"
@@ -97,10 +97,9 @@ func TestCluster_FileCommandsSayWhatToDo(t *testing.T) {
 		{[]string{"compact", "-config", cfg, "-in-place"}, "autovacuum"},
 		{[]string{"rotate-key", "-config", cfg, "-new-key-file", filepath.Join(dir, "k")}, "not with [storage] driver = \"postgres\""},
 	} {
-		var stdout, stderr strings.Builder
-		err := run(t.Context(), tc.args, func(string) string { return "" }, &stdout, &stderr)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: err = %v, want one that says %q", tc.args[0], err, tc.want)
+		msg, err := command(t, tc.args...)
+		if err == nil || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: err = %v (%q), want one that says %q", tc.args[0], err, msg, tc.want)
 		}
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {

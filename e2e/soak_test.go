@@ -1,10 +1,9 @@
-package main
+package e2e
 
 // The soak: a fixed ingest rate for minutes, with a receiver that fails
 // one request in ten, watching that nothing grows but the data.
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -73,30 +72,6 @@ type soakSample struct {
 	p50, p99   time.Duration // ingest latency since the sample before
 }
 
-// scrapeMetrics reads the unlabelled samples of webhookd's /metrics.
-func scrapeMetrics(base string) (map[string]float64, error) {
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("/metrics: %s", resp.Status)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
-			continue
-		}
-		if v, err := strconv.ParseFloat(value, 64); err == nil {
-			out[name] = v
-		}
-	}
-	return out, sc.Err()
-}
-
 // procStatus reads the kB fields of /proc/PID/status, in bytes.
 func procStatus(pid int) map[string]int64 {
 	out := map[string]int64{}
@@ -153,7 +128,7 @@ func TestSoak(t *testing.T) {
 		// share the machine; a real soak measures and runs alone.
 		t.Parallel()
 	}
-	bin := buildWebhookd(t)
+	webhookdBinary(t)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "webhookd.db")
 	cfgPath := filepath.Join(dir, "webhookd.toml")
@@ -177,7 +152,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logs.Close()
-	p := startProc(t, bin, cfgPath, dbPath, logs)
+	p := startProc(t, cfgPath, dbPath, logs)
 	defer func() {
 		select {
 		case <-p.exited:
@@ -189,7 +164,7 @@ func TestSoak(t *testing.T) {
 			t.Logf("webhookd's log:\n%s", b)
 		}
 	}()
-	base := p.waitListening(t)
+	base := p.waitListening()
 	in := &instance{t: t, base: base}
 	in.setup()
 
@@ -327,7 +302,7 @@ sampling:
 		return pending == 0
 	})
 	drained := time.Since(drainStart)
-	p.terminate(t)
+	p.stop()
 
 	var tw strings.Builder
 	w := tabwriter.NewWriter(&tw, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Cluster mode across a database failover: a primary with a synchronous
 // standby, the primary SIGKILLed under load and the standby promoted.
@@ -22,10 +22,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 )
-
-// pgBinEnv names the bin directory of a PostgreSQL server installation,
-// for tests that run servers of their own (.ci/postgres exports it).
-const pgBinEnv = "WEBHOOKD_TEST_PGBIN"
 
 // pgServer is a PostgreSQL server a test made and runs, on loopback.
 type pgServer struct {
@@ -320,7 +316,7 @@ func (p *readyProbe) notReady(t0 time.Time) (first, last, readyAgain time.Time) 
 func TestCluster_Failover(t *testing.T) {
 	t.Parallel() // servers and processes of its own
 	pgBin := pgServerBin(t)
-	bin := buildWebhookd(t)
+	webhookdBinary(t)
 	events := 400
 	if testing.Short() {
 		events = 200
@@ -342,7 +338,7 @@ func TestCluster_Failover(t *testing.T) {
 		"delivery.endpoint_concurrency": 16,
 		"log.level":                     "warn",
 	})
-	procs, bases := clusterProcs(t, bin, t.TempDir(), cfg, 2)
+	procs, bases := clusterProcs(t, t.TempDir(), cfg, 2)
 	nodes := []*instance{{t: t, base: bases[0]}, {t: t, base: bases[1]}}
 	nodes[0].setup()
 	rc := newClusterReceiver(t, 0)
@@ -488,6 +484,6 @@ func TestCluster_Failover(t *testing.T) {
 		len(unavailable), noRetryAfter == 0, window.Round(time.Millisecond), connErrs, others, strings.Join(notReady, "; "),
 		readyAt.Sub(promoted).Round(time.Millisecond), lost, missing, duplicates, duplicated, time.Since(started).Round(100*time.Millisecond))
 	for _, p := range procs {
-		p.terminate(t)
+		p.stop()
 	}
 }

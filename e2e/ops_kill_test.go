@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // The offline commands killed with SIGKILL: the file at the database's
 // path, and the file an -o names, is always absent, the old one, or the
@@ -218,8 +218,8 @@ func (o *opsKill) killLoop(kills int, c opsCase) string {
 func (o *opsKill) fill(mib int) {
 	t := o.t
 	rc := newReceiver(t, status(200))
-	p := startProc(t, o.bin, o.cfgs[0], o.dbPath, o.logs)
-	in := &instance{t: t, base: p.waitListening(t)}
+	p := startProc(t, o.cfgs[0], o.dbPath, o.logs)
+	in := &instance{t: t, base: p.waitListening()}
 	in.setup()
 	ep := in.createEndpoint(rc.srv.URL, "*")
 	rc.setSecret(ep.Secret)
@@ -238,7 +238,7 @@ func (o *opsKill) fill(mib int) {
 		}
 		o.acked = append(o.acked, in.ingest(typ, data).ID)
 	}
-	p.terminate(t)
+	p.stop()
 }
 
 // sealedUnder is how a secret sealed under key starts in the file: the
@@ -279,7 +279,7 @@ func TestOps_KillNine(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	dir := t.TempDir()
-	o := &opsKill{t: t, bin: buildWebhookd(t), dir: dir, dbPath: filepath.Join(dir, "webhookd.db"), rng: rand.New(rand.NewPCG(seed, 2))}
+	o := &opsKill{t: t, bin: webhookdBinary(t), dir: dir, dbPath: filepath.Join(dir, "webhookd.db"), rng: rand.New(rand.NewPCG(seed, 2))}
 	var err error
 	if o.logs, err = os.Create(filepath.Join(dir, "commands.log")); err != nil {
 		t.Fatal(err)
@@ -326,15 +326,15 @@ func TestOps_KillNine(t *testing.T) {
 		name: "backup -db", tmp: out + ".partial", check: outChecked,
 		args: func() []string { return []string{"backup", "-config", o.cfgs[0], "-db", o.dbPath, "-o", out} },
 	}))
-	p := startProc(t, o.bin, o.cfgs[0], o.dbPath, o.logs)
-	base := p.waitListening(t)
+	p := startProc(t, o.cfgs[0], o.dbPath, o.logs)
+	base := p.waitListening()
 	report = append(report, o.killLoop(kills, opsCase{
 		name: "backup (hot)", tmp: out + ".partial", check: outChecked,
 		args: func() []string {
 			return []string{"backup", "-config", o.cfgs[0], "-url", base, "-token", testToken, "-o", out}
 		},
 	}))
-	p.terminate(t)
+	p.stop()
 	report = append(report, o.killLoop(kills, opsCase{
 		name: "compact -o", tmp: out + ".partial",
 		check: func(when string, finished bool) {
@@ -396,14 +396,14 @@ func TestOps_KillNine(t *testing.T) {
 		// Start webhookd 1/5, 2/5, 3/5 into the compaction: the moment is
 		// the behaviour under test.
 		time.Sleep(compactTook * time.Duration(1+round) / 5)
-		p := startProc(t, o.bin, waitCfg, o.dbPath, o.logs)
+		p := startProc(t, waitCfg, o.dbPath, o.logs)
 		if err := cmd.Wait(); err != nil {
 			p.kill()
 			t.Fatalf("compact -in-place with a webhookd waiting: %v", err)
 		}
-		in := &instance{t: t, base: p.waitListening(t)}
+		in := &instance{t: t, base: p.waitListening()}
 		o.acked = append(o.acked, in.ingest("payment.succeeded", fmt.Sprintf(`{"round":%d}`, round)).ID)
-		p.terminate(t)
+		p.stop()
 		o.verify(fmt.Sprintf("webhookd started %d/5 into compact -in-place", 1+round), o.dbPath)
 	}
 	report = append(report, fmt.Sprintf("webhookd started during compact -in-place (a full run %s): 3 of 3 came up on the compacted file with nothing lost", compactTook.Round(time.Millisecond)))
