@@ -2,31 +2,26 @@ package main
 
 import (
 	"bytes"
-	"os/exec"
+	"fmt"
 	"strings"
 	"testing"
 )
 
 // TestHelp: webhookd help, -h and --help list every command with its
 // line and the service's flags; help CMD and CMD -h show a command's
-// flags; all of them on stdout (help CMD) and with exit status 0, from
-// the binary itself; an unknown command says where the list is.
+// flags; all of them on stdout (help CMD) and with exit status 0 (run
+// returns nil: main exits 1 on its error, which it prints); an unknown
+// command says where the list is.
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	bin := buildWebhookd(t)
 	runBin := func(args ...string) (string, int) {
 		t.Helper()
 		var out bytes.Buffer
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
+		if err := run(t.Context(), args, func(string) string { return "" }, &out, &out); err != nil {
+			fmt.Fprintln(&out, "webhookd:", err) // as main does
+			return out.String(), 1
 		}
-		return out.String(), code
+		return out.String(), 0
 	}
 	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
 		out, code := runBin(args...)

@@ -189,7 +189,7 @@ func attemptRecord(d engine.Delivery, state engine.State, status int, next time.
 // runMigrateCmd runs webhookd migrate with env as the environment.
 func runMigrateCmd(t *testing.T, env map[string]string, args ...string) (string, error) {
 	t.Helper()
-	var out, errs syncBuffer
+	var out, errs strings.Builder
 	err := run(context.Background(), append([]string{"migrate"}, args...), func(k string) string { return env[k] }, &out, &errs)
 	return out.String() + errs.String(), err
 }

@@ -70,8 +70,8 @@ func (a *api) ready(ctx context.Context) (int, error) {
 	return a.status(ctx, "/readyz", nil, nil)
 }
 
-// listPage is one page of a listing.
-type listPage[T any] struct {
+// pageOf is one page of a listing of Ts.
+type pageOf[T any] struct {
 	Data       []T     `json:"data"`
 	NextCursor *string `json:"next_cursor"`
 	HasMore    bool    `json:"has_more"`
@@ -90,7 +90,7 @@ func listAll[T any](ctx context.Context, a *api, path string, q url.Values) (ite
 	}
 	promised := false
 	for range 10000 {
-		var p listPage[T]
+		var p pageOf[T]
 		if _, err := a.status(ctx, path, q2, &p); err != nil {
 			return items, emptyPages, err
 		}

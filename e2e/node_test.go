@@ -103,10 +103,18 @@ type node struct {
 // The process is killed when t ends, if it is still there.
 func launch(t testing.TB, logs io.Writer, within time.Duration, args ...string) *node {
 	t.Helper()
+	return launchEnv(t, nil, nil, logs, within, args...)
+}
+
+// launchEnv is launch with env (KEY=value) added to the environment the
+// test gives its processes (childEnv) and, when stdout is not nil, each
+// line the process prints on its stdout copied there.
+func launchEnv(t testing.TB, env []string, stdout, logs io.Writer, within time.Duration, args ...string) *node {
+	t.Helper()
 	cmd := exec.Command(webhookdBinary(t), args...)
-	cmd.Env = childEnv()
+	cmd.Env = append(childEnv(), env...)
 	cmd.Stderr = logs
-	stdout, err := cmd.StdoutPipe()
+	pipe, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +123,15 @@ func launch(t testing.TB, logs io.Writer, within time.Duration, args ...string) 
 	}
 	n := &node{t: t, cmd: cmd, addr: make(chan string, 1), exited: make(chan struct{}), within: within}
 	go func() {
-		sc := bufio.NewScanner(stdout)
+		sc := bufio.NewScanner(pipe)
 		for sc.Scan() {
+			if stdout != nil {
+				fmt.Fprintln(stdout, sc.Text())
+			}
 			if _, a, ok := strings.Cut(sc.Text(), "listening on "); ok {
-				n.addr <- strings.TrimSpace(a)
+				if f := strings.Fields(a); len(f) > 0 {
+					n.addr <- f[0]
+				}
 			}
 		}
 		n.err = cmd.Wait() // after the last read, as StdoutPipe asks
@@ -189,14 +202,14 @@ func (n *node) kill() {
 // command five minutes.
 func command(t testing.TB, args ...string) (string, error) {
 	t.Helper()
-	return commandEnv(t, nil, args...)
+	return commandEnv(t, 5*time.Minute, nil, args...)
 }
 
 // commandEnv is command with env (KEY=value) added to the environment
-// the test gives its processes (childEnv).
-func commandEnv(t testing.TB, env []string, args ...string) (string, error) {
+// the test gives its processes (childEnv), killed after within.
+func commandEnv(t testing.TB, within time.Duration, env []string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, webhookdBinary(t), args...)
 	cmd.Env = append(childEnv(), env...)

@@ -46,7 +46,7 @@ func TestBackup_HashOnlyConfig(t *testing.T) {
 		if in.node != nil { // running
 			args = append(args, "-url", in.base)
 		}
-		return commandEnv(t, env, args...)
+		return commandEnv(t, 5*time.Minute, env, args...)
 	}
 	backupRequests := func() string {
 		resp, err := http.Get(in.base + "/metrics")

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
@@ -7,13 +7,6 @@ import (
 	"net/url"
 	"testing"
 )
-
-// listPage is one page of a listing.
-type listPage struct {
-	Data    []json.RawMessage `json:"data"`
-	Next    *string           `json:"next_cursor"`
-	HasMore bool              `json:"has_more"`
-}
 
 // TestListings_HasMoreOnlyWhenMore: every paged listing says has_more
 // only when an item follows its page that the same query would list, so
@@ -53,9 +46,9 @@ func TestListings_HasMoreOnlyWhenMore(t *testing.T) {
 		in.mustCall(201, "POST", "/v1/tenants/acme/access-tokens", `{}`, nil)
 	}
 
-	list := func(path string) listPage {
+	list := func(path string) pageOf[json.RawMessage] {
 		t.Helper()
-		var p listPage
+		var p pageOf[json.RawMessage]
 		in.mustCall(http.StatusOK, "GET", path, nil, &p)
 		return p
 	}
@@ -98,10 +91,10 @@ func TestListings_HasMoreOnlyWhenMore(t *testing.T) {
 				return
 			}
 			first := list(fmt.Sprintf("%slimit=%d", tt.path, tt.want-1))
-			if len(first.Data) != tt.want-1 || !first.HasMore || first.Next == nil {
+			if len(first.Data) != tt.want-1 || !first.HasMore || first.NextCursor == nil {
 				t.Fatalf("limit %d: %d items, has_more %v; want %d, has_more true", tt.want-1, len(first.Data), first.HasMore, tt.want-1)
 			}
-			second := list(fmt.Sprintf("%slimit=%d&cursor=%s", tt.path, tt.want-1, url.QueryEscape(*first.Next)))
+			second := list(fmt.Sprintf("%slimit=%d&cursor=%s", tt.path, tt.want-1, url.QueryEscape(*first.NextCursor)))
 			if len(second.Data) != 1 || second.HasMore {
 				t.Errorf("the next page: %d items, has_more %v; want 1, has_more false", len(second.Data), second.HasMore)
 			}

@@ -1,7 +1,6 @@
-package main
+package e2e
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,13 +15,6 @@ import (
 
 	"github.com/webhookd/webhookd/storage"
 )
-
-func runCmd(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	var out, errs syncBuffer
-	err := run(context.Background(), args, func(string) string { return "" }, &out, &errs)
-	return out.String() + errs.String(), err
-}
 
 // TestBackup_DuringLiveIngest takes a hot backup through the API while
 // clients ingest, starts a second webhookd on the copy, and finds every
@@ -67,7 +59,7 @@ func TestBackup_DuringLiveIngest(t *testing.T) {
 	mu.Unlock()
 
 	out := filepath.Join(t.TempDir(), "backup.db")
-	msg, err := runCmd(t, "backup", "-o", out, "-url", in.base, "-token", testToken)
+	msg, err := command(t, "backup", "-o", out, "-url", in.base, "-token", testToken)
 	stop.Store(true)
 	wg.Wait()
 	if err != nil {
@@ -137,24 +129,24 @@ func TestBackupAndCompact_StoppedFile(t *testing.T) {
 	if err := os.WriteFile(lockCfg, []byte("[storage]\nlock_timeout = \"100ms\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if msg, err := runCmd(t, "backup", "-config", lockCfg, "-o", filepath.Join(dir, "b0.db"), "-db", dbPath); err == nil || !strings.Contains(err.Error(), "in use") {
+	if msg, err := command(t, "backup", "-config", lockCfg, "-o", filepath.Join(dir, "b0.db"), "-db", dbPath); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Errorf("backup -db of a running database: %v %s, want an 'in use' error", err, msg)
 	}
-	if _, err := runCmd(t, "compact", "-config", lockCfg, "-o", filepath.Join(dir, "c0.db"), "-db", dbPath); err == nil || !strings.Contains(err.Error(), "stop webhookd first") {
+	if _, err := command(t, "compact", "-config", lockCfg, "-o", filepath.Join(dir, "c0.db"), "-db", dbPath); err == nil || !strings.Contains(err.Error(), "stop webhookd first") {
 		t.Errorf("compact of a running database: %v, want 'stop webhookd first'", err)
 	}
 	in.stop()
 
 	backup := filepath.Join(dir, "b1.db")
-	if msg, err := runCmd(t, "backup", "-o", backup, "-db", dbPath); err != nil {
+	if msg, err := command(t, "backup", "-o", backup, "-db", dbPath); err != nil {
 		t.Fatalf("backup of a stopped file: %v %s", err, msg)
 	}
 	compacted := filepath.Join(dir, "c1.db")
-	msg, err := runCmd(t, "compact", "-o", compacted, "-db", dbPath)
+	msg, err := command(t, "compact", "-o", compacted, "-db", dbPath)
 	if err != nil {
 		t.Fatalf("compact: %v %s", err, msg)
 	}
-	if _, err := runCmd(t, "compact", "-o", compacted, "-db", dbPath); err == nil {
+	if _, err := command(t, "compact", "-o", compacted, "-db", dbPath); err == nil {
 		t.Error("compact overwrote an existing file")
 	}
 	bi, _ := os.Stat(dbPath)
@@ -179,11 +171,11 @@ func TestBackupAndCompact_StoppedFile(t *testing.T) {
 
 func TestVersionAndReady(t *testing.T) {
 	t.Parallel()
-	msg, err := runCmd(t, "version")
+	msg, err := command(t, "version")
 	if err != nil || !strings.HasPrefix(msg, "webhookd dev (commit ") {
 		t.Errorf("version: %q %v", msg, err)
 	}
-	if msg2, _ := runCmd(t, "-version"); msg2 != msg {
+	if msg2, _ := command(t, "-version"); msg2 != msg {
 		t.Errorf("-version %q, version %q", msg2, msg)
 	}
 	in := startInstance(t, t.TempDir(), testConfig)

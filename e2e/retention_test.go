@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Retention end to end, with windows of seconds and the pruner running
 // every second: what it leaves behind is a sound database for every
@@ -84,7 +84,7 @@ func TestRetention_PrunedDatabaseCopies(t *testing.T) {
 		}
 	}
 	hot := filepath.Join(t.TempDir(), "hot.db")
-	if msg, err := runCmd(t, "backup", "-o", hot, "-url", in.base, "-token", testToken); err != nil {
+	if msg, err := command(t, "backup", "-o", hot, "-url", in.base, "-token", testToken); err != nil {
 		t.Fatalf("hot backup of a pruned database: %v\n%s", err, msg)
 	}
 	sound("the hot backup", hot)
@@ -96,7 +96,7 @@ func TestRetention_PrunedDatabaseCopies(t *testing.T) {
 		{"compact", "-o", compacted, "-db", dbPath},
 		{"compact", "-in-place", "-db", dbPath},
 	} {
-		if msg, err := runCmd(t, args...); err != nil {
+		if msg, err := command(t, args...); err != nil {
 			t.Fatalf("%s of a pruned database: %v\n%s", strings.Join(args[:2], " "), err, msg)
 		}
 	}
@@ -109,7 +109,7 @@ func TestRetention_PrunedDatabaseCopies(t *testing.T) {
 	if err := os.WriteFile(keyPath, []byte(base64.StdEncoding.EncodeToString(k[:])), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if msg, err := runCmd(t, "rotate-key", "-db", dbPath, "-new-key-file", keyPath); err != nil {
+	if msg, err := command(t, "rotate-key", "-db", dbPath, "-new-key-file", keyPath); err != nil {
 		t.Fatalf("rotate-key of a pruned database: %v\n%s", err, msg)
 	}
 

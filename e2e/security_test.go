@@ -1,8 +1,7 @@
-package main
+package e2e
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -640,14 +639,13 @@ func TestSecurity_EncryptionAtRest(t *testing.T) {
 		}
 	}
 
-	runErr := func(config string, getenv func(string) string, args ...string) error {
+	runErr := func(config string, env []string, args ...string) error {
 		cfgPath := filepath.Join(dir, "other.toml")
 		os.WriteFile(cfgPath, []byte(config), 0o600)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return run(ctx, append([]string{"-config", cfgPath, "-listen", "127.0.0.1:0", "-db", dbPath}, args...), getenv, io.Discard, io.Discard)
+		_, err := commandEnv(t, 5*time.Second, env, append([]string{"-config", cfgPath, "-listen", "127.0.0.1:0", "-db", dbPath}, args...)...)
+		return err
 	}
-	noEnv := func(string) string { return "" }
+	var noEnv []string
 	err = runErr(testConfig, noEnv)
 	if err == nil || !strings.Contains(err.Error(), "encrypted") || !strings.Contains(err.Error(), "WEBHOOKD_SECRET_KEY") {
 		t.Fatalf("start without the key: %v; want a refusal that says the secrets are encrypted and how to give the key", err)
@@ -656,20 +654,15 @@ func TestSecurity_EncryptionAtRest(t *testing.T) {
 		t.Fatalf("start with another key: %v; want a refusal naming rotate-key", err)
 	}
 	oldB64, _ := os.ReadFile(oldKey)
-	env := func(k string) string {
-		if k == "WEBHOOKD_SECRET_KEY" {
-			return string(oldB64)
-		}
-		return ""
-	}
+	env := []string{"WEBHOOKD_SECRET_KEY=" + string(oldB64)}
 	cfgPath := filepath.Join(dir, "plain.toml")
 	os.WriteFile(cfgPath, []byte(testConfig), 0o600)
-	var out bytes.Buffer
-	if err := run(context.Background(), []string{"rotate-key", "-config", cfgPath, "-db", dbPath, "-new-key-file", newKey}, env, &out, io.Discard); err != nil {
+	out, err := commandEnv(t, 5*time.Minute, env, "rotate-key", "-config", cfgPath, "-db", dbPath, "-new-key-file", newKey)
+	if err != nil {
 		t.Fatalf("rotate-key: %v", err)
 	}
-	if !strings.Contains(out.String(), "re-encrypted the secrets of 1 endpoints") || strings.Contains(out.String(), strings.TrimSpace(string(oldB64))) {
-		t.Errorf("rotate-key printed %q", out.String())
+	if !strings.Contains(out, "re-encrypted the secrets of 1 endpoints") || strings.Contains(out, strings.TrimSpace(string(oldB64))) {
+		t.Errorf("rotate-key printed %q", out)
 	}
 
 	in = startInstance(t, dir, keyed(newKey))

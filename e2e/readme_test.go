@@ -1,9 +1,11 @@
-package main
+package e2e
 
 import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/webhookd/webhookd/httpapi/contracttest"
 )
 
 // TestREADME_WalkThrough pastes the shell blocks of the README's "Try
@@ -19,8 +23,9 @@ import (
 // directory: every command must succeed, and the receiver they start
 // must print the event verified, then its replay as a duplicate. Only
 // the addresses (free ports instead of 8080 and 9000) and `go run .`
-// (the built binary) are changed. Where checkAPI is set, the walk-through
-// talks to webhookd through it.
+// (the built binary) are changed. The walk-through talks to webhookd
+// through a proxy that checks every exchange against
+// httpapi/openapi.json (contractProxy).
 func TestREADME_WalkThrough(t *testing.T) {
 	t.Parallel()
 	for _, tool := range []string{"bash", "curl", "jq"} {
@@ -28,8 +33,8 @@ func TestREADME_WalkThrough(t *testing.T) {
 			t.Skipf("the walk-through needs %s, which is not on PATH", tool)
 		}
 	}
-	bin := buildWebhookd(t)
-	readme, err := os.ReadFile("README.md")
+	bin := webhookdBinary(t)
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,12 +57,8 @@ func TestREADME_WalkThrough(t *testing.T) {
 	if !strings.Contains(script.String(), "go run . receive") {
 		t.Fatalf("the walk-through's shell blocks start no receiver:\n%s", script.String())
 	}
-	api, hooks := freeAddr(t), freeAddr(t)
-	listen := api
-	if checkAPI != nil {
-		listen = freeAddr(t)
-		api = checkAPI(t, listen)
-	}
+	listen, hooks := freeAddr(t), freeAddr(t)
+	api := contractProxy(t, listen)
 	s := script.String()
 	s = strings.ReplaceAll(s, "go run . receive", bin+" receive -listen "+hooks)
 	s = strings.ReplaceAll(s, "go run .", bin)
@@ -119,11 +120,6 @@ func TestREADME_WalkThrough(t *testing.T) {
 	}
 }
 
-// checkAPI, when set, starts a proxy to the webhookd listening on
-// target that checks what passes it, and returns the proxy's address
-// (readme_contract_test.go).
-var checkAPI func(t *testing.T, target string) string
-
 // freeAddr returns a loopback address with a port free a moment ago.
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -133,4 +129,34 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// contractProxy puts a contracttest.Proxy in front of the webhookd at
+// target: every call the README's walk-through makes, and every answer
+// it gets, must be what httpapi/openapi.json describes, so the README's
+// examples cannot drift from the document.
+func contractProxy(t *testing.T, target string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "httpapi", "openapi.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, v, err := contracttest.Load(raw)
+	if err != nil {
+		t.Fatalf("httpapi/openapi.json: %v", err)
+	}
+	p := contracttest.NewProxy(v, &url.URL{Scheme: "http", Host: target})
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() {
+		srv.Close()
+		violations, n := p.Violations()
+		if n == 0 {
+			t.Error("no call of the walk-through went through the checking proxy")
+		}
+		for _, v := range violations {
+			t.Errorf("the README's walk-through breaks httpapi/openapi.json: %s", v)
+		}
+		t.Logf("%d exchanges of the walk-through checked against httpapi/openapi.json", n)
+	})
+	return srv.Listener.Addr().String()
 }
