@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/webhookd/webhookd/bench"
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/httpapi"
 )
@@ -104,9 +105,18 @@ type subcommand struct {
 	about string
 }
 
-// commands are the subcommands besides serving, each registered by the
-// file it is in.
-var commands = map[string]subcommand{}
+// commands are the subcommands besides serving: webhookd NAME [flags]
+// runs commands[NAME]. This table is the whole list; help prints it.
+var commands = map[string]subcommand{
+	"backup":     {runBackup, "write a consistent copy of the bbolt database, hot through a running webhookd or from the file"},
+	"bench":      {bench.Main, "measure throughput and latency against their ceilings on this machine (-list: the scenarios)"},
+	"compact":    {runCompact, "compact a stopped node's bbolt file, into a new file or in place"},
+	"migrate":    {runMigrate, "copy a stopped node's bbolt file into PostgreSQL, pending deliveries included"},
+	"new-token":  {runNewToken, "print a new random API token (-env live or test) and the form of it a config file may hold"},
+	"receive":    {runReceive, "a reference receiver: verifies each request, keeps it once in an inbox, prints a line per request"},
+	"rotate-key": {runRotateKey, "re-seal a stopped node's endpoint secrets under a new secret key"},
+	"version":    {runVersion, "print the version"},
+}
 
 // serveAbout is serve's line in the help.
 const serveAbout = "run the service (the default when no command is given)"

@@ -18,10 +18,6 @@ import (
 	"github.com/webhookd/webhookd/storage"
 )
 
-func init() {
-	commands["migrate"] = subcommand{runMigrate, "copy a stopped node's bbolt file into PostgreSQL, pending deliveries included"}
-}
-
 // runMigrate copies a stopped single node's bbolt file into an empty
 // PostgreSQL schema (postgres.Import; storage.Export), pending deliveries
 // included, checks that every table has as many rows as the file has

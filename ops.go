@@ -27,12 +27,6 @@ var (
 	commit  = ""
 )
 
-func init() {
-	commands["version"] = subcommand{runVersion, "print the version"}
-	commands["backup"] = subcommand{runBackup, "write a consistent copy of the bbolt database, hot through a running webhookd or from the file"}
-	commands["compact"] = subcommand{runCompact, "compact a stopped node's bbolt file, into a new file or in place"}
-}
-
 // versionString is "webhookd VERSION (commit C, goX)".
 func versionString() string {
 	c := commit

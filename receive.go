@@ -27,10 +27,6 @@ import (
 	"github.com/webhookd/webhookd/verify/boltinbox"
 )
 
-func init() {
-	commands["receive"] = subcommand{runReceive, "a reference receiver: verifies each request, keeps it once in an inbox, prints a line per request"}
-}
-
 // receiveSecretEnv holds the receiver's secrets when no -secret is given,
 // comma-separated: an environment variable does not show in ps like a flag.
 const receiveSecretEnv = "WEBHOOKD_RECEIVE_SECRET"

@@ -14,11 +14,6 @@ import (
 	"github.com/webhookd/webhookd/storage"
 )
 
-func init() {
-	commands["rotate-key"] = subcommand{runRotateKey, "re-seal a stopped node's endpoint secrets under a new secret key"}
-	commands["new-token"] = subcommand{runNewToken, "print a new random API token (-env live or test) and the form of it a config file may hold"}
-}
-
 // runRotateKey re-encrypts the endpoint secrets of a stopped database
 // under a new master key:
 //
