@@ -314,6 +314,7 @@ func (p *readyProbe) notReady(t0 time.Time) (first, last, readyAgain time.Time) 
 //
 // The gap in acknowledgements, the 503s and the duplicates are reported.
 func TestCluster_Failover(t *testing.T) {
+	clusterTest(t)
 	t.Parallel() // servers and processes of its own
 	pgBin := pgServerBin(t)
 	webhookdBinary(t)

@@ -369,6 +369,7 @@ func clusterProcs(t *testing.T, dir, config string, n int) ([]*node, []string) {
 //     lease and a margin (10 s, for a loaded machine) of the kill;
 //   - nothing stays pending, nothing is dead.
 func TestCluster_KillNode(t *testing.T) {
+	clusterTest(t)
 	t.Parallel() // processes of its own, on a schema of its own
 	const lease = 3 * time.Second
 	events := 600

@@ -29,6 +29,7 @@ import (
 //     acknowledged event succeeded or died at each endpoint: nothing
 //     acknowledged is lost.
 func TestCluster_OrderedLines(t *testing.T) {
+	clusterTest(t)
 	// Not parallel: three more processes beside TestCluster_KillNode's
 	// on two cores made its load miss its bound.
 	const lease = 3 * time.Second

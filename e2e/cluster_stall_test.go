@@ -47,6 +47,7 @@ func metricLine(text, prefix string, parts ...string) string {
 // no 500 in the metrics (the request is counted as 499, the client's
 // own close), and the node goes on acknowledging once the lock is gone.
 func TestCluster_ClientGivesUpMidIngest(t *testing.T) {
+	clusterTest(t)
 	t.Parallel()
 	schema := pgtest.Schema(t)
 	in := startInstance(t, t.TempDir(), clusterConfig(t, schema, 30*time.Second, ""))
@@ -270,6 +271,7 @@ func metricValue(t *testing.T, base, name string) float64 {
 //   - after SIGCONT the stopped node acknowledges again, and every event
 //     acknowledged by any node is stored.
 func TestCluster_NodeStoppedInATransaction(t *testing.T) {
+	clusterTest(t)
 	t.Parallel()
 	const pause, bound, margin = 10 * time.Second, 3 * time.Second, 2 * time.Second
 	schema := pgtest.Schema(t)

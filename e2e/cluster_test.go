@@ -13,6 +13,16 @@ import (
 	"github.com/webhookd/webhookd/postgres/pgtest"
 )
 
+// clusterTest skips t unless the tests run on the postgres driver
+// (WEBHOOKD_TEST_DRIVER=postgres): a cluster's nodes share a PostgreSQL
+// database, so its tests belong to that pass, and CI runs them once.
+func clusterTest(t *testing.T) {
+	t.Helper()
+	if !onPostgres {
+		t.Skip("a cluster runs on PostgreSQL: its tests run with WEBHOOKD_TEST_DRIVER=postgres")
+	}
+}
+
 // clusterConfig is testConfig on the postgres driver: every node on the
 // same schema of the test server (pgtest), with a short lease.
 func clusterConfig(t *testing.T, schema string, lease time.Duration, extra string) string {
@@ -32,6 +42,7 @@ func clusterConfig(t *testing.T, schema string, lease time.Duration, extra strin
 // with nothing failing there is none), signed as on a single node, and
 // each node's delivery log shows every delivery.
 func TestCluster_NodesShareOneDatabase(t *testing.T) {
+	clusterTest(t)
 	schema := pgtest.Schema(t)
 	cfg := clusterConfig(t, schema, 30*time.Second, "")
 	a := startInstance(t, t.TempDir(), cfg)
