@@ -176,7 +176,7 @@ func (l *clusterLoad) check(t *testing.T) {
 	}
 }
 
-// clusterReceiver is a loopback endpoint (main_test's receiver: every
+// clusterReceiver is a loopback endpoint (receiver_test.go's receiver: every
 // signature checked with the official libraries) that records, per event,
 // when it answered 2xx, and answers one request in five only after
 // slow (an attempt in flight for that long). A request whose sender goes

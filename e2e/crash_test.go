@@ -313,8 +313,8 @@ func crashKills(t *testing.T) int {
 //     signature that does not verify, nor an event that is not in the log;
 //   - duplicate deliveries (at-least-once) are counted and reported.
 //
-// It skips under -short: CI runs it in the plain `go test ./...` and not
-// again in the race run. WEBHOOKD_CRASH_KILLS=200 runs it longer (about
+// It skips under -short, as the whole package does: CI runs it in the
+// plain `go test ./...`. WEBHOOKD_CRASH_KILLS=200 runs it longer (about
 // 2 minutes; Check reads the whole, growing file after every kill).
 func TestCrash_KillNine(t *testing.T) {
 	if testing.Short() {

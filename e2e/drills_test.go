@@ -25,7 +25,7 @@ import (
 )
 
 // The drills check the delivery contract end to end, as a receiver lives
-// it: the real webhookd (run() on loopback, testConfig's millisecond
+// it: the real webhookd (the binary on loopback, testConfig's millisecond
 // schedule and 300ms attempt timeout) delivers to a real receiver built on
 // verify.Handler over a boltinbox.Inbox, whose business effect is one
 // write in its own bucket inside the inbox transaction, so effects can be

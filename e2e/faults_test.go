@@ -3,7 +3,7 @@ package e2e
 // Fault injection: receivers that misbehave in every way a network can,
 // storage that cannot write, a disk that fills, receivers that hang while
 // ingest goes on, and the backlog bound. Each test runs the real service
-// (run() or the same wiring) against loopback receivers.
+// (the binary, or the same wiring in the test) against loopback receivers.
 
 import (
 	"bytes"

@@ -284,7 +284,7 @@ func TestBackup_StalledClientIsCut(t *testing.T) {
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "webhookd.db")
 	// Filled under the default write timeout: with 1s, an ingest of
-	// 150 KiB that a loaded machine (the race run) takes over a second to
+	// 150 KiB that a loaded machine takes over a second to
 	// answer is cut too, which is not what this test is about.
 	filler := startInstance(t, dir, testConfig)
 	filler.setup()

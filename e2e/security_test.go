@@ -25,7 +25,7 @@ import (
 )
 
 // The end-to-end tests of the security story: README "Security" names
-// each. They run webhookd with run(), like the delivery tests.
+// each. They run the webhookd binary, like the delivery tests.
 
 // strictConfig is testConfig with the built-in target policy: https only,
 // no private addresses.
