@@ -95,13 +95,22 @@ func TestTenantLimits_Pending(t *testing.T) {
 		t.Errorf("detail %q does not name the setting", detail)
 	}
 	for i := range 6 { // over noisy's bound: calm has its own, and its deliveries succeed as it sends
-		if resp, raw := in.postEventTo("calm", fmt.Sprintf(`{"type":"invoice.paid","data":{"n":%d}}`, i)); resp.StatusCode != 202 {
+		resp, raw := in.postEventTo("calm", fmt.Sprintf(`{"type":"invoice.paid","data":{"n":%d}}`, i))
+		if resp.StatusCode != 202 {
 			t.Fatalf("ingest %d of calm while noisy is over its bound: %d %s", i, resp.StatusCode, raw)
 		}
-		// Until it is attempted (on postgres, a node claims nothing for
-		// a tenth of a lease after it starts) it counts toward calm's
-		// bound.
-		waitFor(t, "calm's event to be delivered", func() bool { return len(calm.got()) > i })
+		var ing ingestResponse
+		if err := json.Unmarshal(raw, &ing); err != nil || len(ing.Deliveries) != 1 {
+			t.Fatalf("ingest %d of calm: %v %s", i, err, raw)
+		}
+		// Until its outcome is recorded (on postgres, a node claims
+		// nothing for a tenth of a lease after it starts) it counts
+		// toward calm's bound: the receiver's having it is not enough.
+		waitFor(t, "calm's delivery to succeed", func() bool {
+			var d deliveryView
+			in.mustCall(200, "GET", "/v1/tenants/calm/deliveries/"+ing.Deliveries[0].ID, nil, &d)
+			return d.State == "succeeded"
+		})
 	}
 	if resp, raw := in.get("/readyz"); resp.StatusCode != 200 {
 		t.Errorf("/readyz %d %s while one tenant is over its bound, want 200", resp.StatusCode, raw)
