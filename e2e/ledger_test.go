@@ -181,18 +181,22 @@ func (l *ledger) audit(listed map[string][]client.Delivery, at time.Time, gone f
 			continue
 		}
 		if len(ds) == 0 {
-			switch g := gone(ev.tenant, ev.id); {
+			// The GET, not the listing, saw it gone: retention may have
+			// deleted it up to the GET's answer, however late that came.
+			g := gone(ev.tenant, ev.id)
+			seenGone := time.Now()
+			switch {
 			case !g && len(ev.endpoints) > 0:
 				add("every acknowledged event is listed", "event %s of %s: GET finds it, the delivery listing does not", ev.id, ev.tenant)
 			case !g: // stored, with no delivery to list
 			default:
-				if why := l.prunable(ev, at); why != "" {
+				if why := l.prunable(ev, seenGone); why != "" {
 					if last, ok := l.lastListed(ev.id); ok {
-						why += fmt.Sprintf(" (last listed %s before)", at.Sub(last).Round(time.Millisecond))
+						why += fmt.Sprintf(" (last listed %s before)", seenGone.Sub(last).Round(time.Millisecond))
 					} else {
 						why += " (never listed)"
 					}
-					add("no acknowledged event is silently gone", "event %s of %s (%s, acknowledged %s ago) is gone: %s", ev.id, ev.tenant, ev.typ, at.Sub(ev.acked).Round(time.Millisecond), why)
+					add("no acknowledged event is silently gone", "event %s of %s (%s, acknowledged %s ago) is gone: %s", ev.id, ev.tenant, ev.typ, seenGone.Sub(ev.acked).Round(time.Millisecond), why)
 				}
 			}
 			continue
