@@ -386,7 +386,7 @@ func TestCluster_Failover(t *testing.T) {
 		defer load.mu.Unlock()
 		return len(load.unavailable) >= 10
 	})
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // the real primary stays down a while before the promotion (a failover manager's detection time)
 	standby.run("pg_ctl", "-D", standby.data, "-w", "-t", "60", "promote")
 	promoted := time.Now()
 	if !poll(30*time.Second, allReady(true)) {

@@ -85,9 +85,9 @@ func TestCluster_OrderedLines(t *testing.T) {
 						acked.Add(1)
 						break
 					}
-					time.Sleep(10 * time.Millisecond)
+					time.Sleep(10 * time.Millisecond) // a client's pause before it retries
 				}
-				time.Sleep(10 * time.Millisecond)
+				time.Sleep(10 * time.Millisecond) // the client's rate (the load under test)
 			}
 		})
 	}

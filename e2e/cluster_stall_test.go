@@ -146,7 +146,7 @@ func (l *stallLoad) run(base, tenant, key string, stop <-chan struct{}, deadline
 			req.Header.Set("Idempotency-Key", fmt.Sprintf("stall-%d", n))
 			resp, err := l.client.Do(req)
 			if err != nil {
-				time.Sleep(50 * time.Millisecond)
+				time.Sleep(50 * time.Millisecond) // a client's pause before it retries a node (the load under test)
 				continue
 			}
 			raw, _ := io.ReadAll(resp.Body)
@@ -165,7 +165,7 @@ func (l *stallLoad) run(base, tenant, key string, stop <-chan struct{}, deadline
 				l.other[fmt.Sprintf("%d %s", resp.StatusCode, raw)]++
 				l.mu.Unlock()
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // a client's pause after a 503 (the load under test)
 		}
 	}
 }
@@ -225,6 +225,8 @@ func stalledSession(t *testing.T, db *pgx.Conn) int {
 	if len(before) == 0 {
 		return 0
 	}
+	// A real PostgreSQL session that stays idle in its transaction is what
+	// is looked for: give the server's clock time to show it did not move.
 	time.Sleep(300 * time.Millisecond)
 	for pid, at := range read() {
 		if b, ok := before[pid]; ok && b.Equal(at) {
@@ -319,10 +321,10 @@ func TestCluster_NodeStoppedInATransaction(t *testing.T) {
 	for try := 0; try < 50 && pid == 0; try++ {
 		victim.cmd.Process.Signal(syscall.SIGSTOP)
 		stoppedAt = time.Now()
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the stopped process (real) is caught where it is: the moment is the behaviour under test
 		if pid = stalledSession(t, db); pid == 0 {
 			victim.cmd.Process.Signal(syscall.SIGCONT)
-			time.Sleep(time.Duration(50+try*7) * time.Millisecond)
+			time.Sleep(time.Duration(50+try*7) * time.Millisecond) // let the real process run a while before the next try
 		}
 	}
 	if pid == 0 {
@@ -339,7 +341,7 @@ func TestCluster_NodeStoppedInATransaction(t *testing.T) {
 				resp.Body.Close()
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the probes' pace while the real process stays stopped
 	}
 	victim.cmd.Process.Signal(syscall.SIGCONT)
 	resumedAt := time.Now()

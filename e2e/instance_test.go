@@ -484,7 +484,7 @@ func afterSecond(t *testing.T, ts string) int64 {
 	if err != nil {
 		t.Fatalf("webhook-timestamp %q: %v", ts, err)
 	}
-	time.Sleep(time.Until(time.Unix(sec+1, 0)))
+	time.Sleep(time.Until(time.Unix(sec+1, 0))) // the real process's clock must pass the second
 	return sec
 }
 

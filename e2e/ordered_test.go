@@ -307,15 +307,15 @@ func TestOrdered_KillNine(t *testing.T) {
 			}
 			b := *base.Load()
 			if b == "" {
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // no process is up: a client's pause before it looks again
 				continue
 			}
 			if ok, _ := postKeyed(client, b, fmt.Sprintf("k%d", n%10), fmt.Sprintf("n%d", n)); ok {
 				acked.Add(1)
 				n++
-				time.Sleep(2 * time.Millisecond)
+				time.Sleep(2 * time.Millisecond) // the client's rate (the load under test)
 			} else {
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // a client's pause before it retries
 			}
 		}
 	}()
@@ -362,6 +362,8 @@ func TestOrdered_KillNine(t *testing.T) {
 			in.createOrderedEndpoint(rc.srv.URL+"/endpoint", "endpoint")
 		}
 		base.Store(&b)
+		// Ingest and deliver for a random while, then the kill: the moment
+		// is the behaviour under test.
 		time.Sleep(time.Duration(150+rng.IntN(400)) * time.Millisecond)
 		base.Store(&none)
 		p.kill()
