@@ -349,11 +349,40 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err := node.Stop(sctx); err != nil {
 		logger.Warn("engine stop cut short", "err", err)
 	}
-	if err := be.close(); err != nil {
+	if err := closeWithin(sctx, be.close, closeGrace); err != nil {
 		return fmt.Errorf("close database: %w", err)
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// closeGrace is how long closing the database may take past the
+// shutdown deadline.
+const closeGrace = 2 * time.Second
+
+// closeWithin calls close and returns its error, or gives up on it when
+// ctx has ended and grace more has passed: a write hung on the disk holds
+// bbolt's Close for as long as the disk does, and a process told to stop
+// must stop. Giving up loses nothing acknowledged (every acknowledgement
+// waited for its fsync); the write in progress did not commit, and its
+// delivery is attempted again at the next start. close goes on in the
+// background until the process exits.
+func closeWithin(ctx context.Context, close func() error, grace time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("not closed %s after the shutdown timeout: a write is still in progress (a hung disk?); what was acknowledged is on disk", grace)
+	}
 }
 
 func retryPolicy(c DeliveryConfig) engine.RetryPolicy {
