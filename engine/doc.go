@@ -132,11 +132,14 @@
 //     every recorded outcome rest on it. Any other answer means nothing
 //     was written: a *Error with its Code for what is not there or not
 //     valid, CodeUnavailable for what may be tried again.
-//   - The store decides nothing. The functions it is handed are the
-//     engine's transitions (transitions.go): it applies one in a
-//     transaction, may call it again on a retry, and derives every index
-//     entry from the new state in one place, settling lines as Store's
-//     doc says.
+//   - The store decides nothing. An attempt's outcome comes decided
+//     (RecordOutcome's OutcomeUpdate, outcome.go): the store writes it
+//     only while the delivery is at the version the engine read, and
+//     otherwise answers ErrDeliveryChanged and writes nothing. The rarer
+//     API paths hand it a transition (transitions.go) that it applies in
+//     a transaction, perhaps more than once. Either way it derives every
+//     index entry from the new state in one place, settling lines as
+//     Store's doc says.
 //   - A record or state it adds has a whole life: retention, a tenant's
 //     purge, its own check, backup and the conformance suite's
 //     Maintenance cases must know it.
