@@ -1058,18 +1058,21 @@ func (c *Scheduler) listen(ctx context.Context) error {
 // seconds: in a cluster they are the database's, at most that old.
 func (c *Scheduler) countLoop(ctx context.Context) {
 	defer c.stopped.Done()
+	// Recover counted just before the loop starts: the next count is
+	// CountEvery after it.
+	wait := c.opts.CountEvery
 	for {
-		start := time.Now()
-		if err := c.refreshCounts(ctx); err != nil && ctx.Err() == nil {
-			c.s.log.Warn("count pending deliveries", "err", err)
-		}
-		// Never more than a tenth of the time in counting.
-		wait := max(c.opts.CountEvery, 10*time.Since(start))
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
+		start := time.Now()
+		if err := c.refreshCounts(ctx); err != nil && ctx.Err() == nil {
+			c.s.log.Warn("count pending deliveries", "err", err)
+		}
+		// Never more than a tenth of the time in counting.
+		wait = max(c.opts.CountEvery, 10*time.Since(start))
 	}
 }
 
