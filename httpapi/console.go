@@ -508,17 +508,46 @@ func (s *server) handleLogin(w http.ResponseWriter, r *http.Request, _ httproute
 // handleLogout forgets the session cookie. It needs the CSRF token of the
 // session it ends, so another site cannot log a browser out; without a
 // valid session there is nothing to end.
+//
+// A portal session's token exists for this browser only, so logging out
+// revokes it: the cookie, replayed, opens nothing. The browser then goes
+// back to the link's return_url, or to a page that says where to open
+// the portal again: a customer has no token to log in with. A token the
+// user pasted (a tenant's or an admin's) lives on; only the cookie goes.
 func (s *server) handleLogout(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	s.console.headers(w)
 	token := sessionToken(r)
+	var p principal
 	if token != "" {
 		if err := s.checkForm(w, r, "csrf", token); err != nil {
 			s.consoleError(w, r, nil, err)
 			return
 		}
+		p, _ = s.identify(r.Context(), token) // an ended session: nothing to revoke
+	}
+	if p.portal {
+		if _, err := s.svc.RevokeAccessToken(r.Context(), p.tenant, p.tokenID); err != nil {
+			s.consoleError(w, r, nil, err)
+			return
+		}
 	}
 	s.console.clearCookie(w, r, sessionCookie)
-	http.Redirect(w, r, "/console/login?m=out", http.StatusSeeOther)
+	switch {
+	case p.portal && p.returnURL != "":
+		// The form posts to the top window (layout.html), so the app
+		// opens as itself, not inside its own frame.
+		http.Redirect(w, r, p.returnURL, http.StatusSeeOther)
+	case p.portal:
+		page := s.newPage(nil, "You are logged out", "")
+		from := s.console.opts.Brand.Name
+		if from == "" {
+			from = "the app that opened it"
+		}
+		page.Data = struct{ From string }{from}
+		s.render(w, r, http.StatusOK, "logged-out", page)
+	default:
+		http.Redirect(w, r, "/console/login?m=out", http.StatusSeeOther)
+	}
 }
 
 // tenantsData is the tenant picker's data.

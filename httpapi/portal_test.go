@@ -271,3 +271,62 @@ func TestValidBrand(t *testing.T) {
 		}
 	}
 }
+
+// TestPortal_LogoutEndsTheSession: logging out of a portal session
+// revokes its token, so the old cookie, replayed, opens nothing; the
+// browser goes back to the link's return_url (the form targets the top
+// window), or, without one, to a page that says where to open the portal
+// again, not to the operator's token login. A pasted tenant token is not
+// revoked by logging out.
+func TestPortal_LogoutEndsTheSession(t *testing.T) {
+	e, _ := portalEnv(t, httpapi.ConsoleOptions{Brand: httpapi.Brand{Name: "Acme Cloud"}})
+	base, err := url.Parse(e.srv.URL + "/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logout := func(b *browser) page {
+		t.Helper()
+		home := b.get("/console/t/acme/endpoints")
+		if home.status != http.StatusOK {
+			t.Fatalf("endpoints page: %d", home.status)
+		}
+		return b.do("POST", "/console/logout", url.Values{"csrf": {home.field(t, csrfField)}})
+	}
+
+	t.Run("with a return_url", func(t *testing.T) {
+		b := e.browser()
+		b.open(link(e, `{"return_url":"https://app.example.com/settings/hooks"}`))
+		if home := b.get("/console/t/acme/endpoints"); !strings.Contains(home.body, `action="/console/logout" target="_top"`) {
+			t.Errorf("the portal's logout form does not target the top window:\n%s", home.body)
+		}
+		old := b.client.Jar.Cookies(base)
+		p := logout(b)
+		if p.status != http.StatusSeeOther || p.header.Get("Location") != "https://app.example.com/settings/hooks" {
+			t.Errorf("logout: %d to %q, want 303 to the return_url", p.status, p.header.Get("Location"))
+		}
+		replay := e.browser()
+		replay.client.Jar.SetCookies(base, old)
+		if p := replay.get("/console/t/acme/endpoints"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/login?m=ended" {
+			t.Errorf("the cookie replayed after logout: %d to %q, want the session ended", p.status, p.header.Get("Location"))
+		}
+	})
+
+	t.Run("without one", func(t *testing.T) {
+		b := e.browser()
+		b.open(link(e, `{}`))
+		p := logout(b)
+		if p.status != http.StatusOK || !strings.Contains(p.body, "open them from Acme Cloud") || strings.Contains(p.body, "access-tokens") {
+			t.Errorf("logout: %d, want a page that says to open the portal from Acme Cloud:\n%s", p.status, p.body)
+		}
+	})
+
+	t.Run("a pasted tenant token lives on", func(t *testing.T) {
+		tok := e.issue("acme", "")
+		b := e.browser()
+		b.mustLogin(tok.Token, "/console/t/acme/endpoints")
+		if p := logout(b); p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/login?m=out" {
+			t.Errorf("logout: %d to %q", p.status, p.header.Get("Location"))
+		}
+		e.must(req{method: "GET", path: "/v1/tenants/acme/deliveries", header: bearer(tok.Token)}, 200, nil)
+	})
+}

@@ -108,7 +108,11 @@ type principal struct {
 	// returnURL is a portal session's way back to the operator's app;
 	// "" otherwise.
 	returnURL string
-	cred      *credential // the configured token (its ingest limiter); nil for a tenant token
+	// tokenID is a tenant token's ID; portal says it is a portal
+	// session's (engine.PurposePortalSession), which logging out revokes.
+	tokenID string
+	portal  bool
+	cred    *credential // the configured token (its ingest limiter); nil for a tenant token
 }
 
 // adminName is the principal name of every configured token: they are
@@ -146,7 +150,8 @@ func (s *server) identify(ctx context.Context, token string) (principal, error) 
 	if err != nil {
 		return principal{}, err
 	}
-	return principal{name: t.Principal(), env: t.Environment, tenant: t.TenantID, expires: t.Expires, returnURL: t.ReturnURL}, nil
+	return principal{name: t.Principal(), env: t.Environment, tenant: t.TenantID, expires: t.Expires, returnURL: t.ReturnURL,
+		tokenID: t.ID, portal: t.Purpose == engine.PurposePortalSession}, nil
 }
 
 // scope says which principals a route admits besides admin tokens.
