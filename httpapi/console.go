@@ -13,6 +13,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -32,7 +33,9 @@ import (
 //
 // Session: logging in POSTs a token, which is checked as the API checks a
 // bearer token (identify, security.go) and then kept in the cookie
-// webhookd_session — HttpOnly, SameSite=Strict, Path=/console, Secure when
+// webhookd_session (webhookd_session_<port> when the browser's Host names
+// a port: cookies ignore ports, and two consoles on one host must not end
+// each other's sessions; see cookieName) — HttpOnly, SameSite=Strict, Path=/console, Secure when
 // the request came over TLS (or X-Forwarded-Proto says https), no
 // Max-Age (it ends with the browser session). Every request checks the
 // token again, so an expired or revoked token logs the browser out at
@@ -57,7 +60,8 @@ import (
 //go:embed console/templates/*.html console/static/*
 var consoleFiles embed.FS
 
-// Cookie names of the console; both are Path=/console.
+// Cookie names of the console, as cookieName suffixes them; both are
+// Path=/console.
 const (
 	sessionCookie = "webhookd_session" // base64url of the token
 	loginCookie   = "webhookd_login"   // the login form's CSRF nonce
@@ -290,7 +294,7 @@ func encodeSession(token string) string { return base64.RawURLEncoding.EncodeToS
 
 // sessionToken returns the token in the session cookie, "" when none.
 func sessionToken(r *http.Request) string {
-	c, err := r.Cookie(sessionCookie)
+	c, err := r.Cookie(cookieName(r, sessionCookie))
 	if err != nil {
 		return ""
 	}
@@ -324,9 +328,22 @@ func (c *console) clearCookie(w http.ResponseWriter, r *http.Request, name strin
 	http.SetCookie(w, k)
 }
 
+// cookieName is the console's cookie base as this console's browsers
+// know it: base_<port> when the request's Host names a port, else base.
+// A browser sends a host's cookies to every port of it, so two consoles
+// on one host (a staging and a production node, two local instances)
+// would otherwise share one session cookie and log each other out.
+func cookieName(r *http.Request, base string) string {
+	_, port, err := net.SplitHostPort(r.Host)
+	if err != nil || port == "" || strings.Trim(port, "0123456789") != "" {
+		return base
+	}
+	return base + "_" + port
+}
+
 func (c *console) cookie(r *http.Request, name, value string) *http.Cookie {
 	k := &http.Cookie{
-		Name: name, Value: value, Path: "/console",
+		Name: cookieName(r, name), Value: value, Path: "/console",
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secureRequest(r),
 	}
 	if len(c.opts.FrameAncestors) > 0 {
@@ -480,7 +497,7 @@ func (s *server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 func (s *server) handleLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	s.console.headers(w)
 	nonce := ""
-	if c, err := r.Cookie(loginCookie); err == nil {
+	if c, err := r.Cookie(cookieName(r, loginCookie)); err == nil {
 		nonce = c.Value
 	}
 	if err := s.checkForm(w, r, "login", nonce); err != nil {

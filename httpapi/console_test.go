@@ -143,9 +143,13 @@ func TestConsole_Login(t *testing.T) {
 		if p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/t/acme/endpoints" {
 			t.Fatalf("login: %d to %q", p.status, p.header.Get("Location"))
 		}
+		u, err := url.Parse(e.srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var session *http.Cookie
 		for _, c := range (&http.Response{Header: p.header}).Cookies() {
-			if c.Name == "webhookd_session" {
+			if c.Name == "webhookd_session_"+u.Port() { // per port: see TestConsole_TwoConsolesOnOneHost
 				session = c
 			}
 		}
@@ -211,7 +215,7 @@ func TestConsole_Login(t *testing.T) {
 	t.Run("bad token", func(t *testing.T) {
 		b := e.browser()
 		for _, tok := range []string{"", "wrong-token-0123456789", engine.AccessTokenPrefix + "nope"} {
-			if p := b.login(tok); p.status != 401 || !strings.Contains(p.body, "not valid") || strings.Contains(p.header.Get("Set-Cookie"), "webhookd_session=") && !strings.Contains(p.header.Get("Set-Cookie"), "Max-Age=0") {
+			if p := b.login(tok); p.status != 401 || !strings.Contains(p.body, "not valid") || strings.Contains(p.header.Get("Set-Cookie"), "webhookd_session_") && !strings.Contains(p.header.Get("Set-Cookie"), "Max-Age=0") {
 				t.Errorf("login with %q: %d", tok, p.status)
 			}
 		}
@@ -910,5 +914,24 @@ func TestConsole_TestEventAndEvents(t *testing.T) {
 	}
 	if p := post(url.Values{"csrf": {csrf}}); p.status != http.StatusConflict {
 		t.Errorf("a test event to a disabled endpoint: %d", p.status)
+	}
+}
+
+// TestConsole_TwoConsolesOnOneHost: a browser sends a host's cookies to
+// every port of it; two consoles on one host at different ports keep a
+// session each, so logging in to one does not end the other's.
+func TestConsole_TwoConsolesOnOneHost(t *testing.T) {
+	a, b := newConsoleEnv(t), newConsoleEnv(t)
+	onA := a.browser()
+	onB := &browser{t: t, base: b.srv.URL, client: onA.client} // one browser, one cookie jar
+	onA.mustLogin(a.token.Token, "/console/t/acme/endpoints")
+	onB.mustLogin(b.token.Token, "/console/t/acme/endpoints")
+	for _, tc := range []struct {
+		name string
+		br   *browser
+	}{{"the first console", onA}, {"the second console", onB}} {
+		if p := tc.br.get("/console/t/acme/endpoints"); p.status != http.StatusOK {
+			t.Errorf("%s after logging in to both: %d to %q, want its page", tc.name, p.status, p.header.Get("Location"))
+		}
 	}
 }
