@@ -363,8 +363,11 @@ type page struct {
 	Notice string        // a success message
 	Error  string        // an error message
 	Return string        // a portal session's link back to the operator's app; "" for none
-	Brand  Brand         // the console's name and logo
-	Data   any           // the page's own data
+	// Portal is a portal session's page: a customer's, which shows
+	// nothing of the operator's (token IDs, tenant IDs, API paths).
+	Portal bool
+	Brand  Brand // the console's name and logo
+	Data   any   // the page's own data
 }
 
 // newPage returns the page frame for v.
@@ -375,9 +378,12 @@ func (s *server) newPage(v *visit, title, nav string) page {
 	}
 	p.Tenant, p.Return = v.tenant, v.p.returnURL
 	p.CSRF = s.console.mac("csrf", v.session)
-	if v.p.tenant != "" {
+	switch {
+	case v.p.portal:
+		p.Portal = true
+	case v.p.tenant != "":
 		p.Who = fmt.Sprintf("%s (tenant %s, expires %s)", v.p.name, v.p.tenant, fmtTime(v.p.expires))
-	} else {
+	default:
 		p.Who = fmt.Sprintf("%s (%s)", v.p.name, v.p.env)
 		p.Admin = true
 	}

@@ -1,8 +1,10 @@
 package httpapi_test
 
 import (
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -329,4 +331,50 @@ func TestPortal_LogoutEndsTheSession(t *testing.T) {
 		}
 		e.must(req{method: "GET", path: "/v1/tenants/acme/deliveries", header: bearer(tok.Token)}, 200, nil)
 	})
+}
+
+// TestPortal_ShowsNothingOfTheOperators: a portal session's pages name
+// the tenant by its display name only and show no token ID, no tenant
+// ID and no API path (those are the operator's console's); a replay the
+// customer made is theirs ("you"), not "token tok_…". A tenant-token
+// session keeps them.
+func TestPortal_ShowsNothingOfTheOperators(t *testing.T) {
+	e := newConsoleEnv(t) // acme ("Acme"), with a dead delivery
+	dl := e.delivery
+	b := e.browser()
+	b.open(link(e.apiEnv, `{"return_url":"https://app.example.com/hooks"}`))
+	csrf := b.get("/console/t/acme/deliveries/"+dl).field(t, csrfField)
+	if p := b.do("POST", "/console/t/acme/deliveries/"+dl+"/resend", url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther {
+		t.Fatalf("resend from the portal: %d\n%s", p.status, p.body)
+	}
+
+	tags := regexp.MustCompile(`(?s)<[^>]*>`)
+	pages := []string{"endpoints", "endpoints/" + e.endpoint.ID + "/edit", "events", "deliveries", "deliveries/" + dl, "dead-letters", "report"}
+	for _, path := range pages {
+		p := b.get("/console/t/acme/" + path)
+		if p.status != http.StatusOK {
+			t.Errorf("%s: %d", path, p.status)
+			continue
+		}
+		text := html.UnescapeString(tags.ReplaceAllString(p.body, " "))
+		for _, operators := range []string{"tok_", "/v1/", "acme", "expires"} {
+			if strings.Contains(text, operators) {
+				i := strings.Index(text, operators)
+				t.Errorf("portal page %s shows %q: …%s…", path, operators, text[max(0, i-60):min(len(text), i+60)])
+			}
+		}
+		if !strings.Contains(text, "Acme") || !strings.Contains(text, "Log out") {
+			t.Errorf("portal page %s lacks the tenant's name or Log out", path)
+		}
+	}
+	if text := tags.ReplaceAllString(b.get("/console/t/acme/deliveries/"+dl).body, " "); !strings.Contains(text, "you") {
+		t.Errorf("the delivery page does not say the customer replayed it:\n%s", text)
+	}
+
+	// The operator's console keeps its hints.
+	tb := e.browser()
+	tb.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+	if p := tb.get("/console/t/acme/endpoints"); !strings.Contains(p.body, "/v1/tenants/acme/endpoints") || !strings.Contains(p.body, "tok_") {
+		t.Errorf("a tenant token's console lost its API hint or its token name:\n%s", p.body)
+	}
 }
