@@ -163,6 +163,7 @@ func (s *server) consoleRoutes() {
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/disable", s.consoleTenant(s.handleConsoleDisable))
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/enable", s.consoleTenant(s.handleConsoleEnable))
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/test", s.consoleTenant(s.handleConsoleTestEvent))
+	s.handle("POST", "/console/t/:tenant/endpoints/:id/delete", s.consoleTenant(s.handleConsoleDeleteEndpoint))
 	s.handle("GET", "/console/t/:tenant/deliveries", s.consoleTenant(s.handleDeliveriesPage))
 	s.handle("GET", "/console/t/:tenant/deliveries/:id", s.consoleTenant(s.handleDeliveryPage))
 	s.handle("POST", "/console/t/:tenant/deliveries/:id/resend", s.consoleTenant(s.handleConsoleResend))

@@ -234,6 +234,21 @@ func (s *server) handleConsoleDisable(w http.ResponseWriter, r *http.Request, ps
 	redirectNotice(w, r, tenantPath(v.tenant.ID, "endpoints"), "disabled", -1)
 }
 
+// handleConsoleDeleteEndpoint deletes an endpoint once the form's
+// confirm box says the user read what it does (confirm=yes): without it,
+// nothing changes. DELETE …/endpoints/{id} in the API needs no such box.
+func (s *server) handleConsoleDeleteEndpoint(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
+	if r.PostForm.Get("confirm") != "yes" {
+		s.consoleError(w, r, v, engine.Errorf(engine.CodeInvalidField, "confirm", "tick the box to confirm that the endpoint and what it has not delivered go"))
+		return
+	}
+	if err := s.svc.DeleteEndpoint(r.Context(), v.tenant.ID, ps.ByName("id")); err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	redirectNotice(w, r, tenantPath(v.tenant.ID, "endpoints"), "endpoint-deleted", -1)
+}
+
 // handleConsoleEnable enables an endpoint. With deliver_held=1 its held
 // deliveries are sent now ("Enable and deliver held"); otherwise they are
 // dead-lettered ("Enable from now on").

@@ -32,6 +32,7 @@ var noticeMessages = map[string]string{
 	"disabled":          "Endpoint disabled: its deliveries are held (paused) until it is enabled again.",
 	"enabled-held":      "Endpoint enabled: held deliveries queued for delivery: %d.",
 	"enabled-new":       "Endpoint enabled from now on: held deliveries moved to the dead letters, where each can still be replayed: %d.",
+	"endpoint-deleted":  "Endpoint deleted: its deliveries that were not finished end dead, \"endpoint deleted\"; its delivery history stays.",
 	"test-sent":         "Test event sent to this endpoint only, through the normal path: signed, retried, and marked test here and in the API.",
 }
 

@@ -935,3 +935,42 @@ func TestConsole_TwoConsolesOnOneHost(t *testing.T) {
 		}
 	}
 }
+
+// TestConsole_DeleteEndpoint: an endpoint's page can delete it, once the
+// confirm box is ticked: without it (or without the CSRF token) nothing
+// changes; with it the endpoint is gone, its unfinished deliveries end
+// dead "endpoint deleted", and the endpoints page says so. The page says
+// what happens before the user confirms.
+func TestConsole_DeleteEndpoint(t *testing.T) {
+	e := newConsoleEnv(t)
+	var ing ingestJSON
+	e.must(req{method: "PATCH", path: "/v1/tenants/acme/endpoints/" + e.endpoint.ID, body: `{"disabled":true}`}, 200, nil)
+	e.must(req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{}}`}, 202, &ing)
+	b := e.browser()
+	b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+	edit := b.get("/console/t/acme/endpoints/" + e.endpoint.ID + "/edit")
+	if !strings.Contains(edit.body, `end dead with the reason "endpoint deleted"`) && !strings.Contains(edit.body, "end dead with the reason &#34;endpoint deleted&#34;") {
+		t.Errorf("the endpoint's page does not say what deleting does:\n%s", edit.body)
+	}
+	csrf := edit.field(t, csrfField)
+	path := "/console/t/acme/endpoints/" + e.endpoint.ID + "/delete"
+	for _, form := range []url.Values{{"confirm": {"yes"}}, {"csrf": {csrf}}, {"csrf": {csrf}, "confirm": {"no"}}} {
+		if p := b.do("POST", path, form); p.status < 400 {
+			t.Errorf("delete with %v: %d, want refused", form, p.status)
+		}
+		e.must(req{method: "GET", path: "/v1/tenants/acme/endpoints/" + e.endpoint.ID}, 200, nil)
+	}
+	p := b.do("POST", path, url.Values{"csrf": {csrf}, "confirm": {"yes"}})
+	if p.status != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/console/t/acme/endpoints?m=endpoint-deleted") {
+		t.Fatalf("delete: %d to %q", p.status, p.header.Get("Location"))
+	}
+	e.must(req{method: "GET", path: "/v1/tenants/acme/endpoints/" + e.endpoint.ID}, 404, nil)
+	var d struct{ State, Reason string }
+	e.must(req{method: "GET", path: "/v1/tenants/acme/deliveries/" + ing.Deliveries[0].ID}, 200, &d)
+	if d.State != "dead" || d.Reason != "endpoint deleted" {
+		t.Errorf("the paused delivery after the delete: %s %q, want dead \"endpoint deleted\"", d.State, d.Reason)
+	}
+	if list := b.get(p.header.Get("Location")); !strings.Contains(list.body, "Endpoint deleted") {
+		t.Errorf("the endpoints page does not say the endpoint was deleted:\n%s", list.body)
+	}
+}
