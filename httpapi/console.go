@@ -563,15 +563,21 @@ func (s *server) handleLogout(w http.ResponseWriter, r *http.Request, _ httprout
 		http.Redirect(w, r, p.returnURL, http.StatusSeeOther)
 	case p.portal:
 		page := s.newPage(nil, "You are logged out", "")
-		from := s.console.opts.Brand.Name
-		if from == "" {
-			from = "the app that opened it"
-		}
-		page.Data = struct{ From string }{from}
+		page.Data = struct{ From string }{s.portalFrom()}
 		s.render(w, r, http.StatusOK, "logged-out", page)
 	default:
 		http.Redirect(w, r, "/console/login?m=out", http.StatusSeeOther)
 	}
+}
+
+// portalFrom names where a customer opens the portal again: the
+// operator's brand when one is configured (the console's default name,
+// webhookd, is no app of theirs), else the app in general words.
+func (s *server) portalFrom() string {
+	if n := s.opts.Console.Brand.Name; n != "" {
+		return n
+	}
+	return "the app that sent you here"
 }
 
 // tenantsData is the tenant picker's data.

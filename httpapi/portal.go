@@ -121,7 +121,13 @@ func (s *server) handlePortalOpen(w http.ResponseWriter, r *http.Request, ps htt
 			errors.As(err, &e)
 			p := s.newPage(nil, "Link not valid", "")
 			p.Error = e.Message
-			p.Data = struct{ Status int }{http.StatusUnauthorized}
+			// A customer has no token to log in with: the way back is
+			// a new link, from the app.
+			p.Portal = true
+			p.Data = struct {
+				Status int
+				From   string
+			}{http.StatusUnauthorized, s.portalFrom()}
 			s.render(w, r, http.StatusUnauthorized, "error", p)
 			return
 		}

@@ -378,3 +378,32 @@ func TestPortal_ShowsNothingOfTheOperators(t *testing.T) {
 		t.Errorf("a tenant token's console lost its API hint or its token name:\n%s", p.body)
 	}
 }
+
+// TestPortal_LinkNotValidOffersTheWayBack: a used or expired link's page
+// tells the customer to open the webhooks again from the app (by the
+// brand's name when there is one), not to log in with a token; and an
+// error inside a portal session still leads back to its pages.
+func TestPortal_LinkNotValidOffersTheWayBack(t *testing.T) {
+	for _, tc := range []struct {
+		brand, from string
+	}{{"Acme Cloud", "Acme Cloud"}, {"", "the app that sent you here"}} {
+		e, clock := portalEnv(t, httpapi.ConsoleOptions{Brand: httpapi.Brand{Name: tc.brand}})
+		used := link(e, `{}`)
+		e.browser().open(used)
+		expired := link(e, `{"ttl_seconds":60}`)
+		clock.Add(int64(61 * time.Second))
+		for name, l := range map[string]portalLinkJSON{"used": used, "expired": expired} {
+			p := e.browser().open(l)
+			if p.status != http.StatusUnauthorized || !strings.Contains(p.body, "open them again from "+tc.from) ||
+				strings.Contains(p.body, `href="/console/login"`) || strings.Contains(p.body, "Log out") {
+				t.Errorf("brand %q, %s link: %d, want the way back through %q and no login or logout:\n%s", tc.brand, name, p.status, tc.from, p.body)
+			}
+		}
+	}
+	e, _ := portalEnv(t, httpapi.ConsoleOptions{})
+	b := e.browser()
+	b.open(link(e, `{}`))
+	if p := b.get("/console/t/acme/deliveries/dlv_nosuch"); p.status != http.StatusNotFound || !strings.Contains(p.body, "Back to the endpoints") {
+		t.Errorf("an error in a portal session: %d\n%s", p.status, p.body)
+	}
+}
