@@ -171,6 +171,7 @@ func (s *server) consoleRoutes() {
 	s.handle("GET", "/console/t/:tenant/dead-letters", s.consoleTenant(s.handleDeadLettersPage))
 	s.handle("POST", "/console/t/:tenant/dead-letters/replay", s.consoleTenant(s.handleConsoleReplayRange))
 	s.handle("GET", "/console/t/:tenant/report", s.consoleTenant(s.handleReportPage))
+	s.handle("GET", "/console/t/:tenant/event-types", s.consoleTenant(s.handleCataloguePage))
 	s.handle("GET", "/console/t/:tenant/search", s.consoleTenant(s.handleSearch))
 	s.handle("POST", "/console/t/:tenant/replay-selected", s.consoleTenant(s.handleConsoleReplaySelected))
 	s.handle("GET", "/console/t/:tenant/events", s.consoleTenant(s.handleEventsPage))
@@ -356,7 +357,7 @@ func (c *console) cookie(r *http.Request, name, value string) *http.Cookie {
 // page is what every console template gets.
 type page struct {
 	Title  string
-	Nav    string        // the active tab: endpoints, deliveries, dead-letters, report, tenants
+	Nav    string        // the active tab: endpoints, event-types, deliveries, dead-letters, report, tenants
 	Tenant engine.Tenant // zero outside a tenant's pages
 	Who    string        // who is logged in, for the header; "" when nobody
 	Admin  bool          // the principal may pick any tenant

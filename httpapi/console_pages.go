@@ -371,6 +371,20 @@ func (s *server) handleReportPage(w http.ResponseWriter, r *http.Request, _ http
 	s.render(w, r, http.StatusOK, "report", p)
 }
 
+// handleCataloguePage lists the event catalogue: each type an endpoint
+// may subscribe to, what it means and an example of its data, as the
+// operator published them (PUT /v1/event-types/{type}).
+func (s *server) handleCataloguePage(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
+	types, err := s.svc.EventTypes(r.Context())
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	p := s.newPage(v, "Event types", "event-types")
+	p.Data = types
+	s.render(w, r, http.StatusOK, "event-types", p)
+}
+
 // handleSearch finds an event or a delivery of the tenant by its ID:
 // it sends the browser to its page, or says nothing matched.
 func (s *server) handleSearch(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {

@@ -407,3 +407,34 @@ func TestPortal_LinkNotValidOffersTheWayBack(t *testing.T) {
 		t.Errorf("an error in a portal session: %d\n%s", p.status, p.body)
 	}
 }
+
+// TestConsole_EventTypesPage: the catalogue page lists every event type
+// with its description and its example, pretty-printed and escaped, in a
+// portal session as in the operator's console.
+func TestConsole_EventTypesPage(t *testing.T) {
+	e, _ := portalEnv(t, httpapi.ConsoleOptions{})
+	e.must(req{method: "PUT", path: "/v1/event-types/payment.succeeded", body: `{"description":"A payment <went> through.","example":{"amount":1250,"note":"</pre><b>x</b>"}}`}, 200, nil)
+	e.must(req{method: "PUT", path: "/v1/event-types/invoice.paid", body: `{"description":"An invoice was paid."}`}, 201, nil)
+	b := e.browser()
+	b.open(link(e, `{}`))
+	p := b.get("/console/t/acme/event-types")
+	if p.status != http.StatusOK {
+		t.Fatalf("event types page: %d\n%s", p.status, p.body)
+	}
+	for _, want := range []string{
+		`<code>invoice.paid</code>`, "An invoice was paid.", "No example published.",
+		`<code>payment.succeeded</code>`, "A payment &lt;went&gt; through.",
+		"\n  &#34;amount&#34;: 1250,",
+		`aria-current="page">Event types</a>`,
+	} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the event types page lacks %q:\n%s", want, p.body)
+		}
+	}
+	if strings.Contains(p.body, "<b>x") {
+		t.Error("the example's markup reached the page unescaped")
+	}
+	if strings.Index(p.body, "invoice.paid") > strings.Index(p.body, "payment.succeeded") {
+		t.Error("the event types are not in name order")
+	}
+}
