@@ -664,6 +664,16 @@ var consoleFuncs = template.FuncMap{
 	"add":    func(a, b int) int { return a + b },
 	"reason": reasonNow,
 	"indent": func(b json.RawMessage) string { return indentJSON(b) },
+	"count":  countOf,
+}
+
+// countOf is n things: "1 attempt", "2 attempts", "0 attempts" (noun
+// is the singular; every noun the pages count takes an s).
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // reasonNow is what the console shows as d's reason. A delivery replayed

@@ -401,7 +401,7 @@ func TestConsole_Pages(t *testing.T) {
 	})
 	t.Run("endpoints: success rate", func(t *testing.T) {
 		p := b.get("/console/t/acme/endpoints")
-		if !strings.Contains(p.body, "0.0%</span> <small>of 1 attempts") {
+		if !strings.Contains(p.body, "0.0%</span> <small>of 1 attempt</small>") {
 			t.Errorf("no success rate:\n%s", p.body)
 		}
 	})
@@ -972,5 +972,20 @@ func TestConsole_DeleteEndpoint(t *testing.T) {
 	}
 	if list := b.get(p.header.Get("Location")); !strings.Contains(list.body, "Endpoint deleted") {
 		t.Errorf("the endpoints page does not say the endpoint was deleted:\n%s", list.body)
+	}
+}
+
+// TestConsole_CountsReadAsWords: one attempt is "1 attempt", not
+// "1: 1 attempts", on a delivery's page and in an endpoint's success rate.
+func TestConsole_CountsReadAsWords(t *testing.T) {
+	e := newConsoleEnv(t) // one delivery, dead after one attempt
+	b := e.browser()
+	b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+	p := b.get("/console/t/acme/deliveries/" + e.delivery)
+	if !strings.Contains(p.body, "cycle 1, 1 attempt, started") || strings.Contains(p.body, "1 attempts") {
+		t.Errorf("the delivery's cycle does not read \"cycle 1, 1 attempt\":\n%s", p.body)
+	}
+	if p := b.get("/console/t/acme/endpoints"); strings.Contains(p.body, "1 attempts") {
+		t.Errorf("the endpoints page says \"1 attempts\":\n%s", p.body)
 	}
 }
