@@ -130,3 +130,21 @@ func (s *Service) RedeemPortalLink(ctx context.Context, link string, sessionTTL 
 	}
 	return got, sess, value, nil
 }
+
+// PortalWayBack reports whether token is a portal link or a portal
+// session's token, open or not (used, expired, revoked, logged out), and
+// the return URL its link was made with ("" for none). A customer who
+// comes back to an ended portal session, or opens a used link, is shown
+// the way back to the operator's app instead of the operator's login
+// (which asks for a token a customer never has). It never says more than
+// that: the answer for an unknown, pruned or other token is false.
+func (s *Service) PortalWayBack(ctx context.Context, token string) (returnURL string, portal bool, err error) {
+	if token == "" || len(token) > 128 {
+		return "", false, nil
+	}
+	t, ok, err := s.store.AccessTokenByHash(ctx, HashAccessToken(token))
+	if err != nil || !ok || (t.Purpose != PurposePortalLink && t.Purpose != PurposePortalSession) {
+		return "", false, err
+	}
+	return t.ReturnURL, true, nil
+}

@@ -200,6 +200,19 @@ func (c *console) headers(w http.ResponseWriter) {
 	h.Set("Cache-Control", "no-store")
 }
 
+// cspReturning is the policy of a portal page with a way back to the
+// app at returnURL: its logout form posts here and is redirected there,
+// and browsers hold a form's redirect to form-action too, so the app's
+// origin joins 'self' (when it is a plain scheme://host[:port]).
+func (c *console) cspReturning(returnURL string) string {
+	u, err := url.Parse(returnURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
+		strings.Trim(strings.ToLower(u.Host), "abcdefghijklmnopqrstuvwxyz0123456789.-:[]") != "" {
+		return c.csp
+	}
+	return strings.Replace(c.csp, "form-action 'self'", "form-action 'self' "+u.Scheme+"://"+u.Host, 1)
+}
+
 // consoleSession wraps h: it runs only for a request with a valid session
 // (else a GET is sent to the login page and a POST refused), and a POST
 // only with a valid CSRF token from this site.
@@ -211,6 +224,12 @@ func (s *server) consoleSession(h consoleHandler) httprouter.Handle {
 		if err != nil {
 			if engine.ErrorCode(err) != engine.CodeUnauthorized {
 				s.consoleError(w, r, nil, err)
+				return
+			}
+			if back, portal, err := s.svc.PortalWayBack(r.Context(), token); err == nil && portal {
+				// The cookie stays: it keeps saying where the way back
+				// is, and opens nothing.
+				s.portalEnded(w, r, http.StatusUnauthorized, "Your session ended", "", back)
 				return
 			}
 			s.console.clearCookie(w, r, sessionCookie)
@@ -408,6 +427,9 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name
 		return
 	}
 	s.console.headers(w)
+	if p.Return != "" {
+		w.Header().Set("Content-Security-Policy", s.console.cspReturning(p.Return))
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	w.Write(buf.Bytes()) // the status is sent; a write error means the client went away
@@ -436,8 +458,13 @@ func (s *server) consoleError(w http.ResponseWriter, r *http.Request, v *visit, 
 // tenant token's endpoints, or an admin's tenant picker.
 func (s *server) handleConsoleRoot(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	s.console.headers(w)
-	p, err := s.identify(r.Context(), sessionToken(r))
+	token := sessionToken(r)
+	p, err := s.identify(r.Context(), token)
 	if err != nil {
+		if back, portal, err := s.svc.PortalWayBack(r.Context(), token); err == nil && portal {
+			s.portalEnded(w, r, http.StatusUnauthorized, "Your session ended", "", back)
+			return
+		}
 		http.Redirect(w, r, "/console/login", http.StatusSeeOther)
 		return
 	}
@@ -556,19 +583,32 @@ func (s *server) handleLogout(w http.ResponseWriter, r *http.Request, _ httprout
 			return
 		}
 	}
-	s.console.clearCookie(w, r, sessionCookie)
 	switch {
 	case p.portal && p.returnURL != "":
 		// The form posts to the top window (layout.html), so the app
-		// opens as itself, not inside its own frame.
+		// opens as itself, not inside its own frame. The cookie of the
+		// revoked token stays: a page opened later leads back to the
+		// app too (consoleSession).
 		http.Redirect(w, r, p.returnURL, http.StatusSeeOther)
 	case p.portal:
-		page := s.newPage(nil, "You are logged out", "")
-		page.Data = struct{ From string }{s.portalFrom()}
-		s.render(w, r, http.StatusOK, "logged-out", page)
+		s.portalEnded(w, r, http.StatusOK, "You are logged out", "", "")
 	default:
+		s.console.clearCookie(w, r, sessionCookie)
 		http.Redirect(w, r, "/console/login?m=out", http.StatusSeeOther)
 	}
+}
+
+// portalEnded renders the page a customer gets where a portal link or
+// session no longer opens (used, expired, logged out): why, and the way
+// back, never the operator's login, which asks for a token a customer
+// does not have. The way back is the link's return_url, opened in the top
+// window so the app does not open inside its own frame, or, without one,
+// where to open the portal again (portalFrom).
+func (s *server) portalEnded(w http.ResponseWriter, r *http.Request, status int, title, msg, returnURL string) {
+	p := s.newPage(nil, title, "")
+	p.Portal, p.Return, p.Error = true, returnURL, msg
+	p.Data = struct{ From string }{s.portalFrom()}
+	s.render(w, r, status, "ended", p)
 }
 
 // portalFrom names where a customer opens the portal again: the

@@ -119,16 +119,10 @@ func (s *server) handlePortalOpen(w http.ResponseWriter, r *http.Request, ps htt
 		if engine.ErrorCode(err) == engine.CodeUnauthorized {
 			var e *engine.Error
 			errors.As(err, &e)
-			p := s.newPage(nil, "Link not valid", "")
-			p.Error = e.Message
 			// A customer has no token to log in with: the way back is
 			// a new link, from the app.
-			p.Portal = true
-			p.Data = struct {
-				Status int
-				From   string
-			}{http.StatusUnauthorized, s.portalFrom()}
-			s.render(w, r, http.StatusUnauthorized, "error", p)
+			back, _, _ := s.svc.PortalWayBack(r.Context(), ps.ByName("link"))
+			s.portalEnded(w, r, http.StatusUnauthorized, "Link not valid", e.Message, back)
 			return
 		}
 		s.consoleError(w, r, nil, err)

@@ -298,8 +298,14 @@ func TestPortal_LogoutEndsTheSession(t *testing.T) {
 	t.Run("with a return_url", func(t *testing.T) {
 		b := e.browser()
 		b.open(link(e, `{"return_url":"https://app.example.com/settings/hooks"}`))
-		if home := b.get("/console/t/acme/endpoints"); !strings.Contains(home.body, `action="/console/logout" target="_top"`) {
+		home := b.get("/console/t/acme/endpoints")
+		if !strings.Contains(home.body, `action="/console/logout" target="_top"`) {
 			t.Errorf("the portal's logout form does not target the top window:\n%s", home.body)
+		}
+		// The browser follows the form's redirect to the app only if
+		// form-action allows the app's origin.
+		if csp := home.header.Get("Content-Security-Policy"); !strings.Contains(csp, "form-action 'self' https://app.example.com;") {
+			t.Errorf("a portal page's policy does not let logout lead to the app: %s", csp)
 		}
 		old := b.client.Jar.Cookies(base)
 		p := logout(b)
@@ -308,8 +314,20 @@ func TestPortal_LogoutEndsTheSession(t *testing.T) {
 		}
 		replay := e.browser()
 		replay.client.Jar.SetCookies(base, old)
-		if p := replay.get("/console/t/acme/endpoints"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/login?m=ended" {
-			t.Errorf("the cookie replayed after logout: %d to %q, want the session ended", p.status, p.header.Get("Location"))
+		// Refused, and the page leads back to the app, not to the
+		// operator's login.
+		p = replay.get("/console/t/acme/endpoints")
+		if p.status != http.StatusUnauthorized || !strings.Contains(p.body, `href="https://app.example.com/settings/hooks" target="_top"`) ||
+			strings.Contains(p.body, "/console/login") || strings.Contains(p.body, "Log out") || strings.Contains(p.body, `id="endpoints"`) {
+			t.Errorf("the cookie replayed after logout: %d, want the session ended with the way back to the app:\n%s", p.status, p.body)
+		}
+		if p := replay.get("/console/"); p.status != http.StatusUnauthorized || !strings.Contains(p.body, `href="https://app.example.com/settings/hooks" target="_top"`) {
+			t.Errorf("the console's root after logout: %d, want the way back to the app:\n%s", p.status, p.body)
+		}
+		// The same browser coming back to a bookmarked page after
+		// logging out is led back to the app too.
+		if p := b.get("/console/t/acme/deliveries"); p.status != http.StatusUnauthorized || !strings.Contains(p.body, `href="https://app.example.com/settings/hooks" target="_top"`) {
+			t.Errorf("a page after logout: %d, want the way back to the app:\n%s", p.status, p.body)
 		}
 	})
 
@@ -394,13 +412,28 @@ func TestPortal_LinkNotValidOffersTheWayBack(t *testing.T) {
 		clock.Add(int64(61 * time.Second))
 		for name, l := range map[string]portalLinkJSON{"used": used, "expired": expired} {
 			p := e.browser().open(l)
-			if p.status != http.StatusUnauthorized || !strings.Contains(p.body, "open them again from "+tc.from) ||
+			if p.status != http.StatusUnauthorized || !strings.Contains(p.body, "open them from "+tc.from) ||
 				strings.Contains(p.body, `href="/console/login"`) || strings.Contains(p.body, "Log out") {
 				t.Errorf("brand %q, %s link: %d, want the way back through %q and no login or logout:\n%s", tc.brand, name, p.status, tc.from, p.body)
 			}
 		}
 	}
-	e, _ := portalEnv(t, httpapi.ConsoleOptions{})
+	// A link made with a return_url leads back to it once it is used
+	// or expired, and so does its session once it has expired.
+	e, clock := portalEnv(t, httpapi.ConsoleOptions{Brand: httpapi.Brand{Name: "Acme Cloud"}, SessionTTL: time.Hour})
+	withReturn := link(e, `{"return_url":"https://app.example.com/hooks"}`)
+	sess := e.browser()
+	sess.open(withReturn)
+	for name, p := range map[string]page{
+		"the used link":       e.browser().open(withReturn),
+		"the expired session": func() page { clock.Add(int64(2 * time.Hour)); return sess.get("/console/t/acme/endpoints") }(),
+	} {
+		if p.status != http.StatusUnauthorized || !strings.Contains(p.body, `href="https://app.example.com/hooks" target="_top"`) ||
+			!strings.Contains(p.body, "Acme Cloud") || strings.Contains(p.body, "/console/login") {
+			t.Errorf("%s: %d, want the way back to the return_url:\n%s", name, p.status, p.body)
+		}
+	}
+
 	b := e.browser()
 	b.open(link(e, `{}`))
 	if p := b.get("/console/t/acme/deliveries/dlv_nosuch"); p.status != http.StatusNotFound || !strings.Contains(p.body, "Back to the endpoints") {
