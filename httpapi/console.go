@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -84,8 +85,10 @@ type console struct {
 	pages  map[string]*template.Template
 	static http.Handler
 	key    [32]byte // random per process: HMAC key of CSRF tokens
-	opts   ConsoleOptions
-	csp    string // the Content-Security-Policy of every page
+	// brandCSS is /console/brand.css, made once from the brand's accent.
+	brandCSS string
+	opts     ConsoleOptions
+	csp      string // the Content-Security-Policy of every page
 }
 
 // newConsole parses the embedded templates (a broken template is a bug
@@ -104,6 +107,7 @@ func newConsole(opts ConsoleOptions) *console {
 	if opts.Brand.Name == "" {
 		c.opts.Brand.Name = "webhookd"
 	}
+	c.brandCSS = brandCSS(opts.Brand.Accent)
 	rand.Read(c.key[:]) // never returns an error: it crashes the program instead (Go 1.24)
 	names, err := fs.Glob(consoleFiles, "console/templates/*.html")
 	if err != nil {
@@ -489,14 +493,13 @@ func (s *server) handleConsoleStatic(w http.ResponseWriter, r *http.Request, ps 
 }
 
 // handleBrandCSS serves the brand's accent colour as the console's
-// --accent (ValidBrand checked it); empty without one.
+// --accent (ValidBrand checked it), in a shade that reads on each
+// palette (brandCSS); empty without one.
 func (s *server) handleBrandCSS(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	w.Header().Set("Content-Type", "text/css; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "public, max-age=300")
-	if a := s.console.opts.Brand.Accent; a != "" {
-		fmt.Fprintf(w, ":root { --accent: %s; }\n", a)
-	}
+	io.WriteString(w, s.console.brandCSS)
 }
 
 // loginData is the login page's own data.
