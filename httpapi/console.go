@@ -708,6 +708,31 @@ var consoleFuncs = template.FuncMap{
 	"reason": reasonNow,
 	"indent": func(b json.RawMessage) string { return indentJSON(b) },
 	"count":  countOf,
+	"wrap":   wrapAt,
+	"epLabel": func(e *engine.Endpoint) string {
+		if e.Description == "" {
+			return shorten(e.URL, 60)
+		}
+		return shorten(e.URL, 60) + " — " + shorten(e.Description, 40)
+	},
+}
+
+// wrapAt is s, escaped, with a line break opportunity (<wbr>) after each
+// '/', '.', '?', '&', '=' and '_': a URL or an event type that does not
+// fit its column wraps between its parts, never inside a word (the CSS
+// breaks no word of them).
+func wrapAt(s string) template.HTML {
+	var b strings.Builder
+	for {
+		i := strings.IndexAny(s, "/.?&=_")
+		if i < 0 {
+			b.WriteString(template.HTMLEscapeString(s))
+			return template.HTML(b.String())
+		}
+		b.WriteString(template.HTMLEscapeString(s[:i+1]))
+		b.WriteString("<wbr>")
+		s = s[i+1:]
+	}
 }
 
 // countOf is n things: "1 attempt", "2 attempts", "0 attempts" (noun

@@ -54,15 +54,14 @@ type chartTick struct {
 
 // chartsData is the charts part of the report page.
 type chartsData struct {
-	Window      string   // "24h" or "7d"
-	Endpoint    string   // "" for all
-	EndpointIDs []string // the filter's choices
-	Endpoints   map[string]string
-	Rate        chart
-	Latency     chart
-	Points      []engine.SeriesPoint // those with attempts, for the table
-	Truncated   bool                 // more deliveries than consoleChartLimit were created in the window
-	Limit       int
+	Window    string        // "24h" or "7d"
+	Endpoint  string        // "" for all
+	Endpoints endpointIndex // the filter's choices
+	Rate      chart
+	Latency   chart
+	Points    []engine.SeriesPoint // those with attempts, for the table
+	Truncated bool                 // more deliveries than consoleChartLimit were created in the window
+	Limit     int
 }
 
 // makeCharts draws the success rate and latency charts of points, hour

@@ -126,12 +126,11 @@ func (s *server) handleEndpointsPage(w http.ResponseWriter, r *http.Request, _ h
 
 // deliveriesData is the deliveries page's data.
 type deliveriesData struct {
-	Deliveries  []engine.Delivery
-	LineNotes   map[string]string // delivery ID → what it waits behind, or that it blocks its line (engine.Service.LineNote)
-	Endpoints   map[string]string // endpoint ID → URL, for the table and the filter
-	EndpointIDs []string
-	EventTypes  []string
-	States      []engine.State
+	Deliveries []engine.Delivery
+	LineNotes  map[string]string // delivery ID → what it waits behind, or that it blocks its line (engine.Service.LineNote)
+	Endpoints  endpointIndex     // for the table and the filter
+	EventTypes []string
+	States     []engine.State
 	// The filter as given, to fill the form again.
 	State, Type, Endpoint, Since, Until string
 	// Older is the link to the next (older) page, "" on the last;
@@ -173,7 +172,6 @@ func (s *server) handleDeliveriesPage(w http.ResponseWriter, r *http.Request, _ 
 		State: q.Get("state"), Type: q.Get("type"), Endpoint: q.Get("endpoint"),
 		Since: q.Get("since"), Until: q.Get("until"),
 		States:    []engine.State{engine.StatePending, engine.StateDelivering, engine.StateSucceeded, engine.StateDead, engine.StatePaused, engine.StateWaiting},
-		Endpoints: map[string]string{},
 		LineNotes: map[string]string{},
 	}
 	p := s.newPage(v, "Deliveries", "deliveries")
@@ -182,10 +180,7 @@ func (s *server) handleDeliveriesPage(w http.ResponseWriter, r *http.Request, _ 
 		s.consoleError(w, r, v, err)
 		return
 	}
-	for _, ep := range eps {
-		data.Endpoints[ep.ID] = ep.URL
-		data.EndpointIDs = append(data.EndpointIDs, ep.ID)
-	}
+	data.Endpoints = indexEndpoints(eps)
 	types, err := s.svc.EventTypes(ctx)
 	if err != nil {
 		s.consoleError(w, r, v, err)
@@ -256,7 +251,7 @@ func deliveriesLink(tenant string, q url.Values, cursor string) string {
 type deliveryData struct {
 	D           engine.Delivery
 	EndpointURL string       // "" when the endpoint was deleted
-	Envelope    string       // the stored envelope, as sent
+	Envelope    []byte       // the stored envelope, as sent (the page shows it indented too)
 	Event       engine.Event // its Sequence and OrderingKey; zero when the event is no longer stored
 	InFlight    bool         // delivering, or an attempt due within 30s: the page reloads itself (console.js)
 	LineNote    string       // what an ordered delivery waits for, or that it blocks its line (engine.Service.LineNote)
@@ -285,7 +280,7 @@ func (s *server) handleDeliveryPage(w http.ResponseWriter, r *http.Request, ps h
 		data.EndpointURL = ep.URL
 	}
 	if ev, _, err := s.svc.Event(ctx, v.tenant.ID, d.EventID); err == nil {
-		data.Envelope, data.Event = string(storedEnvelope(ev.Body)), ev
+		data.Envelope, data.Event = storedEnvelope(ev.Body), ev
 	}
 	p := s.newPage(v, "Delivery "+d.ID, "deliveries")
 	p.Notice = notice(r)
@@ -295,21 +290,22 @@ func (s *server) handleDeliveryPage(w http.ResponseWriter, r *http.Request, ps h
 
 // deadLettersData is the dead-letters page's data.
 type deadLettersData struct {
-	Deliveries  []engine.Delivery
-	Endpoints   map[string]string
-	EndpointIDs []string
-	Next        string // link to the next page, "" on the last
-	First       string // link to the first page when this is not it
+	Deliveries []engine.Delivery
+	Endpoints  endpointIndex
+	Older      string // link to the next page, "" on the last
+	Newest     string // link to the first page when this is not it
 	// The replay form's defaults: the last 24 hours, up to now.
 	Since, Until string
 }
 
-// handleDeadLettersPage lists the tenant's dead letters, oldest death
-// first, with the range replay form.
+// handleDeadLettersPage lists the tenant's dead letters newest first,
+// like every list of the console (the API's dead-letter queue, GET
+// …/dead-letters, stays oldest death first: the order to work through
+// it), with the range replay form.
 func (s *server) handleDeadLettersPage(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
 	ctx := r.Context()
 	cursor := r.URL.Query().Get("cursor")
-	ds, next, err := s.svc.DeadLetters(ctx, v.tenant.ID, cursor, consolePageSize)
+	ds, next, err := s.svc.ListDeliveries(ctx, v.tenant.ID, engine.DeliveryFilter{State: engine.StateDead, Limit: consolePageSize, Cursor: cursor})
 	if err != nil {
 		s.consoleError(w, r, v, err)
 		return
@@ -320,17 +316,13 @@ func (s *server) handleDeadLettersPage(w http.ResponseWriter, r *http.Request, _
 		return
 	}
 	now := time.Now()
-	data := deadLettersData{Deliveries: ds, Endpoints: map[string]string{}, Since: formTime(now.Add(-24 * time.Hour).Truncate(time.Minute))}
-	for _, ep := range eps {
-		data.Endpoints[ep.ID] = ep.URL
-		data.EndpointIDs = append(data.EndpointIDs, ep.ID)
-	}
+	data := deadLettersData{Deliveries: ds, Endpoints: indexEndpoints(eps), Since: formTime(now.Add(-24 * time.Hour).Truncate(time.Minute))}
 	base := tenantPath(v.tenant.ID, "dead-letters")
 	if next != "" {
-		data.Next = base + "?" + url.Values{"cursor": {next}}.Encode()
+		data.Older = base + "?" + url.Values{"cursor": {next}}.Encode()
 	}
 	if cursor != "" {
-		data.First = base
+		data.Newest = base
 	}
 	p := s.newPage(v, "Dead letters", "dead-letters")
 	p.Notice = notice(r)
@@ -412,7 +404,7 @@ type eventsData struct {
 	Events    []engine.EventDeliveries
 	Last      int   // how many were asked for
 	Choices   []int // the page's choices of Last
-	Endpoints map[string]string
+	Endpoints endpointIndex
 }
 
 // consoleEventChoices are the events page's choices of how many recent
@@ -422,7 +414,7 @@ var consoleEventChoices = []int{50, 200, 1000}
 // handleEventsPage lists the tenant's last events (?last=, one of
 // consoleEventChoices), newest first, each with its deliveries' states.
 func (s *server) handleEventsPage(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
-	data := eventsData{Last: consoleEventChoices[0], Choices: consoleEventChoices, Endpoints: map[string]string{}}
+	data := eventsData{Last: consoleEventChoices[0], Choices: consoleEventChoices}
 	if n, err := strconv.Atoi(r.URL.Query().Get("last")); err == nil && slices.Contains(consoleEventChoices, n) {
 		data.Last = n
 	}
@@ -434,9 +426,7 @@ func (s *server) handleEventsPage(w http.ResponseWriter, r *http.Request, _ http
 	}
 	data.Events = events
 	if eps, err := s.svc.Endpoints(ctx, v.tenant.ID); err == nil {
-		for _, ep := range eps {
-			data.Endpoints[ep.ID] = ep.URL
-		}
+		data.Endpoints = indexEndpoints(eps)
 	}
 	p := s.newPage(v, "Events", "events")
 	p.Data = data
@@ -457,7 +447,7 @@ type eventData struct {
 	Event      engine.Event
 	Pretty     string // the envelope, indented; the stored bytes when it is not JSON
 	Deliveries []engine.Delivery
-	Endpoints  map[string]string // endpoint ID → URL
+	Endpoints  endpointIndex
 }
 
 // handleEventPage shows one event: its envelope pretty-printed and its
@@ -469,12 +459,10 @@ func (s *server) handleEventPage(w http.ResponseWriter, r *http.Request, ps http
 		s.consoleError(w, r, v, err)
 		return
 	}
-	data := eventData{Event: ev, Deliveries: ds, Endpoints: map[string]string{}}
+	data := eventData{Event: ev, Deliveries: ds}
 	data.Pretty = indentJSON(storedEnvelope(ev.Body))
 	if eps, err := s.svc.Endpoints(ctx, v.tenant.ID); err == nil {
-		for _, ep := range eps {
-			data.Endpoints[ep.ID] = ep.URL
-		}
+		data.Endpoints = indexEndpoints(eps)
 	}
 	p := s.newPage(v, "Event "+ev.ID, "")
 	p.Data = data
@@ -487,7 +475,7 @@ func (s *server) handleEventPage(w http.ResponseWriter, r *http.Request, ps http
 func (s *server) charts(r *http.Request, v *visit) (chartsData, error) {
 	ctx := r.Context()
 	q := r.URL.Query()
-	data := chartsData{Window: q.Get("window"), Endpoint: q.Get("endpoint"), Endpoints: map[string]string{}, Limit: consoleChartLimit}
+	data := chartsData{Window: q.Get("window"), Endpoint: q.Get("endpoint"), Limit: consoleChartLimit}
 	window, ok := chartWindows[data.Window]
 	if !ok {
 		data.Window, window = "24h", chartWindows["24h"]
@@ -496,11 +484,8 @@ func (s *server) charts(r *http.Request, v *visit) (chartsData, error) {
 	if err != nil {
 		return data, err
 	}
-	for _, ep := range eps {
-		data.Endpoints[ep.ID] = ep.URL
-		data.EndpointIDs = append(data.EndpointIDs, ep.ID)
-	}
-	if _, ok := data.Endpoints[data.Endpoint]; !ok {
+	data.Endpoints = indexEndpoints(eps)
+	if data.Endpoints.ByID[data.Endpoint] == nil {
 		data.Endpoint = ""
 	}
 	now := time.Now().UTC()
@@ -532,3 +517,31 @@ func (s *server) charts(r *http.Request, v *visit) (chartsData, error) {
 	}
 	return data, nil
 }
+
+// endpointIndex names a tenant's endpoints where a page shows a
+// delivery's endpoint, and offers them in an endpoint filter: by ID, and
+// in the tenant's order.
+type endpointIndex struct {
+	ByID map[string]*engine.Endpoint
+	List []*engine.Endpoint
+}
+
+// indexEndpoints indexes eps.
+func indexEndpoints(eps []engine.Endpoint) endpointIndex {
+	x := endpointIndex{ByID: make(map[string]*engine.Endpoint, len(eps))}
+	for i := range eps {
+		x.ByID[eps[i].ID] = &eps[i]
+		x.List = append(x.List, &eps[i])
+	}
+	return x
+}
+
+// endpointRef is what the "endpoint" template shows for an endpoint ID:
+// the endpoint, or its ID when it was deleted.
+type endpointRef struct {
+	ID string
+	E  *engine.Endpoint // nil: deleted
+}
+
+// Ref is the endpoint of id, for the "endpoint" template.
+func (x endpointIndex) Ref(id string) endpointRef { return endpointRef{id, x.ByID[id]} }

@@ -160,7 +160,7 @@ func TestConsole_Login(t *testing.T) {
 			t.Error("the cookie carries the token as is (it is base64url-encoded)")
 		}
 		home := b.get("/console/t/acme/endpoints")
-		if home.status != 200 || !strings.Contains(home.body, e.endpoint.URL) || !strings.Contains(home.body, "token "+e.token.ID) {
+		if home.status != 200 || !strings.Contains(strings.ReplaceAll(home.body, "<wbr>", ""), e.endpoint.URL) || !strings.Contains(home.body, "token "+e.token.ID) {
 			t.Fatalf("endpoints page: %d\n%s", home.status, home.body)
 		}
 		for k, want := range map[string]string{
@@ -987,5 +987,82 @@ func TestConsole_CountsReadAsWords(t *testing.T) {
 	}
 	if p := b.get("/console/t/acme/endpoints"); strings.Contains(p.body, "1 attempts") {
 		t.Errorf("the endpoints page says \"1 attempts\":\n%s", p.body)
+	}
+}
+
+// TestConsole_ListsReadLikeALog: the lists name an endpoint by its URL,
+// whole on hover, and its description, in their rows and in their
+// endpoint filters; URLs and event types wrap between their parts, never
+// inside a word; the deliveries and dead letters carry their event's ID
+// (a link to the event); dead letters are listed newest first like every
+// other list; a delivery's envelope is shown indented, and as sent; the
+// rotation's grace window is chosen on the endpoint's page, not on every
+// row of the endpoints list.
+func TestConsole_ListsReadLikeALog(t *testing.T) {
+	e := newConsoleEnv(t) // acme, its first delivery dead
+	var ep endpointJSON
+	longURL := "https://hooks.example.com/webhooks/payments/v2?tenant=acme_corp"
+	e.must(req{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"` + longURL + `","description":"Billing service","event_types":["payment.succeeded"]}`}, 201, &ep)
+	var ing ingestJSON
+	e.must(req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{"amount":1250}}`}, 202, &ing)
+	var newest string
+	for _, d := range ing.Deliveries {
+		if d.EndpointID != ep.ID {
+			continue
+		}
+		newest = d.ID
+		now := time.Now().UTC()
+		rec := engine.AttemptRecord{
+			DeliveryID: d.ID, Cycle: 1,
+			Attempt: engine.Attempt{Cycle: 1, Number: 1, Start: now, Duration: time.Millisecond, Status: 410, Outcome: engine.OutcomePermanent},
+			State:   engine.StateDead, Reason: "HTTP 410", LastStatus: 410, At: now,
+		}
+		if _, err := e.db.UpdateDelivery(context.Background(), d.ID, func(d engine.Delivery) (engine.Delivery, error) {
+			return engine.RecordAttempt(d, rec), nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := e.browser()
+	b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+
+	deliveries := b.get("/console/t/acme/deliveries")
+	for _, want := range []string{
+		`title="` + longURL + `"`, `<small class="desc">Billing service</small>`,
+		`>https://hooks.example.com/webhooks/payments/v2?tenant=acme_c… — Billing service</option>`,
+		`<code>payment.<wbr>succeeded</code>`,
+		`<a class="event-id" href="/console/t/acme/events/` + ing.ID + `"><code>` + ing.ID + `</code></a>`,
+	} {
+		if !strings.Contains(deliveries.body, html.UnescapeString(want)) && !strings.Contains(deliveries.body, want) {
+			t.Errorf("the deliveries page lacks %s:\n%s", want, deliveries.body)
+		}
+	}
+	if !strings.Contains(deliveries.body, `https:/<wbr>/<wbr>hooks.<wbr>example.<wbr>com/<wbr>webhooks/<wbr>`) {
+		t.Errorf("the endpoint's URL does not wrap at its separators:\n%s", deliveries.body)
+	}
+
+	dead := b.get("/console/t/acme/dead-letters")
+	first, second := strings.Index(dead.body, `value="`+newest+`"`), strings.Index(dead.body, `value="`+e.delivery+`"`)
+	if first < 0 || second < 0 || first > second {
+		t.Errorf("dead letters: the newest (%s) at %d, the older (%s) at %d: want newest first:\n%s", newest, first, e.delivery, second, dead.body)
+	}
+	if !strings.Contains(dead.body, `href="/console/t/acme/events/`+ing.ID+`"`) || !strings.Contains(dead.body, `— Billing service</option>`) {
+		t.Errorf("the dead letters page lacks the event ID link or the endpoint's description in its filter:\n%s", dead.body)
+	}
+
+	delivery := b.get("/console/t/acme/deliveries/" + newest)
+	if !strings.Contains(delivery.body, "{\n  &#34;id&#34;: &#34;"+ing.ID) || !strings.Contains(delivery.body, `id="envelope-raw">{&#34;id&#34;:&#34;`+ing.ID) {
+		t.Errorf("the delivery page's envelope is not indented, or not also shown as sent:\n%s", delivery.body)
+	}
+
+	if list := b.get("/console/t/acme/endpoints"); strings.Contains(list.body, `name="grace"`) {
+		t.Errorf("the endpoints list repeats the rotation's grace selector on every row:\n%s", list.body)
+	}
+	if page := b.get("/console/t/acme/endpoints/" + ep.ID + "/edit"); strings.Count(page.body, `name="grace"`) != 1 || !strings.Contains(page.body, `id="rotate"`) {
+		t.Errorf("the endpoint's page does not offer the rotation with its grace window:\n%s", page.body)
+	}
+	css := b.get("/console/static/console.css")
+	if strings.Contains(css.body, "break-all") {
+		t.Error("console.css breaks words anywhere (word-break: break-all)")
 	}
 }

@@ -394,7 +394,7 @@ func TestPortal_ShowsNothingOfTheOperators(t *testing.T) {
 	// The operator's console keeps its hints.
 	tb := e.browser()
 	tb.mustLogin(e.token.Token, "/console/t/acme/endpoints")
-	if p := tb.get("/console/t/acme/endpoints"); !strings.Contains(p.body, "/v1/tenants/acme/endpoints") || !strings.Contains(p.body, "tok_") {
+	if p := tb.get("/console/t/acme/endpoints"); !strings.Contains(strings.ReplaceAll(p.body, "<wbr>", ""), "/v1/tenants/acme/endpoints") || !strings.Contains(p.body, "tok_") {
 		t.Errorf("a tenant token's console lost its API hint or its token name:\n%s", p.body)
 	}
 }
