@@ -546,29 +546,7 @@ func TestConsole_PortalFramed(t *testing.T) {
 	bctx, shot := startBrowser(t, chromium)
 	ctx, cancel := context.WithTimeout(bctx, 45*time.Second)
 	defer cancel()
-	// frame waits for the app's iframe to show a page of webhookd whose
-	// URL has the prefix, and returns a context that acts inside it.
-	frame := func(prefix string) context.Context {
-		t.Helper()
-		for {
-			infos, err := chromedp.Targets(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, info := range infos {
-				if info.Type == "iframe" && strings.HasPrefix(info.URL, in.base+prefix) {
-					fctx, cancel := chromedp.NewContext(ctx, chromedp.WithTargetID(info.TargetID))
-					t.Cleanup(cancel)
-					return fctx
-				}
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("the frame never showed %s%s: %v", in.base, prefix, infos)
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}
+	frame := func(prefix string) context.Context { return waitFrame(t, ctx, in.base+prefix) }
 
 	// Listed: the link logs the frame in and lands on the deliveries.
 	l := newLink()

@@ -204,19 +204,6 @@ func (c *console) headers(w http.ResponseWriter) {
 	h.Set("Cache-Control", "no-store")
 }
 
-// cspReturning is the policy of a portal page with a way back to the
-// app at returnURL: its logout form posts here and is redirected there,
-// and browsers hold a form's redirect to form-action too, so the app's
-// origin joins 'self' (when it is a plain scheme://host[:port]).
-func (c *console) cspReturning(returnURL string) string {
-	u, err := url.Parse(returnURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
-		strings.Trim(strings.ToLower(u.Host), "abcdefghijklmnopqrstuvwxyz0123456789.-:[]") != "" {
-		return c.csp
-	}
-	return strings.Replace(c.csp, "form-action 'self'", "form-action 'self' "+u.Scheme+"://"+u.Host, 1)
-}
-
 // consoleSession wraps h: it runs only for a request with a valid session
 // (else a GET is sent to the login page and a POST refused), and a POST
 // only with a valid CSRF token from this site.
@@ -431,9 +418,6 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name
 		return
 	}
 	s.console.headers(w)
-	if p.Return != "" {
-		w.Header().Set("Content-Security-Policy", s.console.cspReturning(p.Return))
-	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	w.Write(buf.Bytes()) // the status is sent; a write error means the client went away
@@ -587,14 +571,15 @@ func (s *server) handleLogout(w http.ResponseWriter, r *http.Request, _ httprout
 		}
 	}
 	switch {
-	case p.portal && p.returnURL != "":
-		// The form posts to the top window (layout.html), so the app
-		// opens as itself, not inside its own frame. The cookie of the
-		// revoked token stays: a page opened later leads back to the
-		// app too (consoleSession).
-		http.Redirect(w, r, p.returnURL, http.StatusSeeOther)
 	case p.portal:
-		s.portalEnded(w, r, http.StatusOK, "You are logged out", "", "")
+		// The logout form posts inside the frame: a cross-site frame's
+		// cookie is partitioned under the app's site, so a post to the
+		// top window would come without it. console.js posts it and
+		// then sends the top window to the return_url; without
+		// JavaScript this page offers the same way back. The cookie of
+		// the revoked token stays: a page opened later leads back to
+		// the app too (consoleSession).
+		s.portalEnded(w, r, http.StatusOK, "You are logged out", "", p.returnURL)
 	default:
 		s.console.clearCookie(w, r, sessionCookie)
 		http.Redirect(w, r, "/console/login?m=out", http.StatusSeeOther)

@@ -13,6 +13,22 @@
 		}
 	});
 
+	// A portal session's Log out (its form carries data-return): post it
+	// here, in the frame, where the session's cookie is, then take the
+	// whole window back to the app. The click's user activation lets a
+	// cross-site frame move the top window. Without JavaScript the form
+	// posts as usual and the answer offers the way back.
+	document.addEventListener("submit", function (e) {
+		var form = e.target, back = form.getAttribute("data-return");
+		if (!back || !window.fetch || e.defaultPrevented) {
+			return;
+		}
+		e.preventDefault();
+		fetch(form.action, { method: "POST", body: new URLSearchParams(new FormData(form)), credentials: "same-origin", redirect: "manual" })
+			.then(function () { window.top.location.href = back; })
+			.catch(function () { form.submit(); });
+	});
+
 	// Reload a delivery whose next attempt is due soon or in flight, so
 	// its attempts appear as they are made; stop after two minutes.
 	var live = document.querySelector("[data-refresh]");
@@ -33,6 +49,25 @@
 	var auto = document.querySelector("form[data-autosubmit]");
 	if (auto) {
 		auto.submit();
+	}
+
+	// In a frame (the portal inside the operator's app), tell the parent
+	// how tall the page is, now and whenever it changes, so that the app
+	// can size the frame to it and there is one scrollbar, the app's
+	// (docs/portal.md has the app's side). The message says nothing but
+	// the height, so any parent may read it: the frame-ancestors policy
+	// already limits who can frame the console.
+	if (window.parent !== window && window.ResizeObserver) {
+		var last = 0;
+		var post = function () {
+			var h = Math.ceil(document.documentElement.getBoundingClientRect().height);
+			if (h !== last) {
+				last = h;
+				window.parent.postMessage({ type: "webhookd:resize", height: h }, "*");
+			}
+		};
+		new ResizeObserver(post).observe(document.documentElement);
+		post();
 	}
 
 	// Times: the server writes UTC; show the browser's local time and how
