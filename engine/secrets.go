@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -120,4 +121,81 @@ func rotateSecrets(old []Secret, newKey string, now time.Time, grace time.Durati
 		out = append(out, s)
 	}
 	return out
+}
+
+// MaxSecretReveals is how many reveals an endpoint's audit trail keeps
+// (Endpoint.SecretReveals): the latest; an older one is dropped when a
+// new one is recorded, so the trail is bounded like the old keys are.
+const MaxSecretReveals = 20
+
+// RecordSecretReveal returns ep with r appended to its SecretReveals,
+// only the latest MaxSecretReveals kept. It is the transition of a
+// reveal: ep is not changed (its reveals are copied), and nothing else
+// of it changes.
+func RecordSecretReveal(ep Endpoint, r SecretReveal) Endpoint {
+	keep := ep.SecretReveals[max(0, len(ep.SecretReveals)-(MaxSecretReveals-1)):]
+	out := make([]SecretReveal, 0, len(keep)+1)
+	ep.SecretReveals = append(append(out, keep...), r)
+	return ep
+}
+
+// RevealedSecret is what RevealSecret shows: the keys an endpoint signs
+// with now.
+type RevealedSecret struct {
+	// Endpoint is as stored after the reveal was recorded.
+	Endpoint Endpoint
+	// Secret is the current key.
+	Secret string
+	// Previous are the old keys still in their rotation grace window
+	// (each with its Expires), newest first; empty when there are none.
+	Previous []Secret
+	// Environment is the tenant's (see SecretResult).
+	Environment Environment
+}
+
+// RevealSecret shows the signing keys of an endpoint of tenant again: the
+// current one and the old ones that still sign. A receiver that lost its
+// key can get it back without a rotation, which would break it if it
+// cannot take the new key within the grace window. The reveal is recorded
+// on the endpoint, with by ("admin", "token tok_…"; "": "admin") and the
+// time, in the same transaction that reads the keys (UpdateEndpoint), so
+// no key is shown without its record; the endpoint keeps the latest
+// MaxSecretReveals. Nothing else changes: not Updated, not the keys.
+//
+// The caller must show the keys only to whoever asked, never store,
+// cache or log them.
+func (s *Service) RevealSecret(ctx context.Context, tenant, id, by string) (RevealedSecret, error) {
+	if !validID(id) {
+		return RevealedSecret{}, EndpointNotFound()
+	}
+	t, err := s.Tenant(ctx, tenant)
+	if err != nil {
+		return RevealedSecret{}, err
+	}
+	if by == "" {
+		by = "admin"
+	}
+	now := s.now()
+	ep, err := s.store.UpdateEndpoint(ctx, tenant, id, func(ep *Endpoint) error {
+		*ep = RecordSecretReveal(*ep, SecretReveal{At: now, By: by})
+		return nil
+	})
+	if err != nil {
+		return RevealedSecret{}, err
+	}
+	res := RevealedSecret{Endpoint: ep, Environment: t.Environment, Previous: []Secret{}}
+	for _, sec := range ep.Secrets {
+		switch {
+		case sec.Expires.IsZero():
+			if res.Secret == "" {
+				res.Secret = sec.Key
+			}
+		case now.Before(sec.Expires):
+			res.Previous = append(res.Previous, sec)
+		}
+	}
+	if res.Secret == "" {
+		return RevealedSecret{}, fmt.Errorf("engine: endpoint %s of %s has no current secret", id, tenant)
+	}
+	return res, nil
 }

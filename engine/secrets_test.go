@@ -61,3 +61,44 @@ func TestNewSecret_standardFormat(t *testing.T) {
 		t.Error("two secrets are equal")
 	}
 }
+
+func TestRecordSecretReveal(t *testing.T) {
+	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	reveal := func(i int) SecretReveal { return SecretReveal{At: t0.Add(time.Duration(i) * time.Minute), By: "admin"} }
+	reveals := func(from, to int) []SecretReveal {
+		var out []SecretReveal
+		for i := from; i <= to; i++ {
+			out = append(out, reveal(i))
+		}
+		return out
+	}
+	tests := []struct {
+		name   string
+		before []SecretReveal
+		want   []SecretReveal
+	}{
+		{"the first reveal", nil, reveals(1, 1)},
+		{"appended, oldest first", reveals(1, 2), reveals(1, 3)},
+		{"up to MaxSecretReveals kept", reveals(1, MaxSecretReveals-1), reveals(1, MaxSecretReveals)},
+		{"beyond it the oldest goes", reveals(1, MaxSecretReveals), reveals(2, MaxSecretReveals+1)},
+		{"a longer list (never stored) is cut to the latest", reveals(1, MaxSecretReveals+5), reveals(7, MaxSecretReveals+6)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := Endpoint{ID: "ep_1", URL: "https://example.com", Secrets: []Secret{{Key: "whsec_a"}}, SecretReveals: tt.before}
+			kept := append([]SecretReveal(nil), tt.before...)
+			next := tt.want[len(tt.want)-1]
+			got := RecordSecretReveal(before, next)
+			if !reflect.DeepEqual(got.SecretReveals, tt.want) {
+				t.Errorf("SecretReveals =\n%+v\nwant\n%+v", got.SecretReveals, tt.want)
+			}
+			if !reflect.DeepEqual(before.SecretReveals, kept) {
+				t.Error("RecordSecretReveal changed the endpoint it was given")
+			}
+			got.SecretReveals = before.SecretReveals
+			if !reflect.DeepEqual(got, before) {
+				t.Errorf("RecordSecretReveal changed more than the reveals: %+v", got)
+			}
+		})
+	}
+}

@@ -76,8 +76,21 @@ type Endpoint struct {
 
 	// Secrets are the signing keys, current first. A key with a non-zero
 	// Expires is an old key kept for a rotation grace window. Secrets are
-	// never serialised to JSON: the API shows a secret once, when it is made.
+	// never serialised to JSON: the API shows a secret when it is made
+	// and on an explicit reveal (Service.RevealSecret), never in an
+	// endpoint's own answer.
 	Secrets []Secret `json:"-"`
+	// SecretReveals is the audit trail of Service.RevealSecret: who was
+	// shown the secrets and when, oldest first, the latest
+	// MaxSecretReveals only (RecordSecretReveal). Nil when never
+	// revealed. A reveal changes nothing else: Updated stays.
+	SecretReveals []SecretReveal `json:"secret_reveals,omitempty"`
+}
+
+// SecretReveal records that an endpoint's secrets were shown again.
+type SecretReveal struct {
+	At time.Time `json:"at"`
+	By string    `json:"by"` // who asked: "admin" or "token tok_…" (a tenant token or a portal session)
 }
 
 // Secret is one signing key of an endpoint.

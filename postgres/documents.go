@@ -137,6 +137,18 @@ type endpointDoc struct {
 
 	Ordering string `json:"ordering"` // "none", "key", "endpoint"; "" (absent): none
 	OnDead   string `json:"on_dead"`  // "skip", "block"; "" (absent): skip
+
+	// SecretReveals is the audit trail of the secrets' reveals, oldest
+	// first; absent when there is none (every document written before
+	// reveals).
+	SecretReveals []secretRevealDoc `json:"secret_reveals,omitempty"`
+}
+
+// secretRevealDoc is one engine.SecretReveal: who was shown the
+// secrets, and when. It holds no secret.
+type secretRevealDoc struct {
+	At time.Time `json:"at"`
+	By string    `json:"by"`
 }
 
 // The stored names of the zero Ordering and OnDead.
@@ -162,6 +174,12 @@ func encodeEndpoint(ep engine.Endpoint) ([]byte, error) {
 	}
 	if ep.OnDead == engine.OnDeadSkip {
 		r.OnDead = onDeadSkip
+	}
+	if len(ep.SecretReveals) > 0 {
+		r.SecretReveals = make([]secretRevealDoc, len(ep.SecretReveals))
+		for i, rv := range ep.SecretReveals {
+			r.SecretReveals[i] = secretRevealDoc{At: rv.At, By: rv.By}
+		}
 	}
 	return json.Marshal(r)
 }
@@ -192,6 +210,12 @@ func decodeEndpoint(doc []byte) (engine.Endpoint, error) {
 	}
 	if r.OnDead == onDeadSkip {
 		ep.OnDead = engine.OnDeadSkip
+	}
+	if len(r.SecretReveals) > 0 {
+		ep.SecretReveals = make([]engine.SecretReveal, len(r.SecretReveals))
+		for i, rv := range r.SecretReveals {
+			ep.SecretReveals[i] = engine.SecretReveal{At: rv.At, By: rv.By}
+		}
 	}
 	return ep, nil
 }

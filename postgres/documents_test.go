@@ -54,6 +54,14 @@ var (
 		VerificationRequired: true, Verified: goldenT1,
 		Ordering: engine.OrderingKey, OnDead: engine.OnDeadBlock,
 	}
+	// goldenEndpointRevealed is goldenEndpoint after its secrets were
+	// revealed twice (the audit trail, added in a later release: the
+	// older documents have no "secret_reveals").
+	goldenEndpointRevealed = func() engine.Endpoint {
+		ep := goldenEndpoint
+		ep.SecretReveals = []engine.SecretReveal{{At: goldenT1, By: "admin"}, {At: goldenT2, By: "token tok_01JH0000000000000000000003"}}
+		return ep
+	}()
 	// goldenEndpointNew is an endpoint as created: no health, the
 	// default ordering and on_dead.
 	goldenEndpointNew = engine.Endpoint{
@@ -148,6 +156,7 @@ func goldenCases() []goldenCase {
 	dec, enc = docPair(decodeEndpoint, encodeEndpoint)
 	add("endpoint", goldenEndpoint, dec, enc)
 	add("endpoint-new", goldenEndpointNew, dec, enc)
+	add("endpoint-revealed", goldenEndpointRevealed, dec, enc)
 	dec, enc = docPair(decodeSecrets, encodeSecrets)
 	add("secrets", goldenSecrets, dec, enc)
 	add("secrets-none", []engine.Secret(nil), dec, enc)
@@ -290,7 +299,7 @@ func FuzzDecodeDelivery(f *testing.F) {
 }
 
 func FuzzDecodeEndpoint(f *testing.F) {
-	fuzzDocument(f, decodeEndpoint, encodeEndpoint, "endpoint", "endpoint-new")
+	fuzzDocument(f, decodeEndpoint, encodeEndpoint, "endpoint", "endpoint-new", "endpoint-revealed")
 }
 
 func FuzzDecodeSecrets(f *testing.F) {

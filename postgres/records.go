@@ -245,6 +245,13 @@ func normalizeEndpoint(ep engine.Endpoint) engine.Endpoint {
 		}
 		ep.Secrets = secs
 	}
+	if ep.SecretReveals != nil {
+		rvs := make([]engine.SecretReveal, len(ep.SecretReveals))
+		for i, rv := range ep.SecretReveals {
+			rvs[i] = engine.SecretReveal{At: utc(rv.At), By: rv.By}
+		}
+		ep.SecretReveals = rvs
+	}
 	return ep
 }
 

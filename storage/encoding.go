@@ -112,11 +112,20 @@ type endpointRecord struct {
 
 	Ordering string `json:"ordering,omitempty"` // "": none (written before ordered lines)
 	OnDead   string `json:"on_dead,omitempty"`  // "": skip
+
+	SecretReveals []secretRevealRecord `json:"secret_reveals,omitempty"` // absent: never revealed (and before reveals)
 }
 
 type secretRecord struct {
 	Key     string    `json:"key"` // "whsec_…", or sealed (package sealing)
 	Expires time.Time `json:"expires,omitzero"`
+}
+
+// secretRevealRecord is one engine.SecretReveal: who was shown the
+// secrets, and when. It holds no secret.
+type secretRevealRecord struct {
+	At time.Time `json:"at"`
+	By string    `json:"by"`
 }
 
 // eventHeader is the JSON part of an event record; the body follows it
@@ -259,6 +268,12 @@ func encodeEndpoint(ep engine.Endpoint) ([]byte, error) {
 			r.Secrets[i] = secretRecord{Key: s.Key, Expires: utc(s.Expires)}
 		}
 	}
+	if len(ep.SecretReveals) > 0 {
+		r.SecretReveals = make([]secretRevealRecord, len(ep.SecretReveals))
+		for i, rv := range ep.SecretReveals {
+			r.SecretReveals[i] = secretRevealRecord{At: utc(rv.At), By: rv.By}
+		}
+	}
 	return encodeJSON(r)
 }
 
@@ -282,6 +297,12 @@ func decodeEndpoint(data []byte) (engine.Endpoint, error) {
 		ep.Secrets = make([]engine.Secret, len(r.Secrets))
 		for i, s := range r.Secrets {
 			ep.Secrets[i] = engine.Secret{Key: s.Key, Expires: s.Expires}
+		}
+	}
+	if len(r.SecretReveals) > 0 {
+		ep.SecretReveals = make([]engine.SecretReveal, len(r.SecretReveals))
+		for i, rv := range r.SecretReveals {
+			ep.SecretReveals[i] = engine.SecretReveal{At: rv.At, By: rv.By}
 		}
 	}
 	return ep, nil

@@ -19,7 +19,8 @@ var (
 		EventTypes: []string{"order.created", "order.shipped"}, Description: "main", Disabled: true,
 		Created: t0, Updated: t0.Add(time.Second),
 		VerificationRequired: true, Verified: t0.Add(2 * time.Second),
-		Secrets: []engine.Secret{{Key: "whsec_new"}, {Key: "whsec_old", Expires: t0.Add(24 * time.Hour)}},
+		Secrets:       []engine.Secret{{Key: "whsec_new"}, {Key: "whsec_old", Expires: t0.Add(24 * time.Hour)}},
+		SecretReveals: []engine.SecretReveal{{At: t0.Add(3 * time.Second), By: "admin"}, {At: t0.Add(4*time.Second + time.Nanosecond), By: "token tok_1"}},
 	}
 	sampleEvent = engine.Event{
 		ID: "evt_01hzzzzzzzzzzzzzzzzzzzzzzz", TenantID: "acme", Type: "order.created",

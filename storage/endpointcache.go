@@ -38,12 +38,14 @@ func (c *endpointCache) get(key, raw []byte) (engine.Endpoint, bool) {
 	if ok {
 		ep.EventTypes = slices.Clone(ep.EventTypes)
 		ep.Secrets = slices.Clone(ep.Secrets)
+		ep.SecretReveals = slices.Clone(ep.SecretReveals)
 	}
 	return ep, ok
 }
 
-// peek is get for a caller that only reads the endpoint: its EventTypes
-// and Secrets are the cache's, not copies, and must not be changed.
+// peek is get for a caller that only reads the endpoint: its EventTypes,
+// Secrets and SecretReveals are the cache's, not copies, and must not be
+// changed.
 func (c *endpointCache) peek(key, raw []byte) (engine.Endpoint, bool) {
 	c.mu.Lock()
 	e, ok := c.m[string(key)]
@@ -59,6 +61,7 @@ func (c *endpointCache) peek(key, raw []byte) (engine.Endpoint, bool) {
 func (c *endpointCache) put(key, raw []byte, ep engine.Endpoint) {
 	ep.EventTypes = slices.Clone(ep.EventTypes)
 	ep.Secrets = slices.Clone(ep.Secrets)
+	ep.SecretReveals = slices.Clone(ep.SecretReveals)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= maxCachedEndpoints {

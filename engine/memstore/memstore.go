@@ -136,6 +136,10 @@ func copyEndpoint(ep engine.Endpoint) engine.Endpoint {
 	for i := range ep.Secrets {
 		ep.Secrets[i].Expires = utc(ep.Secrets[i].Expires)
 	}
+	ep.SecretReveals = slices.Clone(ep.SecretReveals)
+	for i := range ep.SecretReveals {
+		ep.SecretReveals[i].At = utc(ep.SecretReveals[i].At)
+	}
 	ep.DisabledAt, ep.FailingSince, ep.LastFailureAt = utc(ep.DisabledAt), utc(ep.FailingSince), utc(ep.LastFailureAt)
 	ep.Created, ep.Updated, ep.Verified = utc(ep.Created), utc(ep.Updated), utc(ep.Verified)
 	return ep

@@ -30,6 +30,7 @@ var recordTests = []test{
 	{"UpdateEndpoint stores nothing when fn fails", testUpdateEndpointAbort},
 	{"concurrent endpoint updates all land", testUpdateEndpointConcurrent},
 	{"endpoint health is merged as attempts report it", testEndpointHealth},
+	{"an endpoint keeps the reveals of its secrets through health and rotation", testSecretReveals},
 	{"a deleted endpoint's deliveries stay", testDeleteEndpoint},
 	{"what a caller changes is not the store's", testNoAliasing},
 }
@@ -109,6 +110,7 @@ func testTimesInUTC(t *testing.T, f *fixture) {
 	f.eventType(t, "order.created")
 	ep := newEndpoint("zoned", "order.created")
 	ep.Created, ep.Updated = local, local
+	ep.SecretReveals = []engine.SecretReveal{{At: local, By: "admin"}}
 	if err := f.s.CreateEndpoint(t.Context(), ep, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +119,7 @@ func testTimesInUTC(t *testing.T, f *fixture) {
 		t.Fatal(err)
 	}
 	wantEqual(t, "endpoint's Created", read.Created, t0)
+	wantEqual(t, "endpoint's SecretReveals", read.SecretReveals, []engine.SecretReveal{{At: t0, By: "admin"}})
 	res := f.ingest(t, newEventAt("zoned", "order.created", `{}`, local))
 	wantEqual(t, "event's Created", res.Event.Created, t0)
 	wantEqual(t, "delivery's NextAttemptAt", res.Deliveries[0].NextAttemptAt, t0)
@@ -198,6 +201,7 @@ func testCreateEndpoint(t *testing.T, f *fixture) {
 	ep.VerificationRequired, ep.Verified = true, t0.Add(time.Minute)
 	ep.FailingSince, ep.LastFailure, ep.LastFailureAt = t0.Add(2*time.Minute), "HTTP 503", t0.Add(3*time.Minute)
 	ep.Disabled, ep.DisabledReason, ep.DisabledAt = true, "disabled by request (admin)", t0.Add(4*time.Minute)
+	ep.SecretReveals = []engine.SecretReveal{{At: t0.Add(5 * time.Minute), By: "admin"}, {At: t0.Add(6 * time.Minute), By: "token tok_1"}}
 	if err := f.s.CreateEndpoint(t.Context(), ep, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -428,6 +432,70 @@ func testEndpointHealth(t *testing.T, f *fixture) {
 	wantEqual(t, "health after a 410 and a success", got, want)
 }
 
+// testSecretReveals: the audit trail of an endpoint's secret reveals
+// (RecordSecretReveal through UpdateEndpoint, as Service.RevealSecret
+// writes it) is stored and listed, and kept by what rewrites the
+// endpoint without reading the trail: an attempt's health merged by
+// RecordOutcome, and a rotation.
+func testSecretReveals(t *testing.T, f *fixture) {
+	f.tenant(t, "acme")
+	ep, typ := f.lane(t, "acme")
+	var want []engine.SecretReveal
+	for i := range engine.MaxSecretReveals + 2 {
+		r := engine.SecretReveal{At: t0.Add(time.Duration(i)*time.Second + time.Duration(i)), By: fmt.Sprintf("token tok_%02d", i)}
+		got, err := f.s.UpdateEndpoint(t.Context(), "acme", ep.ID, func(e *engine.Endpoint) error {
+			*e = engine.RecordSecretReveal(*e, r)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = engine.RecordSecretReveal(engine.Endpoint{SecretReveals: want}, r).SecretReveals
+		wantEqual(t, fmt.Sprintf("the reveals UpdateEndpoint %d returns", i), got.SecretReveals, want)
+	}
+	if len(want) != engine.MaxSecretReveals || want[0].By != "token tok_02" {
+		t.Fatalf("the engine kept %d reveals from %q, want %d from the third", len(want), want[0].By, engine.MaxSecretReveals)
+	}
+	read, err := f.s.Endpoint(t.Context(), "acme", ep.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withReveals := ep
+	withReveals.SecretReveals = want
+	wantEqual(t, "the endpoint after the reveals", read, withReveals)
+	list, _ := f.s.Endpoints(t.Context(), "acme")
+	if len(list) != 1 {
+		t.Fatalf("Endpoints = %d, want 1", len(list))
+	}
+	wantEqual(t, "the listed endpoint's reveals", list[0].SecretReveals, want)
+
+	// An attempt that read the endpoint before the reveals reports its
+	// health: merged, the reveals stay.
+	d := f.deliver(t, ep, typ)
+	at := t0.Add(time.Hour)
+	if _, err := f.s.RecordOutcome(t.Context(), outcome(d, engine.StateDead, at, healthOf(ep, at, false))); err != nil {
+		t.Fatal(err)
+	}
+	read, _ = f.s.Endpoint(t.Context(), "acme", ep.ID)
+	if !read.FailingSince.Equal(at) {
+		t.Errorf("FailingSince = %v, want the attempt's %v", read.FailingSince, at)
+	}
+	wantEqual(t, "the reveals after an attempt's health", read.SecretReveals, want)
+
+	rotated := engine.Secret{Key: engine.NewSecret()}
+	read, err = f.s.UpdateEndpoint(t.Context(), "acme", ep.ID, func(e *engine.Endpoint) error {
+		e.Secrets = []engine.Secret{rotated, {Key: e.Secrets[0].Key, Expires: at.Add(time.Hour)}}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "the reveals after a rotation", read.SecretReveals, want)
+	read, _ = f.s.Endpoint(t.Context(), "acme", ep.ID)
+	wantEqual(t, "the stored reveals after a rotation", read.SecretReveals, want)
+	wantEqual(t, "the secrets after a rotation", read.Secrets, []engine.Secret{rotated, {Key: ep.Secrets[0].Key, Expires: at.Add(time.Hour)}})
+}
+
 func testDeleteEndpoint(t *testing.T, f *fixture) {
 	f.tenant(t, "acme")
 	ep, typ := f.lane(t, "acme")
@@ -468,12 +536,13 @@ func testNoAliasing(t *testing.T, f *fixture) {
 
 	// What the caller passes in.
 	ep := newEndpoint("acme", "order.created")
+	ep.SecretReveals = []engine.SecretReveal{{At: t0, By: "admin"}}
 	want := ep
-	want.EventTypes, want.Secrets = slices.Clone(ep.EventTypes), slices.Clone(ep.Secrets)
+	want.EventTypes, want.Secrets, want.SecretReveals = slices.Clone(ep.EventTypes), slices.Clone(ep.Secrets), slices.Clone(ep.SecretReveals)
 	if err := f.s.CreateEndpoint(t.Context(), ep, 0); err != nil {
 		t.Fatal(err)
 	}
-	ep.EventTypes[0], ep.Secrets[0].Key = "changed.by_caller", "whsec_changed"
+	ep.EventTypes[0], ep.Secrets[0].Key, ep.SecretReveals[0].By = "changed.by_caller", "whsec_changed", "changed by caller"
 	in := newEvent("acme", "order.created", `{"n":1}`)
 	res := f.ingest(t, in)
 	in.Event.Body[0] = 'X'
@@ -485,6 +554,9 @@ func testNoAliasing(t *testing.T, f *fixture) {
 		}
 		if len(e.Secrets) > 0 {
 			e.Secrets[0].Key = "whsec_changed"
+		}
+		if len(e.SecretReveals) > 0 {
+			e.SecretReveals[0].By = "changed by caller"
 		}
 	}
 	got, _ := f.s.Endpoint(t.Context(), "acme", ep.ID)
