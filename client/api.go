@@ -78,7 +78,7 @@ func (c *Client) DeleteEventType(ctx context.Context, name string) error {
 }
 
 // CreateEndpoint adds an endpoint to tenant and returns it with its
-// signing secret, shown this once.
+// signing secret. No read shows it again; RevealSecret does, recorded.
 func (c *Client) CreateEndpoint(ctx context.Context, tenant string, in EndpointInput) (CreatedEndpoint, error) {
 	var ep CreatedEndpoint
 	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "endpoints"), body: in}, &ep)
@@ -113,7 +113,8 @@ const DefaultGrace time.Duration = -1
 // RotateSecret gives endpoint id a new secret. The previous one keeps
 // signing beside it for grace, so the receiver can switch keys without
 // dropping a webhook; a grace of 0 drops it at once (for a leaked key);
-// DefaultGrace: the server's default. The new secret is shown this once.
+// DefaultGrace: the server's default. No read shows the new secret again;
+// RevealSecret does, recorded.
 func (c *Client) RotateSecret(ctx context.Context, tenant, id string, grace time.Duration) (SecretResult, error) {
 	body := struct {
 		Grace string `json:"grace,omitempty"`
@@ -127,10 +128,23 @@ func (c *Client) RotateSecret(ctx context.Context, tenant, id string, grace time
 }
 
 // RevokeSecret replaces every secret of endpoint id with a new one at
-// once: the old ones sign nothing more. The new secret is shown this once.
+// once: the old ones sign nothing more. No read shows the new secret
+// again; RevealSecret does, recorded.
 func (c *Client) RevokeSecret(ctx context.Context, tenant, id string) (SecretResult, error) {
 	var res SecretResult
 	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "endpoints", seg(id), "secret", "revoke")}, &res)
+	return res, err
+}
+
+// RevealSecret shows the secrets endpoint id of tenant signs with now,
+// again: the current one and the old ones still in their rotation grace
+// window. Nothing changes but the endpoint's SecretReveals, where the
+// server records who asked and when (the latest 20). Use it when a
+// receiver lost its key; rotate when a key may have leaked. Keep the
+// answer out of logs.
+func (c *Client) RevealSecret(ctx context.Context, tenant, id string) (RevealedSecret, error) {
+	var res RevealedSecret
+	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "endpoints", seg(id), "secret", "reveal")}, &res)
 	return res, err
 }
 

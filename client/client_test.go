@@ -81,6 +81,13 @@ func TestClient_EveryRoute(t *testing.T) {
 	if err != nil || rot.Secret == "" || rot.Secret == ok.Secret || rot.PreviousSecretExpires.Before(time.Now().Add(59*time.Minute)) {
 		t.Fatalf("RotateSecret(1h) = %+v, %v; want a new secret, the old one for an hour", rot, err)
 	}
+	shown, err := c.RevealSecret(ctx, "acme", ok.ID)
+	if err != nil || shown.Secret != rot.Secret || len(shown.Previous) != 1 || shown.Previous[0].Secret != ok.Secret || !shown.Previous[0].Expires.Equal(rot.PreviousSecretExpires) || shown.Environment != client.EnvironmentLive {
+		t.Fatalf("RevealSecret = %+v, %v; want the new secret, the old one until %v", shown, err, rot.PreviousSecretExpires)
+	}
+	if got, err := c.Endpoint(ctx, "acme", ok.ID); err != nil || len(got.SecretReveals) != 1 || got.SecretReveals[0].By != "admin" || got.SecretReveals[0].At.IsZero() {
+		t.Fatalf("Endpoint after a reveal = %+v, %v; want one reveal by admin", got, err)
+	}
 	if rot, err := c.RotateSecret(ctx, "acme", ok.ID, 0); err != nil || !rot.PreviousSecretExpires.IsZero() {
 		t.Fatalf("RotateSecret(0) = %+v, %v; want the old one dropped at once", rot, err)
 	}

@@ -18,7 +18,7 @@ var (
 		"listEventTypes": "EventTypes", "putEventType": "PutEventType", "deleteEventType": "DeleteEventType",
 		"createEndpoint": "CreateEndpoint", "listEndpoints": "Endpoints", "getEndpoint": "Endpoint",
 		"updateEndpoint": "UpdateEndpoint", "deleteEndpoint": "DeleteEndpoint",
-		"rotateSecret": "RotateSecret", "revokeSecret": "RevokeSecret", "verifyEndpoint": "VerifyEndpoint",
+		"rotateSecret": "RotateSecret", "revokeSecret": "RevokeSecret", "revealSecret": "RevealSecret", "verifyEndpoint": "VerifyEndpoint",
 		"sendTestEvent": "SendTestEvent",
 		"ingest":        "Ingest", "listEvents": "Feed", "getEvent": "Event",
 		"listDeliveries": "Deliveries", "getDelivery": "Delivery", "replayDelivery": "Replay", "skipDelivery": "Skip",

@@ -91,6 +91,15 @@ type Endpoint struct {
 	Ordering Ordering `json:"ordering"`
 	// OnDead is what a line does when its head dies: "skip" or "block".
 	OnDead OnDead `json:"on_dead"`
+	// SecretReveals records each RevealSecret of the endpoint, oldest
+	// first: the latest 20. Nil when its secrets were never revealed.
+	SecretReveals []SecretReveal `json:"secret_reveals,omitempty"`
+}
+
+// SecretReveal is one reveal of an endpoint's secrets.
+type SecretReveal struct {
+	At time.Time `json:"at"`
+	By string    `json:"by"` // "admin" or "token tok_…"
 }
 
 // Ordering is an endpoint's ordering.
@@ -153,6 +162,23 @@ type SecretResult struct {
 	// PreviousSecretExpires is when the previous secret stops signing;
 	// zero when it stopped at once.
 	PreviousSecretExpires time.Time `json:"previous_secret_expires,omitzero"`
+}
+
+// RevealedSecret is what RevealSecret shows: the keys an endpoint signs
+// with now.
+type RevealedSecret struct {
+	Secret string `json:"secret"`
+	// Previous are the old keys still in their rotation grace window,
+	// newest first; every attempt is signed with each until it expires.
+	Previous    []PreviousSecret `json:"previous"`
+	Environment Environment      `json:"environment"`
+}
+
+// PreviousSecret is an old key that signs beside the current one until
+// Expires.
+type PreviousSecret struct {
+	Secret  string    `json:"secret"`
+	Expires time.Time `json:"expires"`
 }
 
 // Verification is the outcome of VerifyEndpoint's challenge.

@@ -30,7 +30,8 @@ type RotateInput struct {
 }
 
 // SecretResult is what a rotation or revocation returns: the endpoint and
-// its new secret, which no later read shows again.
+// its new secret, which no later read shows again (RevealSecret does, and
+// records it).
 type SecretResult struct {
 	Endpoint Endpoint
 	Secret   string

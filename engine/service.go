@@ -215,7 +215,8 @@ type EndpointPatch struct {
 }
 
 // CreateEndpoint stores a new endpoint and returns it with its signing
-// secret. The secret is returned here only: no read ever shows it again.
+// secret. No read shows the secret again: only RevealSecret, which records
+// who asked.
 func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in EndpointInput) (Endpoint, string, error) {
 	if err := ValidateTenantID(tenant); err != nil {
 		return Endpoint{}, "", TenantNotFound()

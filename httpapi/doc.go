@@ -27,6 +27,7 @@
 //	DELETE /v1/tenants/:tenant/endpoints/:id          → 204
 //	POST   /v1/tenants/:tenant/endpoints/:id/secret/rotate  {"grace"} (body optional; "24h" default, "0s" to 168h) → 200 the endpoint plus the new "secret"
 //	POST   /v1/tenants/:tenant/endpoints/:id/secret/revoke  → 200 the endpoint plus a new "secret"; every old key stops at once
+//	POST   /v1/tenants/:tenant/endpoints/:id/secret/reveal  (body optional) → 200 {"secret","previous":[{"secret","expires"}],"environment"}, recorded in the endpoint's "secret_reveals"
 //	POST   /v1/tenants/:tenant/endpoints/:id/verify   → 200 {"verified","reason","endpoint"}: sends the webhook-challenge now
 //	POST   /v1/tenants/:tenant/events                 {"type","data","api_version"} + optional Idempotency-Key → 202 {"id","created","deliveries"}
 //	GET    /v1/tenants/:tenant/events/:id             → 200 {"event": stored envelope, "deliveries": [delivery...]}
@@ -52,9 +53,12 @@
 // and every route of another tenant (existing or not), answers the same
 // 403 forbidden (see security.go).
 //
-// The endpoint create, secret rotate and secret revoke responses are the
-// only ones that ever show a signing secret ("whsec_..."), with the
-// tenant's "environment"; they are sent with Cache-Control: no-store. An event's
+// The endpoint create, secret rotate, secret revoke and secret reveal
+// responses are the only ones that ever show a signing secret
+// ("whsec_..."), with the tenant's "environment"; they are sent with
+// Cache-Control: no-store. A reveal is recorded on the endpoint
+// ("secret_reveals": who and when, the latest 20) and in the log (without
+// the secret). An event's
 // "event" member is the envelope exactly as stored, the bytes every attempt
 // signs. An ingest repeated with the same Idempotency-Key and the same body
 // answers 202 with the first event's id and deliveries and the header

@@ -73,8 +73,8 @@ func pageOf[T any](q *query, items []T, key func(T) string) ([]T, string, error)
 
 // createdEndpoint is the body of a successful endpoint create: the endpoint
 // plus its signing secret and the tenant's environment (secrets carry no
-// environment prefix). With the secret rotation and revocation answers
-// (security.go), it is the only response that carries a secret.
+// environment prefix). With the secret rotation, revocation and reveal
+// answers (security.go), it is the only response that carries a secret.
 type createdEndpoint struct {
 	engine.Endpoint
 	Secret      string             `json:"secret"`

@@ -467,7 +467,7 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	e.check(call{method: "PATCH", path: epPath, body: `{}`, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
 	e.check(call{method: "PATCH", path: epPath + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
 
-	for _, action := range []string{"rotate", "revoke"} {
+	for _, action := range []string{"rotate", "revoke", "reveal"} {
 		p := epPath + "/secret/" + action
 		e.check(call{method: "POST", path: p, status: 200})
 		e.check(call{method: "POST", path: p, body: `{}`, status: 200})

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
@@ -265,7 +266,7 @@ func (s *server) limitIngest(h httprouter.Handle) httprouter.Handle {
 }
 
 // secretResponse is the answer of a rotation or revocation: the endpoint
-// and its new secret, shown this once.
+// and its new secret, which no read shows again (only a reveal does).
 type secretResponse struct {
 	engine.Endpoint
 	Secret      string             `json:"secret"`
@@ -309,6 +310,58 @@ func (s *server) handleRevokeSecret(w http.ResponseWriter, r *http.Request, ps h
 		return
 	}
 	s.writeSecret(w, r, res)
+}
+
+// revealResponse is the answer of POST …/secret/reveal: the keys the
+// endpoint signs with now.
+type revealResponse struct {
+	Secret string `json:"secret"`
+	// Previous are the old keys still in their rotation grace window,
+	// newest first; [] when there are none.
+	Previous    []previousSecret   `json:"previous"`
+	Environment engine.Environment `json:"environment"`
+}
+
+// previousSecret is an old key that signs until Expires.
+type previousSecret struct {
+	Secret  string    `json:"secret"`
+	Expires time.Time `json:"expires"`
+}
+
+// revealSecret reveals the secrets of endpoint id of tenant to by (the
+// principal's name), as the API and the console do: the engine records
+// the reveal on the endpoint, and the operator's log gets one info line
+// that names the tenant, the endpoint and by, never a key.
+func (s *server) revealSecret(ctx context.Context, tenant, id, by string) (engine.RevealedSecret, error) {
+	res, err := s.svc.RevealSecret(ctx, tenant, id, by)
+	if err != nil {
+		return res, err
+	}
+	s.log.InfoContext(ctx, "endpoint secret revealed",
+		slog.String("tenant", tenant), slog.String("endpoint", id), slog.String("by", by))
+	return res, nil
+}
+
+// handleRevealSecret: POST /v1/tenants/:tenant/endpoints/:id/secret/reveal
+// (body optional, {}). A POST, not a GET: it is an act that is recorded,
+// and no cache or prefetch may make it or keep its answer.
+func (s *server) handleRevealSecret(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var in struct{}
+	if err := decodeJSON(w, r, s.maxBody, &in, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.revealSecret(r.Context(), ps.ByName("tenant"), ps.ByName("id"), replayedBy(r))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := revealResponse{Secret: res.Secret, Previous: make([]previousSecret, len(res.Previous)), Environment: res.Environment}
+	for i, p := range res.Previous {
+		out.Previous[i] = previousSecret{Secret: p.Key, Expires: p.Expires}
+	}
+	w.Header().Set("Cache-Control", "no-store") // the body carries the secrets
+	s.writeJSON(w, r, http.StatusOK, out)
 }
 
 // verificationResponse is the answer of POST .../endpoints/:id/verify.

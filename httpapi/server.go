@@ -43,8 +43,9 @@ type Options struct {
 	// is answered 413. Zero or negative: DefaultMaxBody (256 KiB).
 	MaxBody int64
 	// Logger receives internal errors and recovered panics, for the
-	// operator. It never receives a token, a secret or a request body.
-	// Nil: logs are discarded.
+	// operator, and the audit line of each secret reveal ("endpoint
+	// secret revealed", info). It never receives a token, a secret or a
+	// request body. Nil: logs are discarded.
 	Logger *slog.Logger
 	// Backup writes a consistent copy of the database for
 	// GET /v1/admin/backup. Nil: the route answers 404.
@@ -158,6 +159,7 @@ func (s *server) routes() {
 	s.handle("DELETE", "/v1/tenants/:tenant/endpoints/:id", s.tenantAuth(s.takes(s.handleDeleteEndpoint)))
 	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/secret/rotate", s.tenantAuth(s.takes(s.handleRotateSecret)))
 	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/secret/revoke", s.tenantAuth(s.takes(s.handleRevokeSecret)))
+	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/secret/reveal", s.tenantAuth(s.takes(s.handleRevealSecret)))
 	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/verify", s.tenantAuth(s.takes(s.handleVerifyEndpoint)))
 	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/test-events", s.tenantAuth(s.takes(s.handleSendTestEvent)))
 
