@@ -31,6 +31,9 @@ import (
 // engine.Service directly, as the API does, and is usable without
 // JavaScript; console.js only adds niceties (a confirmation before a
 // range replay, a reload while a delivery is in flight, copying a secret).
+// A secret is shown on the page that made it (a new endpoint, a rotation)
+// and on the endpoint's page after its "Reveal secret" form, a POST that
+// is recorded on the endpoint; never on a GET.
 //
 // Session: logging in POSTs a token, which is checked as the API checks a
 // bearer token (identify, security.go) and then kept in the cookie
@@ -164,6 +167,7 @@ func (s *server) consoleRoutes() {
 	s.handle("GET", "/console/t/:tenant/endpoints/:id/edit", s.consoleTenant(s.handleEditEndpointPage))
 	s.handle("POST", "/console/t/:tenant/endpoints/:id", s.consoleTenant(s.handleConsoleUpdateEndpoint))
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/rotate", s.consoleTenant(s.handleConsoleRotate))
+	s.handle("POST", "/console/t/:tenant/endpoints/:id/reveal", s.consoleTenant(s.handleConsoleReveal))
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/disable", s.consoleTenant(s.handleConsoleDisable))
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/enable", s.consoleTenant(s.handleConsoleEnable))
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/test", s.consoleTenant(s.handleConsoleTestEvent))

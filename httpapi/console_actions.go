@@ -171,23 +171,62 @@ type editEndpointData struct {
 	// event form; TestDefault is the one sent when none is chosen.
 	TestTypes   []engine.EventType
 	TestDefault string
+	// Revealed is set on the page that answers "Reveal secret": the keys
+	// that sign now. Nil on every GET.
+	Revealed *engine.RevealedSecret
+}
+
+// LastReveal is the endpoint's latest secret reveal; zero when none.
+func (d editEndpointData) LastReveal() engine.SecretReveal {
+	if n := len(d.Endpoint.SecretReveals); n > 0 {
+		return d.Endpoint.SecretReveals[n-1]
+	}
+	return engine.SecretReveal{}
+}
+
+// MaxReveals is how many reveals an endpoint keeps.
+func (editEndpointData) MaxReveals() int { return engine.MaxSecretReveals }
+
+// RevealsKept reports whether the endpoint keeps as many reveals as it
+// may (engine.MaxSecretReveals): older ones may have been dropped, so
+// the count is a lower bound.
+func (d editEndpointData) RevealsKept() bool {
+	return len(d.Endpoint.SecretReveals) >= engine.MaxSecretReveals
 }
 
 // handleEditEndpointPage shows an endpoint's form: URL, description,
-// subscribed types from the catalogue, ordering and on_dead.
+// subscribed types from the catalogue, ordering and on_dead; its test
+// event, secret and delete forms.
 func (s *server) handleEditEndpointPage(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
-	ctx := r.Context()
-	ep, err := s.svc.Endpoint(ctx, v.tenant.ID, ps.ByName("id"))
+	ep, err := s.svc.Endpoint(r.Context(), v.tenant.ID, ps.ByName("id"))
 	if err != nil {
 		s.consoleError(w, r, v, err)
 		return
 	}
-	types, err := s.svc.EventTypes(ctx)
+	s.renderEndpointPage(w, r, v, ep, nil)
+}
+
+// handleConsoleReveal reveals an endpoint's secrets, as POST
+// …/secret/reveal does (recorded by the session's principal, logged), and
+// shows them on the endpoint's page, this answer only (no-store, like
+// every console page; a reload asks again).
+func (s *server) handleConsoleReveal(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
+	res, err := s.revealSecret(r.Context(), v.tenant.ID, ps.ByName("id"), v.p.name)
 	if err != nil {
 		s.consoleError(w, r, v, err)
 		return
 	}
-	data := editEndpointData{Endpoint: ep, Types: types, Chosen: map[string]bool{}}
+	s.renderEndpointPage(w, r, v, res.Endpoint, &res)
+}
+
+// renderEndpointPage renders ep's page, with revealed's keys when set.
+func (s *server) renderEndpointPage(w http.ResponseWriter, r *http.Request, v *visit, ep engine.Endpoint, revealed *engine.RevealedSecret) {
+	types, err := s.svc.EventTypes(r.Context())
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	data := editEndpointData{Endpoint: ep, Types: types, Chosen: map[string]bool{}, Revealed: revealed}
 	for _, t := range ep.EventTypes {
 		data.Chosen[t] = true
 	}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -220,4 +222,110 @@ func TestSecret_Reveal(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestConsole_RevealSecret: "Reveal secret" on an endpoint's page shows
+// its secret (and an old one still in its grace window) on a no-store
+// page that says the reveal was recorded, the same in an admin's, a
+// tenant token's and a portal session's console; the form needs its CSRF
+// token; each reveal is recorded by the session's principal, the page
+// counts them afterwards (a customer sees "you", never a token or the
+// tenant's ID), and nothing shows the secret without a reveal.
+func TestConsole_RevealSecret(t *testing.T) {
+	e := newConsoleEnv(t)
+	ep := e.endpoint
+	edit := "/console/t/acme/endpoints/" + ep.ID + "/edit"
+	reveal := "/console/t/acme/endpoints/" + ep.ID + "/reveal"
+	revealed := regexp.MustCompile(`<code id="secret-revealed">(whsec_[^<]+)</code>`)
+	tags := regexp.MustCompile(`(?s)<[^>]*>`)
+	text := func(p page) string { return html.UnescapeString(tags.ReplaceAllString(p.body, " ")) }
+
+	// do reveals as b, whose console's landing page is home, and returns
+	// the page that shows the secret.
+	do := func(t *testing.T, b *browser) page {
+		t.Helper()
+		before := b.get(edit)
+		if before.status != http.StatusOK || !strings.Contains(before.body, `action="`+reveal+`"`) || !strings.Contains(before.body, `id="reveal-secret"`) {
+			t.Fatalf("the endpoint's page has no Reveal secret form (%d):\n%s", before.status, before.body)
+		}
+		if strings.Contains(before.body, "whsec_") {
+			t.Fatalf("the endpoint's page shows a secret before a reveal:\n%s", before.body)
+		}
+		csrf := before.field(t, csrfField)
+		if p := b.do("POST", reveal, url.Values{}, "Origin", e.srv.URL); p.status != http.StatusForbidden || strings.Contains(p.body, "whsec_") {
+			t.Errorf("a reveal without the CSRF token: %d, want 403 and no secret", p.status)
+		}
+		p := b.do("POST", reveal, url.Values{"csrf": {csrf}}, "Origin", e.srv.URL)
+		m := revealed.FindStringSubmatch(p.body)
+		if p.status != http.StatusOK || m == nil {
+			t.Fatalf("reveal: %d, no secret-revealed:\n%s", p.status, p.body)
+		}
+		if html.UnescapeString(m[1]) != ep.Secret {
+			t.Errorf("revealed %.12s…, want the endpoint's secret", m[1])
+		}
+		if got := p.header.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("the page with the secret has Cache-Control %q, want no-store", got)
+		}
+		if !strings.Contains(p.body, `id="reveal-recorded"`) || !strings.Contains(text(p), "This reveal was recorded") {
+			t.Errorf("the page does not say the reveal was recorded:\n%s", p.body)
+		}
+		if after := b.get(edit); strings.Contains(after.body, "whsec_") {
+			t.Errorf("the endpoint's page shows the secret again without a reveal:\n%s", after.body)
+		}
+		return p
+	}
+
+	t.Run("admin", func(t *testing.T) {
+		b := e.browser()
+		b.mustLogin(testToken, "/console/tenants")
+		p := do(t, b)
+		if !strings.Contains(text(p), "Secret revealed once, last by admin at") {
+			t.Errorf("the page does not count the reveal, by admin:\n%s", text(p))
+		}
+	})
+	t.Run("tenant token", func(t *testing.T) {
+		b := e.browser()
+		b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+		p := do(t, b)
+		if !strings.Contains(text(p), "Secret revealed 2 times, last by token "+e.token.ID+" at") || !strings.Contains(strings.ReplaceAll(p.body, "<wbr>", ""), "/v1/tenants/acme/endpoints/"+ep.ID+"/secret/reveal") {
+			t.Errorf("an operator's page lacks the count by the token's name or the API hint:\n%s", text(p))
+		}
+	})
+
+	// A rotation with grace: the old key signs beside the new one, and a
+	// reveal shows both.
+	var rot struct{ Secret string }
+	e.must(req{method: "POST", path: "/v1/tenants/acme/endpoints/" + ep.ID + "/secret/rotate", body: `{"grace":"1h"}`}, 200, &rot)
+	old := ep.Secret
+	ep.Secret = rot.Secret
+
+	t.Run("portal", func(t *testing.T) {
+		b := e.browser()
+		b.open(link(e.apiEnv, `{"return_url":"https://app.example.com/hooks"}`))
+		p := do(t, b)
+		if m := regexp.MustCompile(`<code class="secret-previous">([^<]+)</code>`).FindStringSubmatch(p.body); m == nil || html.UnescapeString(m[1]) != old {
+			t.Errorf("the old key in its grace window is not shown:\n%s", p.body)
+		}
+		txt := text(p)
+		if !strings.Contains(txt, "Secret revealed 3 times, last by you at") {
+			t.Errorf("a customer's page does not count the reveal as theirs:\n%s", txt)
+		}
+		for _, operators := range []string{"tok_", "/v1/", "acme"} {
+			if strings.Contains(txt, operators) {
+				i := strings.Index(txt, operators)
+				t.Errorf("the portal's reveal shows %q: …%s…", operators, txt[max(0, i-60):min(len(txt), i+60)])
+			}
+		}
+	})
+
+	var trail struct {
+		SecretReveals []struct{ By string } `json:"secret_reveals"`
+	}
+	e.must(req{method: "GET", path: "/v1/tenants/acme/endpoints/" + ep.ID}, 200, &trail)
+	if n := len(trail.SecretReveals); n != 3 || trail.SecretReveals[0].By != "admin" || trail.SecretReveals[1].By != "token "+e.token.ID || !strings.HasPrefix(trail.SecretReveals[2].By, "token tok_") || trail.SecretReveals[2].By == trail.SecretReveals[1].By {
+		t.Errorf("secret_reveals = %+v; want admin, the tenant token, the portal session", trail.SecretReveals)
+	}
+	if logs := e.logs.String(); strings.Contains(logs, "whsec_") || strings.Count(logs, "endpoint secret revealed") != 3 {
+		t.Errorf("the log holds a secret, or not one line per reveal:\n%s", logs)
+	}
 }
