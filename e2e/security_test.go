@@ -452,8 +452,8 @@ func TestSecurity_EndpointVerificationDeadline(t *testing.T) {
 }
 
 // TestSecurity_NoSecretsInLogs runs a delivery cycle with failures,
-// retries, a dead letter, a replay, a rotation, a verification failure and
-// refused requests, at debug level, and looks for every secret, token and
+// retries, a dead letter, a replay, a rotation, a reveal, a verification
+// failure and refused requests, at debug level, and looks for every secret, token and
 // complete signature in the logs and in every error body.
 func TestSecurity_NoSecretsInLogs(t *testing.T) {
 	t.Parallel()
@@ -512,6 +512,7 @@ func TestSecurity_NoSecretsInLogs(t *testing.T) {
 	var rot secretAnswer
 	json.Unmarshal(record("POST", "/v1/tenants/acme/endpoints/"+deniedID+"/secret/rotate", map[string]string{"grace": "1h"}, testToken, 200), &rot)
 	secrets = append(secrets, rot.Secret)
+	record("POST", "/v1/tenants/acme/endpoints/"+deniedID+"/secret/reveal", nil, testToken, 200)
 
 	// settle waits (10s at most) until none of the deliveries ids is
 	// pending or in flight: every attempt they make has been made.
@@ -540,6 +541,7 @@ func TestSecurity_NoSecretsInLogs(t *testing.T) {
 	record("GET", "/v1/tenants/acme", nil, testToken[:len(testToken)-1], 401)
 	record("GET", "/v1/tenants/acme", nil, secrets[0], 401)
 	record("GET", "/v1/tenants/acme/endpoints", nil, testTok, 403)
+	record("POST", "/v1/tenants/acme/endpoints/"+deniedID+"/secret/reveal", nil, testTok, 403)
 	record("POST", "/v1/tenants/acme/events", map[string]any{"type": "payment.succeeded", "data": map[string]string{"leak": secrets[0]}}, testTok, 403)
 	record("POST", "/v1/tenants/acme/endpoints/"+deniedID+"/secret/rotate", map[string]string{"grace": secrets[1]}, testToken, 422)
 	record("PATCH", "/v1/tenants/acme/endpoints/"+deniedID, map[string]string{"url": "ftp://" + secrets[1]}, testToken, 422)

@@ -56,7 +56,7 @@ import (
 // Every page is sent with Content-Security-Policy default-src 'self' (no
 // inline script or style), frame-ancestors 'none' and X-Frame-Options
 // DENY, nosniff, Referrer-Policy same-origin and Cache-Control no-store
-// (pages show tenant data, and a rotation shows a secret). Everything
+// (pages show tenant data, and a rotation or a reveal shows a secret). Everything
 // user-controlled — URLs, reasons, response excerpts, payloads — is
 // escaped by html/template; response excerpts and payloads are shown as
 // text in <pre>.
