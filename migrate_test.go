@@ -68,7 +68,8 @@ func writeSource(t *testing.T, path string, key []byte) source {
 		ep := engine.Endpoint{
 			ID: engine.NewID("ep"), TenantID: tenant, URL: fmt.Sprintf("https://example.com/hook/%d", i),
 			EventTypes: []string{"order.created"}, Created: migrateT0, Updated: migrateT0,
-			Secrets: []engine.Secret{{Key: engine.NewSecret()}, {Key: engine.NewSecret(), Expires: migrateT0.Add(time.Hour)}},
+			Secrets:       []engine.Secret{{Key: engine.NewSecret()}, {Key: engine.NewSecret(), Expires: migrateT0.Add(time.Hour)}},
+			SecretReveals: []engine.SecretReveal{{At: migrateT0.Add(time.Duration(i) * time.Minute), By: "admin"}},
 		}
 		must(db.CreateEndpoint(ctx, ep, 0))
 	}

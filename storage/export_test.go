@@ -85,6 +85,12 @@ func TestExport(t *testing.T) {
 	mustTenant(t, db, "gone")
 	mustEventType(t, db, "order.created")
 	ep := mustEndpoint(t, db, "acme", "order.created")
+	if _, err := db.UpdateEndpoint(context.Background(), "acme", ep.ID, func(e *engine.Endpoint) error {
+		*e = engine.RecordSecretReveal(*e, engine.SecretReveal{At: t0, By: "admin"}) // exported with the endpoint
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	mustEndpoint(t, db, "gone", "order.created")
 	var ids []string
 	for i := range 3 {
