@@ -65,7 +65,8 @@ const contrastJS = `(() => {
 // or an API path; text reads at 4.5:1 in the light and the dark palette
 // (with a brand accent that needs shading); the frame takes the page's
 // height (one scrollbar, the app's); the catalogue shows its example;
-// the report's buckets add up to its total; an endpoint is deleted;
+// the report's buckets add up to its total; an endpoint is deleted and
+// another's secret revealed;
 // Log out lands on return_url in the top window; the old cookie then
 // opens nothing and leads back to the app, as an expired link does.
 // Screenshots at 375 and 1280 px, light and dark, go to
@@ -115,12 +116,12 @@ accent = "#ffb000"
 	good := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
 	failing := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
 	gone := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusGone) })
-	endpoints := map[string]string{}
+	endpoints, secrets := map[string]string{}, map[string]string{}
 	for name, rc := range map[string]*receiver{"Billing service": good, "Audit log": failing, "Old CRM": gone} {
 		var ep endpointCreated
 		in.mustCall(201, "POST", "/v1/tenants/"+tenant+"/endpoints", map[string]any{"url": rc.srv.URL + "/hooks/" + strings.ToLower(strings.ReplaceAll(name, " ", "_")), "description": name, "event_types": []string{"*"}}, &ep)
 		rc.setSecret(ep.Secret)
-		endpoints[name] = ep.ID
+		endpoints[name], secrets[name] = ep.ID, ep.Secret
 	}
 	var last string
 	for i := range 4 {
@@ -299,6 +300,17 @@ accent = "#ffb000"
 	if text := eval(fctx, `document.getElementById("endpoints").innerText`); strings.Contains(text, "Old CRM") || !strings.Contains(text, "Billing service") {
 		t.Errorf("the endpoints after the delete:\n%s", text)
 	}
+
+	// Reveal the signing secret: the one the endpoint was made with.
+	open("/console/t/"+tenant+"/endpoints/"+endpoints["Billing service"]+"/edit", "reveal-secret")
+	step("reveal the secret", fctx, chromedp.Click(chromedp.ID("reveal-secret")), chromedp.WaitVisible(chromedp.ID("secret-revealed")))
+	if got := eval(fctx, `document.getElementById("secret-revealed").textContent`); got != secrets["Billing service"] {
+		t.Errorf("the revealed secret is not the endpoint's (%d bytes, want %d)", len(got), len(secrets["Billing service"]))
+	}
+	if text := eval(fctx, `document.getElementById("secret-reveals").textContent`); !strings.Contains(text, "revealed once, last by you") {
+		t.Errorf("the reveal is not recorded as the customer's: %q", text)
+	}
+	check("the revealed secret", "dark")
 
 	// Log out: the whole window goes back to the app.
 	step("log out", fctx, chromedp.Click(chromedp.CSS(`form[action="/console/logout"] button`)))
