@@ -320,7 +320,10 @@ func pgDocuments(ctx context.Context, conn *pgx.Conn) error {
 		if err := rows.Scan(&id, &state, &line, &doc); err != nil {
 			return err
 		}
-		var d engine.Delivery
+		var d struct { // of the document, only what the columns repeat: the rest is the store's own shape
+			State string `json:"state"`
+			Line  string `json:"line"`
+		}
 		if err := json.Unmarshal(doc, &d); err != nil {
 			bad = append(bad, fmt.Sprintf("%s: %v", id, err))
 		} else if string(d.State) != state || d.Line != line {

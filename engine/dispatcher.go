@@ -1012,8 +1012,8 @@ func (d *Dispatcher) FollowLine(dl Delivery) {
 }
 
 // send makes the HTTP request of one attempt and fills in rec: the attempt's
-// times, status or error, response excerpt, outcome, and the delivery's
-// next state.
+// times, status or error, response headers and excerpt, outcome, and the
+// delivery's next state.
 func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRecord) {
 	p := d.opts.Policy
 	dl := in.Delivery
@@ -1048,6 +1048,7 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 		resp, err = d.client.Do(req)
 		if err == nil {
 			status = resp.StatusCode
+			rec.Attempt.ResponseHeaders = KeepResponseHeaders(resp.Header)
 			var excerpt []byte
 			var rerr error
 			if resp.ContentLength != 0 { // 0: an empty body, nothing to read

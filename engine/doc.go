@@ -149,7 +149,9 @@
 // Attempts go only where TargetPolicy allows: by default https only and
 // public addresses only, checked when an endpoint URL is stored and again,
 // after DNS, on every connection (ssrf.go); redirects are never followed
-// and a response is read up to a cap. An endpoint signs with its current
+// and a response is read up to a cap, of which an attempt keeps a bounded
+// excerpt and bounded headers, never a credential header of the
+// receiver's (headers.go). An endpoint signs with its current
 // secret and, during a rotation's grace window, its previous one too
 // (secrets.go); a revocation drops old keys at once. An endpoint may have
 // to pass the Standard Webhooks challenge before its first delivery, its

@@ -257,6 +257,11 @@ type Attempt struct {
 	Response   string        `json:"response,omitempty"`
 	Outcome    Outcome       `json:"outcome"`
 	RetryAfter time.Duration `json:"retry_after_ns,omitempty"` // from a 429/503 Retry-After header
+	// ResponseHeaders are the response's headers as kept
+	// (KeepResponseHeaders): sorted by name, bounded, credentials left
+	// out. Nil when no response was read, none was kept, or the attempt
+	// was recorded before webhookd kept them.
+	ResponseHeaders []Header `json:"response_headers,omitempty"`
 }
 
 // Outcome is how one attempt is classified.

@@ -334,6 +334,9 @@ type attemptDoc struct {
 	Response     string    `json:"response,omitempty"`
 	Outcome      string    `json:"outcome"`
 	RetryAfterNS int64     `json:"retry_after_ns,omitempty"`
+	// ResponseHeaders are [name, value] pairs, in the attempt's order;
+	// absent when it kept none (nil: an attempt decodes with nil).
+	ResponseHeaders [][2]string `json:"response_headers,omitempty"`
 }
 
 type replayDoc struct {
@@ -364,6 +367,13 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 				Cycle: a.Cycle, Number: a.Number, Start: a.Start, DurationNS: int64(a.Duration),
 				Status: a.Status, Error: a.Error, Response: a.Response, Outcome: string(a.Outcome),
 				RetryAfterNS: int64(a.RetryAfter),
+			}
+			if len(a.ResponseHeaders) > 0 {
+				hs := make([][2]string, len(a.ResponseHeaders))
+				for j, h := range a.ResponseHeaders {
+					hs[j] = [2]string{h.Name, h.Value}
+				}
+				r.Attempts[i].ResponseHeaders = hs
 			}
 		}
 	}
@@ -408,6 +418,13 @@ func decodeDelivery(doc []byte) (engine.Delivery, error) {
 				Cycle: a.Cycle, Number: a.Number, Start: a.Start, Duration: time.Duration(a.DurationNS),
 				Status: a.Status, Error: a.Error, Response: a.Response, Outcome: engine.Outcome(a.Outcome),
 				RetryAfter: time.Duration(a.RetryAfterNS),
+			}
+			if len(a.ResponseHeaders) > 0 {
+				hs := make([]engine.Header, len(a.ResponseHeaders))
+				for j, h := range a.ResponseHeaders {
+					hs[j] = engine.Header{Name: h[0], Value: h[1]}
+				}
+				d.Attempts[i].ResponseHeaders = hs
 			}
 		}
 	}

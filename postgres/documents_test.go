@@ -103,6 +103,24 @@ var (
 		Replays: []engine.Replay{{At: goldenT1, By: "admin", Cycle: 2}},
 		Skips:   []engine.Skip{{At: goldenT2, By: engine.SkipByOnDead, Cycle: 2}},
 	}
+	// goldenDeliveryHeaders is a delivery whose attempts kept response
+	// headers (engine.KeepResponseHeaders), beside one that kept none.
+	goldenDeliveryHeaders = engine.Delivery{
+		ID: "dlv_01JH0000000000000000000009", TenantID: "acme", EventID: "evt_01JH000000000000000000000A",
+		EventType: "order.created", EndpointID: "ep_01JH0000000000000000000001", State: engine.StateSucceeded,
+		Cycle: 1, CycleStart: goldenT0, CycleAttempts: 2, LastStatus: 204, Created: goldenT0, Updated: goldenT1,
+		Attempts: []engine.Attempt{
+			{Cycle: 1, Number: 1, Start: goldenT0, Duration: 10 * time.Second, Error: "timeout: no answer in 10s", Outcome: engine.OutcomeRetry},
+			{Cycle: 1, Number: 2, Start: goldenT1, Duration: 8 * time.Millisecond, Status: 204, Outcome: engine.OutcomeSuccess,
+				ResponseHeaders: []engine.Header{
+					{Name: "Date", Value: "Wed, 02 Jan 2030 04:34:05 GMT"},
+					{Name: "Link", Value: "<https://example.com/é>; rel=\"next\""},
+					{Name: "Server", Value: "hooks/1.0 ☃"},
+					{Name: "X-Empty", Value: ""},
+				}},
+		},
+		Replays: []engine.Replay{},
+	}
 	// goldenDeliveryPending is a delivery as an ingest makes it: no
 	// attempt yet.
 	goldenDeliveryPending = engine.Delivery{
@@ -166,6 +184,7 @@ func goldenCases() []goldenCase {
 	dec, enc = docPair(decodeDelivery, encodeDelivery)
 	add("delivery", goldenDelivery, dec, enc)
 	add("delivery-pending", goldenDeliveryPending, dec, enc)
+	add("delivery-headers", goldenDeliveryHeaders, dec, enc)
 	return cases
 }
 
@@ -295,7 +314,7 @@ func fuzzDocument[T any](f *testing.F, decode func([]byte) (T, error), encode fu
 }
 
 func FuzzDecodeDelivery(f *testing.F) {
-	fuzzDocument(f, decodeDelivery, encodeDelivery, "delivery", "delivery-pending", "delivery-sequenced")
+	fuzzDocument(f, decodeDelivery, encodeDelivery, "delivery", "delivery-pending", "delivery-sequenced", "delivery-headers")
 }
 
 func FuzzDecodeEndpoint(f *testing.F) {

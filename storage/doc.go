@@ -21,7 +21,7 @@
 //	endpoints           tenant ‖ 0x00 ‖ endpoint ID                  endpoint record with secrets, sealed or plain (v1 ‖ JSON)
 //	events              seq(8)                                       event record (see below); never rewritten
 //	event_ids           event ID                                     seq(8)
-//	deliveries          delivery ID                                  delivery record (v3 ‖ binary with sequence, line, skips; v2 ‖ binary without them; v1 ‖ JSON before schema 3)
+//	deliveries          delivery ID                                  delivery record (v2 to v6 ‖ binary, encodeDelivery: v6 with attempts' response headers; v1 ‖ JSON before schema 3)
 //	retry_index         due(8) ‖ delivery ID                         endpoint ID
 //	dead_letters        tenant ‖ 0x00 ‖ deadAt(8) ‖ delivery ID      empty
 //	idempotency         tenant ‖ 0x00 ‖ Idempotency-Key              v1 ‖ expires(8) ‖ request hash(32) ‖ event ID

@@ -25,6 +25,7 @@ const (
 	formatV3 = 3 // event records since schema 4, delivery records since schema 5: formatV2 with more fields at the end
 	formatV4 = 4 // event records of test events since schema 7: formatV3 with flags before the body; delivery records since schema 6: formatV3 with PreviousSequence at the end
 	formatV5 = 5 // delivery records of test events since schema 7: formatV4 with flags at the end
+	formatV6 = 6 // delivery records with response headers since schema 10: formatV5 (flags even when none) with each attempt's headers at the end
 )
 
 // Flags of an event or delivery record in formatV4 (events) or formatV5
@@ -57,6 +58,10 @@ func init() {
 	// are formatV4 and delivery records formatV5; event types' JSON
 	// records may have an example. Nothing stored before is a test.
 	migrations[6] = func(*bolt.Tx) error { return nil }
+	// Schema 9 to 10: delivery records whose attempts kept response
+	// headers are formatV6. Attempts recorded before have none, so
+	// there is nothing to rewrite.
+	migrations[9] = func(*bolt.Tx) error { return nil }
 	// Schema 7 to 8: event_deliveries goes. tenant_deliveries lists every
 	// delivery under its event's tenant and place in the log, so an
 	// event's deliveries are read from there (eventDeliveries), and each
@@ -430,23 +435,33 @@ func eventBody(data []byte) ([]byte, error) {
 	return r.b, nil
 }
 
-// encodeDelivery encodes d in the binary format (formatV3, binary.go):
+// encodeDelivery encodes d in the binary format (binary.go), in the
+// oldest format that holds all it has:
 //
-//	version(3) ‖ id ‖ tenant ‖ event id ‖ event type ‖ endpoint id ‖ state ‖
+//	version(2..6) ‖ id ‖ tenant ‖ event id ‖ event type ‖ endpoint id ‖ state ‖
 //	cycle ‖ cycle start ‖ cycle attempts ‖ next attempt at ‖ last status ‖
 //	reason ‖ dead at ‖ created ‖ updated ‖
 //	count ‖ attempts (cycle ‖ number ‖ start ‖ duration ‖ status ‖ error ‖
 //	response ‖ outcome ‖ retry after) ‖ count ‖ replays (at ‖ by ‖ cycle) ‖
-//	sequence (uvarint) ‖ line ‖ count ‖ skips (at ‖ by ‖ cycle)
+//	sequence (uvarint) ‖ line ‖ count ‖ skips (at ‖ by ‖ cycle) ‖   formatV3 on
+//	previous sequence (uvarint) ‖                                  formatV4 on
+//	flags (uvarint) ‖                                              formatV5 on
+//	for each attempt: count ‖ response headers (name ‖ value)      formatV6
 //
-// A delivery with no sequence, line or skips is written in formatV2, the
-// same without the last three fields, as before schema 5. WaitingBehind
-// is not encoded: a read fills it in (getDelivery). Records written
-// before schema 3 are JSON (formatV1); decodeDelivery reads all three.
+// A delivery with no sequence, line or skips is written in formatV2, as
+// before schema 5; one whose attempts kept no response header in at most
+// formatV5. WaitingBehind is not encoded: a read fills it in
+// (getDelivery). Records written before schema 3 are JSON (formatV1);
+// decodeDelivery reads them all.
 func encodeDelivery(d engine.Delivery) ([]byte, error) {
 	n := 64 + len(d.ID) + len(d.TenantID) + len(d.EventID) + len(d.EventType) + len(d.EndpointID) + len(d.Reason)
+	v6 := false
 	for _, a := range d.Attempts {
 		n += 40 + len(a.Error) + len(a.Response) + len(a.Outcome)
+		for _, h := range a.ResponseHeaders {
+			n += 4 + len(h.Name) + len(h.Value)
+		}
+		v6 = v6 || a.ResponseHeaders != nil
 	}
 	for _, rp := range d.Replays {
 		n += 16 + len(rp.By)
@@ -455,11 +470,16 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 	for _, sk := range d.Skips {
 		n += 16 + len(sk.By)
 	}
-	v5 := d.Test
+	if v6 {
+		n += len(d.Attempts) + 1
+	}
+	v5 := v6 || d.Test
 	v4 := v5 || d.PreviousSequence != 0
 	v3 := v4 || d.Sequence != 0 || d.Line != "" || d.Skips != nil
 	b := make([]byte, 0, n)
 	switch {
+	case v6:
+		b = append(b, formatV6)
 	case v5:
 		b = append(b, formatV5)
 	case v4:
@@ -514,7 +534,20 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 		b = binary.AppendUvarint(b, d.PreviousSequence)
 	}
 	if v5 {
-		b = binary.AppendUvarint(b, flagTest)
+		var flags uint64
+		if d.Test {
+			flags |= flagTest
+		}
+		b = binary.AppendUvarint(b, flags)
+	}
+	if v6 {
+		for _, a := range d.Attempts {
+			b = appendCount(b, len(a.ResponseHeaders), a.ResponseHeaders == nil)
+			for _, h := range a.ResponseHeaders {
+				b = appendString(b, h.Name)
+				b = appendString(b, h.Value)
+			}
+		}
 	}
 	return b, nil
 }
@@ -533,7 +566,7 @@ func storedState(s engine.State) bool {
 func decodeDelivery(data []byte) (engine.Delivery, error) {
 	var d engine.Delivery
 	var err error
-	if len(data) > 0 && data[0] >= formatV2 && data[0] <= formatV5 {
+	if len(data) > 0 && data[0] >= formatV2 && data[0] <= formatV6 {
 		d, err = decodeDeliveryV2(data[1:], data[0])
 	} else {
 		d, err = decodeDeliveryV1(data)
@@ -550,14 +583,16 @@ func decodeDelivery(data []byte) (engine.Delivery, error) {
 	return d, nil
 }
 
-// minAttemptBytes and minReplayBytes are the fewest bytes an encoded
-// attempt and replay take (every field at its shortest).
+// minAttemptBytes, minReplayBytes and minHeaderBytes are the fewest
+// bytes an encoded attempt, replay and response header take (every field
+// at its shortest).
 const (
 	minAttemptBytes = 10
 	minReplayBytes  = 4
+	minHeaderBytes  = 2
 )
 
-// decodeDeliveryV2 decodes a record of format (formatV2 to formatV5)
+// decodeDeliveryV2 decodes a record of format (formatV2 to formatV6)
 // after its version byte.
 func decodeDeliveryV2(data []byte, format byte) (engine.Delivery, error) {
 	r := reader{b: data}
@@ -602,6 +637,17 @@ func decodeDeliveryV2(data []byte, format byte) (engine.Delivery, error) {
 			return engine.Delivery{}, fmt.Errorf("decode delivery: unknown flags %#x", flags)
 		}
 		d.Test = flags&flagTest != 0
+	}
+	if format >= formatV6 {
+		for i := range d.Attempts {
+			if n := r.count(minHeaderBytes); n >= 0 {
+				hs := make([]engine.Header, n)
+				for j := range hs {
+					hs[j] = engine.Header{Name: r.string(), Value: r.string()}
+				}
+				d.Attempts[i].ResponseHeaders = hs
+			}
+		}
 	}
 	if err := r.end(); err != nil {
 		return engine.Delivery{}, fmt.Errorf("decode delivery: %w", err)

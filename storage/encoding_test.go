@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,15 @@ var (
 		}, {Cycle: 2, Number: 1, Start: t0.Add(time.Hour), Outcome: engine.OutcomeRetry}},
 		Replays: []engine.Replay{{At: t0.Add(time.Hour), By: "admin", Cycle: 2}},
 	}
+	// sampleDeliveryHeaders has attempts with response headers, none
+	// (nil) and an empty list: formatV6.
+	sampleDeliveryHeaders = func() engine.Delivery {
+		d := sampleDelivery
+		d.Attempts = []engine.Attempt{d.Attempts[0], d.Attempts[1], d.Attempts[1]}
+		d.Attempts[0].ResponseHeaders = []engine.Header{{Name: "Content-Type", Value: "text/plain"}, {Name: "Server", Value: "Ünïcode ☃"}, {Name: "X-Empty"}}
+		d.Attempts[2].ResponseHeaders = []engine.Header{}
+		return d
+	}()
 	sampleIdempotency = idempotencyRecord{EventID: sampleEvent.ID, RequestHash: [32]byte{1, 2, 3, 31: 0xff}, Expires: t0.Add(24 * time.Hour)}
 )
 
@@ -99,6 +109,9 @@ func TestEncoding_roundTrip(t *testing.T) {
 			func(b []byte) (any, error) { return decodeEvent(b) }},
 		{"delivery", formatV2, false, sampleDelivery,
 			func() ([]byte, error) { return encodeDelivery(sampleDelivery) },
+			func(b []byte) (any, error) { return decodeDelivery(b) }},
+		{"delivery with response headers", formatV6, false, sampleDeliveryHeaders,
+			func() ([]byte, error) { return encodeDelivery(sampleDeliveryHeaders) },
 			func(b []byte) (any, error) { return decodeDelivery(b) }},
 		{"idempotency", formatV1, false, sampleIdempotency,
 			func() ([]byte, error) { return encodeIdempotency(sampleIdempotency), nil },
@@ -280,6 +293,7 @@ func FuzzDecodeDelivery(f *testing.F) {
 	pending := sampleDelivery
 	pending.State, pending.DeadAt, pending.Attempts, pending.Replays = engine.StatePending, time.Time{}, []engine.Attempt{}, nil
 	seeds = append(seeds, seed(pending, encodeDelivery)...)
+	seeds = append(seeds, seed(sampleDeliveryHeaders, encodeDelivery)...)
 	fuzzRecord(f, seeds, decodeDelivery, encodeDelivery)
 }
 
@@ -397,6 +411,55 @@ func TestDecode_formatV1(t *testing.T) {
 	}
 	if _, err := decodeDelivery(append(v2, 0)); err == nil {
 		t.Error("delivery with a trailing byte decoded")
+	}
+	v6, err := encodeDelivery(sampleDeliveryHeaders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range len(v6) {
+		if _, err := decodeDelivery(v6[:n]); err == nil {
+			t.Errorf("formatV6 delivery cut to %d of %d bytes decoded", n, len(v6))
+		}
+	}
+}
+
+// TestEncodeDelivery_formats: a delivery is written in the oldest
+// format that holds what it has, so that a record a webhookd of an older
+// schema could read is written as it wrote it; one whose attempts kept
+// response headers is formatV6, with its flags even when it has none.
+func TestEncodeDelivery_formats(t *testing.T) {
+	base := engine.Delivery{ID: "dlv_1", TenantID: "acme", State: engine.StatePending,
+		Attempts: []engine.Attempt{{Cycle: 1, Number: 1, Status: 503, Outcome: engine.OutcomeRetry}}}
+	withHeaders := func(d engine.Delivery) engine.Delivery {
+		d.Attempts = slices.Clone(d.Attempts)
+		d.Attempts[0].ResponseHeaders = []engine.Header{{Name: "Date", Value: "Mon, 02 Jan 2006 15:04:05 GMT"}}
+		return d
+	}
+	test := base
+	test.Test = true
+	for _, tt := range []struct {
+		name string
+		d    engine.Delivery
+		want byte
+	}{
+		{"plain", base, formatV2},
+		{"a test delivery", test, formatV5},
+		{"headers", withHeaders(base), formatV6},
+		{"a test delivery with headers", withHeaders(test), formatV6},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := encodeDelivery(tt.d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v[0] != tt.want {
+				t.Errorf("format %d, want %d", v[0], tt.want)
+			}
+			got, err := decodeDelivery(v)
+			if err != nil || !reflect.DeepEqual(got, tt.d) {
+				t.Errorf("decoded %+v, %v\nwant %+v", got, err, tt.d)
+			}
+		})
 	}
 }
 

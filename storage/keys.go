@@ -77,8 +77,10 @@ var keySchema = []byte("schema")
 // delivery records in formatV4); schema 7 marks test events (event
 // records in formatV4, delivery records in formatV5); schema 8 drops
 // event_deliveries (an event's deliveries are listed by tenant_deliveries);
-// schema 9 counts each tenant's held deliveries (tenant_held, meta "held").
-const schemaVersion = 9
+// schema 9 counts each tenant's held deliveries (tenant_held, meta "held");
+// schema 10 keeps attempts' response headers (delivery records in
+// formatV6).
+const schemaVersion = 10
 
 // sep ends a variable-length key part (a tenant ID, an event ID) that is
 // followed by more key. Tenant and event IDs never contain it.

@@ -186,7 +186,8 @@ func TestStoredDelivery_matchesDecode(t *testing.T) {
 		NextAttemptAt: time.Now().In(local), LastStatus: 502, Reason: "HTTP 502 <&>",
 		DeadAt: time.Now(), Created: t0.In(local), Updated: time.Now(),
 		Attempts: []engine.Attempt{{Cycle: 1, Number: 1, Start: time.Now().In(local), Duration: time.Millisecond,
-			Status: 502, Error: "HTTP 502", Response: "bad \"gateway\"", Outcome: engine.OutcomeRetry, RetryAfter: time.Second}},
+			Status: 502, Error: "HTTP 502", Response: "bad \"gateway\"", Outcome: engine.OutcomeRetry, RetryAfter: time.Second,
+			ResponseHeaders: []engine.Header{{Name: "Content-Type", Value: "text/html"}, {Name: "X-Empty"}}}},
 		Replays:  []engine.Replay{{At: time.Now(), By: "admin", Cycle: 2}},
 		Sequence: 42, Line: "key:order-1", WaitingBehind: "dlv_0", PreviousSequence: 41, Test: true,
 		Skips: []engine.Skip{{At: time.Now().In(local), By: "admin", Cycle: 2}},
@@ -203,7 +204,9 @@ func TestStoredDelivery_matchesDecode(t *testing.T) {
 	badUTF8.Attempts = []engine.Attempt{{Cycle: 1, Number: 1, Error: "bad \xff byte", Outcome: engine.OutcomeRetry}}
 	empty := full
 	empty.Attempts, empty.Replays, empty.DeadAt, empty.NextAttemptAt = []engine.Attempt{}, nil, time.Time{}, time.Time{}
-	for name, d := range map[string]engine.Delivery{"full": full, "invalid UTF-8": badUTF8, "empty and nil": empty} {
+	headers := full // an attempt without headers beside one with none kept
+	headers.Attempts = []engine.Attempt{{Cycle: 1, Number: 1, Outcome: engine.OutcomeRetry}, {Cycle: 1, Number: 2, Outcome: engine.OutcomeRetry, ResponseHeaders: []engine.Header{}}}
+	for name, d := range map[string]engine.Delivery{"full": full, "invalid UTF-8": badUTF8, "empty and nil": empty, "headers nil and empty": headers} {
 		v, err := encodeDelivery(d)
 		if err != nil {
 			t.Fatal(err)

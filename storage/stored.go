@@ -12,7 +12,8 @@ import (
 // encoding, without decoding it: the binary format keeps every string
 // byte for byte, so the copy differs from d only in its times (UTC, no
 // monotonic reading). It makes the same checks as decodeDelivery. Writes
-// call it inside the commit loop.
+// call it inside the commit loop. The attempts' ResponseHeaders are
+// d's slices: nothing changes a header kept in place.
 func storedDelivery(d engine.Delivery) (engine.Delivery, error) {
 	if d.ID == "" || d.TenantID == "" {
 		return engine.Delivery{}, errors.New("decode delivery: no id or tenant")

@@ -157,6 +157,7 @@ func copyDelivery(d engine.Delivery) engine.Delivery {
 	d.Attempts = slices.Clone(d.Attempts)
 	for i := range d.Attempts {
 		d.Attempts[i].Start = utc(d.Attempts[i].Start)
+		d.Attempts[i].ResponseHeaders = slices.Clone(d.Attempts[i].ResponseHeaders)
 	}
 	d.Replays = slices.Clone(d.Replays)
 	for i := range d.Replays {

@@ -151,6 +151,7 @@ func attemptRecord(d engine.Delivery, state engine.State, at, next time.Time) en
 		Attempt: engine.Attempt{
 			Cycle: d.Cycle, Number: d.CycleAttempts + 1, Start: at.Add(-150 * time.Millisecond),
 			Duration: 150 * time.Millisecond, Status: status, Outcome: outcome, Response: "ok",
+			ResponseHeaders: []engine.Header{{Name: "Content-Type", Value: "text/plain; charset=utf-8"}, {Name: "X-Request-Id", Value: "req_" + d.ID}},
 		},
 	}
 	if state == engine.StatePending {

@@ -3,7 +3,9 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,6 +102,7 @@ var outcomeTests = []test{
 			t.Errorf("outcome with the endpoint deleted: %v, %v; want it recorded", got.State, err)
 		}
 	}},
+	{"an attempt's response headers come back as recorded, wherever the delivery is read", testResponseHeaders},
 	{"a delivery changed since it was read is a conflict: nothing is written; read again, it records", testOutcomeConflict},
 	{"an ordered delivery changed since it was read is a conflict too", testOutcomeConflictOrdered},
 	{"a refused outcome changes neither", func(t *testing.T, f *fixture) {
@@ -233,4 +236,70 @@ func testOutcomeConflictOrdered(t *testing.T, f *fixture) {
 		t.Errorf("the next in line is %s after the head succeeded, want pending", next.State)
 	}
 	f.wantPlace(t, ds...)
+}
+
+// testResponseHeaders: the headers an attempt kept (engine.KeepResponseHeaders
+// at its bounds: names in order, a value at MaxResponseHeaderValue, text
+// beyond ASCII, an empty value) come back from every read of the
+// delivery, attempt by attempt; an attempt without any has none (nil),
+// and a later attempt leaves an earlier one's as they were.
+func testResponseHeaders(t *testing.T, f *fixture) {
+	f.tenant(t, "acme")
+	ep, typ := f.lane(t, "acme")
+	d := f.deliver(t, ep, typ)
+
+	first := attemptRecord(d, engine.StatePending, t0.Add(time.Second), t0.Add(time.Minute))
+	first.Attempt.Status, first.Attempt.Response, first.Attempt.ResponseHeaders = 0, "", nil // no response
+	first.LastStatus, first.Reason, first.Attempt.Error = 0, "connection error: refused", "connection error: refused"
+	d = f.record(t, first)
+
+	kept := []engine.Header{
+		{Name: "Content-Type", Value: "application/json"},
+		{Name: "Link", Value: strings.Repeat("é", engine.MaxResponseHeaderValue/2)}, // at the bound, valid UTF-8
+		{Name: "Server", Value: "Ünïcode/1 ☃"},
+		{Name: "X-Empty", Value: ""},
+		{Name: "X-Request-Id", Value: "req_42"},
+	}
+	second := attemptRecord(d, engine.StateDead, t0.Add(2*time.Minute), time.Time{})
+	second.Attempt.ResponseHeaders = kept
+	d = f.record(t, second)
+
+	want := []engine.Attempt{first.Attempt, second.Attempt}
+	wantHeaders := func(t *testing.T, where string, got engine.Delivery) {
+		t.Helper()
+		if len(got.Attempts) != len(want) {
+			t.Fatalf("%s: %d attempts, want %d", where, len(got.Attempts), len(want))
+		}
+		for i := range want {
+			wantEqual(t, fmt.Sprintf("%s: attempt %d's response headers", where, i+1), got.Attempts[i].ResponseHeaders, want[i].ResponseHeaders)
+		}
+		wantEqual(t, where+": the attempts", got.Attempts, want)
+	}
+	wantHeaders(t, "Delivery", f.read(t, d))
+	ds, _, err := f.s.ListDeliveries(t.Context(), "acme", engine.DeliveryFilter{Limit: 10})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("ListDeliveries = %d, %v; want the one", len(ds), err)
+	}
+	wantHeaders(t, "ListDeliveries", ds[0])
+	dead := f.deadLetters(t, "acme")
+	if len(dead) != 1 {
+		t.Fatalf("dead letters: %d, want 1", len(dead))
+	}
+	wantHeaders(t, "DeadLetters", dead[0])
+	_, eds, err := f.s.Event(t.Context(), "acme", d.EventID)
+	if err != nil || len(eds) != 1 {
+		t.Fatalf("Event = %d deliveries, %v", len(eds), err)
+	}
+	wantHeaders(t, "Event", eds[0])
+	recent, err := f.s.RecentEvents(t.Context(), "acme", 1)
+	if err != nil || len(recent) != 1 || len(recent[0].Deliveries) != 1 {
+		t.Fatalf("RecentEvents = %+v, %v", recent, err)
+	}
+	wantHeaders(t, "RecentEvents", recent[0].Deliveries[0])
+
+	// Replayed, the delivery keeps its attempts' headers.
+	d = f.update(t, d.ID, func(cur engine.Delivery) engine.Delivery {
+		return engine.ReplayDelivery(cur, engine.Replay{At: t0.Add(time.Hour), By: "admin"})
+	})
+	wantHeaders(t, "after a replay", f.read(t, d))
 }

@@ -581,18 +581,32 @@ func testNoAliasing(t *testing.T, f *fixture) {
 		returned = engine.RecordAttempt(cur, rec)
 		return returned
 	})
-	wantD := f.read(t, d)
+	wantD := cloneDelivery(f.read(t, d))
 	returned.Attempts[0].Response = "changed by caller"
+	returned.Attempts[0].ResponseHeaders[0].Value = "changed by caller"
 	d.Attempts[0].Error = "changed by caller"
+	d.Attempts[0].ResponseHeaders[1].Value = "changed by caller"
 	res.Event.Body[1] = 'X'
 	ev, ds, _ := f.s.Event(t.Context(), "acme", res.Event.ID)
 	ds[0].Attempts[0].Error = "changed by caller"
+	ds[0].Attempts[0].ResponseHeaders[0].Name = "Changed-By-Caller"
 	ev.Body[2] = 'X'
 	read := f.read(t, d)
 	read.Attempts[0].Error = "changed by caller"
+	read.Attempts[0].ResponseHeaders[1].Name = "Changed-By-Caller"
 	evs, _, _ := f.s.ListEvents(t.Context(), "acme", engine.EventFilter{Limit: 10})
 	evs[0].Body[3] = 'X'
 	wantEqual(t, "Delivery after callers changed theirs", f.read(t, d), wantD)
 	ev, _, _ = f.s.Event(t.Context(), "acme", res.Event.ID)
 	wantEqual(t, "event body after callers changed theirs", string(ev.Body), `{"n":1}`)
+}
+
+// cloneDelivery is a copy of d that shares no memory with it.
+func cloneDelivery(d engine.Delivery) engine.Delivery {
+	d.Attempts = slices.Clone(d.Attempts)
+	for i := range d.Attempts {
+		d.Attempts[i].ResponseHeaders = slices.Clone(d.Attempts[i].ResponseHeaders)
+	}
+	d.Replays, d.Skips = slices.Clone(d.Replays), slices.Clone(d.Skips)
+	return d
 }
