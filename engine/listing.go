@@ -13,17 +13,64 @@ import (
 
 // DeliveryFilter selects deliveries of a tenant for a listing.
 type DeliveryFilter struct {
-	State      State     // "": any; StateDelivering matches pending
-	Type       string    // event type; "": any
-	EndpointID string    // "": any
-	Since      time.Time // created at or after; zero: no bound
-	Until      time.Time // created before; zero: no bound
-	Limit      int       // page size
-	Cursor     string    // from a previous page; "": the newest
+	State      State       // "": any; StateDelivering matches pending
+	Type       string      // event type; "": any
+	EndpointID string      // "": any
+	Status     StatusClass // the class of the last attempt's status; "": any
+	Since      time.Time   // created at or after; zero: no bound
+	Until      time.Time   // created before; zero: no bound
+	Limit      int         // page size
+	Cursor     string      // from a previous page; "": the newest
 }
 
-// Matches reports whether d passes f's state, type, endpoint and time
-// bounds.
+// StatusClass selects deliveries by what their last attempt got: the
+// class of its HTTP status, or no response at all. The last attempt is
+// the one whose status is the delivery's LastStatus: the latest that
+// moved its state (an attempt of an older cycle, recorded after a
+// replay, is only logged). A delivery never attempted is in no class; a
+// replayed one is in its last attempt's until the new cycle's first.
+type StatusClass string
+
+const (
+	Status2xx StatusClass = "2xx" // LastStatus 200–299
+	Status3xx StatusClass = "3xx" // 300–399
+	Status4xx StatusClass = "4xx" // 400–499
+	Status5xx StatusClass = "5xx" // 500–599
+	// StatusNone: attempted, and the last attempt read no status: a
+	// timeout, a connection or TLS error, a refused target, or no request
+	// made (the endpoint deleted, not verified in time).
+	StatusNone StatusClass = "none"
+)
+
+// StatusClasses are the classes a filter may name, in the order a form
+// lists them.
+var StatusClasses = []StatusClass{Status2xx, Status3xx, Status4xx, Status5xx, StatusNone}
+
+// Range returns the LastStatus values of the attempted deliveries in c:
+// [lo, hi]; [0, 0] for StatusNone. ok is false when c is no class
+// (including "").
+func (c StatusClass) Range() (lo, hi int, ok bool) {
+	switch c {
+	case Status2xx, Status3xx, Status4xx, Status5xx:
+		lo = int(c[0]-'0') * 100
+		return lo, lo + 99, true
+	case StatusNone:
+		return 0, 0, true
+	}
+	return 0, 0, false
+}
+
+// Matches reports whether d is in class c; every delivery is in "".
+func (c StatusClass) Matches(d Delivery) bool {
+	if c == "" {
+		return true
+	}
+	lo, hi, ok := c.Range()
+	return ok && len(d.Attempts) > 0 && d.LastStatus >= lo && d.LastStatus <= hi
+}
+
+// Matches reports whether d passes f's state, type, endpoint, status
+// class and time bounds.
 func (f DeliveryFilter) Matches(d Delivery) bool {
 	state := f.State
 	if state == StateDelivering {
@@ -32,6 +79,7 @@ func (f DeliveryFilter) Matches(d Delivery) bool {
 	return (state == "" || d.State == state) &&
 		(f.Type == "" || d.EventType == f.Type) &&
 		(f.EndpointID == "" || d.EndpointID == f.EndpointID) &&
+		f.Status.Matches(d) &&
 		(f.Since.IsZero() || !d.Created.Before(f.Since)) &&
 		(f.Until.IsZero() || d.Created.Before(f.Until))
 }
@@ -62,6 +110,9 @@ func (s *Service) ListDeliveries(ctx context.Context, tenant string, f DeliveryF
 	}
 	if f.EndpointID != "" && !validID(f.EndpointID) {
 		return nil, "", Errorf(CodeInvalidField, "endpoint", "endpoint is not an endpoint id")
+	}
+	if _, _, ok := f.Status.Range(); !ok && f.Status != "" {
+		return nil, "", Errorf(CodeInvalidField, "status", "status must be 2xx, 3xx, 4xx, 5xx or none (no response)")
 	}
 	// A well-formed type not in the catalogue is a filter like any other:
 	// deliveries of a type removed from it since stay listable.

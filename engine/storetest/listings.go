@@ -18,6 +18,7 @@ var listingTests = []test{
 	{"a dead-letter page is neither repeated nor skipped across replays", testDeadLettersReplayBetweenPages},
 	{"the delivery log pages newest first", testListDeliveries},
 	{"the delivery log filters", testListDeliveriesFilter},
+	{"the delivery log filters by the class of the last attempt's status", testListDeliveriesByStatus},
 	{"the event feed pages in log order", testListEvents},
 	{"listings refuse a cursor they did not make and a limit under 1", testListingsBadInput},
 	{"a filtered listing has a next page only when a match follows", testListingsNextOnlyWhenMore},
@@ -215,6 +216,9 @@ func testListDeliveriesFilter(t *testing.T, f *fixture) {
 		{Since: t0.Add(2 * time.Minute)},
 		{Until: t0.Add(3 * time.Minute)},
 		{Since: t0.Add(time.Minute), Until: t0.Add(4 * time.Minute), Type: "order.created"},
+		{Status: engine.Status2xx},
+		{Status: engine.Status4xx, EndpointID: a.ID},
+		{Status: engine.StatusNone},
 	}
 	for _, filter := range tests {
 		t.Run(fmt.Sprintf("%+v", filter), func(t *testing.T) {
@@ -227,6 +231,98 @@ func testListDeliveriesFilter(t *testing.T, f *fixture) {
 			filter.Limit = 2
 			got := slices.Concat(f.deliveryPages(t, "acme", filter)...)
 			wantEqual(t, "deliveries", got, want)
+		})
+	}
+}
+
+func testListDeliveriesByStatus(t *testing.T, f *fixture) {
+	f.tenant(t, "acme")
+	ep, typ := f.lane(t, "acme")
+	// attempt records an attempt of d that got status (0: no response)
+	// and moved it to state.
+	attempt := func(d engine.Delivery, state engine.State, status int, at time.Time) engine.Delivery {
+		t.Helper()
+		rec := attemptRecord(d, state, at, at.Add(time.Minute))
+		rec.Attempt.Status, rec.LastStatus = status, status
+		if status == 0 {
+			rec.Attempt.Response, rec.Attempt.ResponseHeaders = "", nil
+		}
+		return f.record(t, rec)
+	}
+	replay := func(d engine.Delivery, at time.Time) engine.Delivery {
+		t.Helper()
+		return f.update(t, d.ID, func(cur engine.Delivery) engine.Delivery {
+			return engine.ReplayDelivery(cur, engine.Replay{At: at, By: "admin"})
+		})
+	}
+	at := t0.Add(time.Hour)
+	never := f.deliver(t, ep, typ) // no attempt: in no class
+	ok := attempt(f.deliver(t, ep, typ), engine.StateSucceeded, 204, at)
+	moved := attempt(f.deliver(t, ep, typ), engine.StateDead, 301, at)
+	gone := attempt(f.deliver(t, ep, typ), engine.StateDead, 410, at)
+	busy := attempt(f.deliver(t, ep, typ), engine.StatePending, 503, at)
+	refused := attempt(f.deliver(t, ep, typ), engine.StatePending, 0, at)
+	// 503 then no response: the last attempt's counts.
+	timedOut := attempt(attempt(f.deliver(t, ep, typ), engine.StatePending, 503, at), engine.StatePending, 0, at.Add(time.Minute))
+	// No response then 599: 5xx.
+	late := attempt(attempt(f.deliver(t, ep, typ), engine.StatePending, 0, at), engine.StatePending, 599, at.Add(time.Minute))
+	// Dead on a 500, replayed: pending in a new cycle with no attempt in
+	// it yet, still in its last attempt's class.
+	replayed := replay(attempt(f.deliver(t, ep, typ), engine.StateDead, 500, at), at.Add(time.Minute))
+	// Succeeded, replayed, and then the answer of an attempt of the
+	// first cycle comes in: logged only, so its status is not the last.
+	stale := f.deliver(t, ep, typ)
+	read := stale
+	stale = attempt(stale, engine.StateSucceeded, 200, at)
+	stale = replay(stale, at.Add(time.Minute))
+	rec := attemptRecord(read, engine.StatePending, at.Add(2*time.Minute), at.Add(time.Hour))
+	rec.Attempt.Status, rec.LastStatus, rec.Attempt.Number = 0, 0, 2
+	stale = f.record(t, rec)
+	if stale.LastStatus != 200 || len(stale.Attempts) != 2 || stale.State != engine.StatePending {
+		t.Fatalf("the stale attempt moved the delivery: %+v", stale)
+	}
+	// A 1xx or a status past 599 is in no class (the dispatcher never
+	// records one: net/http reads past a 1xx, and refuses a status past 999).
+	odd := attempt(f.deliver(t, ep, typ), engine.StatePending, 600, at)
+	_ = never
+	_ = odd
+
+	ids := func(ds ...engine.Delivery) []string {
+		out := make([]string, len(ds))
+		for i, d := range ds {
+			out[i] = d.ID
+		}
+		slices.Reverse(out) // the log is newest first; these were made oldest first
+		return out
+	}
+	for _, tt := range []struct {
+		class engine.StatusClass
+		want  []string
+	}{
+		{engine.Status2xx, ids(ok, stale)},
+		{engine.Status3xx, ids(moved)},
+		{engine.Status4xx, ids(gone)},
+		{engine.Status5xx, ids(busy, late, replayed)},
+		{engine.StatusNone, ids(refused, timedOut)},
+	} {
+		t.Run(string(tt.class), func(t *testing.T) {
+			for _, limit := range []int{1, 2, 100} {
+				got := slices.Concat(f.deliveryPages(t, "acme", engine.DeliveryFilter{Status: tt.class, Limit: limit})...)
+				if !slices.Equal(got, tt.want) {
+					t.Errorf("status=%s, pages of %d = %v, want %v", tt.class, limit, got, tt.want)
+				}
+			}
+			// With the other filters.
+			got := slices.Concat(f.deliveryPages(t, "acme", engine.DeliveryFilter{Status: tt.class, State: engine.StatePending, EndpointID: ep.ID, Type: typ, Limit: 2})...)
+			var want []string
+			for _, id := range tt.want {
+				if d := f.read(t, engine.Delivery{TenantID: "acme", ID: id}); d.State == engine.StatePending {
+					want = append(want, id)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("status=%s, pending = %v, want %v", tt.class, got, want)
+			}
 		})
 	}
 }
@@ -352,6 +448,7 @@ func testListingsNextOnlyWhenMore(t *testing.T, f *fixture) {
 		{"endpoint", engine.DeliveryFilter{EndpointID: a.ID}, 3},
 		{"type", engine.DeliveryFilter{Type: "order.created"}, 6},
 		{"since", engine.DeliveryFilter{Since: t0.Add(time.Minute)}, 7},
+		{"status 4xx", engine.DeliveryFilter{Status: engine.Status4xx}, 2},
 	} {
 		t.Run("deliveries, "+tt.name, func(t *testing.T) {
 			wantPages(t, tt.n, func(limit int, cursor string) (int, string, error) {
