@@ -587,7 +587,7 @@ func TestAPI_BadInput(t *testing.T) {
 		{"limit too big", req{method: "GET", path: "/v1/tenants/acme/dead-letters?limit=1001"}, 422, engine.CodeInvalidField, "limit", "", [2]string{}},
 		{"limit negative", req{method: "GET", path: "/v1/tenants/acme/dead-letters?limit=-5"}, 422, engine.CodeInvalidField, "limit", "", [2]string{}},
 		{"malformed type filter", req{method: "GET", path: "/v1/tenants/acme/deliveries?type=Payment"}, 422, engine.CodeInvalidField, "type", "", [2]string{}},
-		{"unknown list parameter", req{method: "GET", path: "/v1/tenants/acme/deliveries?iterator=abc"}, 400, engine.CodeUnknownParameter, "iterator", "takes state, type, endpoint, since, until, limit, cursor", [2]string{}},
+		{"unknown list parameter", req{method: "GET", path: "/v1/tenants/acme/deliveries?iterator=abc"}, 400, engine.CodeUnknownParameter, "iterator", "takes state, type, endpoint, status, since, until, limit, cursor", [2]string{}},
 		{"misspelled filter", req{method: "GET", path: "/v1/tenants/acme/dead-letters?limt=5"}, 400, engine.CodeUnknownParameter, "limt", "takes limit, cursor", [2]string{}},
 		{"ingest with a query", req{method: "POST", path: "/v1/tenants/acme/events?dry_run=true", body: `{"type":"payment.succeeded","data":{}}`}, 400, engine.CodeUnknownParameter, "dry_run", "takes none", [2]string{}},
 		{"delete with a misspelled force", req{method: "DELETE", path: "/v1/tenants/acme?forced=true"}, 400, engine.CodeUnknownParameter, "forced", "takes force", [2]string{}},
@@ -1017,14 +1017,16 @@ func TestAPI_EndpointOrdering(t *testing.T) {
 	}
 }
 
-// killDelivery makes delivery id dead, as a 410 would.
+// killDelivery makes delivery id dead, as a 410 would (with response
+// headers, so that the answers that show it show them).
 func killDelivery(t *testing.T, e *apiEnv, id string) {
 	t.Helper()
 	at := time.Now().UTC()
 	rec := engine.AttemptRecord{
 		DeliveryID: id, Cycle: 1,
-		Attempt: engine.Attempt{Cycle: 1, Number: 1, Start: at, Duration: 3 * time.Millisecond, Status: 410, Response: "gone", Outcome: engine.OutcomePermanent},
-		State:   engine.StateDead, Reason: "endpoint answered 410", LastStatus: 410, At: at,
+		Attempt: engine.Attempt{Cycle: 1, Number: 1, Start: at, Duration: 3 * time.Millisecond, Status: 410, Response: "gone", Outcome: engine.OutcomePermanent,
+			ResponseHeaders: []engine.Header{{Name: "Content-Type", Value: "text/plain"}, {Name: "X-Request-Id", Value: "req_1"}}},
+		State: engine.StateDead, Reason: "endpoint answered 410", LastStatus: 410, At: at,
 	}
 	if _, err := e.db.UpdateDelivery(context.Background(), id, func(d engine.Delivery) (engine.Delivery, error) { return engine.RecordAttempt(d, rec), nil }); err != nil {
 		t.Fatal(err)

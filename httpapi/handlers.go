@@ -132,6 +132,9 @@ type attemptView struct {
 	Response     string         `json:"response,omitempty"`
 	Outcome      engine.Outcome `json:"outcome"`
 	RetryAfterMS int64          `json:"retry_after_ms,omitempty"`
+	// ResponseHeaders are the headers the attempt kept, by name (unique:
+	// each holds its values joined); JSON writes them in name order.
+	ResponseHeaders map[string]string `json:"response_headers,omitempty"`
 }
 
 // deliveryJSON returns d as the API shows it.
@@ -144,6 +147,13 @@ func deliveryJSON(d engine.Delivery) deliveryView {
 		v.Attempts[i] = attemptView{
 			Cycle: a.Cycle, Number: a.Number, Start: a.Start, DurationMS: a.Duration.Milliseconds(),
 			Status: a.Status, Error: a.Error, Response: a.Response, Outcome: a.Outcome, RetryAfterMS: a.RetryAfter.Milliseconds(),
+		}
+		if len(a.ResponseHeaders) > 0 {
+			hs := make(map[string]string, len(a.ResponseHeaders))
+			for _, h := range a.ResponseHeaders {
+				hs[h.Name] = h.Value
+			}
+			v.Attempts[i].ResponseHeaders = hs
 		}
 	}
 	return v

@@ -18,7 +18,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,7 +32,6 @@ import (
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/httpapi"
 	"github.com/webhookd/webhookd/httpapi/contracttest"
-	"github.com/webhookd/webhookd/storage"
 	"github.com/webhookd/webhookd/verify"
 )
 
@@ -573,6 +571,8 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	e.check(call{method: "GET", path: dPath + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
 	e.check(call{method: "GET", path: "/v1/tenants/acme/deliveries?state=dead&type=payment.succeeded&endpoint=" + ep.ID + "&since=2020-01-01T00:00:00Z&until=2100-01-01T00:00:00Z&limit=10", status: 200})
 	e.check(call{method: "GET", path: "/v1/tenants/acme/deliveries?state=lost", invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/deliveries?status=4xx&state=dead", status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/deliveries?status=404", invalid: true, status: 422, code: engine.CodeInvalidField})
 	e.check(call{method: "GET", path: "/v1/tenants/nobody/deliveries", status: 404, code: engine.CodeTenantNotFound})
 	e.check(call{method: "GET", path: "/v1/tenants/acme/deliveries", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
 	e.check(call{method: "GET", path: "/v1/tenants/acme/deliveries", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
@@ -743,26 +743,7 @@ func TestOpenAPI_DispatcherAnswersValidate(t *testing.T) {
 // that may deliver to loopback receivers.
 func newDispatchingEnv(t *testing.T, o *openAPI) *contractEnv {
 	t.Helper()
-	db, err := storage.Open(filepath.Join(t.TempDir(), "db"), storage.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	loopback := engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}
-	disp := engine.NewDispatcher(db, engine.DispatcherOptions{Targets: loopback, Policy: engine.RetryPolicy{
-		Schedule: []time.Duration{time.Second}, Deadline: time.Minute, AttemptTimeout: 10 * time.Second}})
-	if err := disp.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		disp.Stop(ctx)
-	})
-	svc := engine.NewService(db, disp, engine.ServiceOptions{Targets: loopback, LookupHost: publicLookup})
-	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{Tokens: []string{testToken}, MaxBody: maxBody}))
-	t.Cleanup(srv.Close)
-	return &contractEnv{apiEnv: &apiEnv{t: t, db: db, srv: srv, logs: new(syncBuffer)}, o: o, driven: map[string]bool{}}
+	return &contractEnv{apiEnv: newDispatchingAPIEnv(t), o: o, driven: map[string]bool{}}
 }
 
 // webhookValidator validates what a receiver gets against the document's

@@ -61,12 +61,13 @@ func (q *query) time(name string) time.Time {
 	return t
 }
 
-// handleListDeliveries: GET /v1/tenants/:tenant/deliveries?state=&type=&endpoint=&since=&until=&limit=&cursor=
+// handleListDeliveries: GET /v1/tenants/:tenant/deliveries?state=&type=&endpoint=&status=&since=&until=&limit=&cursor=
 func (s *server) handleListDeliveries(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	q := &query{v: r.URL.Query()}
 	f := engine.DeliveryFilter{
 		State: engine.State(q.str("state")), Type: q.str("type"), EndpointID: q.str("endpoint"),
-		Since: q.time("since"), Until: q.time("until"), Limit: q.int("limit"), Cursor: q.str("cursor"),
+		Status: engine.StatusClass(q.str("status")),
+		Since:  q.time("since"), Until: q.time("until"), Limit: q.int("limit"), Cursor: q.str("cursor"),
 	}
 	if q.err != nil {
 		s.writeError(w, r, q.err)
