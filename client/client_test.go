@@ -138,6 +138,25 @@ func TestClient_EveryRoute(t *testing.T) {
 	if got := collect(t, c.Deliveries(ctx, "acme", client.DeliveryFilter{State: client.StateDead, Type: "invoice.paid", Endpoint: bad.ID, Since: time.Now().Add(-time.Hour), Until: time.Now().Add(time.Hour)})); len(got) != 1 || got[0].ID != deadID {
 		t.Fatalf("Deliveries(dead) = %+v, want %s", got, deadID)
 	}
+	// By the class of the last attempt's status; the attempt's
+	// response headers as kept.
+	if got := collect(t, c.Deliveries(ctx, "acme", client.DeliveryFilter{Status: client.Status4xx})); len(got) != 1 || got[0].ID != deadID {
+		t.Fatalf("Deliveries(4xx) = %+v, want %s", got, deadID)
+	} else if h := got[0].Attempts[0].ResponseHeaders; h["Content-Type"] != "text/plain; charset=utf-8" || h["X-Content-Type-Options"] != "nosniff" {
+		t.Fatalf("the 400's response headers = %v, want its Content-Type and X-Content-Type-Options", h)
+	}
+	if got := collect(t, c.Deliveries(ctx, "acme", client.DeliveryFilter{Status: client.StatusNone})); len(got) != 0 {
+		t.Fatalf("Deliveries(none) = %+v, want none: every attempt got an answer", got)
+	}
+	var listErr error
+	for _, err := range c.Deliveries(ctx, "acme", client.DeliveryFilter{Status: "4XX"}) {
+		if listErr = err; err != nil {
+			break
+		}
+	}
+	if client.CodeOf(listErr) != client.CodeInvalidField {
+		t.Fatalf("Deliveries(4XX): %v, want invalid_field", listErr)
+	}
 	if got := collect(t, c.DeadLetters(ctx, "acme", client.ListOptions{})); len(got) != 1 || got[0].ID != deadID {
 		t.Fatalf("DeadLetters = %+v, want %s", got, deadID)
 	}

@@ -96,6 +96,7 @@ func (c *Client) Deliveries(ctx context.Context, tenant string, f DeliveryFilter
 	setNonEmpty(q, "state", string(f.State))
 	setNonEmpty(q, "type", f.Type)
 	setNonEmpty(q, "endpoint", f.Endpoint)
+	setNonEmpty(q, "status", string(f.Status))
 	setTime(q, "since", f.Since)
 	setTime(q, "until", f.Until)
 	return list[Delivery](ctx, c, tenantPath(tenant, "deliveries"), q, f.Cursor)

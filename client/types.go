@@ -378,6 +378,12 @@ type Attempt struct {
 	// RetryAfter is the endpoint's Retry-After, in whole milliseconds
 	// (retry_after_ms); zero when it gave none.
 	RetryAfter time.Duration `json:"-"`
+	// ResponseHeaders are the endpoint's response headers as the server
+	// kept them, by canonical name (Content-Type), each with its values
+	// joined by ", ": at most 20, each value cut to 256 bytes, 2 KiB in
+	// all, never Set-Cookie, Authorization, WWW-Authenticate nor another
+	// credential header. Nil when no response was read.
+	ResponseHeaders map[string]string `json:"response_headers,omitempty"`
 }
 
 // attemptJSON is Attempt as the server writes it.
@@ -430,8 +436,12 @@ type DeliveryFilter struct {
 	State    State
 	Type     string // event type
 	Endpoint string // endpoint ID
-	Since    time.Time
-	Until    time.Time
+	// Status selects by what the last attempt got: the class of its
+	// HTTP status, or StatusNone. A delivery never attempted is in no
+	// class.
+	Status StatusClass
+	Since  time.Time
+	Until  time.Time
 	// Limit is the page size asked of the server (1–1000); 0: the
 	// server's default (100). The iterator pages on regardless.
 	Limit int
@@ -439,6 +449,20 @@ type DeliveryFilter struct {
 	// the start.
 	Cursor string
 }
+
+// StatusClass is a class of the HTTP status of a delivery's last attempt
+// (its LastStatus), for DeliveryFilter.Status.
+type StatusClass string
+
+const (
+	Status2xx StatusClass = "2xx"
+	Status3xx StatusClass = "3xx"
+	Status4xx StatusClass = "4xx"
+	Status5xx StatusClass = "5xx"
+	// StatusNone: the last attempt got no response (a timeout, a
+	// connection or TLS error, or no request was made).
+	StatusNone StatusClass = "none"
+)
 
 // ListOptions page a listing that takes no filter.
 type ListOptions struct {
