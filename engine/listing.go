@@ -21,6 +21,8 @@ type DeliveryFilter struct {
 	Until      time.Time   // created before; zero: no bound
 	Limit      int         // page size
 	Cursor     string      // from a previous page; "": the newest
+
+	Channel string // one of its event's channels; "": any
 }
 
 // StatusClass selects deliveries by what their last attempt got: the
@@ -70,7 +72,7 @@ func (c StatusClass) Matches(d Delivery) bool {
 }
 
 // Matches reports whether d passes f's state, type, endpoint, status
-// class and time bounds.
+// class, time bounds and channel.
 func (f DeliveryFilter) Matches(d Delivery) bool {
 	state := f.State
 	if state == StateDelivering {
@@ -81,7 +83,8 @@ func (f DeliveryFilter) Matches(d Delivery) bool {
 		(f.EndpointID == "" || d.EndpointID == f.EndpointID) &&
 		f.Status.Matches(d) &&
 		(f.Since.IsZero() || !d.Created.Before(f.Since)) &&
-		(f.Until.IsZero() || d.Created.Before(f.Until))
+		(f.Until.IsZero() || d.Created.Before(f.Until)) &&
+		(f.Channel == "" || slices.Contains(d.Channels, f.Channel))
 }
 
 // EventFilter selects a tenant's events for the reconciliation feed.
@@ -90,6 +93,15 @@ type EventFilter struct {
 	Type  string    // "": any
 	Since time.Time // created at or after; zero: no bound
 	Limit int
+
+	Channel string // one of its channels; "": any
+}
+
+// Matches reports whether ev passes f's type, time bound and channel.
+func (f EventFilter) Matches(ev Event) bool {
+	return (f.Type == "" || ev.Type == f.Type) &&
+		(f.Since.IsZero() || !ev.Created.Before(f.Since)) &&
+		(f.Channel == "" || slices.Contains(ev.Channels, f.Channel))
 }
 
 // EventDeliveries is an event with its deliveries.
@@ -118,6 +130,11 @@ func (s *Service) ListDeliveries(ctx context.Context, tenant string, f DeliveryF
 	// deliveries of a type removed from it since stay listable.
 	if f.Type != "" {
 		if err := ValidateEventType("type", f.Type); err != nil {
+			return nil, "", err
+		}
+	}
+	if f.Channel != "" {
+		if err := ValidateChannel("channel", f.Channel); err != nil {
 			return nil, "", err
 		}
 	}
@@ -204,6 +221,11 @@ func (s *Service) ListEvents(ctx context.Context, tenant string, f EventFilter) 
 	}
 	if f.Type != "" {
 		if err := ValidateEventType("type", f.Type); err != nil {
+			return nil, "", err
+		}
+	}
+	if f.Channel != "" {
+		if err := ValidateChannel("channel", f.Channel); err != nil {
 			return nil, "", err
 		}
 	}

@@ -190,6 +190,11 @@ type EndpointInput struct {
 	// none and skip.
 	Ordering Ordering `json:"ordering"`
 	OnDead   OnDead   `json:"on_dead"`
+
+	// Channels, optional, filters the events the endpoint receives by
+	// their channels (Endpoint.Channels, ValidateChannels); absent or
+	// []: every event.
+	Channels []string `json:"channels"`
 }
 
 // EndpointPatch is the body of PATCH .../endpoints/{id}; nil fields are left
@@ -212,6 +217,10 @@ type EndpointPatch struct {
 	// By is who asks ("admin", "token tok_…"), recorded on the replays of
 	// held deliveries; not read from JSON. "": "admin".
 	By string `json:"-"`
+
+	// Channels replaces the endpoint's channel filter ([]: none, every
+	// event), for the events ingested after the change.
+	Channels *[]string `json:"channels"`
 }
 
 // CreateEndpoint stores a new endpoint and returns it with its signing
@@ -236,6 +245,9 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 	if err := ValidateOnDead(in.OnDead); err != nil {
 		return Endpoint{}, "", err
 	}
+	if err := ValidateChannels("channels", in.Channels); err != nil {
+		return Endpoint{}, "", err
+	}
 	types, err := s.checkSubscriptions(ctx, in.EventTypes)
 	if err != nil {
 		return Endpoint{}, "", err
@@ -249,6 +261,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 		VerificationRequired: s.opts.RequireEndpointVerification,
 		Secrets:              []Secret{{Key: secret}},
 	}
+	ep.Channels = channelsOf(in.Channels)
 	if err := s.store.CreateEndpoint(ctx, ep, s.endpointLimit(tenant)); err != nil {
 		if ErrorCode(err) == CodeLimitReached {
 			return Endpoint{}, "", Errorf(CodeLimitReached, "", "tenant %s has %d endpoints, the most it may have ([limits] endpoints_per_tenant = %d): delete one first, or ask the operator to raise the limit",
@@ -344,6 +357,11 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 			return Endpoint{}, err
 		}
 	}
+	if p.Channels != nil {
+		if err := ValidateChannels("channels", *p.Channels); err != nil {
+			return Endpoint{}, err
+		}
+	}
 	var types []string
 	if p.EventTypes != nil {
 		var err error
@@ -370,6 +388,9 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 		}
 		if p.OnDead != nil {
 			ep.OnDead = *p.OnDead
+		}
+		if p.Channels != nil {
+			ep.Channels = channelsOf(*p.Channels)
 		}
 		ep.Updated = now
 		return nil
@@ -428,8 +449,13 @@ type IngestInput struct {
 	// Events of one tenant with the same key are in sequence order, and
 	// an endpoint that asks for ordering gets them in that order. It is
 	// in the envelope as "ordering_key".
-	OrderingKey    string `json:"ordering_key"`
-	IdempotencyKey string `json:"-"`
+	OrderingKey string `json:"ordering_key"`
+	// Channels, optional, are the channels the event is sent on: an
+	// endpoint with a channel filter receives it only when one of them
+	// is in its filter (Endpoint.ListensTo). At most MaxChannels
+	// distinct names (ValidateChannels). Not in the envelope.
+	Channels       []string `json:"channels"`
+	IdempotencyKey string   `json:"-"`
 	// Test marks a test event (Event.Test); SendTestEvent sets it, no
 	// request can.
 	Test bool `json:"-"`
@@ -644,7 +670,8 @@ type IngestOptions struct {
 
 // PrepareEvent turns an ingest request of tenant into the NewEvent a
 // Store appends: it validates in (CodeInvalidField or CodeInvalidJSON
-// naming type, api_version, data, ordering_key or Idempotency-Key; data
+// naming type, api_version, data, ordering_key, channels (or
+// channels[i]) or Idempotency-Key; data
 // must be I-JSON, see scanData), compacts the data,
 // builds the envelope every endpoint receives, and sets the event's ID,
 // its created time (opts.Now, in UTC, truncated to milliseconds), the
@@ -710,10 +737,25 @@ func PrepareEvent(tenant string, in IngestInput, opts IngestOptions) (NewEvent, 
 		// as it did before keys existed.
 		hashed = append(append(hashed, 0), in.OrderingKey...)
 	}
+	if err := ValidateChannels("channels", in.Channels); err != nil {
+		return NewEvent{}, err
+	}
+	channels := channelsOf(in.Channels)
+	if channels != nil {
+		// Only when there are some, as the ordering key. A retry with
+		// other channels is a conflict, as one with other data: they
+		// decide who receives the event. In any order: they are a set.
+		// \x01 starts them, which neither data (JSON) nor an ordering
+		// key (identifier text) holds.
+		hashed = append(hashed, 1)
+		for _, ch := range slices.Sorted(slices.Values(channels)) {
+			hashed = append(append(hashed, ch...), 0)
+		}
+	}
 
 	now := opts.Now().UTC()
 	created := now.Truncate(time.Millisecond)
-	ev := Event{ID: NewID("evt"), TenantID: tenant, Type: in.Type, Created: created, APIVersion: in.APIVersion, OrderingKey: in.OrderingKey, Test: in.Test}
+	ev := Event{ID: NewID("evt"), TenantID: tenant, Type: in.Type, Created: created, APIVersion: in.APIVersion, OrderingKey: in.OrderingKey, Test: in.Test, Channels: channels}
 	ev.Body = encodeEnvelope(ev, data)
 	return NewEvent{
 		Event:              ev,
@@ -722,6 +764,15 @@ func PrepareEvent(tenant string, in IngestInput, opts IngestOptions) (NewEvent, 
 		IdempotencyExpires: now.Add(opts.IdempotencyWindow),
 		Deliveries:         func(stored Event, eps []Endpoint) []Delivery { return NewDeliveries(stored, eps, NewID) },
 	}, nil
+}
+
+// channelsOf returns a copy of chs, or nil when it is empty: how an event
+// or an endpoint keeps its channels (none is nil).
+func channelsOf(chs []string) []string {
+	if len(chs) == 0 {
+		return nil
+	}
+	return slices.Clone(chs)
 }
 
 // Ready reports whether the service takes work: nil, or why not (the

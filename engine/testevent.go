@@ -21,7 +21,8 @@ type TestEventInput struct {
 // type's example ({} when it has none), ingested and delivered through
 // the normal path (stored, numbered, signed, retried, dead-lettered)
 // but to that endpoint only, and marked Test on the event and its
-// delivery. The receiver gets an ordinary envelope: nothing in the
+// delivery. It is on no channel and reaches the endpoint whatever its
+// channel filter. The receiver gets an ordinary envelope: nothing in the
 // request says "test", so its real code path is what the test shows;
 // a catalogue's examples should name things that do not exist.
 //
@@ -58,6 +59,11 @@ func (s *Service) SendTestEvent(ctx context.Context, tenant, endpointID string, 
 	}
 	ne.Deliveries = func(stored Event, eps []Endpoint) []Delivery {
 		only := slices.DeleteFunc(slices.Clone(eps), func(e Endpoint) bool { return e.ID != ep.ID })
+		for i := range only {
+			// A test event is on no channel, and goes to its endpoint
+			// whatever the endpoint's channels (as Svix's manual sends do).
+			only[i].Channels = nil
+		}
 		return NewDeliveries(stored, only, NewID)
 	}
 	return s.appendEvent(ctx, tenant, ne, func() error {

@@ -34,7 +34,8 @@ const (
 
 // NewDeliveries returns the deliveries that event ev (as stored, with its
 // Sequence) creates among eps, its tenant's endpoints: one per endpoint
-// that subscribes to ev's type, in ID order, each in cycle 1 from
+// that subscribes to ev's type and listens to one of its channels
+// (Endpoint.ListensTo: any endpoint without a channel filter), in ID order, each in cycle 1 from
 // ev.Created, with ev's Sequence and its line at the endpoint (LineOf;
 // the store settles it in the line, SettleLine). A delivery to an enabled
 // endpoint is Pending, due at ev.Created; to a disabled one it is Paused
@@ -43,12 +44,12 @@ const (
 func NewDeliveries(ev Event, eps []Endpoint, newID func(prefix string) string) []Delivery {
 	ds := make([]Delivery, 0, len(eps))
 	for _, ep := range eps {
-		if !ep.Subscribes(ev.Type) {
+		if !ep.Subscribes(ev.Type) || !ep.ListensTo(ev.Channels) {
 			continue
 		}
 		d := Delivery{
 			ID: newID("dlv"), TenantID: ev.TenantID, EventID: ev.ID, EventType: ev.Type,
-			EndpointID: ep.ID, State: StatePending, Sequence: ev.Sequence, Line: LineOf(ev, ep), Test: ev.Test,
+			EndpointID: ep.ID, State: StatePending, Sequence: ev.Sequence, Line: LineOf(ev, ep), Test: ev.Test, Channels: ev.Channels,
 			Cycle: 1, CycleStart: ev.Created, NextAttemptAt: ev.Created,
 			Created: ev.Created, Updated: ev.Created,
 			Attempts: []Attempt{}, Replays: []Replay{},

@@ -74,6 +74,13 @@ type Endpoint struct {
 	// dies.
 	OnDead OnDead `json:"on_dead"`
 
+	// Channels, when not empty, filters the events it receives beside
+	// their type: only events on at least one of these channels
+	// (ListensTo). Nil (the API's absent or []): every event, with
+	// channels or without. A change applies to the events ingested
+	// after it.
+	Channels []string `json:"channels,omitempty"`
+
 	// Secrets are the signing keys, current first. A key with a non-zero
 	// Expires is an old key kept for a rotation grace window. Secrets are
 	// never serialised to JSON: the API shows a secret when it is made
@@ -102,6 +109,24 @@ type Secret struct {
 // Subscribes reports whether ep receives events of type typ.
 func (ep *Endpoint) Subscribes(typ string) bool {
 	return slices.Contains(ep.EventTypes, AllEventTypes) || slices.Contains(ep.EventTypes, typ)
+}
+
+// ListensTo reports whether ep receives an event on channels: ep has no
+// channel filter, or one of channels is in it. An event on no channel
+// goes only to the endpoints without a filter. This is Svix's rule
+// (svix-webhooks, server/svix-server/src/core/message_app.rs,
+// filtered_endpoints), so that endpoints and events moved from Svix
+// are matched as they were there.
+func (ep *Endpoint) ListensTo(channels []string) bool {
+	if len(ep.Channels) == 0 {
+		return true
+	}
+	for _, ch := range channels {
+		if slices.Contains(ep.Channels, ch) {
+			return true
+		}
+	}
+	return false
 }
 
 // SigningKeys returns the keys to sign with at now: the current key and any
@@ -142,8 +167,15 @@ type Event struct {
 	// what it tests), the mark is in the API's answers, the
 	// reconciliation feed and the console, so a reconciler knows that
 	// the other endpoints were not meant to receive it.
-	Test bool            `json:"test,omitempty"`
-	Body json.RawMessage `json:"-"`
+	Test bool `json:"test,omitempty"`
+	// Channels are the channels the event was sent on, as ingest took
+	// them (IngestInput.Channels): which endpoints receive it beside its
+	// type (Endpoint.ListensTo). Nil when none. They are not in the
+	// envelope (Body): like Svix, which keeps a message's channels
+	// beside its payload, webhookd shows them in the API's answers and
+	// the console, and a receiver that needs them has its own.
+	Channels []string        `json:"channels,omitempty"`
+	Body     json.RawMessage `json:"-"`
 }
 
 // State is where a delivery is in its life. The stored states are Pending,
@@ -215,6 +247,10 @@ type Delivery struct {
 	// Test is its event's Test: the delivery of a test event
 	// (Service.SendTestEvent).
 	Test bool `json:"test,omitempty"`
+	// Channels are its event's Channels, copied when it is made (so a
+	// listing filters on them without reading the event); nil when the
+	// event has none. Read only: deliveries of one event may share them.
+	Channels []string `json:"channels,omitempty"`
 	// WaitingBehind is the ID of its line's head while it is Waiting,
 	// filled in by the store when it reads the delivery (the head
 	// changes without the waiting deliveries being rewritten); "" in any

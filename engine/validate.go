@@ -4,6 +4,8 @@ import (
 	"math"
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -22,6 +24,8 @@ const (
 	MaxOrderingKey    = 255
 	MaxEventTypesEach = 256      // subscriptions per endpoint
 	MaxExampleLen     = 16 << 10 // an event type's example data, compacted
+	MaxChannelLen     = 128      // one channel's name
+	MaxChannels       = 10       // channels of one event, and of one endpoint's filter
 )
 
 // ValidateTenantID reports a CodeInvalidField error unless id is 1-64 of
@@ -44,20 +48,61 @@ func ValidateEventType(field, name string) error {
 }
 
 // validTenantID reports whether id matches ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$.
-// (A loop rather than a regexp: every ingest checks its tenant.)
-func validTenantID(id string) bool {
-	if len(id) == 0 || len(id) > 64 {
+func validTenantID(id string) bool { return validName(id, 64, false) }
+
+// validChannel reports whether ch matches ^[A-Za-z0-9_.-]{1,128}$: the
+// tenant ID's characters, as Svix takes them in a channel (any of them
+// first, so that every Svix channel is one here).
+func validChannel(ch string) bool { return validName(ch, MaxChannelLen, true) }
+
+// validName reports whether s is 1 to max ASCII letters, digits, '_',
+// '.' and '-', the first a letter or digit unless punctFirst. (A loop
+// rather than a regexp: every ingest checks its tenant, and its
+// channels.)
+func validName(s string, max int, punctFirst bool) bool {
+	if len(s) == 0 || len(s) > max {
 		return false
 	}
-	for i := 0; i < len(id); i++ {
-		switch c := id[i]; {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		case (i > 0 || punctFirst) && (c == '_' || c == '.' || c == '-'):
 		default:
 			return false
 		}
 	}
 	return true
+}
+
+// ValidateChannels reports a CodeInvalidField error unless chs, the
+// channels of an event or of an endpoint's filter (field is
+// "channels"), are at most MaxChannels distinct names, each 1 to
+// MaxChannelLen ASCII letters, digits, '_', '.' and '-' (case counts:
+// "Project_1" is not "project_1"). An error about one channel names it
+// as field[i].
+func ValidateChannels(field string, chs []string) error {
+	if len(chs) > MaxChannels {
+		return Errorf(CodeInvalidField, field, "%s lists %d channels, at most %d", field, len(chs), MaxChannels)
+	}
+	for i, ch := range chs {
+		f := field + "[" + strconv.Itoa(i) + "]"
+		if !validChannel(ch) {
+			return Errorf(CodeInvalidField, f, "a channel is 1 to %d ASCII letters, digits, '_', '.' or '-', like project_123", MaxChannelLen)
+		}
+		if slices.Contains(chs[:i], ch) {
+			return Errorf(CodeInvalidField, f, "channel %q is listed twice", ch)
+		}
+	}
+	return nil
+}
+
+// ValidateChannel reports a CodeInvalidField error for field unless ch
+// is one channel name (ValidateChannels): a listing's filter.
+func ValidateChannel(field, ch string) error {
+	if !validChannel(ch) {
+		return Errorf(CodeInvalidField, field, "%s must be a channel: 1 to %d ASCII letters, digits, '_', '.' or '-'", field, MaxChannelLen)
+	}
+	return nil
 }
 
 // validEventType reports whether name matches
@@ -211,7 +256,8 @@ func badTextChar(field string, r rune, i int, kind TextKind) error {
 // CheckEvent reports the error ingest would give for ev, an event that
 // comes in already stored rather than through PrepareEvent (an import
 // of another store's events): its type must pass ValidateEventType, its
-// api_version and ordering_key ValidateText as identifier-like text, and
+// api_version and ordering_key ValidateText as identifier-like text, its
+// channels ValidateChannels, and
 // its body must be I-JSON, as ingest checks data (scanData; the body is
 // checked whole, so one level deeper than MaxDataDepth for the envelope
 // around data), naming "body". The codes are ingest's: CodeInvalidField
@@ -224,6 +270,9 @@ func CheckEvent(ev Event) error {
 		return err
 	}
 	if err := ValidateText("ordering_key", ev.OrderingKey, MaxOrderingKey, IdentifierText); err != nil {
+		return err
+	}
+	if err := ValidateChannels("channels", ev.Channels); err != nil {
 		return err
 	}
 	_, err := scanData(make([]byte, 0, len(ev.Body)), ev.Body, "body", MaxDataDepth+1)

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -20,6 +21,7 @@ import (
 //     tenant and place in the log, and every entry there names a stored
 //     delivery of that event;
 //   - every event decodes and event_ids maps its ID to its sequence;
+//   - a delivery has its event's channels;
 //   - a tenant's numbered events have Sequences that rise in log order,
 //     each at most the tenant's tenant_sequences value (retention and
 //     the purge delete events anywhere in the log: the Sequences of
@@ -91,8 +93,15 @@ func checkInvariants(tx *bolt.Tx) []error {
 				}
 				continue
 			}
-			if d, err := decodeDelivery(v); err == nil && d.EventID != ev.ID {
+			d, err := decodeDelivery(v)
+			switch {
+			case err != nil:
+			case d.EventID != ev.ID:
 				if !report("tenant_deliveries lists delivery %s under event %s, but it is of event %s", id, ev.ID, d.EventID) {
+					return errs
+				}
+			case !slices.Equal(d.Channels, ev.Channels):
+				if !report("delivery %s has channels %q, its event %s %q", id, d.Channels, ev.ID, ev.Channels) {
 					return errs
 				}
 			}

@@ -31,9 +31,54 @@ const (
 // Flags of an event or delivery record in formatV4 (events) or formatV5
 // (deliveries), a uvarint. A reader refuses a flag it does not know.
 const (
-	flagTest  = 1 << 0 // Event.Test, Delivery.Test
-	flagsKnow = flagTest
+	flagTest = 1 << 0 // Event.Test, Delivery.Test
+	// flagChannels: the record has channels (Event.Channels,
+	// Delivery.Channels), a count and that many strings right after
+	// the flags. A record without channels has no such field, and one
+	// with them is refused by a webhookd that predates them.
+	flagChannels = 1 << 1
+	flagsKnow    = flagTest | flagChannels
 )
+
+// recordFlags returns the flags of a record of an event or delivery
+// marked test and on channels.
+func recordFlags(test bool, channels []string) uint64 {
+	var f uint64
+	if test {
+		f |= flagTest
+	}
+	if len(channels) > 0 {
+		f |= flagChannels
+	}
+	return f
+}
+
+// appendChannels writes the channels field of a record with
+// flagChannels.
+func appendChannels(b []byte, channels []string) []byte {
+	b = appendCount(b, len(channels), false)
+	for _, ch := range channels {
+		b = appendString(b, ch)
+	}
+	return b
+}
+
+// channels reads the channels field appendChannels wrote: nil when
+// there are none, as an event without channels has.
+func (r *reader) channels() []string {
+	n := r.count(1)
+	if n <= 0 {
+		if r.err == nil {
+			r.fail() // flagChannels without a channel is never written
+		}
+		return nil
+	}
+	chs := make([]string, n)
+	for i := range chs {
+		chs[i] = r.string()
+	}
+	return chs
+}
 
 func init() {
 	// Schema 2 to 3: records already written stay in formatV1 and are read
@@ -117,6 +162,8 @@ type endpointRecord struct {
 
 	Ordering string `json:"ordering,omitempty"` // "": none (written before ordered lines)
 	OnDead   string `json:"on_dead,omitempty"`  // "": skip
+
+	Channels []string `json:"channels,omitempty"` // absent: no channel filter (and before channels)
 
 	SecretReveals []secretRevealRecord `json:"secret_reveals,omitempty"` // absent: never revealed (and before reveals)
 }
@@ -266,6 +313,7 @@ func encodeEndpoint(ep engine.Endpoint) ([]byte, error) {
 		DisabledReason: ep.DisabledReason, DisabledAt: utc(ep.DisabledAt),
 		FailingSince: utc(ep.FailingSince), LastFailure: ep.LastFailure, LastFailureAt: utc(ep.LastFailureAt),
 		Ordering: string(ep.Ordering), OnDead: string(ep.OnDead),
+		Channels: ep.Channels,
 	}
 	if ep.Secrets != nil {
 		r.Secrets = make([]secretRecord, len(ep.Secrets))
@@ -298,6 +346,9 @@ func decodeEndpoint(data []byte) (engine.Endpoint, error) {
 		FailingSince: r.FailingSince, LastFailure: r.LastFailure, LastFailureAt: r.LastFailureAt,
 		Ordering: engine.Ordering(r.Ordering), OnDead: engine.OnDead(r.OnDead),
 	}
+	if len(r.Channels) > 0 {
+		ep.Channels = r.Channels
+	}
 	if r.Secrets != nil {
 		ep.Secrets = make([]engine.Secret, len(r.Secrets))
 		for i, s := range r.Secrets {
@@ -321,6 +372,12 @@ const maxEventHeader = 1 << 16
 //	version(3) ‖ id ‖ tenant ‖ type ‖ created ‖ api version ‖
 //	sequence (uvarint) ‖ ordering key ‖ body
 //
+// or, for a test event or one on channels, as
+//
+//	version(4) ‖ … ‖ ordering key ‖ flags (uvarint) ‖ [channels] ‖ body
+//
+// with the channels (a count, then each a string) when flagChannels is
+// set;
 // in the binary format of binary.go, the body last and as is: it is what
 // gets signed and sent, byte for byte. Seq is not encoded: it is the
 // record's key. Records written before schema 4 are formatV2, the same
@@ -330,8 +387,13 @@ const maxEventHeader = 1 << 16
 //
 // and decodeEvent reads all three.
 func encodeEvent(ev engine.Event) ([]byte, error) {
-	b := make([]byte, 0, 41+len(ev.ID)+len(ev.TenantID)+len(ev.Type)+len(ev.APIVersion)+len(ev.OrderingKey)+len(ev.Body))
-	if ev.Test {
+	n := 41 + len(ev.ID) + len(ev.TenantID) + len(ev.Type) + len(ev.APIVersion) + len(ev.OrderingKey) + len(ev.Body)
+	for _, ch := range ev.Channels {
+		n += 2 + len(ch)
+	}
+	b := make([]byte, 0, n)
+	flags := recordFlags(ev.Test, ev.Channels)
+	if flags != 0 {
 		b = append(b, formatV4)
 	} else {
 		b = append(b, formatV3)
@@ -343,8 +405,11 @@ func encodeEvent(ev engine.Event) ([]byte, error) {
 	b = appendString(b, ev.APIVersion)
 	b = binary.AppendUvarint(b, ev.Sequence)
 	b = appendString(b, ev.OrderingKey)
-	if ev.Test {
-		b = binary.AppendUvarint(b, flagTest)
+	if flags != 0 {
+		b = binary.AppendUvarint(b, flags)
+	}
+	if flags&flagChannels != 0 {
+		b = appendChannels(b, ev.Channels)
 	}
 	return append(b, ev.Body...), nil
 }
@@ -384,6 +449,9 @@ func decodeEventHeader(data []byte) (engine.Event, []byte, error) {
 				return engine.Event{}, nil, fmt.Errorf("decode event: unknown flags %#x", flags)
 			}
 			ev.Test = flags&flagTest != 0
+			if flags&flagChannels != 0 {
+				ev.Channels = r.channels()
+			}
 		}
 		if r.err != nil {
 			return engine.Event{}, nil, fmt.Errorf("decode event: %w", r.err)
@@ -445,12 +513,13 @@ func eventBody(data []byte) ([]byte, error) {
 //	response ‖ outcome ‖ retry after) ‖ count ‖ replays (at ‖ by ‖ cycle) ‖
 //	sequence (uvarint) ‖ line ‖ count ‖ skips (at ‖ by ‖ cycle) ‖   formatV3 on
 //	previous sequence (uvarint) ‖                                  formatV4 on
-//	flags (uvarint) ‖                                              formatV5 on
+//	flags (uvarint) ‖ [channels] ‖                                 formatV5 on
 //	for each attempt: count ‖ response headers (name ‖ value)      formatV6
 //
-// A delivery with no sequence, line or skips is written in formatV2, as
-// before schema 5; one whose attempts kept no response header in at most
-// formatV5. WaitingBehind is not encoded: a read fills it in
+// with, in formatV5 on, the channels (a count, then each a string) when
+// the flags have flagChannels. A delivery with no sequence, line or
+// skips is written in formatV2, as before schema 5; one whose attempts
+// kept no response header in at most formatV5. WaitingBehind is not encoded: a read fills it in
 // (getDelivery). Records written before schema 3 are JSON (formatV1);
 // decodeDelivery reads them all.
 func encodeDelivery(d engine.Delivery) ([]byte, error) {
@@ -467,13 +536,17 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 		n += 16 + len(rp.By)
 	}
 	n += 22 + len(d.Line)
+	for _, ch := range d.Channels {
+		n += 2 + len(ch)
+	}
 	for _, sk := range d.Skips {
 		n += 16 + len(sk.By)
 	}
 	if v6 {
 		n += len(d.Attempts) + 1
 	}
-	v5 := v6 || d.Test
+	flags := recordFlags(d.Test, d.Channels)
+	v5 := v6 || flags != 0
 	v4 := v5 || d.PreviousSequence != 0
 	v3 := v4 || d.Sequence != 0 || d.Line != "" || d.Skips != nil
 	b := make([]byte, 0, n)
@@ -534,11 +607,10 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 		b = binary.AppendUvarint(b, d.PreviousSequence)
 	}
 	if v5 {
-		var flags uint64
-		if d.Test {
-			flags |= flagTest
-		}
 		b = binary.AppendUvarint(b, flags)
+	}
+	if flags&flagChannels != 0 {
+		b = appendChannels(b, d.Channels)
 	}
 	if v6 {
 		for _, a := range d.Attempts {
@@ -637,6 +709,9 @@ func decodeDeliveryV2(data []byte, format byte) (engine.Delivery, error) {
 			return engine.Delivery{}, fmt.Errorf("decode delivery: unknown flags %#x", flags)
 		}
 		d.Test = flags&flagTest != 0
+		if flags&flagChannels != 0 {
+			d.Channels = r.channels()
+		}
 	}
 	if format >= formatV6 {
 		for i := range d.Attempts {

@@ -50,7 +50,16 @@ var (
 		d.Attempts[2].ResponseHeaders = []engine.Header{}
 		return d
 	}()
-	sampleIdempotency = idempotencyRecord{EventID: sampleEvent.ID, RequestHash: [32]byte{1, 2, 3, 31: 0xff}, Expires: t0.Add(24 * time.Hour)}
+	// sampleChannels are the channels of the samples of an event on
+	// channels, its delivery and an endpoint that filters on them.
+	sampleChannels         = []string{"project_123", "Org-7.eu"}
+	sampleEventChannels    = func() engine.Event { ev := sampleEvent; ev.Channels = sampleChannels; return ev }()
+	sampleDeliveryChannels = func() engine.Delivery { d := sampleDelivery; d.Channels = sampleChannels; return d }()
+	sampleEndpointChannels = func() engine.Endpoint { ep := sampleEndpoint; ep.Channels = sampleChannels; return ep }()
+	sampleIdempotency      = idempotencyRecord{EventID: sampleEvent.ID, RequestHash: [32]byte{1, 2, 3, 31: 0xff}, Expires: t0.Add(24 * time.Hour)}
+	// sampleDeliveryBoth is on channels with response headers: the
+	// channels after the flags, then the headers (formatV6).
+	sampleDeliveryBoth = func() engine.Delivery { d := sampleDeliveryHeaders; d.Channels = sampleChannels; return d }()
 )
 
 // encodeEventV2 encodes ev as a webhookd of schema 3 wrote it
@@ -112,6 +121,18 @@ func TestEncoding_roundTrip(t *testing.T) {
 			func(b []byte) (any, error) { return decodeDelivery(b) }},
 		{"delivery with response headers", formatV6, false, sampleDeliveryHeaders,
 			func() ([]byte, error) { return encodeDelivery(sampleDeliveryHeaders) },
+			func(b []byte) (any, error) { return decodeDelivery(b) }},
+		{"event on channels", formatV4, true, sampleEventChannels,
+			func() ([]byte, error) { return encodeEvent(sampleEventChannels) },
+			func(b []byte) (any, error) { return decodeEvent(b) }},
+		{"delivery on channels", formatV5, false, sampleDeliveryChannels,
+			func() ([]byte, error) { return encodeDelivery(sampleDeliveryChannels) },
+			func(b []byte) (any, error) { return decodeDelivery(b) }},
+		{"endpoint with channels", formatV1, false, sampleEndpointChannels,
+			func() ([]byte, error) { return encodeEndpoint(sampleEndpointChannels) },
+			func(b []byte) (any, error) { return decodeEndpoint(b) }},
+		{"delivery on channels with response headers", formatV6, false, sampleDeliveryBoth,
+			func() ([]byte, error) { return encodeDelivery(sampleDeliveryBoth) },
 			func(b []byte) (any, error) { return decodeDelivery(b) }},
 		{"idempotency", formatV1, false, sampleIdempotency,
 			func() ([]byte, error) { return encodeIdempotency(sampleIdempotency), nil },
@@ -281,11 +302,11 @@ func FuzzDecodeEventType(f *testing.F) {
 }
 
 func FuzzDecodeEndpoint(f *testing.F) {
-	fuzzRecord(f, seed(sampleEndpoint, encodeEndpoint), decodeEndpoint, encodeEndpoint)
+	fuzzRecord(f, append(seed(sampleEndpoint, encodeEndpoint), seed(sampleEndpointChannels, encodeEndpoint)...), decodeEndpoint, encodeEndpoint)
 }
 
 func FuzzDecodeEvent(f *testing.F) {
-	fuzzRecord(f, seed(sampleEvent, encodeEvent), decodeEvent, encodeEvent)
+	fuzzRecord(f, append(seed(sampleEvent, encodeEvent), seed(sampleEventChannels, encodeEvent)...), decodeEvent, encodeEvent)
 }
 
 func FuzzDecodeDelivery(f *testing.F) {
@@ -294,6 +315,8 @@ func FuzzDecodeDelivery(f *testing.F) {
 	pending.State, pending.DeadAt, pending.Attempts, pending.Replays = engine.StatePending, time.Time{}, []engine.Attempt{}, nil
 	seeds = append(seeds, seed(pending, encodeDelivery)...)
 	seeds = append(seeds, seed(sampleDeliveryHeaders, encodeDelivery)...)
+	seeds = append(seeds, seed(sampleDeliveryChannels, encodeDelivery)...)
+	seeds = append(seeds, seed(sampleDeliveryBoth, encodeDelivery)...)
 	fuzzRecord(f, seeds, decodeDelivery, encodeDelivery)
 }
 
@@ -475,9 +498,9 @@ func TestDecode_unknownFlags(t *testing.T) {
 		t.Fatalf("decodeEvent of a test event: %+v, %v", got, err)
 	}
 	i := len(v) - len(ev.Body) - 1 // the flags, one byte
-	v[i] = 2
+	v[i] = 4
 	if _, err := decodeEvent(v); err == nil || !strings.Contains(err.Error(), "unknown flags") {
-		t.Errorf("decodeEvent with flag 2: %v", err)
+		t.Errorf("decodeEvent with flag 4: %v", err)
 	}
 	d := engine.Delivery{ID: "dlv_1", TenantID: "acme", State: engine.StatePending, Test: true}
 	if v, err = encodeDelivery(d); err != nil {
@@ -486,8 +509,8 @@ func TestDecode_unknownFlags(t *testing.T) {
 	if got, err := decodeDelivery(v); err != nil || !got.Test {
 		t.Fatalf("decodeDelivery of a test delivery: %+v, %v", got, err)
 	}
-	v[len(v)-1] = 3
+	v[len(v)-1] = 5
 	if _, err := decodeDelivery(v); err == nil || !strings.Contains(err.Error(), "unknown flags") {
-		t.Errorf("decodeDelivery with flags 3: %v", err)
+		t.Errorf("decodeDelivery with flags 5: %v", err)
 	}
 }

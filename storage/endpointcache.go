@@ -37,6 +37,7 @@ func (c *endpointCache) get(key, raw []byte) (engine.Endpoint, bool) {
 	ep, ok := c.peek(key, raw)
 	if ok {
 		ep.EventTypes = slices.Clone(ep.EventTypes)
+		ep.Channels = slices.Clone(ep.Channels)
 		ep.Secrets = slices.Clone(ep.Secrets)
 		ep.SecretReveals = slices.Clone(ep.SecretReveals)
 	}
@@ -44,7 +45,7 @@ func (c *endpointCache) get(key, raw []byte) (engine.Endpoint, bool) {
 }
 
 // peek is get for a caller that only reads the endpoint: its EventTypes,
-// Secrets and SecretReveals are the cache's, not copies, and must not be
+// Channels, Secrets and SecretReveals are the cache's, not copies, and must not be
 // changed.
 func (c *endpointCache) peek(key, raw []byte) (engine.Endpoint, bool) {
 	c.mu.Lock()
@@ -60,6 +61,7 @@ func (c *endpointCache) peek(key, raw []byte) (engine.Endpoint, bool) {
 // must not be bbolt's memory: it is kept.
 func (c *endpointCache) put(key, raw []byte, ep engine.Endpoint) {
 	ep.EventTypes = slices.Clone(ep.EventTypes)
+	ep.Channels = slices.Clone(ep.Channels)
 	ep.Secrets = slices.Clone(ep.Secrets)
 	ep.SecretReveals = slices.Clone(ep.SecretReveals)
 	c.mu.Lock()

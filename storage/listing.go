@@ -126,8 +126,8 @@ func seekAtOrBefore(c *bolt.Cursor, key []byte) []byte {
 }
 
 // ListEvents lists tenant's events in log order after f.After (a cursor
-// from a previous page; "" from the start), of f.Type when set, created at
-// or after f.Since when set, at most f.Limit. It returns the cursor to
+// from a previous page; "" from the start) that f matches
+// (engine.EventFilter.Matches), at most f.Limit. It returns the cursor to
 // pass as After for the next page, empty when no event after the page
 // matches (or, as ListDeliveries, where a page of maxListScan entries
 // stopped reading). The cursor is a place in the log, as a decimal
@@ -155,7 +155,7 @@ func (db *DB) ListEvents(ctx context.Context, tenant string, f engine.EventFilte
 			// A next page starts at seq when the scan bound is reached, or
 			// when the page is full and one more matches: unfiltered,
 			// every event does.
-			if scanned == maxListScan || len(out) == f.Limit && f.Type == "" && f.Since.IsZero() {
+			if scanned == maxListScan || len(out) == f.Limit && f.Type == "" && f.Since.IsZero() && f.Channel == "" {
 				next = strconv.FormatUint(seq-1, 10)
 				return nil
 			}
@@ -169,7 +169,7 @@ func (db *DB) ListEvents(ctx context.Context, tenant string, f engine.EventFilte
 				return fmt.Errorf("event %d: %w", seq, err)
 			}
 			ev.Seq = seq
-			if f.Type != "" && ev.Type != f.Type || !f.Since.IsZero() && ev.Created.Before(f.Since) {
+			if !f.Matches(ev) {
 				continue
 			}
 			if len(out) == f.Limit {

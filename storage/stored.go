@@ -44,7 +44,17 @@ func storedDelivery(d engine.Delivery) (engine.Delivery, error) {
 	if d.State != engine.StateWaiting {
 		d.WaitingBehind = "" // getDelivery fills it in for a waiting one only
 	}
+	d.Channels = storedChannels(d.Channels)
 	return d, nil
+}
+
+// storedChannels returns channels as a record's decoder reads them back:
+// a copy, nil when there are none.
+func storedChannels(channels []string) []string {
+	if len(channels) == 0 {
+		return nil
+	}
+	return slices.Clone(channels)
 }
 
 // storedEvent returns ev as decodeEvent reads it back from v, its encoding
@@ -57,6 +67,6 @@ func storedEvent(ev engine.Event, v []byte) (engine.Event, error) {
 	body := slices.Clone(v[len(v)-len(ev.Body):])
 	return engine.Event{
 		ID: ev.ID, TenantID: ev.TenantID, Type: ev.Type, Created: utc(ev.Created), APIVersion: ev.APIVersion,
-		Sequence: ev.Sequence, OrderingKey: ev.OrderingKey, Test: ev.Test, Body: body,
+		Sequence: ev.Sequence, OrderingKey: ev.OrderingKey, Test: ev.Test, Channels: storedChannels(ev.Channels), Body: body,
 	}, nil
 }

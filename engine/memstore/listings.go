@@ -131,8 +131,8 @@ func (s *Store) ListDeliveries(ctx context.Context, tenant string, f engine.Deli
 
 // ListEvents lists tenant's events in log order after f.After (the
 // decimal place in the log a previous page returned; "" from the start;
-// CodeInvalidField "after" for anything else), of f.Type and created at
-// or after f.Since when set, at most f.Limit (at least 1, else
+// CodeInvalidField "after" for anything else) that f matches
+// (EventFilter.Matches), at most f.Limit (at least 1, else
 // CodeInvalidField "limit"). It returns the cursor of the next page,
 // empty when no event after the page matches.
 func (s *Store) ListEvents(ctx context.Context, tenant string, f engine.EventFilter) ([]engine.Event, string, error) {
@@ -155,7 +155,7 @@ func (s *Store) ListEvents(ctx context.Context, tenant string, f engine.EventFil
 	out := []engine.Event{}
 	for ; i < len(log); i++ {
 		ev := log[i].ev
-		if f.Type != "" && ev.Type != f.Type || ev.Created.Before(f.Since) {
+		if !f.Matches(ev) {
 			continue
 		}
 		if len(out) == f.Limit { // one more matches: the next page starts at it

@@ -132,6 +132,7 @@ func copyEventType(et engine.EventType) engine.EventType {
 
 func copyEndpoint(ep engine.Endpoint) engine.Endpoint {
 	ep.EventTypes = slices.Clone(ep.EventTypes)
+	ep.Channels = slices.Clone(ep.Channels)
 	ep.Secrets = slices.Clone(ep.Secrets)
 	for i := range ep.Secrets {
 		ep.Secrets[i].Expires = utc(ep.Secrets[i].Expires)
@@ -147,6 +148,7 @@ func copyEndpoint(ep engine.Endpoint) engine.Endpoint {
 
 func copyEvent(ev engine.Event) engine.Event {
 	ev.Created = utc(ev.Created)
+	ev.Channels = slices.Clone(ev.Channels)
 	ev.Body = append([]byte{}, ev.Body...)
 	return ev
 }
@@ -154,6 +156,7 @@ func copyEvent(ev engine.Event) engine.Event {
 func copyDelivery(d engine.Delivery) engine.Delivery {
 	d.CycleStart, d.NextAttemptAt, d.DeadAt = utc(d.CycleStart), utc(d.NextAttemptAt), utc(d.DeadAt)
 	d.Created, d.Updated = utc(d.Created), utc(d.Updated)
+	d.Channels = slices.Clone(d.Channels)
 	d.Attempts = slices.Clone(d.Attempts)
 	for i := range d.Attempts {
 		d.Attempts[i].Start = utc(d.Attempts[i].Start)

@@ -92,6 +92,7 @@ func Run(t *testing.T, h Harness) {
 		{"Lines", lineTests},
 		{"PreviousSequence", previousTests},
 		{"TestEvents", testEventTests},
+		{"Channels", channelTests},
 		{"Maintenance", maintenanceTests},
 		{"Held", heldTests},
 		{"Backend", backendTests},
