@@ -39,7 +39,8 @@ type source struct {
 
 // writeSource makes a bbolt file at path through the bbolt store, with
 // secrets sealed with key: tenants, a deleted tenant not yet purged,
-// endpoints, events with deliveries in every state (pending, with and
+// endpoints (one filtering on channels), events (some on channels) with
+// deliveries in every state (pending, with and
 // without attempts; succeeded; dead with attempts and a replay; paused),
 // access tokens (one revoked) and Idempotency-Keys.
 func writeSource(t *testing.T, path string, key []byte) source {
@@ -71,6 +72,9 @@ func writeSource(t *testing.T, path string, key []byte) source {
 			Secrets:       []engine.Secret{{Key: engine.NewSecret()}, {Key: engine.NewSecret(), Expires: migrateT0.Add(time.Hour)}},
 			SecretReveals: []engine.SecretReveal{{At: migrateT0.Add(time.Duration(i) * time.Minute), By: "admin"}},
 		}
+		if i == 1 {
+			ep.Channels = []string{"project_1", "b"} // receives the events on either
+		}
 		must(db.CreateEndpoint(ctx, ep, 0))
 	}
 	var ingests []engine.NewEvent
@@ -84,6 +88,9 @@ func writeSource(t *testing.T, path string, key []byte) source {
 			APIVersion: "2030-01-01", Body: []byte(fmt.Sprintf("{\"n\": %d,\n \"raw\":\"\\u00e9\"}\n", i)),
 		}}
 		in.Event.OrderingKey = "order-1" // each delivery names the previous one at its endpoint
+		if i%4 == 0 {
+			in.Event.Channels = []string{"project_1"} // to both of acme's endpoints
+		}
 		if i%3 == 0 {
 			in.IdempotencyKey = fmt.Sprintf("key-%d", i)
 			in.RequestHash = sha256.Sum256([]byte(in.IdempotencyKey))

@@ -142,6 +142,10 @@ type endpointDoc struct {
 	// first; absent when there is none (every document written before
 	// reveals).
 	SecretReveals []secretRevealDoc `json:"secret_reveals,omitempty"`
+
+	// Channels is the channel filter; absent when there is none (and in
+	// every document written before channels).
+	Channels []string `json:"channels,omitempty"`
 }
 
 // secretRevealDoc is one engine.SecretReveal: who was shown the
@@ -168,6 +172,7 @@ func encodeEndpoint(ep engine.Endpoint) ([]byte, error) {
 		Created: ep.Created, Updated: ep.Updated,
 		VerificationRequired: ep.VerificationRequired, Verified: ep.Verified,
 		Ordering: string(ep.Ordering), OnDead: string(ep.OnDead),
+		Channels: ep.Channels,
 	}
 	if ep.Ordering == engine.OrderingNone {
 		r.Ordering = orderingNone
@@ -210,6 +215,9 @@ func decodeEndpoint(doc []byte) (engine.Endpoint, error) {
 	}
 	if r.OnDead == onDeadSkip {
 		ep.OnDead = engine.OnDeadSkip
+	}
+	if len(r.Channels) > 0 {
+		ep.Channels = r.Channels
 	}
 	if len(r.SecretReveals) > 0 {
 		ep.SecretReveals = make([]engine.SecretReveal, len(r.SecretReveals))
@@ -322,6 +330,10 @@ type deliveryDoc struct {
 	Attempts []attemptDoc `json:"attempts"` // null: none (as made); [] too
 	Replays  []replayDoc  `json:"replays"`
 	Skips    []skipDoc    `json:"skips,omitempty"`
+
+	// Channels are its event's; absent when it has none (and in every
+	// document written before channels).
+	Channels []string `json:"channels,omitempty"`
 }
 
 type attemptDoc struct {
@@ -359,6 +371,7 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 		Sequence: d.Sequence, Line: d.Line, PreviousSequence: d.PreviousSequence, Test: d.Test,
 		Cycle: d.Cycle, CycleStart: d.CycleStart, CycleAttempts: d.CycleAttempts, NextAttemptAt: d.NextAttemptAt,
 		LastStatus: d.LastStatus, Reason: d.Reason, DeadAt: d.DeadAt, Created: d.Created, Updated: d.Updated,
+		Channels: d.Channels,
 	}
 	if d.Attempts != nil {
 		r.Attempts = make([]attemptDoc, len(d.Attempts))
@@ -439,6 +452,9 @@ func decodeDelivery(doc []byte) (engine.Delivery, error) {
 		for i, s := range r.Skips {
 			d.Skips[i] = engine.Skip{At: s.At, By: s.By, Cycle: s.Cycle}
 		}
+	}
+	if len(r.Channels) > 0 {
+		d.Channels = r.Channels
 	}
 	return d, nil
 }

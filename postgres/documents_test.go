@@ -62,6 +62,14 @@ var (
 		ep.SecretReveals = []engine.SecretReveal{{At: goldenT1, By: "admin"}, {At: goldenT2, By: "token tok_01JH0000000000000000000003"}}
 		return ep
 	}()
+	// goldenEndpointChannels is goldenEndpointNew with a channel filter
+	// (added in a later release: the older documents have no
+	// "channels").
+	goldenEndpointChannels = func() engine.Endpoint {
+		ep := goldenEndpointNew
+		ep.ID, ep.Channels = "ep_01JH0000000000000000000009", []string{"project_123", "Org-7.eu"}
+		return ep
+	}()
 	// goldenEndpointNew is an endpoint as created: no health, the
 	// default ordering and on_dead.
 	goldenEndpointNew = engine.Endpoint{
@@ -128,6 +136,13 @@ var (
 		EventType: "order.shipped", EndpointID: "ep_01JH0000000000000000000002", State: engine.StatePending,
 		Cycle: 1, CycleStart: goldenT0, NextAttemptAt: goldenT0, Created: goldenT0, Updated: goldenT0,
 	}
+	// goldenDeliveryChannels is goldenDeliveryPending's kind of delivery
+	// of an event on channels.
+	goldenDeliveryChannels = func() engine.Delivery {
+		d := goldenDeliveryPending
+		d.ID, d.EventID, d.Channels = "dlv_01JH000000000000000000000A", "evt_01JH000000000000000000000B", []string{"project_123", "Org-7.eu"}
+		return d
+	}()
 	// goldenSequence is the Sequence the one-round-trip ingest puts in
 	// front of goldenDeliveryPending's document (insertDeliveriesSQL,
 	// sequencedDoc).
@@ -175,6 +190,7 @@ func goldenCases() []goldenCase {
 	add("endpoint", goldenEndpoint, dec, enc)
 	add("endpoint-new", goldenEndpointNew, dec, enc)
 	add("endpoint-revealed", goldenEndpointRevealed, dec, enc)
+	add("endpoint-channels", goldenEndpointChannels, dec, enc)
 	dec, enc = docPair(decodeSecrets, encodeSecrets)
 	add("secrets", goldenSecrets, dec, enc)
 	add("secrets-none", []engine.Secret(nil), dec, enc)
@@ -185,6 +201,7 @@ func goldenCases() []goldenCase {
 	add("delivery", goldenDelivery, dec, enc)
 	add("delivery-pending", goldenDeliveryPending, dec, enc)
 	add("delivery-headers", goldenDeliveryHeaders, dec, enc)
+	add("delivery-channels", goldenDeliveryChannels, dec, enc)
 	return cases
 }
 
@@ -314,11 +331,11 @@ func fuzzDocument[T any](f *testing.F, decode func([]byte) (T, error), encode fu
 }
 
 func FuzzDecodeDelivery(f *testing.F) {
-	fuzzDocument(f, decodeDelivery, encodeDelivery, "delivery", "delivery-pending", "delivery-sequenced", "delivery-headers")
+	fuzzDocument(f, decodeDelivery, encodeDelivery, "delivery", "delivery-pending", "delivery-sequenced", "delivery-headers", "delivery-channels")
 }
 
 func FuzzDecodeEndpoint(f *testing.F) {
-	fuzzDocument(f, decodeEndpoint, encodeEndpoint, "endpoint", "endpoint-new", "endpoint-revealed")
+	fuzzDocument(f, decodeEndpoint, encodeEndpoint, "endpoint", "endpoint-new", "endpoint-revealed", "endpoint-channels")
 }
 
 func FuzzDecodeSecrets(f *testing.F) {

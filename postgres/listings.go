@@ -109,8 +109,9 @@ func (s *Store) ListDeliveries(ctx context.Context, tenant string, f engine.Deli
 		AND ($4 = '' OR state = $4) AND ($5 = '' OR event_type = $5) AND ($6 = '' OR endpoint_id = $6)
 		AND ($7::bigint IS NULL OR created >= $7) AND ($8::bigint IS NULL OR created < $8)
 		AND (CASE WHEN $10::int IS NULL THEN true ELSE `+lastStatusInSQL+` END)
+		AND ($12 = '' OR EXISTS (SELECT 1 FROM events e WHERE e.seq = d.event_seq AND $12 = ANY(e.channels)))
 		ORDER BY event_seq DESC, id DESC LIMIT $9`,
-		tenant, from, fromID, string(state), f.Type, f.EndpointID, since, until, f.Limit+1, statusLo, statusHi)
+		tenant, from, fromID, string(state), f.Type, f.EndpointID, since, until, f.Limit+1, statusLo, statusHi, f.Channel)
 	if err != nil {
 		return nil, "", storeError(err)
 	}
@@ -154,8 +155,8 @@ func (s *Store) ListDeliveries(ctx context.Context, tenant string, f engine.Deli
 const feedWait = LockTimeout + IdleInTransactionTimeout
 
 // ListEvents lists tenant's events in log order after f.After (the
-// decimal place in the log a previous page returned), of f.Type and
-// created at or after f.Since when set, at most f.Limit; the next page's
+// decimal place in the log a previous page returned), of f.Type, created
+// at or after f.Since and on channel f.Channel when set, at most f.Limit; the next page's
 // cursor is empty when the log was read to its end. It reads only below
 // the oldest transaction still running (anywhere in the PostgreSQL
 // server): an event it does not return yet can only come after the last
@@ -185,9 +186,10 @@ func (s *Store) ListEvents(ctx context.Context, tenant string, f engine.EventFil
 			if err := tx.QueryRow(ctx, "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 65536").Scan(&horizon); err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, `SELECT seq, id, tenant_id, type, created, api_version, sequence, ordering_key, test, body FROM events
+			rows, err := tx.Query(ctx, `SELECT `+eventColsSQL+`, body FROM events
 				WHERE tenant_id = $1 AND seq > $2 AND seq < $3 AND ($4 = '' OR type = $4) AND created >= $5
-				ORDER BY seq LIMIT $6`, tenant, after, horizon, f.Type, since, f.Limit+1)
+				AND ($7 = '' OR $7 = ANY(channels))
+				ORDER BY seq LIMIT $6`, tenant, after, horizon, f.Type, since, f.Limit+1, f.Channel)
 			if err != nil {
 				return err
 			}
@@ -220,13 +222,19 @@ func (s *Store) ListEvents(ctx context.Context, tenant string, f engine.EventFil
 	}
 }
 
-// scanEvent reads an event from (seq, id, tenant_id, type, created,
-// api_version, sequence, ordering_key, test, body).
+// eventColsSQL are the columns of events scanEvent reads before the
+// body.
+const eventColsSQL = "seq, id, tenant_id, type, created, api_version, sequence, ordering_key, test, channels"
+
+// scanEvent reads an event from eventColsSQL and body.
 func scanEvent(r pgx.Row) (engine.Event, error) {
 	var ev engine.Event
 	var seq, created, sequence int64
-	if err := r.Scan(&seq, &ev.ID, &ev.TenantID, &ev.Type, &created, &ev.APIVersion, &sequence, &ev.OrderingKey, &ev.Test, &ev.Body); err != nil {
+	if err := r.Scan(&seq, &ev.ID, &ev.TenantID, &ev.Type, &created, &ev.APIVersion, &sequence, &ev.OrderingKey, &ev.Test, &ev.Channels, &ev.Body); err != nil {
 		return ev, err
+	}
+	if len(ev.Channels) == 0 {
+		ev.Channels = nil
 	}
 	ev.Seq, ev.Created, ev.Sequence = uint64(seq), time.Unix(0, created).UTC(), uint64(sequence)
 	return ev, nil
@@ -241,7 +249,7 @@ func (s *Store) RecentEvents(ctx context.Context, tenant string, n int) ([]engin
 	out := []engine.EventDeliveries{}
 	err := s.readTx(ctx, func(tx pgx.Tx) error {
 		out = out[:0]
-		rows, err := tx.Query(ctx, `SELECT seq, id, tenant_id, type, created, api_version, sequence, ordering_key, test, NULL::bytea FROM events
+		rows, err := tx.Query(ctx, `SELECT `+eventColsSQL+`, NULL::bytea FROM events
 			WHERE tenant_id = $1 ORDER BY seq DESC LIMIT $2`, tenant, n)
 		if err != nil {
 			return err

@@ -166,7 +166,7 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 		sql = appendCachedKeySQL
 		args = append(args, in.IdempotencyKey, in.RequestHash[:], in.IdempotencyExpires.UnixNano())
 	}
-	args = append(args, in.SequenceOffset(), ev.OrderingKey)
+	args = append(args, in.SequenceOffset(), ev.OrderingKey, channelsArg(ev.Channels))
 	w := &cachedWrite{tenant: ev.TenantID, sql: sql, args: args}
 	seq, sequence, err := s.writeCached(ctx, w)
 	var pe *pgconn.PgError
@@ -199,11 +199,11 @@ const fallbackCode = "WH001"
 // appendCachedSQL is appendCached's write without an idempotency key:
 // $1…$6 the event (its body without its sequence), $7 the
 // endpoints_version the deliveries were made at, $8…$16 the deliveries'
-// columns (deliveryColumns), $17 the offset of the sequence in the body
-// and $18 the ordering key (insertEventSQL). The event's seq and
+// columns (deliveryColumns), $17 the offset of the sequence in the body,
+// $18 the ordering key and $19 the channels (insertEventSQL). The event's seq and
 // sequence, or ingest_fallback.
 var appendCachedSQL = `WITH sq AS (` + nextSequenceSQL + `), ev AS (
-	` + insertEventSQL(17, 18, 0) + `
+	` + insertEventSQL(17, 18, 0, 19) + `
 	WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NULL AND endpoints_version = $7)
 	AND EXISTS (SELECT 1 FROM event_types WHERE name = $3)
 	ON CONFLICT (id) DO NOTHING RETURNING seq
@@ -212,15 +212,15 @@ SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full pat
 
 // appendCachedKeySQL is appendCachedSQL that also claims the
 // idempotency key $17 (request hash $18, expiring at $19) and appends
-// the event only if it did; $20 and $21 are appendCachedSQL's $17 and
-// $18.
+// the event only if it did; $20, $21 and $22 are appendCachedSQL's $17,
+// $18 and $19.
 var appendCachedKeySQL = `WITH key AS (
 	INSERT INTO idempotency (tenant_id, key, request_hash, event_id, expires) VALUES ($2, $17, $18, $1, $19)
 	ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = excluded.request_hash, event_id = excluded.event_id, expires = excluded.expires
 	WHERE idempotency.expires <= $4
 	RETURNING 1
 ), sq AS (` + nextSequenceSQL + `), ev AS (
-	` + insertEventSQL(20, 21, 0) + `
+	` + insertEventSQL(20, 21, 0, 22) + `
 	WHERE EXISTS (SELECT 1 FROM key)
 	AND EXISTS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NULL AND endpoints_version = $7)
 	AND EXISTS (SELECT 1 FROM event_types WHERE name = $3)
@@ -232,20 +232,30 @@ SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full pat
 // api_version $5, body $6 without its sequence) at the next place of
 // the log with the sequence of the CTE sq, written into the body at
 // byte offset $offset (engine.NewEvent.SequenceOffset; -1: the body is
-// kept as it is), the ordering key $key and, when test is not 0, the
-// test mark $test (else false: appendCached never writes a test event).
-// The caller adds its WHERE and what follows.
-func insertEventSQL(offset, key, test int) string {
+// kept as it is), the ordering key $key, the channels $channels (NULL:
+// none; channelsArg) and, when test is not 0, the test mark $test (else
+// false: appendCached never writes a test event). The caller adds its
+// WHERE and what follows.
+func insertEventSQL(offset, key, test, channels int) string {
 	testSQL := "false"
 	if test != 0 {
 		testSQL = fmt.Sprintf("$%d::boolean", test)
 	}
-	return fmt.Sprintf(`INSERT INTO events (seq, id, tenant_id, type, created, api_version, body, sequence, ordering_key, test)
+	return fmt.Sprintf(`INSERT INTO events (seq, id, tenant_id, type, created, api_version, body, sequence, ordering_key, test, channels)
 	SELECT `+seqSQL+`, $1, $2, $3, $4, $5,
 		CASE WHEN $%[1]d::int < 0 THEN $6::bytea
 		ELSE substring($6::bytea FROM 1 FOR $%[1]d::int) || convert_to(',"sequence":' || sq.last, 'UTF8') || substring($6::bytea FROM $%[1]d::int + 1) END,
-		sq.last, $%[2]d::text, %[3]s
-	FROM sq`, offset, key, testSQL)
+		sq.last, $%[2]d::text, %[3]s, $%[4]d::text[]
+	FROM sq`, offset, key, testSQL, channels)
+}
+
+// channelsArg is the channels column of an event on channels: NULL when
+// there are none.
+func channelsArg(channels []string) any {
+	if len(channels) == 0 {
+		return nil
+	}
+	return channels
 }
 
 // insertDeliveriesSQL inserts the deliveries of event ev ($2 its tenant,
@@ -379,8 +389,8 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	} else {
 		b.Queue("SELECT doc, NULL::bytea FROM endpoints WHERE tenant_id = $1 ORDER BY id", ev.TenantID)
 	}
-	b.Queue(`WITH sq AS (`+nextSequenceSQL+`) `+insertEventSQL(7, 8, 9)+` ON CONFLICT (id) DO NOTHING RETURNING seq, sequence`,
-		ev.ID, ev.TenantID, ev.Type, stored.Created.UnixNano(), ev.APIVersion, stored.Body, in.SequenceOffset(), ev.OrderingKey, ev.Test)
+	b.Queue(`WITH sq AS (`+nextSequenceSQL+`) `+insertEventSQL(7, 8, 9, 10)+` ON CONFLICT (id) DO NOTHING RETURNING seq, sequence`,
+		ev.ID, ev.TenantID, ev.Type, stored.Created.UnixNano(), ev.APIVersion, stored.Body, in.SequenceOffset(), ev.OrderingKey, ev.Test, channelsArg(ev.Channels))
 	if ev.OrderingKey != "" { // under the sequence lock, taken above
 		b.Queue("SELECT endpoint_id, sequence FROM key_tails WHERE tenant_id = $1 AND ordering_key = $2", ev.TenantID, ev.OrderingKey)
 	}
@@ -581,7 +591,7 @@ func normalizeDelivery(d engine.Delivery) engine.Delivery {
 
 // eventByID reads event id (of any tenant) and its deliveries in ID order.
 func eventByID(ctx context.Context, q querier, id string) (engine.Event, []engine.Delivery, error) {
-	ev, err := scanEvent(q.QueryRow(ctx, "SELECT seq, id, tenant_id, type, created, api_version, sequence, ordering_key, test, body FROM events WHERE id = $1", id))
+	ev, err := scanEvent(q.QueryRow(ctx, "SELECT "+eventColsSQL+", body FROM events WHERE id = $1", id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return engine.Event{}, nil, engine.EventNotFound()
 	}

@@ -73,7 +73,7 @@ func (s *Store) PruneEvents(ctx context.Context, cursor uint64, r engine.Retenti
 		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1, hashtext($2))", int32(pruneLock), s.schema).Scan(&mine); err != nil || !mine {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT seq, id, tenant_id, type, created, api_version, sequence, ordering_key, test, NULL::bytea FROM events
+		rows, err := tx.Query(ctx, `SELECT `+eventColsSQL+`, NULL::bytea FROM events
 			WHERE seq > $1 ORDER BY seq LIMIT $2`, int64(cursor), max+1)
 		if err != nil {
 			return err

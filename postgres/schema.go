@@ -216,6 +216,11 @@ ALTER TABLE events ADD COLUMN test boolean NOT NULL DEFAULT false;
 ALTER TABLE schema_version ADD COLUMN old_lock_keys boolean NOT NULL DEFAULT true;
 ALTER TABLE nodes ADD COLUMN lock_keys smallint NOT NULL DEFAULT 1;
 `,
+	// 7: channels (engine.Event.Channels); NULL: none. A delivery's
+	// copy is in its document.
+	7: `
+ALTER TABLE events ADD COLUMN channels text[];
+`,
 }
 
 // lockKeysMigration is the migration from which locks are keyed by
