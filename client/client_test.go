@@ -528,3 +528,46 @@ func TestClient_RefusedData(t *testing.T) {
 		t.Errorf("the feed holds %d events after refused ingests", len(got))
 	}
 }
+
+// TestClient_Channels: an endpoint's channel filter and an event's
+// channels go through the client, come back in its answers, and the
+// delivery log and the feed filter by channel.
+func TestClient_Channels(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client("", client.Options{})
+	ctx := t.Context()
+	plain := e.setup(c, "/ok")
+	ep, err := c.CreateEndpoint(ctx, "acme", client.EndpointInput{URL: e.receiver.URL + "/ok", EventTypes: []string{"invoice.paid"}, Channels: []string{"project_1"}})
+	if err != nil || !slices.Equal(ep.Channels, []string{"project_1"}) {
+		t.Fatalf("CreateEndpoint with channels = %+v, %v", ep.Channels, err)
+	}
+	on, err := c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.paid", Data: map[string]any{}, Channels: []string{"project_1"}})
+	if err != nil || len(on.Deliveries) != 2 {
+		t.Fatalf("Ingest on project_1 = %+v, %v; want deliveries to both endpoints", on, err)
+	}
+	off, err := c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.paid", Data: map[string]any{}})
+	if err != nil || len(off.Deliveries) != 1 || off.Deliveries[0].EndpointID != plain.ID {
+		t.Fatalf("Ingest on no channel = %+v, %v; want the plain endpoint only", off, err)
+	}
+	ev, err := c.Event(ctx, "acme", on.ID)
+	if err != nil || !slices.Equal(ev.Channels, []string{"project_1"}) || !slices.Equal(ev.Deliveries[0].Channels, ev.Channels) {
+		t.Fatalf("Event = %+v, %v", ev, err)
+	}
+	if got := collect(t, c.Deliveries(ctx, "acme", client.DeliveryFilter{Channel: "project_1"})); len(got) != 2 || got[0].EventID != on.ID {
+		t.Errorf("Deliveries on project_1 = %+v", got)
+	}
+	feed := collect(t, c.Feed("acme", client.FeedFilter{Channel: "project_1"}).Events(ctx))
+	if len(feed) != 1 || feed[0].Event.ID != on.ID || !slices.Equal(feed[0].Channels, []string{"project_1"}) {
+		t.Errorf("Feed on project_1 = %+v", feed)
+	}
+	none := []string{}
+	if upd, err := c.UpdateEndpoint(ctx, "acme", ep.ID, client.EndpointPatch{Channels: &none}); err != nil || upd.Channels != nil {
+		t.Errorf("UpdateEndpoint removing channels = %+v, %v", upd.Channels, err)
+	}
+	_, err = c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.paid", Data: map[string]any{}, Channels: []string{"ok", "not ok"}})
+	var p *client.Problem
+	if !errors.As(err, &p) || p.Status != http.StatusUnprocessableEntity || p.Field != "channels[1]" {
+		t.Errorf("Ingest on a bad channel: %v, want 422 naming channels[1]", err)
+	}
+}

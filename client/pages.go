@@ -99,6 +99,7 @@ func (c *Client) Deliveries(ctx context.Context, tenant string, f DeliveryFilter
 	setNonEmpty(q, "status", string(f.Status))
 	setTime(q, "since", f.Since)
 	setTime(q, "until", f.Until)
+	setNonEmpty(q, "channel", f.Channel)
 	return list[Delivery](ctx, c, tenantPath(tenant, "deliveries"), q, f.Cursor)
 }
 
@@ -150,6 +151,7 @@ func (f *Feed) Events(ctx context.Context) iter.Seq2[FeedEvent, error] {
 			setNonEmpty(q, "cursor", f.cursor)
 			setNonEmpty(q, "type", f.f.Type)
 			setTime(q, "since", f.f.Since)
+			setNonEmpty(q, "channel", f.f.Channel)
 			var p struct {
 				Data       []FeedEvent `json:"data"`
 				NextCursor string      `json:"next_cursor"`

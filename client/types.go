@@ -91,6 +91,9 @@ type Endpoint struct {
 	Ordering Ordering `json:"ordering"`
 	// OnDead is what a line does when its head dies: "skip" or "block".
 	OnDead OnDead `json:"on_dead"`
+	// Channels is its channel filter: it receives only the events on one
+	// of these channels. Nil: every event, on channels or not.
+	Channels []string `json:"channels,omitempty"`
 	// SecretReveals records each RevealSecret of the endpoint, oldest
 	// first: the latest 20. Nil when its secrets were never revealed.
 	SecretReveals []SecretReveal `json:"secret_reveals,omitempty"`
@@ -127,6 +130,10 @@ type EndpointInput struct {
 	// Ordering and OnDead, when empty, are none and skip.
 	Ordering Ordering `json:"ordering,omitempty"`
 	OnDead   OnDead   `json:"on_dead,omitempty"`
+	// Channels, optional, filters the events the endpoint receives by
+	// their channels (at most 10, each 1–128 ASCII letters, digits, '_',
+	// '.' or '-'); nil: every event.
+	Channels []string `json:"channels,omitempty"`
 }
 
 // CreatedEndpoint is a new endpoint with its signing secret, which no
@@ -151,6 +158,9 @@ type EndpointPatch struct {
 	// DeliverHeld, with Disabled set to false, sends the deliveries held
 	// while the endpoint was disabled; false dead-letters them.
 	DeliverHeld bool `json:"deliver_held,omitempty"`
+	// Channels replaces the channel filter, for the events ingested
+	// after the change; a pointer to an empty slice removes it.
+	Channels *[]string `json:"channels,omitempty"`
 }
 
 // SecretResult is an endpoint after RotateSecret or RevokeSecret, with
@@ -207,6 +217,12 @@ type EventInput struct {
 	// are in sequence order, and an endpoint that asks for ordering gets
 	// them in that order.
 	OrderingKey string `json:"ordering_key,omitempty"`
+	// Channels, optional, are the channels the event is sent on (at most
+	// 10, as Endpoint.Channels): an endpoint with a channel filter gets
+	// it only when one of them is in its filter. They are not in the
+	// envelope. A repeat of the IdempotencyKey with other channels is a
+	// *Problem with Code "idempotency_conflict".
+	Channels []string `json:"channels,omitempty"`
 	// IdempotencyKey makes the ingest safe to repeat: the server stores
 	// one event per key (within its idempotency window) and answers a
 	// repeat with the first one. "": Ingest generates a random key.
@@ -278,6 +294,8 @@ type EventDetail struct {
 	Event      Envelope   `json:"event"`
 	Test       bool       `json:"test,omitempty"` // a test event (SendTestEvent)
 	Deliveries []Delivery `json:"deliveries"`
+	// Channels are the event's channels, which are not in the envelope.
+	Channels []string `json:"channels,omitempty"`
 }
 
 // TestEventResult is the answer of SendTestEvent: the event, of Type,
@@ -323,6 +341,8 @@ type Delivery struct {
 	PreviousSequence uint64 `json:"previous_sequence,omitempty"`
 	// Test marks the delivery of a test event (SendTestEvent).
 	Test bool `json:"test,omitempty"`
+	// Channels are its event's channels; nil when none.
+	Channels []string `json:"channels,omitempty"`
 	// Cycle counts delivery cycles: 1 at ingest, +1 per replay.
 	Cycle         int       `json:"cycle"`
 	CycleStart    time.Time `json:"cycle_start"`
@@ -448,6 +468,8 @@ type DeliveryFilter struct {
 	// Cursor starts the walk after a cursor the server gave; "": from
 	// the start.
 	Cursor string
+	// Channel selects the deliveries of events on this channel.
+	Channel string
 }
 
 // StatusClass is a class of the HTTP status of a delivery's last attempt
@@ -483,6 +505,8 @@ type FeedFilter struct {
 	Since  time.Time // events created at or after; zero: all
 	// Limit is the page size asked of the server; 0: its default.
 	Limit int
+	// Channel selects the events on this channel; "": all.
+	Channel string
 }
 
 // FeedEvent is one entry of the reconciliation feed.
@@ -493,6 +517,8 @@ type FeedEvent struct {
 	// Test marks a test event, sent to one endpoint only
 	// (SendTestEvent): a reconciler of another endpoint skips it.
 	Test bool `json:"test,omitempty"`
+	// Channels are the event's channels, which are not in the envelope.
+	Channels []string `json:"channels,omitempty"`
 }
 
 // Report is the delivery report over a tenant's last events. Each

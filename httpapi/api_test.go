@@ -587,7 +587,7 @@ func TestAPI_BadInput(t *testing.T) {
 		{"limit too big", req{method: "GET", path: "/v1/tenants/acme/dead-letters?limit=1001"}, 422, engine.CodeInvalidField, "limit", "", [2]string{}},
 		{"limit negative", req{method: "GET", path: "/v1/tenants/acme/dead-letters?limit=-5"}, 422, engine.CodeInvalidField, "limit", "", [2]string{}},
 		{"malformed type filter", req{method: "GET", path: "/v1/tenants/acme/deliveries?type=Payment"}, 422, engine.CodeInvalidField, "type", "", [2]string{}},
-		{"unknown list parameter", req{method: "GET", path: "/v1/tenants/acme/deliveries?iterator=abc"}, 400, engine.CodeUnknownParameter, "iterator", "takes state, type, endpoint, status, since, until, limit, cursor", [2]string{}},
+		{"unknown list parameter", req{method: "GET", path: "/v1/tenants/acme/deliveries?iterator=abc"}, 400, engine.CodeUnknownParameter, "iterator", "takes state, type, endpoint, status, since, until, limit, cursor, channel", [2]string{}},
 		{"misspelled filter", req{method: "GET", path: "/v1/tenants/acme/dead-letters?limt=5"}, 400, engine.CodeUnknownParameter, "limt", "takes limit, cursor", [2]string{}},
 		{"ingest with a query", req{method: "POST", path: "/v1/tenants/acme/events?dry_run=true", body: `{"type":"payment.succeeded","data":{}}`}, 400, engine.CodeUnknownParameter, "dry_run", "takes none", [2]string{}},
 		{"delete with a misspelled force", req{method: "DELETE", path: "/v1/tenants/acme?forced=true"}, 400, engine.CodeUnknownParameter, "forced", "takes force", [2]string{}},

@@ -102,6 +102,9 @@ type eventResponse struct {
 	Event      json.RawMessage `json:"event"`
 	Test       bool            `json:"test,omitempty"` // a test event (engine.Event.Test)
 	Deliveries []deliveryView  `json:"deliveries"`
+	// Channels are the event's channels, which are not in the envelope
+	// (engine.Event.Channels); absent when none.
+	Channels []string `json:"channels,omitempty"`
 }
 
 // testEventResponse is the body of POST …/endpoints/:id/test-events:
@@ -394,7 +397,7 @@ func (s *server) handleGetEvent(w http.ResponseWriter, r *http.Request, ps httpr
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, eventResponse{Event: storedEnvelope(ev.Body), Test: ev.Test, Deliveries: deliveriesJSON(ds)})
+	s.writeJSON(w, r, http.StatusOK, eventResponse{Event: storedEnvelope(ev.Body), Test: ev.Test, Deliveries: deliveriesJSON(ds), Channels: ev.Channels})
 }
 
 func (s *server) handleGetDelivery(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {

@@ -623,6 +623,24 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	e.check(call{method: "POST", path: skPath, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
 	e.check(call{method: "POST", path: skPath + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
 
+	// Channels: an endpoint's filter, an event's channels, the listings
+	// by channel, and the answers that show them.
+	e.check(call{method: "PATCH", path: epPath, body: `{"channels":["project_1","Org-2.eu"]}`, status: 200})
+	e.check(call{method: "PATCH", path: epPath, body: `{"channels":["project 1"]}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "PATCH", path: epPath, body: `{"channels":["a","a"]}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	var onChannel ingestJSON
+	if err := json.Unmarshal(e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","channels":["project_1"],"data":{}}`, status: 202}).body, &onChannel); err != nil {
+		t.Fatal(err)
+	}
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","channels":["ok","` + strings.Repeat("x", engine.MaxChannelLen+1) + `"],"data":{}}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/events/" + onChannel.ID, status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/deliveries/" + onChannel.Deliveries[0].ID, status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/deliveries?channel=project_1", status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/events?channel=project_1", status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/deliveries?channel=a%2Fb", invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/events?channel=a%2Fb", invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "PATCH", path: epPath, body: `{"channels":[]}`, status: 200})
+
 	// Reports.
 	e.check(call{method: "GET", path: "/v1/tenants/acme/report?last=10", header: tenantTok(tok.Token), status: 200})
 	e.check(call{method: "GET", path: "/v1/tenants/acme/report?last=0", invalid: true, status: 422, code: engine.CodeInvalidField})

@@ -172,8 +172,8 @@ func (s *server) routes() {
 
 	s.handle("GET", "/v1/tenants/:tenant/dead-letters", s.tenantAuth(s.takes(s.handleListDeadLetters, "limit", "cursor")))
 	s.handle("POST", "/v1/tenants/:tenant/dead-letters/replay", s.tenantAuth(s.takes(s.handleReplayDeadLetters)))
-	s.handle("GET", "/v1/tenants/:tenant/deliveries", s.tenantAuth(s.takes(s.handleListDeliveries, "state", "type", "endpoint", "status", "since", "until", "limit", "cursor")))
-	s.handle("GET", "/v1/tenants/:tenant/events", s.tenantAuth(s.takes(s.handleListEvents, "cursor", "type", "since", "limit")))
+	s.handle("GET", "/v1/tenants/:tenant/deliveries", s.tenantAuth(s.takes(s.handleListDeliveries, "state", "type", "endpoint", "status", "since", "until", "limit", "cursor", "channel")))
+	s.handle("GET", "/v1/tenants/:tenant/events", s.tenantAuth(s.takes(s.handleListEvents, "cursor", "type", "since", "limit", "channel")))
 	s.handle("GET", "/v1/tenants/:tenant/report", s.tenantAuth(s.takes(s.handleReport, "last")))
 
 	// Tenant access tokens (access_tokens.go): admin tokens only.

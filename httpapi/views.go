@@ -68,6 +68,7 @@ func (s *server) handleListDeliveries(w http.ResponseWriter, r *http.Request, ps
 		State: engine.State(q.str("state")), Type: q.str("type"), EndpointID: q.str("endpoint"),
 		Status: engine.StatusClass(q.str("status")),
 		Since:  q.time("since"), Until: q.time("until"), Limit: q.int("limit"), Cursor: q.str("cursor"),
+		Channel: q.str("channel"),
 	}
 	if q.err != nil {
 		s.writeError(w, r, q.err)
@@ -100,12 +101,15 @@ type feedEvent struct {
 	Cursor string          `json:"cursor"`
 	Event  json.RawMessage `json:"event"`
 	Test   bool            `json:"test,omitempty"` // a test event, sent to one endpoint only (engine.Event.Test)
+	// Channels are the event's channels (engine.Event.Channels), which
+	// are not in its envelope; absent when none.
+	Channels []string `json:"channels,omitempty"`
 }
 
-// handleListEvents: GET /v1/tenants/:tenant/events?cursor=&type=&since=&limit=
+// handleListEvents: GET /v1/tenants/:tenant/events?cursor=&type=&since=&limit=&channel=
 func (s *server) handleListEvents(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	q := &query{v: r.URL.Query()}
-	f := engine.EventFilter{After: q.str("cursor"), Type: q.str("type"), Since: q.time("since"), Limit: q.int("limit")}
+	f := engine.EventFilter{After: q.str("cursor"), Type: q.str("type"), Since: q.time("since"), Limit: q.int("limit"), Channel: q.str("channel")}
 	if q.err != nil {
 		s.writeError(w, r, q.err)
 		return
@@ -122,7 +126,7 @@ func (s *server) handleListEvents(w http.ResponseWriter, r *http.Request, ps htt
 	more := next != ""
 	out := make([]feedEvent, len(evs))
 	for i, ev := range evs {
-		out[i] = feedEvent{Cursor: strconv.FormatUint(ev.Seq, 10), Event: storedEnvelope(ev.Body), Test: ev.Test}
+		out[i] = feedEvent{Cursor: strconv.FormatUint(ev.Seq, 10), Event: storedEnvelope(ev.Body), Test: ev.Test, Channels: ev.Channels}
 	}
 	if next == "" && len(out) > 0 {
 		// The end of the log for now: resume after the last one.
