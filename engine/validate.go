@@ -87,7 +87,11 @@ func ValidateChannels(field string, chs []string) error {
 	for i, ch := range chs {
 		f := field + "[" + strconv.Itoa(i) + "]"
 		if !validChannel(ch) {
-			return Errorf(CodeInvalidField, f, "a channel is 1 to %d ASCII letters, digits, '_', '.' or '-', like project_123", MaxChannelLen)
+			shown := ch
+			if len(shown) > 40 {
+				shown = strings.ToValidUTF8(shown[:40], "") + "…"
+			}
+			return Errorf(CodeInvalidField, f, "%s %q is not a channel: a channel is 1 to %d ASCII letters, digits, '_', '.' or '-', like project_123", f, shown, MaxChannelLen)
 		}
 		if slices.Contains(chs[:i], ch) {
 			return Errorf(CodeInvalidField, f, "channel %q is listed twice", ch)

@@ -698,6 +698,7 @@ var consoleFuncs = template.FuncMap{
 	"indent": func(b json.RawMessage) string { return indentJSON(b) },
 	"count":  countOf,
 	"wrap":   wrapAt,
+	"join":   strings.Join,
 	"epLabel": func(e *engine.Endpoint) string {
 		if e.Description == "" {
 			return shorten(e.URL, 60)

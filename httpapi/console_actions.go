@@ -147,11 +147,24 @@ func endpointForm(r *http.Request) (url, description string, types []string) {
 	return strings.TrimSpace(r.PostForm.Get("url")), strings.TrimSpace(r.PostForm.Get("description")), types
 }
 
+// channelsForm reads the endpoint form's channels field: names separated
+// by commas (spaces around them ignored; empty: none), which the engine
+// then checks as the API's channels (an error names channels[i]).
+func channelsForm(r *http.Request) []string {
+	chs := []string{}
+	for ch := range strings.SplitSeq(r.PostForm.Get("channels"), ",") {
+		if ch = strings.TrimSpace(ch); ch != "" {
+			chs = append(chs, ch)
+		}
+	}
+	return chs
+}
+
 // handleConsoleCreateEndpoint creates an endpoint from the endpoints
 // page's form and shows its signing secret, this once.
 func (s *server) handleConsoleCreateEndpoint(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
 	u, desc, types := endpointForm(r)
-	ep, secret, err := s.svc.CreateEndpoint(r.Context(), v.tenant.ID, engine.EndpointInput{URL: u, Description: desc, EventTypes: types})
+	ep, secret, err := s.svc.CreateEndpoint(r.Context(), v.tenant.ID, engine.EndpointInput{URL: u, Description: desc, EventTypes: types, Channels: channelsForm(r)})
 	if err != nil {
 		s.consoleError(w, r, v, err)
 		return
@@ -183,6 +196,9 @@ func (d editEndpointData) LastReveal() engine.SecretReveal {
 	}
 	return engine.SecretReveal{}
 }
+
+// MaxChannels is how many channels an endpoint's filter may hold.
+func (editEndpointData) MaxChannels() int { return engine.MaxChannels }
 
 // MaxReveals is how many reveals an endpoint keeps.
 func (editEndpointData) MaxReveals() int { return engine.MaxSecretReveals }
@@ -256,7 +272,8 @@ func (s *server) handleConsoleUpdateEndpoint(w http.ResponseWriter, r *http.Requ
 	if onDead == "skip" {
 		onDead = engine.OnDeadSkip
 	}
-	patch := engine.EndpointPatch{URL: &u, Description: &desc, EventTypes: &types, Ordering: &ordering, OnDead: &onDead}
+	channels := channelsForm(r)
+	patch := engine.EndpointPatch{URL: &u, Description: &desc, EventTypes: &types, Ordering: &ordering, OnDead: &onDead, Channels: &channels}
 	if _, err := s.svc.UpdateEndpoint(r.Context(), v.tenant.ID, ps.ByName("id"), patch); err != nil {
 		s.consoleError(w, r, v, err)
 		return

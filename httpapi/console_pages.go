@@ -134,6 +134,7 @@ type deliveriesData struct {
 	Statuses   []engine.StatusClass
 	// The filter as given, to fill the form again.
 	State, Type, Endpoint, Status, Since, Until string
+	Channel                                     string
 	// Older is the link to the next (older) page, "" on the last;
 	// Newest is the link back to the first page when this is not it.
 	Older, Newest string
@@ -165,14 +166,14 @@ func formTime(t time.Time) string {
 }
 
 // handleDeliveriesPage is the delivery log, filtered by state, event
-// type, endpoint, the class of the last attempt's status and creation
-// time, newest first, a page at a time.
+// type, endpoint, the class of the last attempt's status, creation time
+// and channel, newest first, a page at a time.
 func (s *server) handleDeliveriesPage(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	data := deliveriesData{
 		State: q.Get("state"), Type: q.Get("type"), Endpoint: q.Get("endpoint"), Status: q.Get("status"),
-		Since: q.Get("since"), Until: q.Get("until"),
+		Since: q.Get("since"), Until: q.Get("until"), Channel: strings.TrimSpace(q.Get("channel")),
 		States:    []engine.State{engine.StatePending, engine.StateDelivering, engine.StateSucceeded, engine.StateDead, engine.StatePaused, engine.StateWaiting},
 		Statuses:  engine.StatusClasses,
 		LineNotes: map[string]string{},
@@ -195,7 +196,7 @@ func (s *server) handleDeliveriesPage(w http.ResponseWriter, r *http.Request, _ 
 
 	f := engine.DeliveryFilter{
 		State: engine.State(data.State), Type: data.Type, EndpointID: data.Endpoint, Status: engine.StatusClass(data.Status),
-		Limit: consolePageSize, Cursor: q.Get("cursor"),
+		Limit: consolePageSize, Cursor: q.Get("cursor"), Channel: data.Channel,
 	}
 	status := http.StatusOK
 	var ferr error
@@ -235,7 +236,7 @@ func (s *server) handleDeliveriesPage(w http.ResponseWriter, r *http.Request, _ 
 // deliveriesLink is the deliveries page with q's filter and cursor.
 func deliveriesLink(tenant string, q url.Values, cursor string) string {
 	keep := url.Values{}
-	for _, k := range []string{"state", "type", "endpoint", "status", "since", "until"} {
+	for _, k := range []string{"state", "type", "endpoint", "status", "since", "until", "channel"} {
 		if v := q.Get(k); v != "" {
 			keep.Set(k, v)
 		}
