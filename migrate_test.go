@@ -58,7 +58,11 @@ func writeSource(t *testing.T, path string, key []byte) source {
 		}
 	}
 	for _, id := range []string{"acme", "beta", "gone"} {
-		_, _, err := db.PutTenant(ctx, engine.Tenant{ID: id, Name: "Tenant " + id, Created: migrateT0, Updated: migrateT0})
+		tn := engine.Tenant{ID: id, Name: "Tenant " + id, Created: migrateT0, Updated: migrateT0}
+		if id == "beta" {
+			tn.RetryPolicy = "extended" // its deliveries follow it
+		}
+		_, _, err := db.PutTenant(ctx, tn)
 		must(err)
 	}
 	for _, name := range []string{"order.created", "invoice.paid"} {
@@ -74,6 +78,7 @@ func writeSource(t *testing.T, path string, key []byte) source {
 		}
 		if i == 1 {
 			ep.Channels = []string{"project_1", "b"} // receives the events on either
+			ep.RetryPolicy = "nightly-long"          // its deliveries follow it
 		}
 		must(db.CreateEndpoint(ctx, ep, 0))
 	}
@@ -146,10 +151,16 @@ func writeSource(t *testing.T, path string, key []byte) source {
 	src := source{endpoints: map[string][]engine.Endpoint{}, events: map[string][]engine.Event{}, dlvs: map[string][]engine.Delivery{},
 		tokens: map[[sha256.Size]byte]engine.AccessToken{}, idem: ingests}
 	states := map[engine.State]int{}
+	policies := map[engine.RetryPolicyName]int{}
 	defer func() {
 		for _, s := range []engine.State{engine.StatePending, engine.StateSucceeded, engine.StateDead, engine.StatePaused} {
 			if states[s] == 0 {
 				t.Fatalf("the source has no %s delivery: %v", s, states)
+			}
+		}
+		for _, p := range []engine.RetryPolicyName{"", "extended", "nightly-long"} {
+			if policies[p] == 0 {
+				t.Fatalf("the source has no delivery following retry policy %q: %v", p, policies)
 			}
 		}
 	}()
@@ -167,6 +178,7 @@ func writeSource(t *testing.T, path string, key []byte) source {
 			src.dlvs[ev.ID] = ds
 			for _, d := range ds {
 				states[d.State]++
+				policies[d.RetryPolicy]++
 				if d.State == engine.StateDead && (len(d.Attempts) < 2 || len(d.Replays) == 0) {
 					t.Fatalf("dead delivery %s without attempts and a replay", d.ID)
 				}

@@ -60,7 +60,7 @@ func TestNewDeliveries_Channels(t *testing.T) {
 	for _, tt := range tests {
 		ev := engine.Event{ID: "evt_1", TenantID: "acme", Type: "order.created", Created: time.Unix(1, 0).UTC(), Channels: tt.channels}
 		n := 0
-		ds := engine.NewDeliveries(ev, eps, func(p string) string { n++; return p + "_" + string(rune('a'+n)) })
+		ds := engine.NewDeliveries(ev, "", eps, func(p string) string { n++; return p + "_" + string(rune('a'+n)) })
 		var got []string
 		for _, d := range ds {
 			got = append(got, d.EndpointID)

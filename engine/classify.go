@@ -9,9 +9,12 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/webhookd/webhookd/verify"
 )
 
 // maxResponseHeaderBytes bounds the response headers of an attempt or a
@@ -25,13 +28,20 @@ const maxResponseHeaderBytes = 64 << 10
 // response arrived) or the transport error, and says why in words an
 // endpoint owner understands. It is the only place that decides.
 //
+// abort says the response (not a 2xx) asked for no more attempts
+// (receiverAborts): the outcome is permanent whatever the status. retry
+// are the statuses the delivery's policy retries though they are
+// permanent failures by default (RetryPolicy.RetryStatuses).
+//
 // A reason never shows an address the endpoint's URL does not name: not
 // the resolver's, not webhookd's own, not what a host name resolved to
 // (see transportError). The operator's log has the whole error
 // (transportDetail).
-func classify(status int, err error, timeout time.Duration) (Outcome, string) {
+func classify(status int, err error, timeout time.Duration, abort bool, retry []int) (Outcome, string) {
 	var dnsErr *net.DNSError
 	switch {
+	case err == nil && abort && (status < 200 || status > 299):
+		return OutcomePermanent, fmt.Sprintf("HTTP %d %s: %s", status, http.StatusText(status), ReasonReceiverAborted)
 	case err != nil && errors.Is(err, ErrTargetRefused):
 		return OutcomePermanent, "refused: " + refusalReason(err) + "; check endpoint configuration"
 	case err != nil && responseHeadersTooLarge(err):
@@ -47,11 +57,32 @@ func classify(status int, err error, timeout time.Duration) (Outcome, string) {
 	case status == http.StatusRequestTimeout, status == http.StatusTooEarly,
 		status == http.StatusTooManyRequests, status >= 500 && status <= 599:
 		return OutcomeRetry, fmt.Sprintf("HTTP %d %s", status, http.StatusText(status))
+	case slices.Contains(retry, status):
+		return OutcomeRetry, fmt.Sprintf("HTTP %d %s", status, http.StatusText(status))
 	case status >= 300 && status <= 399:
 		return OutcomePermanent, fmt.Sprintf("HTTP %d %s: redirects are not followed; check endpoint configuration (the URL should answer 2xx itself)", status, http.StatusText(status))
 	default:
 		return OutcomePermanent, fmt.Sprintf("HTTP %d %s: permanent failure; check endpoint configuration", status, http.StatusText(status))
 	}
+}
+
+// ReasonReceiverAborted ends the reason of an attempt whose response
+// asked for no more attempts (receiverAborts), and of its dead delivery.
+const ReasonReceiverAborted = "the receiver asked to stop retrying (" + verify.HeaderDelivery + ": " + verify.DeliveryAbort + ")"
+
+// receiverAborts reports whether response headers h ask webhookd to stop
+// retrying: a webhook-delivery field one of whose comma-separated values
+// is "abort", in any case. The dispatcher asks only of a response that
+// is not a 2xx: a 2xx is received, whatever it says.
+func receiverAborts(h http.Header) bool {
+	for _, v := range h.Values(verify.HeaderDelivery) {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), verify.DeliveryAbort) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func isTimeout(err error) bool {

@@ -50,7 +50,7 @@ func TestClassify(t *testing.T) {
 	for _, tt := range tests {
 		name := strings.TrimSpace(strconv.Itoa(tt.status) + " " + errString(tt.err))
 		t.Run(name, func(t *testing.T) {
-			got, reason := classify(tt.status, tt.err, 10*time.Second)
+			got, reason := classify(tt.status, tt.err, 10*time.Second, false, nil)
 			if got != tt.want {
 				t.Errorf("outcome %s, want %s", got, tt.want)
 			}
@@ -146,7 +146,7 @@ func TestClassify_transportErrorsHideAddresses(t *testing.T) {
 	addrLike := regexp.MustCompile(`\d+\.\d+\.\d+\.\d+|[0-9a-f]*:[0-9a-f]*:[0-9a-f:]*|:53\b`)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, reason := classify(0, tt.err, 10*time.Second)
+			_, reason := classify(0, tt.err, 10*time.Second, false, nil)
 			if !strings.Contains(reason, tt.want) {
 				t.Errorf("reason %q, want it to contain %q", reason, tt.want)
 			}
@@ -207,7 +207,7 @@ func TestNewHTTPClient_responseHeaderBound(t *testing.T) {
 					}
 					resp.Body.Close()
 				}
-				out, why := classify(status, err, time.Second)
+				out, why := classify(status, err, time.Second, false, nil)
 				if out != tt.outcome {
 					t.Errorf("classify = %s %q, want %s", out, why, tt.outcome)
 				}

@@ -26,11 +26,18 @@ import (
 // DispatcherOptions configure a Dispatcher. A zero field means the default
 // named on it.
 type DispatcherOptions struct {
-	Policy              RetryPolicy // zero Deadline: DefaultRetryPolicy()
-	Workers             int         // attempts in flight at once, all endpoints (and up to recordingPerWorker times as many outcomes being recorded); 0: 64
-	EndpointConcurrency int         // attempts in flight at once per endpoint; 0: 8
-	TenantConcurrency   int         // attempts in flight at once per tenant; 0: three quarters of Workers (at least 1)
-	Scheduler           Scheduler   // who owns due work (a SharedScheduler for a store shared by several processes); nil: NewLocalScheduler(store)
+	Policy RetryPolicy // the standard policy (StandardRetryPolicy); zero Deadline: DefaultRetryPolicy()
+	// Policies are the other retry policies a delivery may follow
+	// (Delivery.RetryPolicy), by name: ExtendedRetryPolicyName and what
+	// the operator defines. Each takes Policy's AttemptTimeout and
+	// RetryAfterMax, which are the node's. A delivery naming a policy not
+	// here follows Policy, and the log says so once per name. Nil: the
+	// standard policy only.
+	Policies            map[string]RetryPolicy
+	Workers             int       // attempts in flight at once, all endpoints (and up to recordingPerWorker times as many outcomes being recorded); 0: 64
+	EndpointConcurrency int       // attempts in flight at once per endpoint; 0: 8
+	TenantConcurrency   int       // attempts in flight at once per tenant; 0: three quarters of Workers (at least 1)
+	Scheduler           Scheduler // who owns due work (a SharedScheduler for a store shared by several processes); nil: NewLocalScheduler(store)
 	// ClaimAhead, when not 0, bounds the deliveries claimed and waiting
 	// for a worker: the claim loop claims only while fewer wait, so with
 	// a Scheduler shared by several processes no process takes more due
@@ -138,6 +145,10 @@ type Dispatcher struct {
 	timers    map[*time.Timer]bool // armed by afterLocked and not yet fired; Stop stops them
 
 	verification verificationState // endpoint challenges; see verification.go
+
+	policies      map[string]*RetryPolicy // DispatcherOptions.Policies, each with Policy's AttemptTimeout and RetryAfterMax
+	maxWait       time.Duration           // the longest wait any policy can ask for: the longest Deadline plus RetryAfterMax
+	unknownPolicy sync.Map                // names of policies not configured that a delivery named, logged once each
 }
 
 type endpointQueue struct {
@@ -186,7 +197,16 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 	if opts.Random == nil {
 		opts.Random = rand.Float64
 	}
+	maxWait := opts.Policy.Deadline
+	policies := make(map[string]*RetryPolicy, len(opts.Policies))
+	for name, p := range opts.Policies {
+		p.AttemptTimeout, p.RetryAfterMax = opts.Policy.AttemptTimeout, opts.Policy.RetryAfterMax
+		policies[name] = &p
+		maxWait = max(maxWait, p.Deadline)
+	}
 	d := &Dispatcher{
+		policies:  policies,
+		maxWait:   maxWait + opts.Policy.RetryAfterMax,
 		store:     store,
 		opts:      opts,
 		client:    opts.Client,
@@ -496,10 +516,10 @@ func (d *Dispatcher) monotonic(due time.Time) time.Time {
 }
 
 // after returns from (a monotonic reading) plus wait, the wait cut to
-// between zero and the longest the policy can ask for.
+// between zero and the longest any policy can ask for.
 func (d *Dispatcher) after(from time.Time, wait time.Duration) time.Time {
-	if max := d.opts.Policy.Deadline + d.opts.Policy.RetryAfterMax; wait > max {
-		wait = max
+	if wait > d.maxWait {
+		wait = d.maxWait
 	}
 	if wait < 0 {
 		wait = 0
@@ -1011,11 +1031,38 @@ func (d *Dispatcher) FollowLine(dl Delivery) {
 	}
 }
 
+// policy returns the retry policy named name (Delivery.RetryPolicy):
+// Policy for the standard one, and for a name the node does not have
+// (its configuration dropped it), which is logged once per name.
+func (d *Dispatcher) policy(name RetryPolicyName) *RetryPolicy {
+	if name.Standard() {
+		return &d.opts.Policy
+	}
+	if p, ok := d.policies[string(name)]; ok {
+		return p
+	}
+	if _, logged := d.unknownPolicy.LoadOrStore(name, true); !logged {
+		d.log.Warn("a delivery follows a retry policy the configuration does not have: it follows the standard policy instead (logged once per name)", "retry_policy", string(name))
+	}
+	return &d.opts.Policy
+}
+
+// RetryPolicies returns every retry policy the dispatcher knows, by
+// name: StandardRetryPolicy (DispatcherOptions.Policy) and Policies.
+func (d *Dispatcher) RetryPolicies() map[string]RetryPolicy {
+	all := make(map[string]RetryPolicy, len(d.policies)+1)
+	for name, p := range d.policies {
+		all[name] = *p
+	}
+	all[StandardRetryPolicy] = d.opts.Policy
+	return all
+}
+
 // send makes the HTTP request of one attempt and fills in rec: the attempt's
 // times, status or error, response headers and excerpt, outcome, and the
 // delivery's next state.
 func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRecord) {
-	p := d.opts.Policy
+	p := d.policy(in.Delivery.RetryPolicy)
 	dl := in.Delivery
 	start := d.opts.Now().UTC()
 	mono := time.Now()
@@ -1026,6 +1073,7 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, in.Endpoint.URL, bytes.NewReader(in.Body))
 	var status int
 	var retryAfter time.Duration
+	var abort bool
 	if err == nil {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("User-Agent", d.opts.UserAgent)
@@ -1061,19 +1109,24 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 			if len(excerpt) > 0 { // ToValidUTF8 allocates even for nothing
 				rec.Attempt.Response = string(bytes.ToValidUTF8(excerpt, []byte("\uFFFD")))
 			}
-			if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+			failed := status < 200 || status > 299
+			if failed {
+				abort = receiverAborts(resp.Header) // never asked of a 2xx: received is received
+			}
+			if !abort && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) {
 				retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), start)
 			}
-			if rerr != nil && isTimeout(rerr) && (status < 200 || status > 299) {
+			if rerr != nil && isTimeout(rerr) && failed && !abort {
 				// The status line came in time, the body did not. A 2xx
 				// stands: the receiver said it has the event (2xx =
-				// received), and retrying it would only duplicate it.
+				// received), and retrying it would only duplicate it; so
+				// does an abort, which the headers said.
 				err, status = rerr, 0
 			}
 		}
 	}
 	rec.Attempt.Duration = time.Since(mono)
-	outcome, reason := classify(status, err, p.AttemptTimeout)
+	outcome, reason := classify(status, err, p.AttemptTimeout, abort, p.RetryStatuses)
 	if err != nil { // the reason hides addresses; the operator may see them
 		d.log.Debug("attempt error", "delivery", dl.ID, "endpoint", dl.EndpointID, "detail", transportDetail(err))
 	}

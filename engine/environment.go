@@ -63,6 +63,11 @@ func (s *Service) putTenant(ctx context.Context, id string, in TenantInput) (Ten
 			return Tenant{}, false, err
 		}
 	}
+	if in.RetryPolicy != "" {
+		if err := s.checkRetryPolicy("retry_policy", in.RetryPolicy); err != nil {
+			return Tenant{}, false, err
+		}
+	}
 	caller := CallerEnvironment(ctx)
 	env := in.Environment
 	old, err := s.store.Tenant(ctx, id)
@@ -91,7 +96,7 @@ func (s *Service) putTenant(ctx context.Context, id string, in TenantInput) (Ten
 	now := s.now()
 	// The store refuses to change an existing tenant's environment, so a
 	// tenant created meanwhile by another caller is not converted.
-	return s.store.PutTenant(ctx, Tenant{ID: id, Name: in.Name, Environment: env, Created: now, Updated: now})
+	return s.store.PutTenant(ctx, Tenant{ID: id, Name: in.Name, Environment: env, RetryPolicy: RetryPolicyName(in.RetryPolicy), Created: now, Updated: now})
 }
 
 // errWrongEnvironment is what a test caller gets for a live tenant.

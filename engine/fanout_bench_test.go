@@ -21,7 +21,7 @@ func BenchmarkNewDeliveries_FanOut10(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		n := 0
-		ds := engine.NewDeliveries(ev, eps, func(string) string { n++; return ids[n-1] })
+		ds := engine.NewDeliveries(ev, "", eps, func(string) string { n++; return ids[n-1] })
 		if len(ds) != 10 {
 			b.Fatal(len(ds))
 		}

@@ -92,12 +92,20 @@ func (s *Service) SetEndpointEnabled(ctx context.Context, tenant, id string, ena
 	if err != nil || !enabled {
 		return ep, 0, err
 	}
+	var policy RetryPolicyName
+	if deliverHeld {
+		t, err := s.store.Tenant(ctx, tenant)
+		if err != nil {
+			return ep, 0, err
+		}
+		policy = CyclePolicy(t.RetryPolicy, ep)
+	}
 	total := 0
 	for {
 		r := Replay{At: s.now(), By: by}
 		ds, err := s.store.UpdateDeliveries(ctx, Selection{Tenant: tenant, State: StatePaused, EndpointID: id}, replayBatch, func(d Delivery) Delivery {
 			if deliverHeld {
-				return ReplayDelivery(d, r)
+				return ReplayDelivery(d, r, policy)
 			}
 			return DropHeldDelivery(d, r.At)
 		})

@@ -70,9 +70,9 @@ func TestSettleLine(t *testing.T) {
 		{"head dead, dropped: advances whatever on_dead", ordered(), skipped, LineView{Head: "dlv_1", OnDead: OnDeadBlock}, skipped, true},
 		{"blocking head skipped: advances", dead, skipped, LineView{Head: "dlv_1", OnDead: OnDeadBlock}, skipped, true},
 		{"blocking head, dead to dead: nothing", dead, dead, LineView{Head: "dlv_1", OnDead: OnDeadSkip}, dead, false},
-		{"blocking head replayed: stays", dead, ReplayDelivery(dead, Replay{At: tt2}), mine, ReplayDelivery(dead, Replay{At: tt2}), false},
-		{"replayed behind another head: waits", succeeded, ReplayDelivery(succeeded, Replay{At: tt2}), other,
-			waiting(ReplayDelivery(succeeded, Replay{At: tt2}), "dlv_0"), false},
+		{"blocking head replayed: stays", dead, ReplayDelivery(dead, Replay{At: tt2}, ""), mine, ReplayDelivery(dead, Replay{At: tt2}, ""), false},
+		{"replayed behind another head: waits", succeeded, ReplayDelivery(succeeded, Replay{At: tt2}, ""), other,
+			waiting(ReplayDelivery(succeeded, Replay{At: tt2}, ""), "dlv_0"), false},
 		{"waiting stays waiting, behind the head", waiting(ordered(), "dlv_x"), waiting(ordered(), "dlv_x"), other, waiting(ordered(), "dlv_0"), false},
 	}
 	for _, tt := range tests {
@@ -117,7 +117,7 @@ func TestSkipDelivery(t *testing.T) {
 		}
 	}
 	// A replay starts a cycle that blocks again.
-	again := RecordAttempt(ReplayDelivery(got, Replay{At: tt2}), AttemptRecord{Cycle: 2, State: StateDead, At: tt2})
+	again := RecordAttempt(ReplayDelivery(got, Replay{At: tt2}, ""), AttemptRecord{Cycle: 2, State: StateDead, At: tt2})
 	if !again.Blocking() {
 		t.Error("a skip of cycle 1 still counts in cycle 2")
 	}

@@ -263,11 +263,15 @@ func (s *Service) ReplayDeadLetters(ctx context.Context, tenant string, since, u
 			return 0, Errorf(CodeEndpointNotFound, "endpoint", "no such endpoint")
 		}
 	}
+	policyOf, err := s.cyclePolicies(ctx, tenant)
+	if err != nil {
+		return 0, err
+	}
 	total := 0
 	for {
 		r := Replay{At: s.now(), By: by}
 		sel := Selection{Tenant: tenant, State: StateDead, EndpointID: endpointID, Since: since, Until: until}
-		ds, err := s.store.UpdateDeliveries(ctx, sel, replayBatch, func(d Delivery) Delivery { return ReplayDelivery(d, r) })
+		ds, err := s.store.UpdateDeliveries(ctx, sel, replayBatch, func(d Delivery) Delivery { return ReplayDelivery(d, r, policyOf(d.EndpointID)) })
 		if err != nil {
 			return total, err
 		}

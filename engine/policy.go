@@ -2,11 +2,21 @@ package engine
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 )
 
-// RetryPolicy decides when a failed attempt is tried again. The zero value
-// is not useful; DefaultRetryPolicy returns the published schedule.
+// RetryPolicy decides when a failed attempt is tried again, and which
+// answers are worth trying again. The zero value is not useful;
+// DefaultRetryPolicy returns the published schedule (the policy named
+// StandardRetryPolicy), ExtendedRetryPolicy the built-in long one.
+//
+// A node knows several policies by name (DispatcherOptions.Policies); a
+// delivery follows the one named when its cycle started
+// (Delivery.RetryPolicy), so a change of a tenant's or an endpoint's
+// choice applies to the cycles that start after it. A policy's
+// definition is read from the node's configuration at each attempt.
 type RetryPolicy struct {
 	// Schedule holds the waits between attempts: attempt n+1 comes
 	// Schedule[n-1] after attempt n ends. A delivery gets len(Schedule)+1
@@ -25,6 +35,57 @@ type RetryPolicy struct {
 	// RetryAfterMax caps a Retry-After header: a receiver cannot push its
 	// next attempt further out than this.
 	RetryAfterMax time.Duration
+	// RetryStatuses are HTTP statuses that classify would make a
+	// permanent failure (3xx, and 4xx but 408, 425 and 429) and that this
+	// policy retries by its Schedule instead (a receiver that answers 404
+	// while it deploys). Nil: none, as the default. Each is from 300 to
+	// 499 (ValidRetryStatus).
+	RetryStatuses []int
+}
+
+// The names of the built-in policies.
+const (
+	// StandardRetryPolicy names the policy a tenant follows unless it
+	// chooses another: DispatcherOptions.Policy, DefaultRetryPolicy unless
+	// configured. A delivery stores it as "" (Delivery.RetryPolicy).
+	StandardRetryPolicy = "standard"
+	// ExtendedRetryPolicyName names ExtendedRetryPolicy, for receivers
+	// that may be down for a night.
+	ExtendedRetryPolicyName = "extended"
+)
+
+// MaxRetryPolicyName is the longest name of a retry policy.
+const MaxRetryPolicyName = 32
+
+// ValidRetryPolicyName reports whether name may name a retry policy: 1
+// to MaxRetryPolicyName lowercase letters, digits, '_' and '-', starting
+// with a letter.
+func ValidRetryPolicyName(name string) bool {
+	if len(name) == 0 || len(name) > MaxRetryPolicyName {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ValidRetryStatus reports why status cannot be one of a policy's
+// RetryStatuses, or "" when it can: from 300 to 499, but 408, 425 and
+// 429, which every policy retries.
+func ValidRetryStatus(status int) string {
+	switch {
+	case status < 300 || status > 499:
+		return "must be a 3xx or 4xx status (2xx is received; 5xx is always retried)"
+	case status == 408 || status == 425 || status == 429:
+		return "is retried by every policy; leave it out"
+	}
+	return ""
 }
 
 // DefaultRetryPolicy returns the published default: an attempt at once,
@@ -40,8 +101,57 @@ func DefaultRetryPolicy() RetryPolicy {
 	}
 }
 
+// ExtendedRetryPolicy returns the built-in policy named
+// ExtendedRetryPolicyName, about Svix's schedule: an attempt at once,
+// then retries after 5s, 5m, 30m, 2h, 5h, 10h and 10h, ±20% jitter: 8
+// attempts, about 27.6 hours of waiting, inside a 28-hour deadline (the
+// waits and 8 attempt timeouts with 25 minutes to spare), 10s per
+// attempt and Retry-After honoured up to 10 minutes, as the default.
+func ExtendedRetryPolicy() RetryPolicy {
+	p := DefaultRetryPolicy()
+	p.Schedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
+	p.Deadline = 28 * time.Hour
+	return p
+}
+
 // MaxAttempts returns how many attempts a cycle gets at most.
 func (p RetryPolicy) MaxAttempts() int { return len(p.Schedule) + 1 }
+
+// Retries reports whether the policy retries status, which classify
+// would otherwise make a permanent failure (RetryStatuses).
+func (p RetryPolicy) Retries(status int) bool { return slices.Contains(p.RetryStatuses, status) }
+
+// Summary describes p in a few words for a person choosing a policy:
+// "6 attempts within 75 min", "8 attempts within 28 h", with ", retries
+// 404, 409" when it retries statuses.
+func (p RetryPolicy) Summary() string {
+	noun := "attempts"
+	if p.MaxAttempts() == 1 {
+		noun = "attempt"
+	}
+	s := fmt.Sprintf("%d %s within %s", p.MaxAttempts(), noun, roughDuration(p.Deadline))
+	for i, st := range p.RetryStatuses {
+		if i == 0 {
+			s += ", retries "
+		} else {
+			s += ", "
+		}
+		s += strconv.Itoa(st)
+	}
+	return s
+}
+
+// roughDuration is d in one unit, rounded, as a person reads it: "45 s",
+// "75 min", "28 h".
+func roughDuration(d time.Duration) string {
+	switch {
+	case d < 2*time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
+	case d < 2*time.Hour:
+		return strconv.FormatInt(int64((d+time.Minute/2)/time.Minute), 10) + " min"
+	}
+	return strconv.FormatInt(int64((d+time.Hour/2)/time.Hour), 10) + " h"
+}
 
 // Next decides what follows the failed attempt number n (1-based within
 // its cycle) that ended at now, in a cycle that started at start.

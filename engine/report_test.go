@@ -23,7 +23,7 @@ func TestNewReport_EveryDeliveryInOneBucket(t *testing.T) {
 	die := func(d Delivery) Delivery {
 		return RecordAttempt(d, AttemptRecord{Cycle: d.Cycle, Attempt: Attempt{Cycle: d.Cycle, Number: d.CycleAttempts + 1, Start: tt1, Status: 400, Outcome: OutcomePermanent}, State: StateDead, Reason: "HTTP 400", At: tt1})
 	}
-	replay := func(d Delivery) Delivery { return ReplayDelivery(d, Replay{At: tt2, By: "admin"}) }
+	replay := func(d Delivery) Delivery { return ReplayDelivery(d, Replay{At: tt2, By: "admin"}, "") }
 	fresh := pending()
 	fresh.Attempts, fresh.CycleAttempts = []Attempt{}, 0
 	firstTry := succeed(fresh)

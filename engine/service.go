@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/webhookd/webhookd/verify"
@@ -83,6 +85,12 @@ type ServiceOptions struct {
 	// deleted, after the store did (main wakes the purge with it). It
 	// must not block.
 	TenantDeleted func(tenant string)
+
+	// RetryPolicies are the retry policies a tenant or an endpoint may
+	// choose, by name, StandardRetryPolicy among them (its definition is
+	// the Dispatcher's Policy). Nil: the Dispatcher's (NewNode), or the
+	// standard one only.
+	RetryPolicies map[string]RetryPolicy
 }
 
 // NewService returns a Service over store that hands work to disp.
@@ -102,6 +110,13 @@ func NewService(store Store, disp *Dispatcher, opts ServiceOptions) *Service {
 	if opts.LookupHost == nil {
 		opts.LookupHost = lookupNetIP
 	}
+	if opts.RetryPolicies == nil {
+		if disp != nil {
+			opts.RetryPolicies = disp.RetryPolicies()
+		} else {
+			opts.RetryPolicies = map[string]RetryPolicy{StandardRetryPolicy: DefaultRetryPolicy()}
+		}
+	}
 	s := &Service{store: store, disp: disp, opts: opts}
 	s.ingestRates.init(opts.TenantIngestRate, opts.TenantIngestBurst)
 	s.testEventRates.init(1/TestEventInterval.Seconds(), TestEventBurst)
@@ -116,6 +131,67 @@ type TenantInput struct {
 	// Environment is "test" or "live" when the tenant is created ("": the
 	// default; see putTenant), and must be "" or unchanged on an update.
 	Environment Environment `json:"environment"`
+	// RetryPolicy names the retry policy of the tenant's endpoints that
+	// name none (ServiceOptions.RetryPolicies): "" keeps the tenant's
+	// (StandardRetryPolicy for a new one).
+	RetryPolicy string `json:"retry_policy"`
+}
+
+// RetryPolicies returns the retry policies a tenant or an endpoint may
+// choose, by name (ServiceOptions.RetryPolicies). The map is the
+// caller's.
+func (s *Service) RetryPolicies() map[string]RetryPolicy {
+	return maps.Clone(s.opts.RetryPolicies)
+}
+
+// RetryPolicy returns the policy a cycle of a delivery whose
+// RetryPolicy is name follows, the name it is known by, and whether
+// the node has that policy: one it does not have (the configuration
+// dropped it) is followed as the standard one.
+func (s *Service) RetryPolicy(name RetryPolicyName) (RetryPolicy, bool) {
+	if name == "" {
+		name = StandardRetryPolicy
+	}
+	if p, ok := s.opts.RetryPolicies[string(name)]; ok {
+		return p, true
+	}
+	return s.opts.RetryPolicies[StandardRetryPolicy], false
+}
+
+// checkRetryPolicy reports CodeInvalidField on field unless name is one
+// of the node's retry policies.
+func (s *Service) checkRetryPolicy(field, name string) error {
+	if _, ok := s.opts.RetryPolicies[name]; ok {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(s.opts.RetryPolicies))
+	if !ValidRetryPolicyName(name) {
+		return Errorf(CodeInvalidField, field, "%s must name a retry policy: one of %s", field, strings.Join(names, ", "))
+	}
+	return Errorf(CodeInvalidField, field, "no retry policy %q is configured; the policies are %s", name, strings.Join(names, ", "))
+}
+
+// withEffectivePolicy fills in each endpoint's EffectiveRetryPolicy:
+// its own RetryPolicy, or that of tenant t.
+func withEffectivePolicy(t Tenant, eps []Endpoint) {
+	for i := range eps {
+		eps[i].EffectiveRetryPolicy = CyclePolicy(t.RetryPolicy, eps[i])
+		if eps[i].EffectiveRetryPolicy == "" {
+			eps[i].EffectiveRetryPolicy = StandardRetryPolicy
+		}
+	}
+}
+
+// effectivePolicy is withEffectivePolicy for ep of tenant, which it
+// reads. ep is answered as it is when the tenant cannot be read: the
+// endpoint was read, and its policy is only shown.
+func (s *Service) effectivePolicy(ctx context.Context, tenant string, ep Endpoint) Endpoint {
+	if t, err := s.store.Tenant(ctx, tenant); err == nil {
+		eps := []Endpoint{ep}
+		withEffectivePolicy(t, eps)
+		ep = eps[0]
+	}
+	return ep
 }
 
 // PutTenant creates or updates tenant id; it reports whether it was created.
@@ -195,6 +271,8 @@ type EndpointInput struct {
 	// their channels (Endpoint.Channels, ValidateChannels); absent or
 	// []: every event.
 	Channels []string `json:"channels"`
+	// RetryPolicy names the endpoint's retry policy; "": its tenant's.
+	RetryPolicy string `json:"retry_policy"`
 }
 
 // EndpointPatch is the body of PATCH .../endpoints/{id}; nil fields are left
@@ -208,7 +286,11 @@ type EndpointPatch struct {
 	// next head that dies.
 	Ordering *Ordering `json:"ordering"`
 	OnDead   *OnDead   `json:"on_dead"`
-	Disabled *bool     `json:"disabled"`
+	// RetryPolicy applies to the cycles that start after the change (a
+	// delivery's policy is fixed when its cycle starts); "": the
+	// tenant's from then on.
+	RetryPolicy *string `json:"retry_policy"`
+	Disabled    *bool   `json:"disabled"`
 	// DeliverHeld, with disabled false, says what becomes of the
 	// deliveries held (paused) while the endpoint was disabled: true sends
 	// them now, false (the default) dead-letters them. See
@@ -248,6 +330,11 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 	if err := ValidateChannels("channels", in.Channels); err != nil {
 		return Endpoint{}, "", err
 	}
+	if in.RetryPolicy != "" {
+		if err := s.checkRetryPolicy("retry_policy", in.RetryPolicy); err != nil {
+			return Endpoint{}, "", err
+		}
+	}
 	types, err := s.checkSubscriptions(ctx, in.EventTypes)
 	if err != nil {
 		return Endpoint{}, "", err
@@ -257,7 +344,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 	ep := Endpoint{
 		ID: NewID("ep"), TenantID: tenant, URL: in.URL, EventTypes: types,
 		Description: in.Description, Created: now, Updated: now,
-		Ordering: in.Ordering, OnDead: in.OnDead,
+		Ordering: in.Ordering, OnDead: in.OnDead, RetryPolicy: RetryPolicyName(in.RetryPolicy),
 		VerificationRequired: s.opts.RequireEndpointVerification,
 		Secrets:              []Secret{{Key: secret}},
 	}
@@ -269,7 +356,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 		}
 		return Endpoint{}, "", err
 	}
-	return ep, secret, nil
+	return s.effectivePolicy(ctx, tenant, ep), secret, nil
 }
 
 // checkSubscriptions validates an endpoint's event_types: ["*"] alone, or
@@ -313,20 +400,32 @@ func (s *Service) checkSubscriptions(ctx context.Context, types []string) ([]str
 	return types, nil
 }
 
-// Endpoints lists tenant's endpoints.
+// Endpoints lists tenant's endpoints, each with its
+// EffectiveRetryPolicy.
 func (s *Service) Endpoints(ctx context.Context, tenant string) ([]Endpoint, error) {
-	if _, err := s.Tenant(ctx, tenant); err != nil {
+	t, err := s.Tenant(ctx, tenant)
+	if err != nil {
 		return nil, err
 	}
-	return s.store.Endpoints(ctx, tenant)
+	eps, err := s.store.Endpoints(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	withEffectivePolicy(t, eps)
+	return eps, nil
 }
 
-// Endpoint returns one endpoint of tenant.
+// Endpoint returns one endpoint of tenant, with its
+// EffectiveRetryPolicy.
 func (s *Service) Endpoint(ctx context.Context, tenant, id string) (Endpoint, error) {
 	if !validID(id) {
 		return Endpoint{}, EndpointNotFound()
 	}
-	return s.store.Endpoint(ctx, tenant, id)
+	ep, err := s.store.Endpoint(ctx, tenant, id)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	return s.effectivePolicy(ctx, tenant, ep), nil
 }
 
 // UpdateEndpoint applies p to an endpoint of tenant.
@@ -362,6 +461,11 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 			return Endpoint{}, err
 		}
 	}
+	if p.RetryPolicy != nil && *p.RetryPolicy != "" {
+		if err := s.checkRetryPolicy("retry_policy", *p.RetryPolicy); err != nil {
+			return Endpoint{}, err
+		}
+	}
 	var types []string
 	if p.EventTypes != nil {
 		var err error
@@ -392,18 +496,23 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 		if p.Channels != nil {
 			ep.Channels = channelsOf(*p.Channels)
 		}
+		if p.RetryPolicy != nil {
+			ep.RetryPolicy = RetryPolicyName(*p.RetryPolicy)
+		}
 		ep.Updated = now
 		return nil
 	})
-	if err != nil || p.Disabled == nil {
+	if err == nil && p.Disabled != nil {
+		by := p.By
+		if by == "" {
+			by = "admin"
+		}
+		ep, _, err = s.SetEndpointEnabled(ctx, tenant, id, !*p.Disabled, p.DeliverHeld, by)
+	}
+	if err != nil {
 		return ep, err
 	}
-	by := p.By
-	if by == "" {
-		by = "admin"
-	}
-	ep, _, err = s.SetEndpointEnabled(ctx, tenant, id, !*p.Disabled, p.DeliverHeld, by)
-	return ep, err
+	return s.effectivePolicy(ctx, tenant, ep), nil
 }
 
 // DeleteEndpoint removes an endpoint of tenant. Its pending deliveries are
@@ -762,7 +871,9 @@ func PrepareEvent(tenant string, in IngestInput, opts IngestOptions) (NewEvent, 
 		IdempotencyKey:     in.IdempotencyKey,
 		RequestHash:        sha256.Sum256(hashed),
 		IdempotencyExpires: now.Add(opts.IdempotencyWindow),
-		Deliveries:         func(stored Event, eps []Endpoint) []Delivery { return NewDeliveries(stored, eps, NewID) },
+		Deliveries: func(stored Event, policy RetryPolicyName, eps []Endpoint) []Delivery {
+			return NewDeliveries(stored, policy, eps, NewID)
+		},
 	}, nil
 }
 
@@ -881,12 +992,16 @@ func (s *Service) Replay(ctx context.Context, tenant, id, by string) (Delivery, 
 	if !validID(id) {
 		return Delivery{}, DeliveryNotFound()
 	}
+	policyOf, err := s.cyclePolicies(ctx, tenant)
+	if err != nil {
+		return Delivery{}, err
+	}
 	r := Replay{At: s.now(), By: by}
 	d, err := s.store.UpdateDelivery(ctx, id, func(d Delivery) (Delivery, error) {
 		if d.TenantID != tenant {
 			return Delivery{}, DeliveryNotFound()
 		}
-		return ReplayDelivery(d, r), nil
+		return ReplayDelivery(d, r, policyOf(d.EndpointID)), nil
 	})
 	if err != nil {
 		return Delivery{}, err
@@ -895,6 +1010,32 @@ func (s *Service) Replay(ctx context.Context, tenant, id, by string) (Delivery, 
 		s.disp.Enqueue(d.ID, d.TenantID, d.EndpointID, d.NextAttemptAt)
 	}
 	return d, nil
+}
+
+// cyclePolicies returns, by endpoint ID, the retry policy a cycle of a
+// delivery of tenant that starts now follows (CyclePolicy of the
+// endpoint and the tenant as they are now; the tenant's for an endpoint
+// deleted since, and the standard one when the tenant is gone too).
+func (s *Service) cyclePolicies(ctx context.Context, tenant string) (func(endpointID string) RetryPolicyName, error) {
+	t, err := s.store.Tenant(ctx, tenant)
+	if ErrorCode(err) == CodeTenantNotFound {
+		return func(string) RetryPolicyName { return "" }, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	eps, err := s.store.Endpoints(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	return func(id string) RetryPolicyName {
+		for i := range eps {
+			if eps[i].ID == id {
+				return CyclePolicy(t.RetryPolicy, eps[i])
+			}
+		}
+		return CyclePolicy(t.RetryPolicy, Endpoint{})
+	}, nil
 }
 
 // MaxReplaySelected bounds how many deliveries one ReplaySelected takes.

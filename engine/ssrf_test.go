@@ -289,7 +289,7 @@ func TestNewHTTPClient_refusesPlainHTTP(t *testing.T) {
 	if !errors.Is(err, ErrTargetRefused) {
 		t.Fatalf("POST http:// = %v, want ErrTargetRefused before any dial", err)
 	}
-	if out, why := classify(0, err, 0); out != OutcomePermanent || !strings.Contains(why, "allow_http") {
+	if out, why := classify(0, err, 0, false, nil); out != OutcomePermanent || !strings.Contains(why, "allow_http") {
 		t.Errorf("classify = %s %q, want permanent naming allow_http", out, why)
 	}
 }
@@ -301,7 +301,7 @@ func TestNewHTTPClient_refusesPlainHTTP(t *testing.T) {
 func TestNewHTTPClient_refusalAtDialHidesAddress(t *testing.T) {
 	c := NewHTTPClient(1, 1, TargetPolicy{AllowHTTP: true})
 	_, err := c.Post("http://localhost:1/hooks?token=s3cret", "application/json", strings.NewReader("{}"))
-	out, why := classify(0, err, time.Second)
+	out, why := classify(0, err, time.Second, false, nil)
 	if out != OutcomePermanent || !strings.Contains(why, "host localhost resolves to a non-public address") || !strings.Contains(why, "allow_private_targets") {
 		t.Errorf("classify = %s %q, want permanent saying localhost resolves to a non-public address", out, why)
 	}
@@ -311,7 +311,7 @@ func TestNewHTTPClient_refusalAtDialHidesAddress(t *testing.T) {
 		}
 	}
 	_, err = c.Post("http://127.0.0.1:1/", "application/json", strings.NewReader("{}"))
-	if _, why := classify(0, err, time.Second); !strings.Contains(why, "127.0.0.1 is a loopback address") {
+	if _, why := classify(0, err, time.Second, false, nil); !strings.Contains(why, "127.0.0.1 is a loopback address") {
 		t.Errorf("refusal of a literal: %q, want it named with its class", why)
 	}
 }

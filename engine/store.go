@@ -73,9 +73,13 @@ type Store interface {
 // only through DeleteTenant, whose deliveries go with it (at once, or in
 // Maintenance's purge).
 type Records interface {
-	// PutTenant creates or updates a tenant (Name only). It returns the
+	// PutTenant creates or updates a tenant: an update sets its Name,
+	// and its RetryPolicy when t names one ("" keeps it). It returns the
 	// stored tenant and whether it was created. CodeTenantDeleting while
-	// a deleted tenant of that ID is still being purged.
+	// a deleted tenant of that ID is still being purged. A store that
+	// keeps what an ingest's fan-out read (postgres: the endpoints and
+	// the tenant's policy) must see a change of RetryPolicy as it sees a
+	// change of the tenant's endpoints.
 	PutTenant(ctx context.Context, t Tenant) (Tenant, bool, error)
 	// Tenant returns CodeTenantNotFound when there is none.
 	Tenant(ctx context.Context, id string) (Tenant, error)
@@ -132,8 +136,8 @@ type Log interface {
 	// in.Sequenced(n) for n its tenant's next Sequence (one more than
 	// the last event stored for the tenant, ever, deleted or not: no
 	// gap, no repeat, committed with the event); and store the
-	// deliveries in.Deliveries returns for the tenant's endpoints as they
-	// are in that transaction.
+	// deliveries in.Deliveries returns for the tenant's endpoints and
+	// retry policy as they are in that transaction.
 	AppendEvent(ctx context.Context, in NewEvent) (IngestResult, error)
 	// AttemptInput reads, in one read transaction, what an attempt needs:
 	// the delivery, its event's stored body and its endpoint. A deleted
@@ -261,8 +265,10 @@ type NewEvent struct {
 	// Deliveries returns the deliveries of ev, the event as it is
 	// stored (Sequenced, with its Sequence and Seq), among its tenant's
 	// endpoints, as the store reads them inside the append's transaction,
-	// in creation order and perhaps with their secrets still sealed
-	// (NewDeliveries). Nil: NewDeliveries with NewID. The store:
+	// in creation order and perhaps with their secrets still sealed, for
+	// a tenant whose Tenant.RetryPolicy is tenantPolicy, read in the same
+	// transaction (NewDeliveries). Nil: NewDeliveries with NewID. The
+	// store:
 	//
 	//   - must neither change nor keep endpoints, which are its to reuse
 	//     once Deliveries returns (a copy it may keep);
@@ -280,7 +286,7 @@ type NewEvent struct {
 	// PreviousSequence, in the same transaction, to the Sequence of the
 	// last delivery it made for that key to that endpoint that it still
 	// stores (0: none), and remembers this one as the last.
-	Deliveries func(ev Event, endpoints []Endpoint) []Delivery
+	Deliveries func(ev Event, tenantPolicy RetryPolicyName, endpoints []Endpoint) []Delivery
 }
 
 // IngestResult is the outcome of AppendEvent.

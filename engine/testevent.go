@@ -57,14 +57,14 @@ func (s *Service) SendTestEvent(ctx context.Context, tenant, endpointID string, 
 	if err != nil {
 		return IngestResult{}, err
 	}
-	ne.Deliveries = func(stored Event, eps []Endpoint) []Delivery {
+	ne.Deliveries = func(stored Event, policy RetryPolicyName, eps []Endpoint) []Delivery {
 		only := slices.DeleteFunc(slices.Clone(eps), func(e Endpoint) bool { return e.ID != ep.ID })
 		for i := range only {
 			// A test event is on no channel, and goes to its endpoint
 			// whatever the endpoint's channels (as Svix's manual sends do).
 			only[i].Channels = nil
 		}
-		return NewDeliveries(stored, only, NewID)
+		return NewDeliveries(stored, policy, only, NewID)
 	}
 	return s.appendEvent(ctx, tenant, ne, func() error {
 		if wait := s.testEventRates.take(ep.ID); wait > 0 {

@@ -35,13 +35,15 @@ const (
 // NewDeliveries returns the deliveries that event ev (as stored, with its
 // Sequence) creates among eps, its tenant's endpoints: one per endpoint
 // that subscribes to ev's type and listens to one of its channels
-// (Endpoint.ListensTo: any endpoint without a channel filter), in ID order, each in cycle 1 from
-// ev.Created, with ev's Sequence and its line at the endpoint (LineOf;
-// the store settles it in the line, SettleLine). A delivery to an enabled
-// endpoint is Pending, due at ev.Created; to a disabled one it is Paused
-// (held, not dropped: delivered if the endpoint is enabled with "deliver
-// held"). newID makes their IDs (NewID("dlv")).
-func NewDeliveries(ev Event, eps []Endpoint, newID func(prefix string) string) []Delivery {
+// (Endpoint.ListensTo: any endpoint without a channel filter), in ID
+// order, each in cycle 1 from ev.Created, with ev's Sequence, its line at
+// the endpoint (LineOf; the store settles it in the line, SettleLine) and
+// the retry policy of the endpoint of a tenant whose policy is
+// tenantPolicy (CyclePolicy). A delivery to an enabled endpoint is
+// Pending, due at ev.Created; to a disabled one it is Paused (held, not
+// dropped: delivered if the endpoint is enabled with "deliver held").
+// newID makes their IDs (NewID("dlv")).
+func NewDeliveries(ev Event, tenantPolicy RetryPolicyName, eps []Endpoint, newID func(prefix string) string) []Delivery {
 	ds := make([]Delivery, 0, len(eps))
 	for _, ep := range eps {
 		if !ep.Subscribes(ev.Type) || !ep.ListensTo(ev.Channels) {
@@ -50,7 +52,8 @@ func NewDeliveries(ev Event, eps []Endpoint, newID func(prefix string) string) [
 		d := Delivery{
 			ID: newID("dlv"), TenantID: ev.TenantID, EventID: ev.ID, EventType: ev.Type,
 			EndpointID: ep.ID, State: StatePending, Sequence: ev.Sequence, Line: LineOf(ev, ep), Test: ev.Test, Channels: ev.Channels,
-			Cycle: 1, CycleStart: ev.Created, NextAttemptAt: ev.Created,
+			RetryPolicy: CyclePolicy(tenantPolicy, ep),
+			Cycle:       1, CycleStart: ev.Created, NextAttemptAt: ev.Created,
 			Created: ev.Created, Updated: ev.Created,
 			Attempts: []Attempt{}, Replays: []Replay{},
 		}
@@ -61,6 +64,20 @@ func NewDeliveries(ev Event, eps []Endpoint, newID func(prefix string) string) [
 	}
 	slices.SortFunc(ds, func(a, b Delivery) int { return strings.Compare(a.ID, b.ID) })
 	return ds
+}
+
+// CyclePolicy returns the retry policy a cycle of a delivery to ep
+// follows, when ep's tenant's policy is tenantPolicy: ep's own, else
+// tenantPolicy, with StandardRetryPolicy as "" (what a delivery stores).
+func CyclePolicy(tenantPolicy RetryPolicyName, ep Endpoint) RetryPolicyName {
+	p := ep.RetryPolicy
+	if p == "" {
+		p = tenantPolicy
+	}
+	if p.Standard() {
+		return ""
+	}
+	return p
 }
 
 // RecordAttempt returns d after the attempt rec.Attempt: the attempt is
@@ -120,9 +137,11 @@ func PauseDelivery(d Delivery, cycle int, at time.Time) Delivery {
 
 // ReplayDelivery returns d in a new cycle, whatever its state: Cycle+1,
 // Pending, due at r.At from which its deadline runs, no attempt counted
-// in it, DeadAt zero, and r appended to its replays with the new cycle.
-func ReplayDelivery(d Delivery, r Replay) Delivery {
+// in it, DeadAt zero, following the retry policy policy (CyclePolicy of
+// its endpoint now), and r appended to its replays with the new cycle.
+func ReplayDelivery(d Delivery, r Replay, policy RetryPolicyName) Delivery {
 	d.Cycle++
+	d.RetryPolicy = policy
 	d.State = StatePending
 	d.CycleStart = r.At
 	d.CycleAttempts = 0

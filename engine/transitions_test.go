@@ -86,7 +86,7 @@ func TestHoldPauseReplayDrop(t *testing.T) {
 			})},
 		{"pause, not pending", PauseDelivery(with(pending(), func(d *Delivery) { d.State = StateDead }), 1, tt1),
 			with(pending(), func(d *Delivery) { d.State = StateDead })},
-		{"replay of a dead one", ReplayDelivery(with(pending(), func(d *Delivery) { d.State, d.DeadAt, d.NextAttemptAt = StateDead, tt1, time.Time{} }), r),
+		{"replay of a dead one", ReplayDelivery(with(pending(), func(d *Delivery) { d.State, d.DeadAt, d.NextAttemptAt = StateDead, tt1, time.Time{} }), r, ""),
 			with(pending(), func(d *Delivery) {
 				d.Cycle, d.State, d.CycleStart, d.CycleAttempts, d.NextAttemptAt, d.Updated = 2, StatePending, tt2, 0, tt2, tt2
 				d.Replays = []Replay{{At: tt2, By: "admin", Cycle: 2}}
@@ -120,7 +120,7 @@ func TestNewDeliveries(t *testing.T) {
 	}
 	n := 0
 	ids := func(string) string { n++; return []string{"dlv_2", "dlv_1"}[n-1] }
-	got := NewDeliveries(ev, eps, ids)
+	got := NewDeliveries(ev, "", eps, ids)
 	base := Delivery{TenantID: "acme", EventID: "evt_1", EventType: "order.created", Cycle: 1, CycleStart: tt0,
 		Created: tt0, Updated: tt0, Attempts: []Attempt{}, Replays: []Replay{}}
 	want := []Delivery{
@@ -130,7 +130,7 @@ func TestNewDeliveries(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("NewDeliveries =\n%+v\nwant (in ID order)\n%+v", got, want)
 	}
-	if got := NewDeliveries(ev, nil, NewID); len(got) != 0 || got == nil {
+	if got := NewDeliveries(ev, "", nil, NewID); len(got) != 0 || got == nil {
 		t.Errorf("no endpoints: %#v, want an empty list", got)
 	}
 }

@@ -14,9 +14,30 @@ type Tenant struct {
 	// Environment is test or live, chosen when the tenant is created and
 	// never changed; a test token acts on test tenants only.
 	Environment Environment `json:"environment"`
-	Created     time.Time   `json:"created"`
-	Updated     time.Time   `json:"updated"`
+	// RetryPolicy names the retry policy its endpoints' deliveries follow
+	// unless an endpoint names its own: "" (shown "standard") for
+	// StandardRetryPolicy.
+	RetryPolicy RetryPolicyName `json:"retry_policy"`
+	Created     time.Time       `json:"created"`
+	Updated     time.Time       `json:"updated"`
 }
+
+// RetryPolicyName names a retry policy (RetryPolicy) of the node's
+// configuration. Its zero value is StandardRetryPolicy, and its text
+// (JSON) form is "standard" then.
+type RetryPolicyName string
+
+// MarshalText returns "standard" for "", n itself otherwise.
+func (n RetryPolicyName) MarshalText() ([]byte, error) {
+	if n == "" {
+		return []byte(StandardRetryPolicy), nil
+	}
+	return []byte(n), nil
+}
+
+// Standard reports whether n names the standard policy ("" or
+// "standard").
+func (n RetryPolicyName) Standard() bool { return n == "" || n == StandardRetryPolicy }
 
 // EventType is one entry of the published catalogue, named
 // "resource.action" in the past tense (payment.succeeded).
@@ -80,6 +101,15 @@ type Endpoint struct {
 	// channels or without. A change applies to the events ingested
 	// after it.
 	Channels []string `json:"channels,omitempty"`
+	// RetryPolicy names the retry policy of the endpoint's deliveries;
+	// "": its tenant's (Tenant.RetryPolicy). A delivery's policy is fixed
+	// when its cycle starts (CyclePolicy), so a change applies to the
+	// cycles that start after it.
+	RetryPolicy RetryPolicyName `json:"retry_policy,omitempty"`
+	// EffectiveRetryPolicy is the policy the endpoint's new deliveries
+	// follow: RetryPolicy, or its tenant's. Not stored: the Service fills
+	// it in when it answers with the endpoint.
+	EffectiveRetryPolicy RetryPolicyName `json:"effective_retry_policy,omitempty"`
 
 	// Secrets are the signing keys, current first. A key with a non-zero
 	// Expires is an old key kept for a rotation grace window. Secrets are
@@ -251,6 +281,12 @@ type Delivery struct {
 	// listing filters on them without reading the event); nil when the
 	// event has none. Read only: deliveries of one event may share them.
 	Channels []string `json:"channels,omitempty"`
+	// RetryPolicy names the retry policy its current cycle follows,
+	// fixed when the cycle started (CyclePolicy: its endpoint's, or its
+	// tenant's): "" for StandardRetryPolicy. A name the node's
+	// configuration no longer has follows the standard policy
+	// (Dispatcher), and the record keeps the name.
+	RetryPolicy RetryPolicyName `json:"retry_policy"`
 	// WaitingBehind is the ID of its line's head while it is Waiting,
 	// filled in by the store when it reads the delivery (the head
 	// changes without the waiting deliveries being rewritten); "" in any
@@ -305,8 +341,8 @@ type Outcome string
 
 const (
 	OutcomeSuccess   Outcome = "success"   // 2xx
-	OutcomeRetry     Outcome = "retry"     // 408/425/429/5xx, timeout, connection error
-	OutcomePermanent Outcome = "permanent" // 3xx and other 4xx: the endpoint is misconfigured
+	OutcomeRetry     Outcome = "retry"     // 408/425/429/5xx, timeout, connection error, a status the policy retries
+	OutcomePermanent Outcome = "permanent" // 3xx and other 4xx (the endpoint is misconfigured), or the receiver's abort
 )
 
 // Replay records one manual re-send of a delivery.

@@ -135,7 +135,7 @@ func (d *Dispatcher) holdUnverified(ctx context.Context, in *AttemptInput) (time
 	e.held[dl.ID] = true
 	v.mu.Unlock()
 
-	p := d.opts.Policy
+	p := d.policy(dl.RetryPolicy)
 	now := d.opts.Now().UTC()
 	wait := time.Until(retryAt)
 	if wait < 0 {
@@ -292,7 +292,7 @@ func (d *Dispatcher) challenge(ctx context.Context, ep Endpoint) error {
 	resp, err := d.client.Do(req)
 	if err != nil {
 		d.log.Debug("challenge error", "endpoint", ep.ID, "detail", transportDetail(err))
-		_, why := classify(0, err, timeout)
+		_, why := classify(0, err, timeout, false, nil)
 		return fmt.Errorf("challenge failed: %s", why)
 	}
 	_, rerr := io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBody))

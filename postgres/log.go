@@ -76,10 +76,12 @@ func (s *Store) ingest(ctx context.Context, in engine.NewEvent) (engine.IngestRe
 	return res, nil
 }
 
-// endpointsSeen is a tenant's endpoints as an ingest read them, at
-// endpoints_version version (read before them).
+// endpointsSeen is a tenant's endpoints and retry policy as an ingest
+// read them, at endpoints_version version (read before them; PutTenant
+// moves it when the policy changes).
 type endpointsSeen struct {
 	version int64
+	policy  engine.RetryPolicyName
 	eps     []engine.Endpoint
 	// raw holds each endpoint's columns as read, by ID, when the
 	// secrets were read too (the store's own ingest, not EnqueueTx's):
@@ -121,7 +123,7 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 	// is all of an unordered delivery that depends on it; an event with
 	// an ordered delivery takes the full path, which settles it in its
 	// line under the line's lock (settleNew).
-	ds, err := makeDeliveries(stored, in, slices.Clone(seen.eps))
+	ds, err := makeDeliveries(stored, in, seen.policy, slices.Clone(seen.eps))
 	if err != nil {
 		return engine.IngestResult{}, false, nil // the full path says so, if it is so of the tenant's endpoints as they are
 	}
@@ -329,13 +331,13 @@ func newStoredEvent(ev engine.Event) (engine.Event, error) {
 }
 
 // makeDeliveries makes the deliveries of event ev for the tenant's
-// endpoints eps, checked and in ID order.
-func makeDeliveries(ev engine.Event, in engine.NewEvent, eps []engine.Endpoint) ([]engine.Delivery, error) {
+// endpoints eps and retry policy policy, checked and in ID order.
+func makeDeliveries(ev engine.Event, in engine.NewEvent, policy engine.RetryPolicyName, eps []engine.Endpoint) ([]engine.Delivery, error) {
 	var made []engine.Delivery
 	if in.Deliveries != nil {
-		made = in.Deliveries(ev, eps)
+		made = in.Deliveries(ev, policy, eps)
 	} else {
-		made = engine.NewDeliveries(ev, eps, engine.NewID)
+		made = engine.NewDeliveries(ev, policy, eps, engine.NewID)
 	}
 	ds := make([]engine.Delivery, len(made))
 	for i, d := range made {
@@ -376,7 +378,7 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	// The version before the endpoints: endpoints read at a later
 	// version than the one kept are merely refused by the next
 	// appendCached, never taken for a newer version.
-	b.Queue("SELECT endpoints_version FROM tenants WHERE id = $1 AND deleted_at IS NULL", ev.TenantID)
+	b.Queue("SELECT endpoints_version, doc FROM tenants WHERE id = $1 AND deleted_at IS NULL", ev.TenantID)
 	b.Queue("SELECT EXISTS (SELECT 1 FROM event_types WHERE name = $1)", ev.Type)
 	if in.IdempotencyKey != "" {
 		b.Queue(claimKeySQL, ev.TenantID, in.IdempotencyKey, in.RequestHash[:], ev.ID, in.IdempotencyExpires.UnixNano(), ev.Created.UnixNano())
@@ -403,11 +405,18 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 		if _, err := br.Exec(); err != nil { // the locks
 			return err
 		}
-		err := br.QueryRow().Scan(&seen.version)
+		var tenantDoc []byte
+		err := br.QueryRow().Scan(&seen.version, &tenantDoc)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		tenantFound = err == nil
+		if tenantFound = err == nil; tenantFound {
+			t, err := decodeTenant(tenantDoc)
+			if err != nil {
+				return err
+			}
+			seen.policy = t.RetryPolicy
+		}
 		if err := br.QueryRow().Scan(&known); err != nil {
 			return err
 		}
@@ -482,7 +491,7 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	case !inserted:
 		return engine.IngestResult{}, seen, fmt.Errorf("postgres: append event %s: event id exists", ev.ID)
 	}
-	ds, err := makeDeliveries(stored, in, eps)
+	ds, err := makeDeliveries(stored, in, seen.policy, eps)
 	if err != nil {
 		return engine.IngestResult{}, seen, err
 	}

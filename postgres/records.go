@@ -40,6 +40,7 @@ func (s *Store) PutTenant(ctx context.Context, t engine.Tenant) (engine.Tenant, 
 		err := tx.QueryRow(ctx, "SELECT doc, deleted_at FROM tenants WHERE id = $1 FOR UPDATE", t.ID).Scan(&doc, &deleted)
 		next := t
 		created = errors.Is(err, pgx.ErrNoRows)
+		policyChanged := false
 		switch {
 		case created:
 			if next.Environment == "" {
@@ -59,14 +60,22 @@ func (s *Store) PutTenant(ctx context.Context, t engine.Tenant) (engine.Tenant, 
 			}
 			next = old
 			next.Name, next.Updated = t.Name, t.Updated
+			if t.RetryPolicy != "" {
+				next.RetryPolicy = t.RetryPolicy
+			}
+			policyChanged = next.RetryPolicy != old.RetryPolicy
 		}
 		next.Created, next.Updated = utc(next.Created), utc(next.Updated)
 		doc, err = encodeTenant(next)
 		if err != nil {
 			return err
 		}
+		// A change of the tenant's retry policy moves endpoints_version,
+		// as a change of its endpoints does: ingests that kept what they
+		// read (appendCached) must read the policy again.
 		if _, err := tx.Exec(ctx, `INSERT INTO tenants (id, doc) VALUES ($1, $2)
-			ON CONFLICT (id) DO UPDATE SET doc = excluded.doc`, t.ID, doc); err != nil {
+			ON CONFLICT (id) DO UPDATE SET doc = excluded.doc,
+			endpoints_version = CASE WHEN $3 THEN nextval('endpoints_versions') ELSE tenants.endpoints_version END`, t.ID, doc, policyChanged); err != nil {
 			return err
 		}
 		out = next

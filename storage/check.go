@@ -34,7 +34,10 @@ import (
 //     its line (engine.HoldsLine), so a line has at most one head;
 //   - each tenant's held counts, and every tenant's, are its deliveries
 //     in line_waiting, paused and (dead and blocking) line_heads
-//     (checkHeld).
+//     (checkHeld);
+//   - a delivery's retry policy, when it names one, is a policy name
+//     (engine.ValidRetryPolicyName; whether the configuration has it is
+//     the dispatcher's to say).
 func checkInvariants(tx *bolt.Tx) []error {
 	var errs []error
 	report := func(format string, args ...any) bool {
@@ -140,6 +143,11 @@ func checkInvariants(tx *bolt.Tx) []error {
 			}
 		} else if s, err := decodeSeq(seq); err != nil || byTenant.Get(tenantDeliveryKey(d.TenantID, s, d.ID)) == nil {
 			if !report("delivery %s: not listed in tenant_deliveries under event %s", d.ID, d.EventID) {
+				return errs
+			}
+		}
+		if d.RetryPolicy != "" && !engine.ValidRetryPolicyName(string(d.RetryPolicy)) {
+			if !report("delivery %s: retry policy %q is not a policy name", d.ID, d.RetryPolicy) {
 				return errs
 			}
 		}

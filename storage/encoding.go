@@ -26,6 +26,7 @@ const (
 	formatV4 = 4 // event records of test events since schema 7: formatV3 with flags before the body; delivery records since schema 6: formatV3 with PreviousSequence at the end
 	formatV5 = 5 // delivery records of test events since schema 7: formatV4 with flags at the end
 	formatV6 = 6 // delivery records with response headers since schema 10: formatV5 (flags even when none) with each attempt's headers at the end
+	formatV7 = 7 // delivery records of a cycle that follows a retry policy other than the standard one: formatV6 (headers even when none) with the policy's name at the end
 )
 
 // Flags of an event or delivery record in formatV4 (events) or formatV5
@@ -130,6 +131,7 @@ type tenantRecord struct {
 	Environment string    `json:"environment,omitempty"` // "": live (written before environments)
 	Created     time.Time `json:"created"`
 	Updated     time.Time `json:"updated"`
+	RetryPolicy string    `json:"retry_policy,omitempty"` // "": standard (and before retry policies)
 }
 
 type eventTypeRecord struct {
@@ -166,6 +168,8 @@ type endpointRecord struct {
 	Channels []string `json:"channels,omitempty"` // absent: no channel filter (and before channels)
 
 	SecretReveals []secretRevealRecord `json:"secret_reveals,omitempty"` // absent: never revealed (and before reveals)
+
+	RetryPolicy string `json:"retry_policy,omitempty"` // "": the tenant's (and before retry policies)
 }
 
 type secretRecord struct {
@@ -270,7 +274,7 @@ func decodeJSON(kind string, data []byte, v any) error {
 }
 
 func encodeTenant(t engine.Tenant) ([]byte, error) {
-	return encodeJSON(tenantRecord{ID: t.ID, Name: t.Name, Environment: string(t.Environment), Created: utc(t.Created), Updated: utc(t.Updated)})
+	return encodeJSON(tenantRecord{ID: t.ID, Name: t.Name, Environment: string(t.Environment), Created: utc(t.Created), Updated: utc(t.Updated), RetryPolicy: string(t.RetryPolicy)})
 }
 
 func decodeTenant(data []byte) (engine.Tenant, error) {
@@ -285,7 +289,22 @@ func decodeTenant(data []byte) (engine.Tenant, error) {
 	if env == "" {
 		env = engine.EnvironmentLive
 	}
-	return engine.Tenant{ID: r.ID, Name: r.Name, Environment: env, Created: r.Created, Updated: r.Updated}, nil
+	return engine.Tenant{ID: r.ID, Name: r.Name, Environment: env, Created: r.Created, Updated: r.Updated, RetryPolicy: engine.RetryPolicyName(r.RetryPolicy)}, nil
+}
+
+// tenantRetryPolicyField is how a tenant record that names a retry
+// policy names it: one without it follows the standard policy.
+var tenantRetryPolicyField = []byte(`"retry_policy"`)
+
+// tenantRetryPolicy returns the RetryPolicy of tenant record data,
+// decoding it only when it names one: ingest's fan-out reads it at every
+// event, and most tenants follow the standard policy.
+func tenantRetryPolicy(data []byte) (engine.RetryPolicyName, error) {
+	if !bytes.Contains(data, tenantRetryPolicyField) {
+		return "", nil
+	}
+	t, err := decodeTenant(data)
+	return t.RetryPolicy, err
 }
 
 func encodeEventType(et engine.EventType) ([]byte, error) {
@@ -313,7 +332,8 @@ func encodeEndpoint(ep engine.Endpoint) ([]byte, error) {
 		DisabledReason: ep.DisabledReason, DisabledAt: utc(ep.DisabledAt),
 		FailingSince: utc(ep.FailingSince), LastFailure: ep.LastFailure, LastFailureAt: utc(ep.LastFailureAt),
 		Ordering: string(ep.Ordering), OnDead: string(ep.OnDead),
-		Channels: ep.Channels,
+		Channels:    ep.Channels,
+		RetryPolicy: string(ep.RetryPolicy),
 	}
 	if ep.Secrets != nil {
 		r.Secrets = make([]secretRecord, len(ep.Secrets))
@@ -345,6 +365,7 @@ func decodeEndpoint(data []byte) (engine.Endpoint, error) {
 		DisabledReason: r.DisabledReason, DisabledAt: r.DisabledAt,
 		FailingSince: r.FailingSince, LastFailure: r.LastFailure, LastFailureAt: r.LastFailureAt,
 		Ordering: engine.Ordering(r.Ordering), OnDead: engine.OnDead(r.OnDead),
+		RetryPolicy: engine.RetryPolicyName(r.RetryPolicy),
 	}
 	if len(r.Channels) > 0 {
 		ep.Channels = r.Channels
@@ -514,12 +535,14 @@ func eventBody(data []byte) ([]byte, error) {
 //	sequence (uvarint) ‖ line ‖ count ‖ skips (at ‖ by ‖ cycle) ‖   formatV3 on
 //	previous sequence (uvarint) ‖                                  formatV4 on
 //	flags (uvarint) ‖ [channels] ‖                                 formatV5 on
-//	for each attempt: count ‖ response headers (name ‖ value)      formatV6
+//	for each attempt: count ‖ response headers (name ‖ value)      formatV6 on
+//	retry policy                                                   formatV7
 //
 // with, in formatV5 on, the channels (a count, then each a string) when
 // the flags have flagChannels. A delivery with no sequence, line or
 // skips is written in formatV2, as before schema 5; one whose attempts
-// kept no response header in at most formatV5. WaitingBehind is not encoded: a read fills it in
+// kept no response header in at most formatV5; one whose cycle follows
+// the standard retry policy in at most formatV6. WaitingBehind is not encoded: a read fills it in
 // (getDelivery). Records written before schema 3 are JSON (formatV1);
 // decodeDelivery reads them all.
 func encodeDelivery(d engine.Delivery) ([]byte, error) {
@@ -542,8 +565,10 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 	for _, sk := range d.Skips {
 		n += 16 + len(sk.By)
 	}
+	v7 := d.RetryPolicy != ""
+	v6 = v6 || v7
 	if v6 {
-		n += len(d.Attempts) + 1
+		n += len(d.Attempts) + 1 + len(d.RetryPolicy)
 	}
 	flags := recordFlags(d.Test, d.Channels)
 	v5 := v6 || flags != 0
@@ -551,6 +576,8 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 	v3 := v4 || d.Sequence != 0 || d.Line != "" || d.Skips != nil
 	b := make([]byte, 0, n)
 	switch {
+	case v7:
+		b = append(b, formatV7)
 	case v6:
 		b = append(b, formatV6)
 	case v5:
@@ -621,6 +648,9 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 			}
 		}
 	}
+	if v7 {
+		b = appendString(b, string(d.RetryPolicy))
+	}
 	return b, nil
 }
 
@@ -638,7 +668,7 @@ func storedState(s engine.State) bool {
 func decodeDelivery(data []byte) (engine.Delivery, error) {
 	var d engine.Delivery
 	var err error
-	if len(data) > 0 && data[0] >= formatV2 && data[0] <= formatV6 {
+	if len(data) > 0 && data[0] >= formatV2 && data[0] <= formatV7 {
 		d, err = decodeDeliveryV2(data[1:], data[0])
 	} else {
 		d, err = decodeDeliveryV1(data)
@@ -664,7 +694,7 @@ const (
 	minHeaderBytes  = 2
 )
 
-// decodeDeliveryV2 decodes a record of format (formatV2 to formatV6)
+// decodeDeliveryV2 decodes a record of format (formatV2 to formatV7)
 // after its version byte.
 func decodeDeliveryV2(data []byte, format byte) (engine.Delivery, error) {
 	r := reader{b: data}
@@ -723,6 +753,9 @@ func decodeDeliveryV2(data []byte, format byte) (engine.Delivery, error) {
 				d.Attempts[i].ResponseHeaders = hs
 			}
 		}
+	}
+	if format >= formatV7 {
+		d.RetryPolicy = engine.RetryPolicyName(r.string())
 	}
 	if err := r.end(); err != nil {
 		return engine.Delivery{}, fmt.Errorf("decode delivery: %w", err)

@@ -60,6 +60,35 @@ var (
 	// sampleDeliveryBoth is on channels with response headers: the
 	// channels after the flags, then the headers (formatV6).
 	sampleDeliveryBoth = func() engine.Delivery { d := sampleDeliveryHeaders; d.Channels = sampleChannels; return d }()
+	// sampleTestDelivery is sampleDelivery of a test event, ordered
+	// (formatV5); samplePolicyDelivery that following a retry policy
+	// other than the standard one (formatV7), samplePolicyHeaders the
+	// same with response headers.
+	sampleTestDelivery = func() engine.Delivery {
+		d := sampleDelivery
+		d.Sequence, d.Line, d.PreviousSequence, d.Test = 7, "key:o", 6, true
+		return d
+	}()
+	samplePolicyDelivery = func() engine.Delivery {
+		d := sampleTestDelivery
+		d.RetryPolicy = "extended"
+		return d
+	}()
+	samplePolicyHeaders = func() engine.Delivery {
+		d := sampleDeliveryHeaders
+		d.RetryPolicy = "nightly-long"
+		return d
+	}()
+	samplePolicyTenant = func() engine.Tenant {
+		t := sampleTenant
+		t.RetryPolicy = "nightly-long"
+		return t
+	}()
+	samplePolicyEndpoint = func() engine.Endpoint {
+		ep := sampleEndpoint
+		ep.RetryPolicy = "extended"
+		return ep
+	}()
 )
 
 // encodeEventV2 encodes ev as a webhookd of schema 3 wrote it
@@ -134,6 +163,21 @@ func TestEncoding_roundTrip(t *testing.T) {
 		{"delivery on channels with response headers", formatV6, false, sampleDeliveryBoth,
 			func() ([]byte, error) { return encodeDelivery(sampleDeliveryBoth) },
 			func(b []byte) (any, error) { return decodeDelivery(b) }},
+		{"delivery of a test event", formatV5, false, sampleTestDelivery,
+			func() ([]byte, error) { return encodeDelivery(sampleTestDelivery) },
+			func(b []byte) (any, error) { return decodeDelivery(b) }},
+		{"delivery following a retry policy", formatV7, false, samplePolicyDelivery,
+			func() ([]byte, error) { return encodeDelivery(samplePolicyDelivery) },
+			func(b []byte) (any, error) { return decodeDelivery(b) }},
+		{"delivery with response headers following a retry policy", formatV7, false, samplePolicyHeaders,
+			func() ([]byte, error) { return encodeDelivery(samplePolicyHeaders) },
+			func(b []byte) (any, error) { return decodeDelivery(b) }},
+		{"tenant with a retry policy", formatV1, false, samplePolicyTenant,
+			func() ([]byte, error) { return encodeTenant(samplePolicyTenant) },
+			func(b []byte) (any, error) { return decodeTenant(b) }},
+		{"endpoint with a retry policy", formatV1, false, samplePolicyEndpoint,
+			func() ([]byte, error) { return encodeEndpoint(samplePolicyEndpoint) },
+			func(b []byte) (any, error) { return decodeEndpoint(b) }},
 		{"idempotency", formatV1, false, sampleIdempotency,
 			func() ([]byte, error) { return encodeIdempotency(sampleIdempotency), nil },
 			func(b []byte) (any, error) { return decodeIdempotency(b) }},
@@ -294,7 +338,31 @@ func seed[T any](v T, encode func(T) ([]byte, error)) [][]byte {
 }
 
 func FuzzDecodeTenant(f *testing.F) {
-	fuzzRecord(f, seed(sampleTenant, encodeTenant), decodeTenant, encodeTenant)
+	fuzzRecord(f, append(seed(sampleTenant, encodeTenant), seed(samplePolicyTenant, encodeTenant)...), decodeTenant, encodeTenant)
+}
+
+// TestTenantRetryPolicy: ingest's shortcut to a tenant record's retry
+// policy reads what decodeTenant reads, for a tenant with one, one
+// without, and one whose name holds the field's name.
+func TestTenantRetryPolicy(t *testing.T) {
+	tricky := sampleTenant
+	tricky.Name = `"retry_policy": "extended"`
+	for _, tn := range []engine.Tenant{sampleTenant, samplePolicyTenant, tricky} {
+		b, err := encodeTenant(tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tenantRetryPolicy(b)
+		if err != nil || got != tn.RetryPolicy {
+			t.Errorf("tenantRetryPolicy(%s) = %q, %v; want %q", b, got, err, tn.RetryPolicy)
+		}
+	}
+	if _, err := tenantRetryPolicy([]byte{formatV1, '{', '"', 'r'}); err != nil {
+		t.Errorf("a record that does not name the field: %v, want no error (it is not read)", err)
+	}
+	if _, err := tenantRetryPolicy(append([]byte{formatV1}, `{"retry_policy":1}`...)); err == nil {
+		t.Error("a record whose retry_policy does not decode: no error")
+	}
 }
 
 func FuzzDecodeEventType(f *testing.F) {
@@ -302,7 +370,8 @@ func FuzzDecodeEventType(f *testing.F) {
 }
 
 func FuzzDecodeEndpoint(f *testing.F) {
-	fuzzRecord(f, append(seed(sampleEndpoint, encodeEndpoint), seed(sampleEndpointChannels, encodeEndpoint)...), decodeEndpoint, encodeEndpoint)
+	seeds := append(seed(sampleEndpoint, encodeEndpoint), seed(sampleEndpointChannels, encodeEndpoint)...)
+	fuzzRecord(f, append(seeds, seed(samplePolicyEndpoint, encodeEndpoint)...), decodeEndpoint, encodeEndpoint)
 }
 
 func FuzzDecodeEvent(f *testing.F) {
@@ -317,6 +386,8 @@ func FuzzDecodeDelivery(f *testing.F) {
 	seeds = append(seeds, seed(sampleDeliveryHeaders, encodeDelivery)...)
 	seeds = append(seeds, seed(sampleDeliveryChannels, encodeDelivery)...)
 	seeds = append(seeds, seed(sampleDeliveryBoth, encodeDelivery)...)
+	seeds = append(seeds, seed(samplePolicyDelivery, encodeDelivery)...)
+	seeds = append(seeds, seed(samplePolicyHeaders, encodeDelivery)...)
 	fuzzRecord(f, seeds, decodeDelivery, encodeDelivery)
 }
 

@@ -18,7 +18,8 @@ func validTenantID(id string) bool {
 	return id != "" && !strings.ContainsRune(id, sep)
 }
 
-// PutTenant creates tenant t.ID or updates its Name (and Updated). It
+// PutTenant creates tenant t.ID or updates its Name (and Updated), and its
+// RetryPolicy when t names one. It
 // returns the stored tenant and whether it was created. A tenant is created
 // with t.Environment ("": live); an update never changes the environment,
 // and one whose t.Environment is set and differs fails with
@@ -46,6 +47,9 @@ func (db *DB) PutTenant(ctx context.Context, t engine.Tenant) (engine.Tenant, bo
 			}
 			next = old
 			next.Name, next.Updated = t.Name, t.Updated
+			if t.RetryPolicy != "" {
+				next.RetryPolicy = t.RetryPolicy
+			}
 			created = false
 		}
 		v, err := encodeTenant(next)

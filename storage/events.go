@@ -174,11 +174,15 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, f *fanOut) (engine.IngestResul
 	if err := forEachEndpoint(tx, tenant, &f.cache, func(ep engine.Endpoint) error { endpoints = append(endpoints, ep); return nil }); err != nil {
 		return engine.IngestResult{}, err
 	}
+	policy, err := tenantRetryPolicy(tx.Bucket(bucketTenants).Get([]byte(tenant)))
+	if err != nil {
+		return engine.IngestResult{}, fmt.Errorf("tenant %s: %w", tenant, err)
+	}
 	var ds []engine.Delivery
 	if in.Deliveries != nil {
-		ds = in.Deliveries(stored, endpoints)
+		ds = in.Deliveries(stored, policy, endpoints)
 	} else {
-		ds = engine.NewDeliveries(stored, endpoints, engine.NewID)
+		ds = engine.NewDeliveries(stored, policy, endpoints, engine.NewID)
 	}
 	tails := tx.Bucket(bucketKeyTails)
 	for i, d := range ds {

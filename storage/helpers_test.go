@@ -242,7 +242,7 @@ func replay(ctx context.Context, db *DB, tenant, id string, r engine.Replay) (en
 		if d.TenantID != tenant {
 			return engine.Delivery{}, engine.Errorf(engine.CodeDeliveryNotFound, "id", "no such delivery")
 		}
-		return engine.ReplayDelivery(d, r), nil
+		return engine.ReplayDelivery(d, r, ""), nil
 	})
 }
 
@@ -252,7 +252,7 @@ func resumePaused(ctx context.Context, db *DB, tenant, endpointID string, delive
 	sel := engine.Selection{Tenant: tenant, State: engine.StatePaused, EndpointID: endpointID}
 	return db.UpdateDeliveries(ctx, sel, max, func(d engine.Delivery) engine.Delivery {
 		if deliver {
-			return engine.ReplayDelivery(d, r)
+			return engine.ReplayDelivery(d, r, "")
 		}
 		return engine.DropHeldDelivery(d, r.At)
 	})
@@ -262,5 +262,5 @@ func resumePaused(ctx context.Context, db *DB, tenant, endpointID string, delive
 // [since, until), as a range replay does.
 func replayDeadLetters(ctx context.Context, db *DB, tenant string, since, until time.Time, endpointID string, r engine.Replay, max int) ([]engine.Delivery, error) {
 	sel := engine.Selection{Tenant: tenant, State: engine.StateDead, EndpointID: endpointID, Since: since, Until: until}
-	return db.UpdateDeliveries(ctx, sel, max, func(d engine.Delivery) engine.Delivery { return engine.ReplayDelivery(d, r) })
+	return db.UpdateDeliveries(ctx, sel, max, func(d engine.Delivery) engine.Delivery { return engine.ReplayDelivery(d, r, "") })
 }

@@ -189,7 +189,7 @@ func TestStoredDelivery_matchesDecode(t *testing.T) {
 			Status: 502, Error: "HTTP 502", Response: "bad \"gateway\"", Outcome: engine.OutcomeRetry, RetryAfter: time.Second,
 			ResponseHeaders: []engine.Header{{Name: "Content-Type", Value: "text/html"}, {Name: "X-Empty"}}}},
 		Replays:  []engine.Replay{{At: time.Now(), By: "admin", Cycle: 2}},
-		Sequence: 42, Line: "key:order-1", WaitingBehind: "dlv_0", PreviousSequence: 41, Test: true,
+		Sequence: 42, Line: "key:order-1", WaitingBehind: "dlv_0", PreviousSequence: 41, Test: true, RetryPolicy: "extended",
 		Skips:    []engine.Skip{{At: time.Now().In(local), By: "admin", Cycle: 2}},
 		Channels: []string{"project_1", "b"},
 	}

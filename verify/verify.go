@@ -26,6 +26,23 @@ const (
 	HeaderSequence = "webhook-sequence"
 )
 
+// A receiver that answers a delivery with a failure (any status but 2xx)
+// and the response header HeaderDelivery: DeliveryAbort asks webhookd to
+// stop retrying it: the delivery is dead at once, "the receiver asked to
+// stop retrying", and can still be replayed. For an event the receiver
+// will never take (its account closed, a type it dropped), where every
+// retry would only fail again:
+//
+//	w.Header().Set(verify.HeaderDelivery, verify.DeliveryAbort)
+//	w.WriteHeader(http.StatusUnprocessableEntity)
+//
+// The value is read in any case. On a 2xx the header means nothing: the
+// event was received.
+const (
+	HeaderDelivery = "webhook-delivery"
+	DeliveryAbort  = "abort"
+)
+
 // DefaultTolerance is how far a message's timestamp may be from the
 // receiver's clock, in either direction, when Verifier.Tolerance is zero.
 const DefaultTolerance = 5 * time.Minute

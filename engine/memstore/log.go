@@ -16,7 +16,8 @@ import (
 // (Duplicate), with another hash CodeIdempotencyConflict. Otherwise the
 // event gets the next place in the log, its tenant's next Sequence
 // (NewEvent.Sequenced) and the deliveries in.Deliveries
-// returns for the tenant's endpoints (in ID order), returned in ID order.
+// returns for the tenant's endpoints (in ID order) and retry policy,
+// returned in ID order.
 func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.IngestResult, error) {
 	ev := in.Event
 	if ev.ID == "" || strings.ContainsRune(ev.ID, 0) {
@@ -29,7 +30,8 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 		return engine.IngestResult{}, err
 	}
 	defer s.mu.Unlock()
-	if _, ok := s.tenants[ev.TenantID]; !ok {
+	tenant, ok := s.tenants[ev.TenantID]
+	if !ok {
 		return engine.IngestResult{}, engine.TenantNotFound()
 	}
 	if _, ok := s.eventTypes[ev.Type]; !ok {
@@ -55,9 +57,9 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 	eps := s.endpointsOf(ev.TenantID)
 	var made []engine.Delivery
 	if in.Deliveries != nil {
-		made = in.Deliveries(copyEvent(stored), eps)
+		made = in.Deliveries(copyEvent(stored), tenant.RetryPolicy, eps)
 	} else {
-		made = engine.NewDeliveries(stored, eps, engine.NewID)
+		made = engine.NewDeliveries(stored, tenant.RetryPolicy, eps, engine.NewID)
 	}
 	ds := make([]engine.Delivery, len(made))
 	seen := map[string]bool{}

@@ -143,6 +143,7 @@ func copyEndpoint(ep engine.Endpoint) engine.Endpoint {
 	}
 	ep.DisabledAt, ep.FailingSince, ep.LastFailureAt = utc(ep.DisabledAt), utc(ep.FailingSince), utc(ep.LastFailureAt)
 	ep.Created, ep.Updated, ep.Verified = utc(ep.Created), utc(ep.Updated), utc(ep.Verified)
+	ep.EffectiveRetryPolicy = "" // not stored: the Service fills it in
 	return ep
 }
 

@@ -13,8 +13,9 @@ import (
 )
 
 // PutTenant creates tenant t.ID (with t.Environment; "": live) or updates
-// its Name and Updated. An update that names another environment fails
-// with CodeInvalidField "environment" and changes nothing.
+// its Name and Updated, and its RetryPolicy when t names one. An update
+// that names another environment fails with CodeInvalidField
+// "environment" and changes nothing.
 func (s *Store) PutTenant(ctx context.Context, t engine.Tenant) (engine.Tenant, bool, error) {
 	if !validTenantID(t.ID) {
 		return engine.Tenant{}, false, engine.InvalidTenantID()
@@ -36,6 +37,9 @@ func (s *Store) PutTenant(ctx context.Context, t engine.Tenant) (engine.Tenant, 
 		return engine.Tenant{}, false, engine.EnvironmentNeverChanges(t.ID, old.Environment)
 	}
 	old.Name, old.Updated = t.Name, utc(t.Updated)
+	if t.RetryPolicy != "" {
+		old.RetryPolicy = t.RetryPolicy
+	}
 	s.tenants[t.ID] = old
 	return old, false, nil
 }

@@ -60,7 +60,7 @@ func holdStep(next, at time.Time) step {
 func replayStep(at time.Time) step {
 	return step{name: "replay", make: func(engine.Delivery) func(engine.Delivery) engine.Delivery {
 		r := engine.Replay{At: at, By: "admin"}
-		return func(d engine.Delivery) engine.Delivery { return engine.ReplayDelivery(d, r) }
+		return func(d engine.Delivery) engine.Delivery { return engine.ReplayDelivery(d, r, "") }
 	}}
 }
 
@@ -296,7 +296,7 @@ func testResumePaused(t *testing.T, f *fixture) {
 	slices.SortFunc(resumed, byID)
 	var want []engine.Delivery
 	for _, d := range held {
-		want = append(want, engine.ReplayDelivery(d, r))
+		want = append(want, engine.ReplayDelivery(d, r, ""))
 	}
 	slices.SortFunc(want, byID)
 	wantEqual(t, "resumed deliveries", resumed, want)
@@ -339,7 +339,7 @@ func testReplayDeadRange(t *testing.T, f *fixture) {
 		}
 	}
 	r := engine.Replay{At: t0.Add(time.Hour), By: "admin"}
-	replay := func(d engine.Delivery) engine.Delivery { return engine.ReplayDelivery(d, r) }
+	replay := func(d engine.Delivery) engine.Delivery { return engine.ReplayDelivery(d, r, "") }
 	sel := engine.Selection{Tenant: "acme", State: engine.StateDead, EndpointID: ep.ID, Since: minute(1), Until: minute(4)}
 
 	got := f.selectAll(t, sel, 2, replay)
@@ -405,7 +405,7 @@ func testUpdateDeliveriesAllOrNone(t *testing.T, f *fixture) {
 			d.State = engine.StateDelivering // not a state a store keeps
 			return d
 		}
-		return engine.ReplayDelivery(d, engine.Replay{At: t0.Add(time.Hour), By: "admin"})
+		return engine.ReplayDelivery(d, engine.Replay{At: t0.Add(time.Hour), By: "admin"}, "")
 	})
 	if err == nil {
 		t.Fatal("UpdateDeliveries stored a delivery it cannot keep")

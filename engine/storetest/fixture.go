@@ -101,8 +101,8 @@ func newEventAt(tenant, typ, body string, at time.Time) engine.NewEvent {
 	ev := engine.Event{ID: engine.NewID("evt"), TenantID: tenant, Type: typ, Created: at, APIVersion: "2030-01-01", Body: []byte(body)}
 	return engine.NewEvent{
 		Event: ev,
-		Deliveries: func(stored engine.Event, eps []engine.Endpoint) []engine.Delivery {
-			return engine.NewDeliveries(stored, eps, engine.NewID)
+		Deliveries: func(stored engine.Event, policy engine.RetryPolicyName, eps []engine.Endpoint) []engine.Delivery {
+			return engine.NewDeliveries(stored, policy, eps, engine.NewID)
 		},
 	}
 }
@@ -208,7 +208,7 @@ func (f *fixture) replay(t *testing.T, tenant, id string, r engine.Replay) (engi
 		if d.TenantID != tenant {
 			return engine.Delivery{}, engine.DeliveryNotFound()
 		}
-		return engine.ReplayDelivery(d, r), nil
+		return engine.ReplayDelivery(d, r, ""), nil
 	})
 }
 
@@ -243,7 +243,7 @@ func (f *fixture) resume(t *testing.T, ep engine.Endpoint, deliver bool, r engin
 	sel := engine.Selection{Tenant: ep.TenantID, State: engine.StatePaused, EndpointID: ep.ID}
 	return f.selectAll(t, sel, max, func(d engine.Delivery) engine.Delivery {
 		if deliver {
-			return engine.ReplayDelivery(d, r)
+			return engine.ReplayDelivery(d, r, "")
 		}
 		return engine.DropHeldDelivery(d, r.At)
 	})

@@ -49,11 +49,11 @@ func testFanOut(t *testing.T, f *fixture) {
 	in := newEvent("acme", "order.created", `{"id":1}`)
 	var seen []engine.Endpoint
 	var mu sync.Mutex
-	in.Deliveries = func(stored engine.Event, got []engine.Endpoint) []engine.Delivery {
+	in.Deliveries = func(stored engine.Event, policy engine.RetryPolicyName, got []engine.Endpoint) []engine.Delivery {
 		mu.Lock()
 		seen = slices.Clone(got)
 		mu.Unlock()
-		return engine.NewDeliveries(stored, got, engine.NewID)
+		return engine.NewDeliveries(stored, policy, got, engine.NewID)
 	}
 	res := f.ingest(t, in)
 	if res.Duplicate {
@@ -63,7 +63,7 @@ func testFanOut(t *testing.T, f *fixture) {
 	wantEqual(t, "endpoints the Deliveries func was given", endpointViews(seen), endpointViews(eps))
 	mu.Unlock()
 
-	want := engine.NewDeliveries(res.Event, []engine.Endpoint{all, created, disabled}, engine.NewID)
+	want := engine.NewDeliveries(res.Event, "", []engine.Endpoint{all, created, disabled}, engine.NewID)
 	if len(res.Deliveries) != len(want) {
 		t.Fatalf("deliveries = %+v, want to %s, %s, %s", res.Deliveries, all.ID, created.ID, disabled.ID)
 	}
@@ -146,8 +146,8 @@ func testFanOutAtomic(t *testing.T, f *fixture) {
 		var a sight
 		var made []engine.Delivery
 		var cmu sync.Mutex
-		in.Deliveries = func(stored engine.Event, eps []engine.Endpoint) []engine.Delivery {
-			ds := engine.NewDeliveries(stored, eps, engine.NewID)
+		in.Deliveries = func(stored engine.Event, policy engine.RetryPolicyName, eps []engine.Endpoint) []engine.Delivery {
+			ds := engine.NewDeliveries(stored, policy, eps, engine.NewID)
 			cmu.Lock()
 			defer cmu.Unlock()
 			a, made = sight{marker: marker}, slices.Clone(ds)
@@ -248,7 +248,7 @@ func testFanOutDefault(t *testing.T, f *fixture) {
 	if len(res.Deliveries) != 1 {
 		t.Fatalf("deliveries = %+v, want one to %s", res.Deliveries, ep.ID)
 	}
-	want := engine.NewDeliveries(res.Event, []engine.Endpoint{ep}, func(string) string { return res.Deliveries[0].ID })
+	want := engine.NewDeliveries(res.Event, "", []engine.Endpoint{ep}, func(string) string { return res.Deliveries[0].ID })
 	wantEqual(t, "delivery", res.Deliveries, want)
 	if !strings.HasPrefix(res.Deliveries[0].ID, "dlv_") {
 		t.Errorf("delivery ID %q, want one made by NewID(\"dlv\")", res.Deliveries[0].ID)

@@ -270,7 +270,7 @@ func testLineRangeReplay(t *testing.T, f *fixture) {
 	replayAt := at.Add(time.Hour)
 	sel := engine.Selection{Tenant: "acme", State: engine.StateDead, Since: t0, Until: replayAt}
 	got := f.selectAll(t, sel, 10, func(d engine.Delivery) engine.Delivery {
-		return engine.ReplayDelivery(d, engine.Replay{At: replayAt, By: "admin"})
+		return engine.ReplayDelivery(d, engine.Replay{At: replayAt, By: "admin"}, "")
 	})
 	wantEqual(t, "replayed, in the selection's order", ids(got), []string{ds[1].ID, ds[2].ID, ds[0].ID})
 	f.wantPending(t, ds[0], replayAt)

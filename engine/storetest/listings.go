@@ -252,7 +252,7 @@ func testListDeliveriesByStatus(t *testing.T, f *fixture) {
 	replay := func(d engine.Delivery, at time.Time) engine.Delivery {
 		t.Helper()
 		return f.update(t, d.ID, func(cur engine.Delivery) engine.Delivery {
-			return engine.ReplayDelivery(cur, engine.Replay{At: at, By: "admin"})
+			return engine.ReplayDelivery(cur, engine.Replay{At: at, By: "admin"}, "")
 		})
 	}
 	at := t0.Add(time.Hour)

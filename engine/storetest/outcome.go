@@ -299,7 +299,7 @@ func testResponseHeaders(t *testing.T, f *fixture) {
 
 	// Replayed, the delivery keeps its attempts' headers.
 	d = f.update(t, d.ID, func(cur engine.Delivery) engine.Delivery {
-		return engine.ReplayDelivery(cur, engine.Replay{At: t0.Add(time.Hour), By: "admin"})
+		return engine.ReplayDelivery(cur, engine.Replay{At: t0.Add(time.Hour), By: "admin"}, "")
 	})
 	wantHeaders(t, "after a replay", f.read(t, d))
 }

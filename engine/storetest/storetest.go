@@ -93,6 +93,7 @@ func Run(t *testing.T, h Harness) {
 		{"PreviousSequence", previousTests},
 		{"TestEvents", testEventTests},
 		{"Channels", channelTests},
+		{"RetryPolicies", retryPolicyTests},
 		{"Maintenance", maintenanceTests},
 		{"Held", heldTests},
 		{"Backend", backendTests},
