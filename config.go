@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/httpapi"
 	"github.com/webhookd/webhookd/verify"
 )
@@ -40,6 +43,42 @@ type Config struct {
 	Retention RetentionConfig `toml:"retention"`
 	Alerts    AlertsConfig    `toml:"alerts"`
 	Console   ConsoleConfig   `toml:"console"`
+	Retry     RetryConfig     `toml:"retry"`
+}
+
+// RetryConfig is the [retry] section: the named retry policies that a
+// tenant chooses among, and an endpoint too (retry_policy), beside the
+// standard one.
+type RetryConfig struct {
+	// Policies are the policies by name ([retry.policies.NAME]): each
+	// name 1 to 32 lowercase letters, digits, '_' and '-', starting with
+	// a letter. "standard" is [delivery]'s schedule, jitter and deadline,
+	// which its table may set instead (not both, unless equal), and its
+	// retry_statuses. "extended" is built in (about Svix's schedule);
+	// the keys its table sets replace the built-in ones. Any other name
+	// is the operator's own, with schedule and deadline required.
+	Policies map[string]RetryPolicyConfig `toml:"policies"`
+}
+
+// RetryPolicyConfig is one [retry.policies.NAME] table. A key it does
+// not set is its base's: [delivery]'s for standard, the built-in one's
+// for extended, and for a policy of the operator's own delivery.jitter
+// and no retry_statuses (schedule and deadline it must set).
+type RetryPolicyConfig struct {
+	// Schedule holds the waits between attempts, as delivery.schedule:
+	// at most 25, each positive; [] means one attempt only.
+	Schedule []Duration `toml:"schedule"`
+	// Jitter spreads each wait over ±Jitter of it, in [0, 1).
+	Jitter *float64 `toml:"jitter"`
+	// Deadline bounds a delivery cycle, from its first attempt: at least
+	// delivery.attempt_timeout and (but for standard, whose deadline is
+	// delivery.deadline) at least the schedule's total wait.
+	Deadline *Duration `toml:"deadline"`
+	// RetryStatuses are statuses that are permanent failures by default
+	// (3xx, and 4xx but 408, 425 and 429) that this policy retries by its
+	// schedule, like [404, 409]: each once, from 300 to 499, not 408, 425
+	// or 429 (every policy retries those).
+	RetryStatuses []int `toml:"retry_statuses"`
 }
 
 // ConsoleConfig is the [console] section: embedding the web console in the
@@ -396,7 +435,22 @@ func defaultConfig() Config {
 			PublicURL:      "",
 			Brand:          BrandConfig{},
 		},
+		Retry: RetryConfig{
+			Policies: map[string]RetryPolicyConfig{
+				engine.ExtendedRetryPolicyName: policyConfig(engine.ExtendedRetryPolicy()),
+			},
+		},
 	}
+}
+
+// policyConfig is p as a [retry.policies.NAME] table that sets every key.
+func policyConfig(p engine.RetryPolicy) RetryPolicyConfig {
+	c := RetryPolicyConfig{Schedule: make([]Duration, len(p.Schedule)), Jitter: &p.Jitter, Deadline: &Duration{p.Deadline}, RetryStatuses: []int{}}
+	for i, w := range p.Schedule {
+		c.Schedule[i] = Duration{w}
+	}
+	c.RetryStatuses = append(c.RetryStatuses, p.RetryStatuses...)
+	return c
 }
 
 // loadConfig returns the configuration in the TOML file at path, decoded on
@@ -424,6 +478,9 @@ func loadConfig(path string) (Config, error) {
 		}
 		return Config{}, fmt.Errorf("config %s: %s", path, strings.TrimPrefix(err.Error(), "toml: "))
 	}
+	if err := policiesAreTables(raw); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
 	md, err := toml.Decode(text, &cfg)
 	if err != nil {
 		var perr toml.ParseError
@@ -439,7 +496,81 @@ func loadConfig(path string) (Config, error) {
 		}
 		return Config{}, fmt.Errorf("config %s: unknown %s %s", path, noun, strings.Join(unknown, ", "))
 	}
+	if err := cfg.mergeStandard(path, md); err != nil {
+		return Config{}, err
+	}
 	return cfg, cfg.validate(path)
+}
+
+// policiesAreTables refuses a [retry] policies that is not a table of
+// tables, which the decoder would leave out without a word.
+func policiesAreTables(raw map[string]any) error {
+	retry, _ := raw["retry"].(map[string]any)
+	p, ok := retry["policies"]
+	if !ok {
+		return nil
+	}
+	policies, ok := p.(map[string]any)
+	if !ok {
+		return errors.New("retry.policies: must be a table of policies, [retry.policies.NAME]")
+	}
+	for _, name := range slices.Sorted(maps.Keys(policies)) {
+		if _, ok := policies[name].(map[string]any); !ok {
+			return fmt.Errorf("retry.policies.%s: must be a table, [retry.policies.%s]", name, name)
+		}
+	}
+	return nil
+}
+
+// mergeStandard copies the schedule, jitter and deadline that
+// [retry.policies.standard] sets into [delivery], where the standard
+// policy is read from, and refuses a file that sets one of them in both
+// places with different values. Both then hold the value, so that the
+// configuration encodes to a file that loads back to it.
+func (c *Config) mergeStandard(path string, md toml.MetaData) error {
+	std, ok := c.Retry.Policies[engine.StandardRetryPolicy]
+	if !ok {
+		return nil
+	}
+	var errs []error
+	conflict := func(key string, delivery, standard any) {
+		errs = append(errs, fmt.Errorf("config %s: retry.policies.standard.%s = %s conflicts with delivery.%s = %s: both set the standard policy's %s; set it in one place (they are the same setting)",
+			path, key, tomlValue(standard), key, tomlValue(delivery), key))
+	}
+	if std.Schedule != nil {
+		if md.IsDefined("delivery", "schedule") && !slices.Equal(c.Delivery.Schedule, std.Schedule) {
+			conflict("schedule", c.Delivery.Schedule, std.Schedule)
+		}
+		c.Delivery.Schedule = slices.Clone(std.Schedule)
+	}
+	if std.Jitter != nil {
+		if md.IsDefined("delivery", "jitter") && c.Delivery.Jitter != *std.Jitter {
+			conflict("jitter", c.Delivery.Jitter, *std.Jitter)
+		}
+		c.Delivery.Jitter = *std.Jitter
+	}
+	if std.Deadline != nil {
+		if md.IsDefined("delivery", "deadline") && c.Delivery.Deadline != *std.Deadline {
+			conflict("deadline", c.Delivery.Deadline, *std.Deadline)
+		}
+		c.Delivery.Deadline = *std.Deadline
+	}
+	return errors.Join(errs...)
+}
+
+// tomlValue shows v as TOML would: a duration or a list of them quoted.
+func tomlValue(v any) string {
+	switch v := v.(type) {
+	case Duration:
+		return strconv.Quote(v.String())
+	case []Duration:
+		q := make([]string, len(v))
+		for i, d := range v {
+			q[i] = strconv.Quote(d.String())
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	}
+	return fmt.Sprint(v)
 }
 
 // unknownConfigKeys returns the keys in md that Config does not have, in file
@@ -456,7 +587,7 @@ func unknownConfigKeys(md toml.MetaData) []string {
 	var unknown []string
 	for _, k := range md.Keys() {
 		name := k.String()
-		if known[name] && !undecoded[name] {
+		if known[wildcardKey(k, known)] && !undecoded[name] {
 			continue
 		}
 		reported[name] = true
@@ -482,7 +613,9 @@ func insideReported(k toml.Key, reported map[string]bool) bool {
 }
 
 // configKeys returns every key Config has ("server", "server.listen", …),
-// spelled as in its toml tags.
+// spelled as in its toml tags. A table of named tables (a map, like
+// [retry.policies.NAME]) has its names as "*": "retry.policies.*",
+// "retry.policies.*.schedule" (wildcardKey).
 func configKeys() map[string]bool {
 	keys := make(map[string]bool)
 	var add func(prefix string, t reflect.Type)
@@ -491,13 +624,32 @@ func configKeys() map[string]bool {
 			f := t.Field(i)
 			name := prefix + f.Tag.Get("toml")
 			keys[name] = true
-			if f.Type.Kind() == reflect.Struct && f.Type.NumField() > 0 && f.Type.Field(0).Tag.Get("toml") != "" {
-				add(name+".", f.Type) // a table inside a section ([console.brand])
+			switch ft := f.Type; {
+			case ft.Kind() == reflect.Struct && ft.NumField() > 0 && ft.Field(0).Tag.Get("toml") != "":
+				add(name+".", ft) // a table inside a section ([console.brand])
+			case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
+				keys[name+".*"] = true // named tables ([retry.policies.NAME])
+				add(name+".*.", ft.Elem())
 			}
 		}
 	}
 	add("", reflect.TypeFor[Config]())
 	return keys
+}
+
+// wildcardKey returns k as configKeys names it: with the name of a named
+// table as "*" ("retry.policies.nightly.jitter" is
+// "retry.policies.*.jitter").
+func wildcardKey(k toml.Key, known map[string]bool) string {
+	for i := 1; i < len(k); i++ {
+		if prefix := k[:i].String() + ".*"; known[prefix] {
+			if rest := k[i+1:]; len(rest) > 0 {
+				return prefix + "." + rest.String()
+			}
+			return prefix
+		}
+	}
+	return k.String()
 }
 
 // validate reports every value in c that webhookd cannot run with, one line
@@ -560,20 +712,16 @@ func (c Config) validate(name string) error {
 	}
 
 	d := c.Delivery
-	if len(d.Schedule) > 25 {
-		v.addf("config %s: delivery.schedule = [%d waits]: must have at most 25 waits", name, len(d.Schedule))
-	}
-	for i, wait := range d.Schedule {
-		v.positive(fmt.Sprintf("delivery.schedule[%d]", i), wait)
-	}
+	v.schedule(c.standardKey("schedule"), d.Schedule)
 	if !(d.Jitter >= 0 && d.Jitter < 1) { // also rejects NaN
-		v.add("delivery.jitter", d.Jitter, "must be at least 0 and below 1")
+		v.add(c.standardKey("jitter"), d.Jitter, "must be at least 0 and below 1")
 	}
-	v.positive("delivery.deadline", d.Deadline)
+	v.positive(c.standardKey("deadline"), d.Deadline)
 	v.positive("delivery.attempt_timeout", d.AttemptTimeout)
 	if d.Deadline.Duration > 0 && d.AttemptTimeout.Duration > d.Deadline.Duration {
-		v.add("delivery.attempt_timeout", d.AttemptTimeout, fmt.Sprintf("must not exceed delivery.deadline (%q)", d.Deadline))
+		v.add("delivery.attempt_timeout", d.AttemptTimeout, fmt.Sprintf("must not exceed %s (%q)", c.standardKey("deadline"), d.Deadline))
 	}
+	c.validateRetry(v)
 	if d.Workers < 1 || d.Workers > 4096 {
 		v.add("delivery.workers", d.Workers, "must be 1 to 4096")
 	}
@@ -683,6 +831,146 @@ func (p *configProblems) positive(key string, d Duration) {
 	if d.Duration <= 0 {
 		p.add(key, d, "must be positive")
 	}
+}
+
+// schedule checks the waits of a retry schedule at key: at most 25, each
+// positive.
+func (p *configProblems) schedule(key string, waits []Duration) {
+	if len(waits) > 25 {
+		p.addf("config %s: %s = [%d waits]: must have at most 25 waits", p.name, key, len(waits))
+	}
+	for i, wait := range waits {
+		p.positive(fmt.Sprintf("%s[%d]", key, i), wait)
+	}
+}
+
+// standardKey names the key that set the standard policy's key (schedule,
+// jitter or deadline): retry.policies.standard's when its table sets it
+// (mergeStandard copied it into [delivery]), else delivery's.
+func (c Config) standardKey(key string) string {
+	std := c.Retry.Policies[engine.StandardRetryPolicy]
+	if key == "schedule" && std.Schedule != nil || key == "jitter" && std.Jitter != nil || key == "deadline" && std.Deadline != nil {
+		return "retry.policies.standard." + key
+	}
+	return "delivery." + key
+}
+
+// validateRetry checks [retry.policies]: the names, and each policy as
+// retryPolicies resolves it (the standard one's schedule, jitter and
+// deadline are [delivery]'s, checked with it).
+func (c Config) validateRetry(v *configProblems) {
+	standard, named := c.retryPolicies()
+	for _, name := range slices.Sorted(maps.Keys(c.Retry.Policies)) {
+		key := "retry.policies." + name
+		pc := c.Retry.Policies[name]
+		if !engine.ValidRetryPolicyName(name) {
+			v.addf("config %s: %s: the name must be 1 to %d lowercase letters, digits, '_' or '-', starting with a letter", v.name, key, engine.MaxRetryPolicyName)
+			continue
+		}
+		seen := map[int]bool{}
+		for i, st := range pc.RetryStatuses {
+			k := fmt.Sprintf("%s.retry_statuses[%d]", key, i)
+			if why := engine.ValidRetryStatus(st); why != "" {
+				v.add(k, st, why)
+			} else if seen[st] {
+				v.add(k, st, "is listed twice")
+			}
+			seen[st] = true
+		}
+		if name == engine.StandardRetryPolicy {
+			continue
+		}
+		if name != engine.ExtendedRetryPolicyName {
+			if pc.Schedule == nil {
+				v.addf("config %s: %s.schedule: must be set: a policy of your own names its schedule and deadline", v.name, key)
+			}
+			if pc.Deadline == nil {
+				v.addf("config %s: %s.deadline: must be set: a policy of your own names its schedule and deadline", v.name, key)
+			}
+		}
+		p := named[name]
+		v.schedule(key+".schedule", pc.Schedule)
+		if !(p.Jitter >= 0 && p.Jitter < 1) {
+			v.add(key+".jitter", p.Jitter, "must be at least 0 and below 1")
+		}
+		dk := key + ".deadline"
+		switch total := totalWait(p.Schedule); {
+		case p.Deadline <= 0:
+			v.add(dk, Duration{p.Deadline}, "must be positive")
+		case p.Deadline < standard.AttemptTimeout:
+			v.add(dk, Duration{p.Deadline}, fmt.Sprintf("must be at least delivery.attempt_timeout (%q)", Duration{standard.AttemptTimeout}))
+		case p.Deadline < total:
+			v.add(dk, Duration{p.Deadline}, fmt.Sprintf("must be at least the schedule's total wait (%s), or its last attempts are never made", total))
+		}
+	}
+}
+
+// totalWait is the sum of a schedule's waits.
+func totalWait(waits []time.Duration) time.Duration {
+	var total time.Duration
+	for _, w := range waits {
+		total += w
+	}
+	return total
+}
+
+// retryPolicies returns the standard retry policy and the others by
+// name, each key a [retry.policies.NAME] table leaves out taken from its
+// base (RetryPolicyConfig). Every policy has [delivery]'s attempt_timeout
+// and retry_after_max.
+func (c Config) retryPolicies() (engine.RetryPolicy, map[string]engine.RetryPolicy) {
+	d := c.Delivery
+	standard := engine.RetryPolicy{
+		Schedule:       d.waits(),
+		Jitter:         d.Jitter,
+		Deadline:       d.Deadline.Duration,
+		AttemptTimeout: d.AttemptTimeout.Duration,
+		RetryAfterMax:  d.RetryAfterMax.Duration,
+	}
+	if std, ok := c.Retry.Policies[engine.StandardRetryPolicy]; ok && len(std.RetryStatuses) > 0 {
+		standard.RetryStatuses = slices.Clone(std.RetryStatuses)
+	}
+	named := map[string]engine.RetryPolicy{}
+	extended, ok := c.Retry.Policies[engine.ExtendedRetryPolicyName]
+	if !ok {
+		extended = RetryPolicyConfig{} // the built-in one, whole
+	}
+	for name, pc := range c.Retry.Policies {
+		if name == engine.StandardRetryPolicy {
+			continue
+		}
+		named[name] = pc.over(standard, name)
+	}
+	named[engine.ExtendedRetryPolicyName] = extended.over(standard, engine.ExtendedRetryPolicyName)
+	return standard, named
+}
+
+// over returns the policy named name that pc describes, over its base:
+// the built-in extended policy for extended, else the standard one
+// without its retry statuses. AttemptTimeout and RetryAfterMax are the
+// standard policy's.
+func (pc RetryPolicyConfig) over(standard engine.RetryPolicy, name string) engine.RetryPolicy {
+	p := engine.RetryPolicy{Schedule: standard.Schedule, Jitter: standard.Jitter, Deadline: standard.Deadline}
+	if name == engine.ExtendedRetryPolicyName {
+		p = engine.ExtendedRetryPolicy()
+	}
+	p.AttemptTimeout, p.RetryAfterMax, p.RetryStatuses = standard.AttemptTimeout, standard.RetryAfterMax, nil
+	if pc.Schedule != nil {
+		p.Schedule = make([]time.Duration, len(pc.Schedule))
+		for i, w := range pc.Schedule {
+			p.Schedule[i] = w.Duration
+		}
+	}
+	if pc.Jitter != nil {
+		p.Jitter = *pc.Jitter
+	}
+	if pc.Deadline != nil {
+		p.Deadline = pc.Deadline.Duration
+	}
+	if len(pc.RetryStatuses) > 0 {
+		p.RetryStatuses = slices.Clone(pc.RetryStatuses)
+	}
+	return p
 }
 
 // printableASCII reports whether s is all visible ASCII: no whitespace, no

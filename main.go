@@ -243,12 +243,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if cfg.Alerts.URL != "" {
 		alerts = &engine.AlertOptions{URL: cfg.Alerts.URL, Secret: cfg.Alerts.Secret}
 	}
+	standard, policies := cfg.retryPolicies()
 	node := engine.NewNode(be.Backend, engine.NodeOptions{
 		Logger: logger,
 		Dispatcher: engine.DispatcherOptions{
 			Scheduler:           be.sched,
 			ClaimAhead:          be.claimAhead,
-			Policy:              retryPolicy(cfg.Delivery),
+			Policy:              standard,
+			Policies:            policies,
 			Workers:             cfg.Delivery.Workers,
 			EndpointConcurrency: cfg.Delivery.EndpointConcurrency,
 			TenantConcurrency:   cfg.Delivery.TenantConcurrency,
@@ -382,16 +384,6 @@ func closeWithin(ctx context.Context, close func() error, grace time.Duration) e
 		return err
 	case <-t.C:
 		return fmt.Errorf("not closed %s after the shutdown timeout: a write is still in progress (a hung disk?); what was acknowledged is on disk", grace)
-	}
-}
-
-func retryPolicy(c DeliveryConfig) engine.RetryPolicy {
-	return engine.RetryPolicy{
-		Schedule:       c.waits(),
-		Jitter:         c.Jitter,
-		Deadline:       c.Deadline.Duration,
-		AttemptTimeout: c.AttemptTimeout.Duration,
-		RetryAfterMax:  c.RetryAfterMax.Duration,
 	}
 }
 
