@@ -271,6 +271,38 @@ func (s *server) handleListEventTypes(w http.ResponseWriter, r *http.Request, _ 
 	s.writeJSON(w, r, http.StatusOK, list(page, next))
 }
 
+// retryPolicyView is a retry policy as GET /v1/retry-policies shows it:
+// its durations in whole milliseconds, with the unit in the name.
+type retryPolicyView struct {
+	Name          string  `json:"name"`
+	Summary       string  `json:"summary"`
+	MaxAttempts   int     `json:"max_attempts"`
+	ScheduleMS    []int64 `json:"schedule_ms"`
+	Jitter        float64 `json:"jitter"`
+	DeadlineMS    int64   `json:"deadline_ms"`
+	RetryStatuses []int   `json:"retry_statuses"`
+}
+
+// handleListRetryPolicies: GET /v1/retry-policies?limit=&cursor=, in
+// name order: what retry_policy may name.
+func (s *server) handleListRetryPolicies(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var views []retryPolicyView
+	for name, p := range s.svc.RetryPolicies() {
+		v := retryPolicyView{Name: name, Summary: p.Summary(), MaxAttempts: p.MaxAttempts(), ScheduleMS: make([]int64, len(p.Schedule)),
+			Jitter: p.Jitter, DeadlineMS: p.Deadline.Milliseconds(), RetryStatuses: append([]int{}, p.RetryStatuses...)}
+		for i, wait := range p.Schedule {
+			v.ScheduleMS[i] = wait.Milliseconds()
+		}
+		views = append(views, v)
+	}
+	page, next, err := pageOf(&query{v: r.URL.Query()}, views, func(v retryPolicyView) string { return v.Name })
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, list(page, next))
+}
+
 func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	var in engine.EndpointInput
 	if err := decodeJSON(w, r, s.maxBody, &in, true); err != nil {

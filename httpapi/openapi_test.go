@@ -315,7 +315,8 @@ var notDriven = map[string]string{
 // that was not driven, unless notDriven says why.
 func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	o := loadOpenAPI(t)
-	e := newContractEnv(t, engine.ServiceOptions{MaxEndpointsPerTenant: 3}, httpapi.Options{}, o)
+	policies := map[string]engine.RetryPolicy{engine.StandardRetryPolicy: engine.DefaultRetryPolicy(), engine.ExtendedRetryPolicyName: engine.ExtendedRetryPolicy()}
+	e := newContractEnv(t, engine.ServiceOptions{MaxEndpointsPerTenant: 3, RetryPolicies: policies}, httpapi.Options{}, o)
 	noAuth := map[string]string{"Authorization": "-"}
 	tenantTok := func(tok string) map[string]string { return bearer(tok) }
 
@@ -381,6 +382,17 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	e.check(call{method: "DELETE", path: "/v1/event-types/a.b", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
 	e.check(call{method: "DELETE", path: "/v1/event-types/a.b", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
 	e.check(call{method: "DELETE", path: "/v1/event-types/a.b?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+
+	// Retry policies.
+	e.check(call{method: "GET", path: "/v1/retry-policies", status: 200})
+	e.check(call{method: "GET", path: "/v1/retry-policies?limit=1", header: bearer(testEnvTk), status: 200})
+	e.check(call{method: "GET", path: "/v1/retry-policies?limit=0", invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "GET", path: "/v1/retry-policies?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "GET", path: "/v1/retry-policies", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "PUT", path: "/v1/tenants/acme", body: `{"name":"Acme","retry_policy":"extended"}`, status: 200})
+	e.check(call{method: "PUT", path: "/v1/tenants/acme", body: `{"name":"Acme","retry_policy":"nightly"}`, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "PUT", path: "/v1/tenants/acme", body: `{"name":"Acme","retry_policy":"Not A Name"}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "PUT", path: "/v1/tenants/acme", body: `{"name":"Acme","retry_policy":"standard"}`, status: 200})
 
 	// Access tokens, so that a tenant token can be checked on the
 	// routes below.
@@ -456,6 +468,10 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	e.check(call{method: "GET", path: epPath + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
 	e.check(call{method: "PATCH", path: epPath, body: `{"description":"changed","disabled":false,"deliver_held":true}`, status: 200})
 	e.check(call{method: "PATCH", path: epPath, body: `{"url":"ftp://x"}`, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "PATCH", path: epPath, body: `{"retry_policy":"extended"}`, status: 200})
+	e.check(call{method: "PATCH", path: epPath, body: `{"retry_policy":""}`, status: 200})
+	e.check(call{method: "PATCH", path: epPath, body: `{"retry_policy":"nightly"}`, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://hooks.example.com/e","event_types":["*"],"retry_policy":"nightly"}`, status: 422, code: engine.CodeInvalidField})
 	e.check(call{method: "PATCH", path: epPath, body: `{"disabled":"yes"}`, invalid: true, status: 422, code: engine.CodeInvalidField})
 	e.check(call{method: "PATCH", path: epPath, invalid: true, status: 400, code: engine.CodeInvalidJSON})
 	e.check(call{method: "PATCH", path: epPath, body: `{}`, header: map[string]string{"Content-Type": "text/plain"}, invalid: true, status: 415, code: engine.CodeUnsupportedMedia})

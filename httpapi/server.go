@@ -151,6 +151,7 @@ func (s *server) routes() {
 	s.handle("PUT", "/v1/event-types/:type", s.auth(s.takes(s.handlePutEventType)))
 	s.handle("DELETE", "/v1/event-types/:type", s.auth(s.takes(s.handleDeleteEventType)))
 	s.handle("GET", "/v1/event-types", s.anyAuth(s.takes(s.handleListEventTypes, "limit", "cursor")))
+	s.handle("GET", "/v1/retry-policies", s.anyAuth(s.takes(s.handleListRetryPolicies, "limit", "cursor")))
 
 	s.handle("POST", "/v1/tenants/:tenant/endpoints", s.tenantAuth(s.takes(s.handleCreateEndpoint)))
 	s.handle("GET", "/v1/tenants/:tenant/endpoints", s.tenantAuth(s.takes(s.handleListEndpoints, "limit", "cursor")))
