@@ -51,7 +51,8 @@ func newEnv(t *testing.T) *env {
 			Schedule: []time.Duration{10 * time.Millisecond}, Deadline: time.Minute,
 			AttemptTimeout: 5 * time.Second, RetryAfterMax: time.Second,
 		},
-		Targets: loopback,
+		Policies: map[string]engine.RetryPolicy{engine.ExtendedRetryPolicyName: engine.ExtendedRetryPolicy()},
+		Targets:  loopback,
 	})
 	svc := engine.NewService(db, disp, engine.ServiceOptions{Targets: loopback, LookupHost: publicLookup})
 	e.api = httptest.NewServer(httpapi.New(svc, httpapi.Options{Tokens: []string{adminToken}, Backup: db}))

@@ -73,6 +73,13 @@ func (c *Client) EventTypes(ctx context.Context, o ListOptions) iter.Seq2[EventT
 	return list[EventType](ctx, c, "/v1/event-types", limitQuery(o.Limit), o.Cursor)
 }
 
+// RetryPolicies walks the server's retry policies, in name order: what a
+// tenant's or an endpoint's RetryPolicy may name. Every token may read
+// them.
+func (c *Client) RetryPolicies(ctx context.Context, o ListOptions) iter.Seq2[RetryPolicy, error] {
+	return list[RetryPolicy](ctx, c, "/v1/retry-policies", limitQuery(o.Limit), o.Cursor)
+}
+
 // Endpoints walks tenant's endpoints, in ID order.
 func (c *Client) Endpoints(ctx context.Context, tenant string, o ListOptions) iter.Seq2[Endpoint, error] {
 	return list[Endpoint](ctx, c, tenantPath(tenant, "endpoints"), limitQuery(o.Limit), o.Cursor)

@@ -24,8 +24,11 @@ type Tenant struct {
 	ID          string      `json:"id"`
 	Name        string      `json:"name"`
 	Environment Environment `json:"environment"`
-	Created     time.Time   `json:"created"`
-	Updated     time.Time   `json:"updated"`
+	// RetryPolicy is the retry policy of its endpoints that choose none:
+	// StandardRetryPolicy unless it chose another.
+	RetryPolicy string    `json:"retry_policy"`
+	Created     time.Time `json:"created"`
+	Updated     time.Time `json:"updated"`
 }
 
 // TenantInput is what PutTenant sets.
@@ -34,7 +37,50 @@ type TenantInput struct {
 	// Environment is chosen when the tenant is created ("": the server's
 	// default, test for a test token) and must be "" or unchanged after.
 	Environment Environment `json:"environment,omitempty"`
+	// RetryPolicy names one of the server's retry policies
+	// (RetryPolicies) for the tenant's endpoints that choose none; "":
+	// unchanged (StandardRetryPolicy for a new tenant). Another name is
+	// CodeInvalidField on "retry_policy".
+	RetryPolicy string `json:"retry_policy,omitempty"`
 }
+
+// The retry policies every server has; its configuration may name more
+// (RetryPolicies lists them).
+const (
+	StandardRetryPolicy = "standard" // a tenant's unless it chooses another: 6 attempts within 75 minutes by default
+	ExtendedRetryPolicy = "extended" // for receivers down for a night: 8 attempts within 28 hours by default
+)
+
+// RetryPolicy is one of the server's retry policies: when a failed
+// attempt is tried again, and which failures are worth it.
+type RetryPolicy struct {
+	Name    string `json:"name"`
+	Summary string `json:"summary"` // like "8 attempts within 28 h"
+	// MaxAttempts is how many attempts a cycle gets at most: one at
+	// once, then one after each wait of ScheduleMS.
+	MaxAttempts int     `json:"max_attempts"`
+	ScheduleMS  []int64 `json:"schedule_ms"`
+	// Jitter spreads each wait over ±Jitter of it (0.2: ±20%).
+	Jitter float64 `json:"jitter"`
+	// DeadlineMS bounds a cycle, from its start; every attempt's time
+	// counts.
+	DeadlineMS int64 `json:"deadline_ms"`
+	// RetryStatuses are statuses that are permanent failures by default
+	// (3xx, and 4xx but 408, 425 and 429) that this policy retries.
+	RetryStatuses []int `json:"retry_statuses"`
+}
+
+// Schedule returns the waits between attempts.
+func (p RetryPolicy) Schedule() []time.Duration {
+	waits := make([]time.Duration, len(p.ScheduleMS))
+	for i, ms := range p.ScheduleMS {
+		waits[i] = time.Duration(ms) * time.Millisecond
+	}
+	return waits
+}
+
+// Deadline returns the cycle's deadline.
+func (p RetryPolicy) Deadline() time.Duration { return time.Duration(p.DeadlineMS) * time.Millisecond }
 
 // EventType is one entry of the catalogue of event types that may be
 // ingested, named "resource.action" (payment.succeeded).
@@ -94,6 +140,12 @@ type Endpoint struct {
 	// Channels is its channel filter: it receives only the events on one
 	// of these channels. Nil: every event, on channels or not.
 	Channels []string `json:"channels,omitempty"`
+	// RetryPolicy is the endpoint's own retry policy, "" when it follows
+	// its tenant's; EffectiveRetryPolicy the one its new deliveries
+	// follow. A change applies to the delivery cycles that start after
+	// it.
+	RetryPolicy          string `json:"retry_policy,omitempty"`
+	EffectiveRetryPolicy string `json:"effective_retry_policy,omitempty"`
 	// SecretReveals records each RevealSecret of the endpoint, oldest
 	// first: the latest 20. Nil when its secrets were never revealed.
 	SecretReveals []SecretReveal `json:"secret_reveals,omitempty"`
@@ -134,6 +186,9 @@ type EndpointInput struct {
 	// their channels (at most 10, each 1–128 ASCII letters, digits, '_',
 	// '.' or '-'); nil: every event.
 	Channels []string `json:"channels,omitempty"`
+	// RetryPolicy names one of the server's retry policies
+	// (RetryPolicies); "": the tenant's.
+	RetryPolicy string `json:"retry_policy,omitempty"`
 }
 
 // CreatedEndpoint is a new endpoint with its signing secret, which no
@@ -154,7 +209,11 @@ type EndpointPatch struct {
 	// Ordering applies to the events ingested after the change.
 	Ordering *Ordering `json:"ordering,omitempty"`
 	OnDead   *OnDead   `json:"on_dead,omitempty"`
-	Disabled *bool     `json:"disabled,omitempty"`
+	// RetryPolicy names one of the server's retry policies, or "" to
+	// follow the tenant's; it applies to the delivery cycles that start
+	// after the change.
+	RetryPolicy *string `json:"retry_policy,omitempty"`
+	Disabled    *bool   `json:"disabled,omitempty"`
 	// DeliverHeld, with Disabled set to false, sends the deliveries held
 	// while the endpoint was disabled; false dead-letters them.
 	DeliverHeld bool `json:"deliver_held,omitempty"`
@@ -343,6 +402,9 @@ type Delivery struct {
 	Test bool `json:"test,omitempty"`
 	// Channels are its event's channels; nil when none.
 	Channels []string `json:"channels,omitempty"`
+	// RetryPolicy is the retry policy its current cycle follows, fixed
+	// when the cycle started (its endpoint's, or its tenant's, then).
+	RetryPolicy string `json:"retry_policy"`
 	// Cycle counts delivery cycles: 1 at ingest, +1 per replay.
 	Cycle         int       `json:"cycle"`
 	CycleStart    time.Time `json:"cycle_start"`
