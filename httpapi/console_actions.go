@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -164,7 +165,7 @@ func channelsForm(r *http.Request) []string {
 // page's form and shows its signing secret, this once.
 func (s *server) handleConsoleCreateEndpoint(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
 	u, desc, types := endpointForm(r)
-	ep, secret, err := s.svc.CreateEndpoint(r.Context(), v.tenant.ID, engine.EndpointInput{URL: u, Description: desc, EventTypes: types, Channels: channelsForm(r)})
+	ep, secret, err := s.svc.CreateEndpoint(r.Context(), v.tenant.ID, engine.EndpointInput{URL: u, Description: desc, EventTypes: types, Channels: channelsForm(r), RetryPolicy: r.PostForm.Get("retry_policy")})
 	if err != nil {
 		s.consoleError(w, r, v, err)
 		return
@@ -187,6 +188,41 @@ type editEndpointData struct {
 	// Revealed is set on the page that answers "Reveal secret": the keys
 	// that sign now. Nil on every GET.
 	Revealed *engine.RevealedSecret
+	// Policies are the retry policies it may choose; TenantPolicy is its
+	// tenant's, which it follows when it chooses none.
+	Policies     []policyOption
+	TenantPolicy policyOption
+}
+
+// policyOption is a retry policy as the console offers it: its name
+// and a one-line summary ("8 attempts within 28 h").
+type policyOption struct {
+	Name    string
+	Summary string
+	Known   bool // false: the configuration no longer has it, and it is followed as standard
+}
+
+// policyOptions returns the server's retry policies, standard first, the
+// others by name.
+func (s *server) policyOptions() []policyOption {
+	ps := s.svc.RetryPolicies()
+	names := slices.Sorted(maps.Keys(ps))
+	out := []policyOption{{Name: engine.StandardRetryPolicy, Summary: ps[engine.StandardRetryPolicy].Summary(), Known: true}}
+	for _, name := range names {
+		if name != engine.StandardRetryPolicy {
+			out = append(out, policyOption{Name: name, Summary: ps[name].Summary(), Known: true})
+		}
+	}
+	return out
+}
+
+// policyOption returns the option of the policy named name ("":
+// standard), Known false when the configuration no longer has it (its
+// summary is then the standard policy's, which it follows).
+func (s *server) policyOption(name engine.RetryPolicyName) policyOption {
+	p, known := s.svc.RetryPolicy(name)
+	shown, _ := name.MarshalText()
+	return policyOption{Name: string(shown), Summary: p.Summary(), Known: known}
 }
 
 // LastReveal is the endpoint's latest secret reveal; zero when none.
@@ -242,7 +278,8 @@ func (s *server) renderEndpointPage(w http.ResponseWriter, r *http.Request, v *v
 		s.consoleError(w, r, v, err)
 		return
 	}
-	data := editEndpointData{Endpoint: ep, Types: types, Chosen: map[string]bool{}, Revealed: revealed}
+	data := editEndpointData{Endpoint: ep, Types: types, Chosen: map[string]bool{}, Revealed: revealed,
+		Policies: s.policyOptions(), TenantPolicy: s.policyOption(v.tenant.RetryPolicy)}
 	for _, t := range ep.EventTypes {
 		data.Chosen[t] = true
 	}
@@ -273,7 +310,8 @@ func (s *server) handleConsoleUpdateEndpoint(w http.ResponseWriter, r *http.Requ
 		onDead = engine.OnDeadSkip
 	}
 	channels := channelsForm(r)
-	patch := engine.EndpointPatch{URL: &u, Description: &desc, EventTypes: &types, Ordering: &ordering, OnDead: &onDead, Channels: &channels}
+	policy := r.PostForm.Get("retry_policy") // "": the tenant's
+	patch := engine.EndpointPatch{URL: &u, Description: &desc, EventTypes: &types, Ordering: &ordering, OnDead: &onDead, Channels: &channels, RetryPolicy: &policy}
 	if _, err := s.svc.UpdateEndpoint(r.Context(), v.tenant.ID, ps.ByName("id"), patch); err != nil {
 		s.consoleError(w, r, v, err)
 		return

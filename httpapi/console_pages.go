@@ -65,6 +65,10 @@ type endpointRow struct {
 type endpointsData struct {
 	Endpoints []endpointRow
 	Types     []engine.EventType // the catalogue, for the new endpoint's form
+	// Policies are the retry policies a new endpoint may choose;
+	// TenantPolicy is the tenant's, which it follows when it chooses none.
+	Policies     []policyOption
+	TenantPolicy policyOption
 	// StatsTruncated: the window held more deliveries than the stats read.
 	StatsTruncated bool
 	StatsLimit     int
@@ -109,7 +113,8 @@ func (s *server) handleEndpointsPage(w http.ResponseWriter, r *http.Request, _ h
 		s.consoleError(w, r, v, err)
 		return
 	}
-	data := endpointsData{StatsTruncated: next != "", StatsLimit: consoleStatsLimit, Types: types}
+	data := endpointsData{StatsTruncated: next != "", StatsLimit: consoleStatsLimit, Types: types,
+		Policies: s.policyOptions(), TenantPolicy: s.policyOption(v.tenant.RetryPolicy)}
 	for _, ep := range eps {
 		row := endpointRow{Endpoint: ep}
 		if t := stats[ep.ID]; t != nil && t.attempts > 0 {
@@ -260,6 +265,10 @@ type deliveryData struct {
 	InFlight    bool         // delivering, or an attempt due within 30s: the page reloads itself (console.js)
 	LineNote    string       // what an ordered delivery waits for, or that it blocks its line (engine.Service.LineNote)
 	LastAttempt *engine.Attempt
+	// Policy is the retry policy its cycle follows; AttemptsLeft how
+	// many attempts that leaves the cycle, while it is pending (else -1).
+	Policy       policyOption
+	AttemptsLeft int
 }
 
 // handleDeliveryPage shows one delivery: every attempt (time, duration,
@@ -276,7 +285,11 @@ func (s *server) handleDeliveryPage(w http.ResponseWriter, r *http.Request, ps h
 	}
 	data := deliveryData{D: d, InFlight: d.State == engine.StateDelivering ||
 		d.State == engine.StatePending && time.Until(d.NextAttemptAt) < 30*time.Second,
-		LineNote: s.svc.LineNote(ctx, d)}
+		LineNote: s.svc.LineNote(ctx, d), Policy: s.policyOption(d.RetryPolicy), AttemptsLeft: -1}
+	if d.State == engine.StatePending || d.State == engine.StateDelivering {
+		p, _ := s.svc.RetryPolicy(d.RetryPolicy)
+		data.AttemptsLeft = max(0, p.MaxAttempts()-d.CycleAttempts)
+	}
 	if n := len(d.Attempts); n > 0 {
 		data.LastAttempt = &d.Attempts[n-1]
 	}
