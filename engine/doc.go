@@ -17,12 +17,22 @@
 // stored envelope bytes, signed at send time, with a timeout that covers
 // connect, TLS, headers and body. Its outcome (see classify):
 //
-//   - 2xx: succeeded.
+//   - 2xx: succeeded, whatever its headers say.
+//   - anything else with the header webhook-delivery: abort (any case):
+//     dead at once, "the receiver asked to stop retrying".
 //   - 408, 425, 429, 5xx, a timeout, a connection error or response headers
-//     over 64 KiB: retried by the RetryPolicy; a 429 or 503 with
+//     over 64 KiB: retried by the delivery's RetryPolicy; a 429 or 503 with
 //     Retry-After waits at least that long (capped at RetryAfterMax).
-//   - 3xx and every other 4xx: dead at once, with a reason that says to check
-//     the endpoint's configuration. Redirects are never followed.
+//   - a 3xx or 4xx its policy lists in RetryStatuses: retried the same way.
+//   - every other 3xx and 4xx: dead at once, with a reason that says to
+//     check the endpoint's configuration. Redirects are never followed.
+//
+// A delivery follows a named retry policy (DispatcherOptions.Policy, the
+// standard one, and Policies): its endpoint's, or its tenant's, as they
+// were when its cycle started (CyclePolicy; stored as
+// Delivery.RetryPolicy), so that a change of choice or configuration
+// never reshuffles retries already scheduled. A name the node does not
+// have is followed as standard.
 //
 // The default RetryPolicy makes an attempt at once and retries after 5s,
 // 30s, 2m, 10m and 1h, each ±20% jitter: 6 attempts, about 72.6 minutes of
