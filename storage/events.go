@@ -39,7 +39,7 @@ func (db *DB) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Inges
 	var res engine.IngestResult
 	var dup bool
 	err := db.view(ctx, func(tx *bolt.Tx) error {
-		d, _, err := checkIngest(tx, in)
+		d, _, _, err := checkIngest(tx, in)
 		if d != nil {
 			res, dup = *d, true
 		}
@@ -65,38 +65,42 @@ func (db *DB) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Inges
 // checkIngest makes ingest's checks of in: the tenant exists, the type is
 // in the catalogue, and the Idempotency-Key: a live record with the same
 // request hash gives the duplicate result, with another hash a conflict.
-// It returns the expired record the ingest replaces, if any. It only reads.
-func checkIngest(tx *bolt.Tx, in engine.NewEvent) (dup *engine.IngestResult, expired *idempotencyRecord, err error) {
+// It returns the tenant's record (bbolt's memory: valid while tx is) and
+// the expired record the ingest replaces, if any. It only reads.
+func checkIngest(tx *bolt.Tx, in engine.NewEvent) (dup *engine.IngestResult, expired *idempotencyRecord, tenantRecord []byte, err error) {
 	ev := in.Event
 	tenant := ev.TenantID
-	if !validTenantID(tenant) || tx.Bucket(bucketTenants).Get([]byte(tenant)) == nil {
-		return nil, nil, engine.TenantNotFound()
+	if validTenantID(tenant) {
+		tenantRecord = tx.Bucket(bucketTenants).Get([]byte(tenant))
+	}
+	if tenantRecord == nil {
+		return nil, nil, nil, engine.TenantNotFound()
 	}
 	if tx.Bucket(bucketEventTypes).Get([]byte(ev.Type)) == nil {
-		return nil, nil, engine.UnknownEventType(ev.Type)
+		return nil, nil, nil, engine.UnknownEventType(ev.Type)
 	}
 	if in.IdempotencyKey == "" {
-		return nil, nil, nil
+		return nil, nil, tenantRecord, nil
 	}
 	v := tx.Bucket(bucketIdempotency).Get(idempotencyKey(tenant, in.IdempotencyKey))
 	if v == nil {
-		return nil, nil, nil
+		return nil, nil, tenantRecord, nil
 	}
 	rec, err := decodeIdempotency(v)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if !ev.Created.Before(rec.Expires) {
-		return nil, &rec, nil
+		return nil, &rec, tenantRecord, nil
 	}
 	if rec.RequestHash != in.RequestHash {
-		return nil, nil, engine.IdempotencyConflict()
+		return nil, nil, nil, engine.IdempotencyConflict()
 	}
 	first, ds, err := getEvent(tx, rec.EventID)
 	if err != nil {
-		return nil, nil, fmt.Errorf("idempotency record points at event %s: %w", rec.EventID, err)
+		return nil, nil, nil, fmt.Errorf("idempotency record points at event %s: %w", rec.EventID, err)
 	}
-	return &engine.IngestResult{Event: first, Deliveries: ds, Duplicate: true}, nil, nil
+	return &engine.IngestResult{Event: first, Deliveries: ds, Duplicate: true}, nil, tenantRecord, nil
 }
 
 // fanOut is what ingest's fan-out keeps from one commit to the next: the
@@ -113,7 +117,7 @@ type fanOut struct {
 func appendEvent(tx *bolt.Tx, in engine.NewEvent, f *fanOut) (engine.IngestResult, error) {
 	ev := in.Event
 	tenant := ev.TenantID
-	dup, expired, err := checkIngest(tx, in)
+	dup, expired, tenantRecord, err := checkIngest(tx, in)
 	if err != nil {
 		return engine.IngestResult{}, err
 	}
@@ -174,7 +178,7 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, f *fanOut) (engine.IngestResul
 	if err := forEachEndpoint(tx, tenant, &f.cache, func(ep engine.Endpoint) error { endpoints = append(endpoints, ep); return nil }); err != nil {
 		return engine.IngestResult{}, err
 	}
-	policy, err := tenantRetryPolicy(tx.Bucket(bucketTenants).Get([]byte(tenant)))
+	policy, err := tenantRetryPolicy(tenantRecord)
 	if err != nil {
 		return engine.IngestResult{}, fmt.Errorf("tenant %s: %w", tenant, err)
 	}
