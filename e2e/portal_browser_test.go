@@ -324,8 +324,28 @@ accent = "#ffb000"
 	step("a page after logout", ctx, chromedp.Navigate(appOrigin+"/frame?path=/console/t/"+tenant+"/endpoints"))
 	wayBack := func(what, prefix string) {
 		t.Helper()
-		c := waitFrame(t, ctx, in.base+prefix)
-		step(what, c, chromedp.WaitVisible(chromedp.ID("way-back")))
+		// The frame may be replaced while it loads (a link's page posts
+		// itself at once): find it again until its page shows the way
+		// back, a bounded number of times.
+		var c context.Context
+		for try := 1; ; try++ {
+			c = waitFrame(t, ctx, in.base+prefix)
+			// Attach first: the context of a target's first action
+			// bounds the attachment's life, and tctx ends soon.
+			if err := chromedp.Do(c); err != nil {
+				t.Fatal(err)
+			}
+			tctx, cancel := context.WithTimeout(c, 10*time.Second)
+			err := chromedp.Do(tctx, chromedp.WaitVisible(chromedp.ID("way-back")))
+			cancel()
+			if err == nil {
+				break
+			}
+			if try == 5 {
+				t.Fatalf("%s: no way back shown after %d tries: %v", what, try, err)
+			}
+			t.Logf("%s: try %d: %v", what, try, err)
+		}
 		text := eval(c, `document.body.innerText`)
 		href := eval(c, `document.querySelector("#way-back a") ? document.querySelector("#way-back a").href + " " + document.querySelector("#way-back a").target : ""`)
 		if href != appOrigin+"/settings _top" || strings.Contains(text, "Log in") || strings.Contains(text, "Log out") || strings.Contains(text, "Billing service") {
