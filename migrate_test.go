@@ -42,7 +42,8 @@ type source struct {
 // endpoints (one filtering on channels), events (some on channels) with
 // deliveries in every state (pending, with and
 // without attempts; succeeded; dead with attempts and a replay; paused),
-// access tokens (one revoked) and Idempotency-Keys.
+// access tokens (one revoked), Idempotency-Keys, and an endpoint made
+// after the events and backfilled.
 func writeSource(t *testing.T, path string, key []byte) source {
 	t.Helper()
 	ctx := context.Background()
@@ -136,6 +137,20 @@ func writeSource(t *testing.T, path string, key []byte) source {
 				must(err)
 			}
 		}
+	}
+	// An endpoint of acme's made after the events, backfilled: its
+	// deliveries record the backfill.
+	late := engine.Endpoint{
+		ID: engine.NewID("ep"), TenantID: "acme", URL: "https://example.com/hook/late",
+		EventTypes: []string{"order.created"}, Created: migrateT0, Updated: migrateT0,
+		Secrets: []engine.Secret{{Key: engine.NewSecret()}},
+	}
+	must(db.CreateEndpoint(ctx, late, 0))
+	bf, err := db.Backfill(ctx, engine.BackfillStep{Tenant: "acme", EndpointID: late.ID, Since: migrateT0, Until: migrateT0.Add(time.Hour),
+		Scan: 100, Max: 100, At: migrateT0.Add(2 * time.Minute), By: "token tok_x"})
+	must(err)
+	if len(bf.Created) == 0 {
+		t.Fatal("the backfill of the late endpoint made no delivery")
 	}
 	for i, tenant := range []string{"acme", "beta"} {
 		tok := engine.AccessToken{ID: engine.NewID("tok"), TenantID: tenant, Environment: engine.EnvironmentLive, Created: migrateT0, Expires: migrateT0.Add(24 * time.Hour)}
@@ -249,7 +264,7 @@ func TestMigrate(t *testing.T) {
 		t.Errorf("the output shows the URL's password:\n%s", out)
 	}
 	for _, want := range []string{
-		"tenants  2  =  2", "deleted tenants (still being purged)  1  =  1", "endpoints  3  =  3",
+		"tenants  2  =  2", "deleted tenants (still being purged)  1  =  1", "endpoints  4  =  4",
 		"events  8  =  8", "access tokens  2  =  2", "idempotency keys  3  =  3", "migration complete",
 	} {
 		if !strings.Contains(squeeze(out), want) {

@@ -249,14 +249,9 @@ func (s *Service) ReplayDeadLetters(ctx context.Context, tenant string, since, u
 	if _, err := s.Tenant(ctx, tenant); err != nil {
 		return 0, err
 	}
-	if since.IsZero() {
-		return 0, Errorf(CodeInvalidField, "since", "since is required (RFC 3339)")
-	}
-	if until.IsZero() {
-		until = s.now()
-	}
-	if !since.Before(until) {
-		return 0, Errorf(CodeInvalidField, "until", "until must be after since")
+	since, until, err := s.timeRange(since, until)
+	if err != nil {
+		return 0, err
 	}
 	if endpointID != "" {
 		if _, err := s.Endpoint(ctx, tenant, endpointID); err != nil {
@@ -285,6 +280,23 @@ func (s *Service) ReplayDeadLetters(ctx context.Context, tenant string, since, u
 			return total, nil
 		}
 	}
+}
+
+// timeRange checks the time range [since, until) of a request (a range
+// replay, a backfill): since is required, until is now when zero and
+// must be after since (CodeInvalidField naming since or until). It
+// returns the range with until filled in.
+func (s *Service) timeRange(since, until time.Time) (time.Time, time.Time, error) {
+	if since.IsZero() {
+		return since, until, Errorf(CodeInvalidField, "since", "since is required (RFC 3339)")
+	}
+	if until.IsZero() {
+		until = s.now()
+	}
+	if !since.Before(until) {
+		return since, until, Errorf(CodeInvalidField, "until", "until must be after since")
+	}
+	return since, until, nil
 }
 
 // Report is the delivery report over a tenant's last N events.

@@ -184,6 +184,21 @@ type Log interface {
 	// delivery resumed): a caller that loops until none come back then
 	// meets each once. It returns none only when none is selected.
 	UpdateDeliveries(ctx context.Context, sel Selection, max int, fn func(Delivery) Delivery) ([]Delivery, error)
+	// Backfill is one step of a backfill (Service.Backfill), in one
+	// transaction: read endpoint step.EndpointID of step.Tenant
+	// (CodeEndpointNotFound when it or its tenant is gone) and the
+	// tenant's events in log order after step.After, at most step.Scan
+	// of them, stopping early at the first one step.Past; of those
+	// step.Wants, count in Existing each that has a delivery to the
+	// endpoint, and for each that has none make step.Delivery, up to
+	// step.Max (the others count in Missing), stored as ingest stores a
+	// delivery (settled in its line, in log order; its indexes and held
+	// counts) under its event. Next is the last event's place when it
+	// stopped at step.Scan, else 0. Whether an event has a delivery to
+	// the endpoint is read in the transaction that makes one, so that
+	// no two steps, at once or not, make two: an event never has more
+	// than one delivery to an endpoint. With Max 0 it writes nothing.
+	Backfill(ctx context.Context, step BackfillStep) (BackfillResult, error)
 	// LineHead returns the head of the line (endpointID, line) (see
 	// lines.go) as stored, and whether the line has one. The dispatcher
 	// asks it after a transition that may have ended a head, to take

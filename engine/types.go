@@ -141,6 +141,13 @@ func (ep *Endpoint) Subscribes(typ string) bool {
 	return slices.Contains(ep.EventTypes, AllEventTypes) || slices.Contains(ep.EventTypes, typ)
 }
 
+// Receives reports whether ep receives ev, by its type and its channels
+// (Subscribes and ListensTo): the rule of ingest's fan-out
+// (NewDeliveries) and of a backfill's (BackfillStep.Wants).
+func (ep *Endpoint) Receives(ev Event) bool {
+	return ep.Subscribes(ev.Type) && ep.ListensTo(ev.Channels)
+}
+
 // ListensTo reports whether ep receives an event on channels: ep has no
 // channel filter, or one of channels is in it. An event on no channel
 // goes only to the endpoints without a filter. This is Svix's rule
@@ -316,6 +323,11 @@ type Delivery struct {
 	// line, let the line go on without it (SkipDelivery, or its death
 	// on a line whose endpoint's on_dead is skip). Nil when none.
 	Skips []Skip `json:"skips,omitempty"`
+	// Backfill, when set, records that a backfill made the delivery
+	// (Service.Backfill) for an event stored before: who asked and when,
+	// which is when its first cycle began. Nil for a delivery made at
+	// ingest. Created is its event's Created either way.
+	Backfill *Backfill `json:"backfill,omitempty"`
 }
 
 // Attempt is one HTTP request to the endpoint and what came of it.
@@ -350,6 +362,12 @@ type Replay struct {
 	At    time.Time `json:"at"`
 	By    string    `json:"by"` // who asked: "admin" or a token name
 	Cycle int       `json:"cycle"`
+}
+
+// Backfill records that a backfill made a delivery (Delivery.Backfill).
+type Backfill struct {
+	At time.Time `json:"at"`
+	By string    `json:"by"` // who asked: "admin" or a token name
 }
 
 // Skip records that a dead ordered delivery stopped holding its line:

@@ -65,13 +65,19 @@ func minus(a, b engine.Backlog) engine.Backlog {
 // noteIngested notes the deliveries of res, an ingest of this node's,
 // acknowledged and not a duplicate, unless the last count saw it.
 func (c *Scheduler) noteIngested(res engine.IngestResult) {
-	xid := res.Event.Seq >> 16
+	c.noteMade(res.Event.Seq>>16, res.Deliveries)
+}
+
+// noteMade notes ds, deliveries that this node's transaction xid made
+// and committed (an ingest's, a backfill's), unless the last count saw
+// that transaction.
+func (c *Scheduler) noteMade(xid uint64, ds []engine.Delivery) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.counted.sees(xid) { // committed before the last count, which has it
 		return
 	}
-	for _, d := range res.Deliveries {
+	for _, d := range ds {
 		if add := backlogOf(d); add.Total() > 0 {
 			c.notes[d.ID] = &note{tenant: d.TenantID, xid: xid, add: add}
 			c.notedBy[d.TenantID] = plus(c.notedBy[d.TenantID], add)

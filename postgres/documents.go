@@ -346,6 +346,14 @@ type deliveryDoc struct {
 	// the standard one (and every document written before retry
 	// policies).
 	RetryPolicy string `json:"retry_policy,omitempty"`
+	// Backfill is the backfill that made it; absent for ingest's (and
+	// in every document written before backfills).
+	Backfill *backfillDoc `json:"backfill,omitempty"`
+}
+
+type backfillDoc struct {
+	At time.Time `json:"at"`
+	By string    `json:"by"`
 }
 
 type attemptDoc struct {
@@ -415,6 +423,9 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 			r.Skips[i] = skipDoc{At: s.At, By: s.By, Cycle: s.Cycle}
 		}
 	}
+	if d.Backfill != nil {
+		r.Backfill = &backfillDoc{At: d.Backfill.At, By: d.Backfill.By}
+	}
 	return json.Marshal(r)
 }
 
@@ -469,6 +480,9 @@ func decodeDelivery(doc []byte) (engine.Delivery, error) {
 	}
 	if len(r.Channels) > 0 {
 		d.Channels = r.Channels
+	}
+	if r.Backfill != nil {
+		d.Backfill = &engine.Backfill{At: r.Backfill.At, By: r.Backfill.By}
 	}
 	return d, nil
 }

@@ -161,6 +161,17 @@ var (
 		d.RetryPolicy = "extended"
 		return d
 	}()
+	// goldenDeliveryBackfill is a delivery a backfill made: of an event
+	// created at goldenT0, its cycle started at goldenT1 by a tenant
+	// token (engine.Backfill).
+	goldenDeliveryBackfill = engine.Delivery{
+		ID: "dlv_01JH000000000000000000000C", TenantID: "acme", EventID: "evt_01JH000000000000000000000D",
+		EventType: "order.shipped", EndpointID: "ep_01JH0000000000000000000002", State: engine.StatePending,
+		Sequence: 3, Channels: []string{"project_123"},
+		Cycle: 1, CycleStart: goldenT1, NextAttemptAt: goldenT1, Created: goldenT0, Updated: goldenT1,
+		Attempts: []engine.Attempt{}, Replays: []engine.Replay{},
+		Backfill: &engine.Backfill{At: goldenT1, By: "token tok_01JH0000000000000000000003"},
+	}
 	// goldenSequence is the Sequence the one-round-trip ingest puts in
 	// front of goldenDeliveryPending's document (insertDeliveriesSQL,
 	// sequencedDoc).
@@ -223,6 +234,7 @@ func goldenCases() []goldenCase {
 	add("delivery-headers", goldenDeliveryHeaders, dec, enc)
 	add("delivery-channels", goldenDeliveryChannels, dec, enc)
 	add("delivery-retry-policy", goldenDeliveryRetryPolicy, dec, enc)
+	add("delivery-backfill", goldenDeliveryBackfill, dec, enc)
 	return cases
 }
 
@@ -352,7 +364,7 @@ func fuzzDocument[T any](f *testing.F, decode func([]byte) (T, error), encode fu
 }
 
 func FuzzDecodeDelivery(f *testing.F) {
-	fuzzDocument(f, decodeDelivery, encodeDelivery, "delivery", "delivery-pending", "delivery-sequenced", "delivery-headers", "delivery-channels", "delivery-retry-policy")
+	fuzzDocument(f, decodeDelivery, encodeDelivery, "delivery", "delivery-pending", "delivery-sequenced", "delivery-headers", "delivery-channels", "delivery-retry-policy", "delivery-backfill")
 }
 
 func FuzzDecodeEndpoint(f *testing.F) {

@@ -45,9 +45,12 @@ import "fmt"
 //
 // Order, which rules out deadlocks among them (with the old keys in
 // place or not): a tenant's lock, then its sequence lock (ingest; a
-// batch of ingests takes them tenant by tenant in ID order), then line
-// locks in the order of (old key, new key) (lockLinesSQL), then row
-// locks; each lock's old key right before its new key.
+// batch of ingests takes them tenant by tenant in ID order) or an
+// endpoint's backfill lock and the prune lock shared (a backfill's
+// step, backfill.go), then line locks in the order of (old key, new
+// key) (lockLinesSQL), then row locks; each lock's old key right before
+// its new key. PruneEvents only tries the prune lock, so never waits
+// for it.
 
 // tenantLock is the kind of a tenant's lock ("whte" in ASCII), which an
 // ingest holds shared and DeleteTenant alone, so that an ingest and the

@@ -595,6 +595,9 @@ func normalizeDelivery(d engine.Delivery) engine.Delivery {
 		}
 		d.Replays = rs
 	}
+	if d.Backfill != nil {
+		d.Backfill = &engine.Backfill{At: utc(d.Backfill.At), By: d.Backfill.By}
+	}
 	return d
 }
 

@@ -21,7 +21,9 @@ import (
 //     tenant and place in the log, and every entry there names a stored
 //     delivery of that event;
 //   - every event decodes and event_ids maps its ID to its sequence;
-//   - a delivery has its event's channels;
+//   - a delivery has its event's channels; an event has at most one
+//     delivery to an endpoint (ingest makes one, a backfill one where
+//     there is none); a delivery a backfill made is not a test event's;
 //   - a tenant's numbered events have Sequences that rise in log order,
 //     each at most the tenant's tenant_sequences value (retention and
 //     the purge delete events anywhere in the log: the Sequences of
@@ -88,6 +90,7 @@ func checkInvariants(tx *bolt.Tx) []error {
 				return errs
 			}
 		}
+		endpoints := map[string]bool{}
 		for _, id := range deliveryIDsOf(tx, ev.TenantID, seq) {
 			v := tx.Bucket(bucketDeliveries).Get([]byte(id))
 			if v == nil {
@@ -107,6 +110,17 @@ func checkInvariants(tx *bolt.Tx) []error {
 				if !report("delivery %s has channels %q, its event %s %q", id, d.Channels, ev.ID, ev.Channels) {
 					return errs
 				}
+			case endpoints[d.EndpointID]:
+				if !report("event %s has more than one delivery to endpoint %s (one is %s)", ev.ID, d.EndpointID, id) {
+					return errs
+				}
+			case d.Backfill != nil && d.Test:
+				if !report("delivery %s of test event %s was made by a backfill", id, ev.ID) {
+					return errs
+				}
+			}
+			if err == nil {
+				endpoints[d.EndpointID] = true
 			}
 		}
 	}

@@ -47,7 +47,10 @@
 // the log is never rewritten. A tenant is in tenants or in deleted_tenants,
 // never both. Until schema 8 an event_deliveries bucket (event ID ‖ 0x00 ‖
 // delivery ID) listed each event's deliveries again; tenant_deliveries
-// lists them under the event's place in the log, so Open drops it.
+// lists them under the event's place in the log, so Open drops it. A
+// backfill (Backfill) adds deliveries to events already in the log,
+// under their places in tenant_deliveries, where an event has none to
+// the endpoint: an event has at most one delivery to an endpoint.
 //
 // The events bucket is the append-only event log: the key is the bucket's
 // NextSequence, so cursor order is ingest order. An event record is

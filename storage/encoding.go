@@ -39,6 +39,12 @@ const (
 	// with them is refused by a webhookd that predates them.
 	flagChannels = 1 << 1
 	flagsKnow    = flagTest | flagChannels
+	// flagBackfill: a delivery record made by a backfill
+	// (Delivery.Backfill), at ‖ by right after the channels; only a
+	// delivery has it, and a webhookd that predates backfills refuses
+	// the record rather than forget who made it.
+	flagBackfill       = 1 << 2
+	deliveryFlagsKnown = flagsKnow | flagBackfill
 )
 
 // recordFlags returns the flags of a record of an event or delivery
@@ -534,12 +540,13 @@ func eventBody(data []byte) ([]byte, error) {
 //	response ‖ outcome ‖ retry after) ‖ count ‖ replays (at ‖ by ‖ cycle) ‖
 //	sequence (uvarint) ‖ line ‖ count ‖ skips (at ‖ by ‖ cycle) ‖   formatV3 on
 //	previous sequence (uvarint) ‖                                  formatV4 on
-//	flags (uvarint) ‖ [channels] ‖                                 formatV5 on
+//	flags (uvarint) ‖ [channels] ‖ [backfill (at ‖ by)] ‖           formatV5 on
 //	for each attempt: count ‖ response headers (name ‖ value)      formatV6 on
 //	retry policy                                                   formatV7
 //
 // with, in formatV5 on, the channels (a count, then each a string) when
-// the flags have flagChannels. A delivery with no sequence, line or
+// the flags have flagChannels, and the backfill that made it when they
+// have flagBackfill. A delivery with no sequence, line or
 // skips is written in formatV2, as before schema 5; one whose attempts
 // kept no response header in at most formatV5; one whose cycle follows
 // the standard retry policy in at most formatV6. WaitingBehind is not encoded: a read fills it in
@@ -571,6 +578,10 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 		n += len(d.Attempts) + 1 + len(d.RetryPolicy)
 	}
 	flags := recordFlags(d.Test, d.Channels)
+	if d.Backfill != nil {
+		flags |= flagBackfill
+		n += 16 + len(d.Backfill.By)
+	}
 	v5 := v6 || flags != 0
 	v4 := v5 || d.PreviousSequence != 0
 	v3 := v4 || d.Sequence != 0 || d.Line != "" || d.Skips != nil
@@ -638,6 +649,10 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 	}
 	if flags&flagChannels != 0 {
 		b = appendChannels(b, d.Channels)
+	}
+	if flags&flagBackfill != 0 {
+		b = appendTime(b, d.Backfill.At)
+		b = appendString(b, d.Backfill.By)
 	}
 	if v6 {
 		for _, a := range d.Attempts {
@@ -735,12 +750,15 @@ func decodeDeliveryV2(data []byte, format byte) (engine.Delivery, error) {
 	}
 	if format >= formatV5 {
 		flags := r.uvarint()
-		if flags&^flagsKnow != 0 && r.err == nil {
+		if flags&^deliveryFlagsKnown != 0 && r.err == nil {
 			return engine.Delivery{}, fmt.Errorf("decode delivery: unknown flags %#x", flags)
 		}
 		d.Test = flags&flagTest != 0
 		if flags&flagChannels != 0 {
 			d.Channels = r.channels()
+		}
+		if flags&flagBackfill != 0 {
+			d.Backfill = &engine.Backfill{At: r.time(), By: r.string()}
 		}
 	}
 	if format >= formatV6 {

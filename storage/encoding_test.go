@@ -89,6 +89,27 @@ var (
 		ep.RetryPolicy = "extended"
 		return ep
 	}()
+	// sampleDeliveryBackfill was made by a backfill (formatV5, its
+	// record after the flags); sampleDeliveryBackfillAll also on
+	// channels, with response headers (formatV6: channels, backfill,
+	// headers).
+	sampleDeliveryBackfill = func() engine.Delivery {
+		d := sampleDelivery
+		d.Backfill = &engine.Backfill{At: t0.Add(2*time.Hour + time.Nanosecond), By: "token tok_1 ☃"}
+		return d
+	}()
+	sampleDeliveryBackfillAll = func() engine.Delivery {
+		d := sampleDeliveryBoth
+		d.Backfill = sampleDeliveryBackfill.Backfill
+		return d
+	}()
+	// sampleDeliveryBackfillPolicy is sampleDeliveryBackfillAll
+	// following a retry policy (formatV7: the policy after the headers).
+	sampleDeliveryBackfillPolicy = func() engine.Delivery {
+		d := sampleDeliveryBackfillAll
+		d.RetryPolicy = "extended"
+		return d
+	}()
 )
 
 // encodeEventV2 encodes ev as a webhookd of schema 3 wrote it
@@ -178,6 +199,15 @@ func TestEncoding_roundTrip(t *testing.T) {
 		{"endpoint with a retry policy", formatV1, false, samplePolicyEndpoint,
 			func() ([]byte, error) { return encodeEndpoint(samplePolicyEndpoint) },
 			func(b []byte) (any, error) { return decodeEndpoint(b) }},
+		{"delivery made by a backfill", formatV5, false, sampleDeliveryBackfill,
+			func() ([]byte, error) { return encodeDelivery(sampleDeliveryBackfill) },
+			func(b []byte) (any, error) { return decodeDelivery(b) }},
+		{"backfilled delivery on channels with response headers", formatV6, false, sampleDeliveryBackfillAll,
+			func() ([]byte, error) { return encodeDelivery(sampleDeliveryBackfillAll) },
+			func(b []byte) (any, error) { return decodeDelivery(b) }},
+		{"backfilled delivery following a retry policy", formatV7, false, sampleDeliveryBackfillPolicy,
+			func() ([]byte, error) { return encodeDelivery(sampleDeliveryBackfillPolicy) },
+			func(b []byte) (any, error) { return decodeDelivery(b) }},
 		{"idempotency", formatV1, false, sampleIdempotency,
 			func() ([]byte, error) { return encodeIdempotency(sampleIdempotency), nil },
 			func(b []byte) (any, error) { return decodeIdempotency(b) }},
@@ -388,6 +418,9 @@ func FuzzDecodeDelivery(f *testing.F) {
 	seeds = append(seeds, seed(sampleDeliveryBoth, encodeDelivery)...)
 	seeds = append(seeds, seed(samplePolicyDelivery, encodeDelivery)...)
 	seeds = append(seeds, seed(samplePolicyHeaders, encodeDelivery)...)
+	seeds = append(seeds, seed(sampleDeliveryBackfill, encodeDelivery)...)
+	seeds = append(seeds, seed(sampleDeliveryBackfillAll, encodeDelivery)...)
+	seeds = append(seeds, seed(sampleDeliveryBackfillPolicy, encodeDelivery)...)
 	fuzzRecord(f, seeds, decodeDelivery, encodeDelivery)
 }
 
@@ -580,8 +613,10 @@ func TestDecode_unknownFlags(t *testing.T) {
 	if got, err := decodeDelivery(v); err != nil || !got.Test {
 		t.Fatalf("decodeDelivery of a test delivery: %+v, %v", got, err)
 	}
-	v[len(v)-1] = 5
+	v[len(v)-1] = 9
 	if _, err := decodeDelivery(v); err == nil || !strings.Contains(err.Error(), "unknown flags") {
-		t.Errorf("decodeDelivery with flags 5: %v", err)
+		t.Errorf("decodeDelivery with flags 9: %v", err)
 	}
+	// flagBackfill (4) is a delivery's, never an event's: above, an
+	// event with it was refused.
 }

@@ -192,8 +192,9 @@ func TestStoredDelivery_matchesDecode(t *testing.T) {
 		Sequence: 42, Line: "key:order-1", WaitingBehind: "dlv_0", PreviousSequence: 41, Test: true, RetryPolicy: "extended",
 		Skips:    []engine.Skip{{At: time.Now().In(local), By: "admin", Cycle: 2}},
 		Channels: []string{"project_1", "b"},
+		Backfill: &engine.Backfill{At: time.Now().In(local), By: "token tok_1"},
 	}
-	for _, v := range []any{full, full.Attempts[0], full.Replays[0], full.Skips[0]} {
+	for _, v := range []any{full, full.Attempts[0], full.Replays[0], full.Skips[0], *full.Backfill} {
 		rv := reflect.ValueOf(v)
 		for i := range rv.NumField() {
 			if rv.Field(i).IsZero() {

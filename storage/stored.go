@@ -45,6 +45,9 @@ func storedDelivery(d engine.Delivery) (engine.Delivery, error) {
 		d.WaitingBehind = "" // getDelivery fills it in for a waiting one only
 	}
 	d.Channels = storedChannels(d.Channels)
+	if d.Backfill != nil {
+		d.Backfill = &engine.Backfill{At: utc(d.Backfill.At), By: d.Backfill.By}
+	}
 	return d, nil
 }
 

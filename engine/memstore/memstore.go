@@ -171,6 +171,11 @@ func copyDelivery(d engine.Delivery) engine.Delivery {
 	for i := range d.Skips {
 		d.Skips[i].At = utc(d.Skips[i].At)
 	}
+	if d.Backfill != nil {
+		b := *d.Backfill
+		b.At = utc(b.At)
+		d.Backfill = &b
+	}
 	return d
 }
 

@@ -94,6 +94,7 @@ func Run(t *testing.T, h Harness) {
 		{"TestEvents", testEventTests},
 		{"Channels", channelTests},
 		{"RetryPolicies", retryPolicyTests},
+		{"Backfill", backfillTests},
 		{"Maintenance", maintenanceTests},
 		{"Held", heldTests},
 		{"Backend", backendTests},
