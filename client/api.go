@@ -246,6 +246,24 @@ func (c *Client) ReplayDeadLetters(ctx context.Context, tenant string, r DeadLet
 	return out.Queued, err
 }
 
+// Backfill delivers to endpoint endpointID of tenant every retained
+// event created in [since, until) (until zero: now; since is required)
+// that the endpoint receives (its types and channels; test events never)
+// and that has no delivery to it yet, each in a new cycle that starts
+// now: Svix's "replay missing", for an endpoint made after its events.
+// A second call makes none twice (SkippedExisting counts them). It makes
+// no more than the tenant's pending bound leaves room for: Remaining
+// counts the rest, and Bound names the bound; call again later.
+func (c *Client) Backfill(ctx context.Context, tenant, endpointID string, since, until time.Time) (Backfilled, error) {
+	var out Backfilled
+	body := struct {
+		Since time.Time `json:"since,omitzero"`
+		Until time.Time `json:"until,omitzero"`
+	}{since, until}
+	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "endpoints", seg(endpointID), "backfill"), body: body}, &out)
+	return out, err
+}
+
 // Report returns the delivery report over tenant's last events (0: the
 // server's default, 1000).
 func (c *Client) Report(ctx context.Context, tenant string, last int) (Report, error) {

@@ -571,3 +571,46 @@ func TestClient_Channels(t *testing.T) {
 		t.Errorf("Ingest on a bad channel: %v, want 422 naming channels[1]", err)
 	}
 }
+
+// TestClient_Backfill: Backfill makes a late endpoint's missing
+// deliveries, a second call none, each shows the backfill that made it,
+// and a bad range is a 422 naming since.
+func TestClient_Backfill(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client("", client.Options{})
+	ctx := t.Context()
+	e.setup(c, "/ok")
+	since := time.Now().Add(-time.Minute)
+	for range 2 {
+		if _, err := c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.paid", Data: map[string]any{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	late, err := c.CreateEndpoint(ctx, "acme", client.EndpointInput{URL: e.receiver.URL + "/ok", EventTypes: []string{"*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Backfill(ctx, "acme", late.ID, since, time.Time{})
+	if err != nil || got != (client.Backfilled{Created: 2}) {
+		t.Fatalf("Backfill = %+v, %v; want 2 created", got, err)
+	}
+	got, err = c.Backfill(ctx, "acme", late.ID, since, time.Now().Add(time.Minute))
+	if err != nil || got != (client.Backfilled{SkippedExisting: 2}) {
+		t.Fatalf("second Backfill = %+v, %v; want 2 skipped", got, err)
+	}
+	ds := collect(t, c.Deliveries(ctx, "acme", client.DeliveryFilter{Endpoint: late.ID}))
+	if len(ds) != 2 {
+		t.Fatalf("%d deliveries to the late endpoint, want 2", len(ds))
+	}
+	for _, d := range ds {
+		if d.Backfill == nil || d.Backfill.By == "" || d.Backfill.At.IsZero() {
+			t.Errorf("delivery %s: Backfill %+v", d.ID, d.Backfill)
+		}
+	}
+	_, err = c.Backfill(ctx, "acme", late.ID, time.Time{}, time.Time{})
+	var p *client.Problem
+	if !errors.As(err, &p) || p.Status != http.StatusUnprocessableEntity || p.Field != "since" {
+		t.Errorf("Backfill without since: %v, want 422 naming since", err)
+	}
+}

@@ -422,6 +422,26 @@ type Delivery struct {
 	Replays  []Replay  `json:"replays"`
 	// Skips records each time it let its line go on without it.
 	Skips []Skip `json:"skips,omitempty"`
+	// Backfill is the backfill that made it (Client.Backfill); nil for
+	// a delivery made at ingest.
+	Backfill *Backfill `json:"backfill,omitempty"`
+}
+
+// Backfill records that a backfill made a delivery: who asked, and
+// when its first cycle began.
+type Backfill struct {
+	At time.Time `json:"at"`
+	By string    `json:"by"` // "admin" or "token tok_…"
+}
+
+// Backfilled is what a backfill made and counted (Client.Backfill).
+type Backfilled struct {
+	Created         int `json:"created"`
+	SkippedExisting int `json:"skipped_existing"`
+	// Remaining counts the events it had room for none of: the pending
+	// bound Bound ("pending_per_tenant" or "max_pending") was reached.
+	Remaining int    `json:"remaining"`
+	Bound     string `json:"bound,omitempty"`
 }
 
 // Skip records that a dead ordered delivery let its line go on without

@@ -534,6 +534,21 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	e.check(call{method: "POST", path: p, status: 409, code: engine.CodeEndpointDisabled})
 	e.check(call{method: "PATCH", path: epPath, body: `{"disabled":false}`, status: 200})
 
+	// Backfill.
+	p = epPath + "/backfill"
+	e.check(call{method: "POST", path: p, body: `{"since":"2020-01-01T00:00:00Z"}`, status: 202})
+	e.check(call{method: "POST", path: p, body: `{"since":"2020-01-01T00:00:00Z","until":"2030-01-01T00:00:00Z"}`, header: tenantTok(tok.Token), status: 202})
+	e.check(call{method: "POST", path: p, body: `{"since":"2020-01-01T00:00:00Z","until":"2019-01-01T00:00:00Z"}`, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: p, body: `{}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: p, body: `{"since":"yesterday"}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: p, body: `{`, invalid: true, status: 400, code: engine.CodeInvalidJSON})
+	e.check(call{method: "POST", path: p, body: `{}`, header: map[string]string{"Content-Type": "text/plain"}, invalid: true, status: 415, code: engine.CodeUnsupportedMedia})
+	e.check(call{method: "POST", path: p, body: `{"since":"` + strings.Repeat("x", maxBody) + `"}`, invalid: true, status: 413, code: engine.CodeBodyTooLarge})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints/ep_nope/backfill", body: `{"since":"2020-01-01T00:00:00Z"}`, status: 404, code: engine.CodeEndpointNotFound})
+	e.check(call{method: "POST", path: p, header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "POST", path: p, body: `{"since":"2020-01-01T00:00:00Z"}`, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "POST", path: p + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+
 	// Events.
 	ingest := `{"type":"payment.succeeded","data":{"amount":4200}}`
 	var ing ingestJSON

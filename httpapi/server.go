@@ -163,6 +163,7 @@ func (s *server) routes() {
 	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/secret/reveal", s.tenantAuth(s.takes(s.handleRevealSecret)))
 	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/verify", s.tenantAuth(s.takes(s.handleVerifyEndpoint)))
 	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/test-events", s.tenantAuth(s.takes(s.handleSendTestEvent)))
+	s.handle("POST", "/v1/tenants/:tenant/endpoints/:id/backfill", s.tenantAuth(s.takes(s.handleBackfill)))
 
 	s.handle("POST", "/v1/tenants/:tenant/events", s.auth(s.limitIngest(s.takes(s.handleIngest))))
 	s.handle("GET", "/v1/tenants/:tenant/events/:id", s.tenantAuth(s.takes(s.handleGetEvent)))
