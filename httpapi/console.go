@@ -171,6 +171,7 @@ func (s *server) consoleRoutes() {
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/disable", s.consoleTenant(s.handleConsoleDisable))
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/enable", s.consoleTenant(s.handleConsoleEnable))
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/test", s.consoleTenant(s.handleConsoleTestEvent))
+	s.handle("POST", "/console/t/:tenant/endpoints/:id/backfill", s.consoleTenant(s.handleConsoleBackfill))
 	s.handle("POST", "/console/t/:tenant/endpoints/:id/delete", s.consoleTenant(s.handleConsoleDeleteEndpoint))
 	s.handle("GET", "/console/t/:tenant/deliveries", s.consoleTenant(s.handleDeliveriesPage))
 	s.handle("GET", "/console/t/:tenant/deliveries/:id", s.consoleTenant(s.handleDeliveryPage))

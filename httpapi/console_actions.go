@@ -115,6 +115,33 @@ func (s *server) handleConsoleReplayRange(w http.ResponseWriter, r *http.Request
 	redirectNotice(w, r, tenantPath(v.tenant.ID, "dead-letters"), "replayed", n)
 }
 
+// handleConsoleBackfill backfills an endpoint over [since, until)
+// (until empty: now) and goes back to its page with how many deliveries
+// it made, and whether the pending bound left some for later.
+func (s *server) handleConsoleBackfill(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
+	since, err := parseFormTime("since", r.PostForm.Get("since"))
+	if err == nil && since.IsZero() {
+		err = engine.Errorf(engine.CodeInvalidField, "since", "since is required")
+	}
+	var until time.Time
+	if err == nil {
+		until, err = parseFormTime("until", r.PostForm.Get("until"))
+	}
+	var res engine.BackfillCounts
+	if err == nil {
+		res, err = s.backfill(r.Context(), v.tenant.ID, ps.ByName("id"), since, until, v.p.name)
+	}
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	m := "backfilled"
+	if res.Remaining > 0 {
+		m = "backfilled-some"
+	}
+	redirectNotice(w, r, tenantPath(v.tenant.ID, "endpoints", ps.ByName("id"), "edit"), m, res.Created)
+}
+
 // rotatedData is the page that shows a rotated secret, once.
 type rotatedData struct {
 	Created         bool // a new endpoint's first secret, not a rotation
@@ -192,6 +219,8 @@ type editEndpointData struct {
 	// tenant's, which it follows when it chooses none.
 	Policies     []policyOption
 	TenantPolicy policyOption
+	// BackfillSince is the backfill form's since: a day before now.
+	BackfillSince string
 }
 
 // policyOption is a retry policy as the console offers it: its name
@@ -279,7 +308,8 @@ func (s *server) renderEndpointPage(w http.ResponseWriter, r *http.Request, v *v
 		return
 	}
 	data := editEndpointData{Endpoint: ep, Types: types, Chosen: map[string]bool{}, Revealed: revealed,
-		Policies: s.policyOptions(), TenantPolicy: s.policyOption(v.tenant.RetryPolicy)}
+		Policies: s.policyOptions(), TenantPolicy: s.policyOption(v.tenant.RetryPolicy),
+		BackfillSince: formTime(time.Now().Add(-24 * time.Hour).Truncate(time.Minute))}
 	for _, t := range ep.EventTypes {
 		data.Chosen[t] = true
 	}

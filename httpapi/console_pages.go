@@ -34,6 +34,8 @@ var noticeMessages = map[string]string{
 	"enabled-new":       "Endpoint enabled from now on: held deliveries moved to the dead letters, where each can still be replayed: %d.",
 	"endpoint-deleted":  "Endpoint deleted: its deliveries that were not finished end dead, \"endpoint deleted\"; its delivery history stays.",
 	"test-sent":         "Test event sent to this endpoint only, through the normal path: signed, retried, and marked test here and in the API.",
+	"backfilled":        "Backfill: deliveries made for the events of the range this endpoint had none for: %d. Each starts a delivery cycle now; pressing again makes none twice.",
+	"backfilled-some":   "Backfill: deliveries made: %d. The tenant's bound of deliveries not yet delivered was reached before the rest of the range: press Backfill again once these are delivered.",
 }
 
 // notice returns the notice for r's ?m= and ?n=, "" when there is none.
