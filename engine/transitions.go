@@ -46,7 +46,7 @@ const (
 func NewDeliveries(ev Event, tenantPolicy RetryPolicyName, eps []Endpoint, newID func(prefix string) string) []Delivery {
 	ds := make([]Delivery, 0, len(eps))
 	for _, ep := range eps {
-		if !ep.Receives(ev) {
+		if !ep.Subscribes(ev.Type) || !ep.ListensTo(ev.Channels) { // Receives, inlined: the fan-out's cost
 			continue
 		}
 		d := Delivery{

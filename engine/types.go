@@ -143,7 +143,8 @@ func (ep *Endpoint) Subscribes(typ string) bool {
 
 // Receives reports whether ep receives ev, by its type and its channels
 // (Subscribes and ListensTo): the rule of ingest's fan-out
-// (NewDeliveries) and of a backfill's (BackfillStep.Wants).
+// (NewDeliveries, which makes the same two calls inline) and of a
+// backfill's (BackfillStep.Wants).
 func (ep *Endpoint) Receives(ev Event) bool {
 	return ep.Subscribes(ev.Type) && ep.ListensTo(ev.Channels)
 }
