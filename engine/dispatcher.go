@@ -1075,6 +1075,7 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 	var retryAfter time.Duration
 	var abort bool
 	if err == nil {
+		setCustomHeaders(req.Header, in.Endpoint.Headers)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("User-Agent", d.opts.UserAgent)
 		if n := EnvelopeSequence(in.Body); n > 0 {
@@ -1148,6 +1149,17 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 		} else {
 			rec.State, rec.Reason, rec.NextAttemptAt = StatePending, reason, due
 		}
+	}
+}
+
+// setCustomHeaders sets an endpoint's custom headers on a request's
+// header h, before webhookd's own (which none of them may be: see
+// ReservedHeader, and which are set after them in any case). Their names
+// are canonical, so they are set as they are. It allocates nothing for
+// an endpoint without headers. The values are secrets: never log h.
+func setCustomHeaders(h http.Header, custom CustomHeaders) {
+	for _, x := range custom {
+		h[x.Name] = []string{x.Value}
 	}
 }
 

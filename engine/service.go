@@ -273,6 +273,9 @@ type EndpointInput struct {
 	Channels []string `json:"channels"`
 	// RetryPolicy names the endpoint's retry policy; "": its tenant's.
 	RetryPolicy string `json:"retry_policy"`
+	// Headers are the endpoint's custom headers, name to value
+	// (NewHeaders); absent: none.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // EndpointPatch is the body of PATCH .../endpoints/{id}; nil fields are left
@@ -291,6 +294,11 @@ type EndpointPatch struct {
 	// tenant's from then on.
 	RetryPolicy *string `json:"retry_policy"`
 	Disabled    *bool   `json:"disabled"`
+	// Headers changes the endpoint's custom headers as a merge
+	// (CheckHeadersPatch): a name with a string sets that header, a name
+	// with null removes it, the others stay; {} removes them all. Absent
+	// or null: unchanged.
+	Headers map[string]*string `json:"headers"`
 	// DeliverHeld, with disabled false, says what becomes of the
 	// deliveries held (paused) while the endpoint was disabled: true sends
 	// them now, false (the default) dead-letters them. See
@@ -335,6 +343,10 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 			return Endpoint{}, "", err
 		}
 	}
+	headers, err := NewHeaders(in.Headers)
+	if err != nil {
+		return Endpoint{}, "", err
+	}
 	types, err := s.checkSubscriptions(ctx, in.EventTypes)
 	if err != nil {
 		return Endpoint{}, "", err
@@ -344,7 +356,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 	ep := Endpoint{
 		ID: NewID("ep"), TenantID: tenant, URL: in.URL, EventTypes: types,
 		Description: in.Description, Created: now, Updated: now,
-		Ordering: in.Ordering, OnDead: in.OnDead, RetryPolicy: RetryPolicyName(in.RetryPolicy),
+		Ordering: in.Ordering, OnDead: in.OnDead, RetryPolicy: RetryPolicyName(in.RetryPolicy), Headers: headers,
 		VerificationRequired: s.opts.RequireEndpointVerification,
 		Secrets:              []Secret{{Key: secret}},
 	}
@@ -466,9 +478,12 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 			return Endpoint{}, err
 		}
 	}
+	headers, err := CheckHeadersPatch(p.Headers)
+	if err != nil {
+		return Endpoint{}, err
+	}
 	var types []string
 	if p.EventTypes != nil {
-		var err error
 		if types, err = s.checkSubscriptions(ctx, *p.EventTypes); err != nil {
 			return Endpoint{}, err
 		}
@@ -499,6 +514,11 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 		if p.RetryPolicy != nil {
 			ep.RetryPolicy = RetryPolicyName(*p.RetryPolicy)
 		}
+		h, err := ApplyHeadersPatch(ep.Headers, headers)
+		if err != nil {
+			return err
+		}
+		ep.Headers = h
 		ep.Updated = now
 		return nil
 	})

@@ -111,6 +111,12 @@ type Endpoint struct {
 	// it in when it answers with the endpoint.
 	EffectiveRetryPolicy RetryPolicyName `json:"effective_retry_policy,omitempty"`
 
+	// Headers are the custom headers every request to the endpoint
+	// carries (customheaders.go): each attempt, test event and verification
+	// challenge. Their values are secrets: the JSON shows them masked,
+	// and only Service.RevealSecret shows them. Nil when none.
+	Headers CustomHeaders `json:"headers,omitempty"`
+
 	// Secrets are the signing keys, current first. A key with a non-zero
 	// Expires is an old key kept for a rotation grace window. Secrets are
 	// never serialised to JSON: the API shows a secret when it is made

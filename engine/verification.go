@@ -287,6 +287,7 @@ func (d *Dispatcher) challenge(ctx context.Context, ep Endpoint) error {
 	if err != nil {
 		return fmt.Errorf("challenge not sent: the URL does not make a request")
 	}
+	setCustomHeaders(req.Header, ep.Headers)
 	req.Header.Set(HeaderChallenge, nonce)
 	req.Header.Set("User-Agent", d.opts.UserAgent)
 	resp, err := d.client.Do(req)

@@ -137,6 +137,7 @@ func copyEndpoint(ep engine.Endpoint) engine.Endpoint {
 	for i := range ep.Secrets {
 		ep.Secrets[i].Expires = utc(ep.Secrets[i].Expires)
 	}
+	ep.Headers = slices.Clone(ep.Headers)
 	ep.SecretReveals = slices.Clone(ep.SecretReveals)
 	for i := range ep.SecretReveals {
 		ep.SecretReveals[i].At = utc(ep.SecretReveals[i].At)
