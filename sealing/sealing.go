@@ -1,7 +1,9 @@
 // Package sealing seals endpoint secrets at rest, the same way for every
 // store, so that a copy of a database (a backup, a stolen disk) does not
-// give away the keys that sign webhooks. It imports only the standard
-// library and engine: a store uses it without the others' drivers.
+// give away the keys that sign webhooks, nor the values of the custom
+// headers that authenticate them to receivers (engine.Endpoint.Headers).
+// It imports only the standard library and engine: a store uses it
+// without the others' drivers.
 //
 // A sealed secret is the string
 //
@@ -14,6 +16,14 @@
 // key ID is the first 8 bytes of HMAC-SHA256(key, "webhookd secret key id"):
 // it names a key without revealing it. A plain secret starts with "whsec_",
 // so a stored secret is one or the other (Sealed).
+//
+// A custom header's value is sealed the same way, with the additional
+// data "webhookd endpoint header" ‖ 0x00 ‖ tenant ‖ 0x00 ‖ endpoint ID ‖
+// 0x00 ‖ header name: a sealed value opens only as that header's value of
+// that endpoint, never as a signing key (nor a key as a value), whose
+// purpose differs. A value may be any text, so whether it is sealed is
+// not read from it but marked beside it (engine.CustomHeader.Sealed, which a
+// store keeps in its record).
 //
 // IMPORTANT: this format is on disk; changing it makes existing databases
 // unreadable. Nothing here ever logs or returns a key or a secret, and no
@@ -91,25 +101,54 @@ func KeyID(key []byte) [8]byte {
 // ID returns the ID of s's key (KeyID). s must not be nil.
 func (s *Sealer) ID() [8]byte { return s.id }
 
+// The purposes of the additional data: what a sealed string is.
+const (
+	purposeSecret = "webhookd endpoint secret"
+	purposeHeader = "webhookd endpoint header"
+)
+
 // aad binds a sealed secret to its endpoint.
 func aad(tenant, endpointID string) []byte {
-	b := make([]byte, 0, 26+len(tenant)+len(endpointID))
-	b = append(b, "webhookd endpoint secret"...)
+	b := make([]byte, 0, len(purposeSecret)+2+len(tenant)+len(endpointID))
+	b = append(b, purposeSecret...)
 	b = append(b, 0)
 	b = append(b, tenant...)
 	b = append(b, 0)
 	return append(b, endpointID...)
 }
 
+// headerAAD binds a sealed header value to its endpoint and name.
+func headerAAD(tenant, endpointID, name string) []byte {
+	b := make([]byte, 0, len(purposeHeader)+3+len(tenant)+len(endpointID)+len(name))
+	b = append(b, purposeHeader...)
+	b = append(b, 0)
+	b = append(b, tenant...)
+	b = append(b, 0)
+	b = append(b, endpointID...)
+	b = append(b, 0)
+	return append(b, name...)
+}
+
 // Seal returns secret sealed for endpoint (tenant, endpointID), with a
 // fresh random nonce: two seals of one secret differ.
 func (s *Sealer) Seal(tenant, endpointID, secret string) string {
-	out := make([]byte, 8, 8+s.aead.NonceSize()+len(secret)+s.aead.Overhead())
+	return s.seal(secret, aad(tenant, endpointID))
+}
+
+// SealHeader returns value, the value of the custom header name
+// (canonical) of endpoint (tenant, endpointID), sealed, with a fresh
+// random nonce.
+func (s *Sealer) SealHeader(tenant, endpointID, name, value string) string {
+	return s.seal(value, headerAAD(tenant, endpointID, name))
+}
+
+func (s *Sealer) seal(plain string, ad []byte) string {
+	out := make([]byte, 8, 8+s.aead.NonceSize()+len(plain)+s.aead.Overhead())
 	copy(out, s.id[:])
 	nonce := make([]byte, s.aead.NonceSize())
 	rand.Read(nonce) // never returns an error: it crashes the program instead (Go 1.24)
 	out = append(out, nonce...)
-	out = s.aead.Seal(out, nonce, []byte(secret), aad(tenant, endpointID))
+	out = s.aead.Seal(out, nonce, []byte(plain), ad)
 	return prefix + base64.RawURLEncoding.EncodeToString(out)
 }
 
@@ -118,17 +157,28 @@ func (s *Sealer) Seal(tenant, endpointID, secret string) string {
 // or sealed for another endpoint; its errors say which, never what the
 // secret is.
 func (s *Sealer) Open(tenant, endpointID, v string) (string, error) {
+	return s.open(v, aad(tenant, endpointID), "secret", "another endpoint")
+}
+
+// OpenHeader returns the value of the custom header name sealed in v for
+// endpoint (tenant, endpointID). It fails as Open does, and for a value
+// sealed for another header.
+func (s *Sealer) OpenHeader(tenant, endpointID, name, v string) (string, error) {
+	return s.open(v, headerAAD(tenant, endpointID, name), "header value", "another endpoint or header")
+}
+
+func (s *Sealer) open(v string, ad []byte, what, elsewhere string) (string, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(v, prefix))
 	ns := s.aead.NonceSize()
-	if err != nil || len(raw) < 8+ns+s.aead.Overhead() {
-		return "", errors.New("malformed sealed secret")
+	if err != nil || !Sealed(v) || len(raw) < 8+ns+s.aead.Overhead() {
+		return "", fmt.Errorf("malformed sealed %s", what)
 	}
 	if !bytes.Equal(raw[:8], s.id[:]) {
-		return "", fmt.Errorf("secret sealed with key id %x, not the configured key %x", raw[:8], s.id)
+		return "", fmt.Errorf("%s sealed with key id %x, not the configured key %x", what, raw[:8], s.id)
 	}
-	plain, err := s.aead.Open(nil, raw[8:8+ns], raw[8+ns:], aad(tenant, endpointID))
+	plain, err := s.aead.Open(nil, raw[8:8+ns], raw[8+ns:], ad)
 	if err != nil {
-		return "", errors.New("sealed secret does not open: tampered with, or moved from another endpoint")
+		return "", fmt.Errorf("sealed %s does not open: tampered with, or moved from %s", what, elsewhere)
 	}
 	return string(plain), nil
 }
@@ -136,27 +186,41 @@ func (s *Sealer) Open(tenant, endpointID, v string) (string, error) {
 // Sealed reports whether a stored secret is sealed.
 func Sealed(v string) bool { return strings.HasPrefix(v, prefix) }
 
-// SealSecrets returns ep with its secrets sealed by s (a new slice; ep's is
-// not changed). A nil s, or a secret already sealed, leaves it as is.
+// SealSecrets returns ep with its secrets sealed by s: its signing keys
+// and its custom headers' values (new slices; ep's are not changed). A
+// nil s, or a secret already sealed, leaves it as is.
 func (s *Sealer) SealSecrets(ep engine.Endpoint) engine.Endpoint {
-	if s == nil || len(ep.Secrets) == 0 {
+	if s == nil {
 		return ep
 	}
-	out := make([]engine.Secret, len(ep.Secrets))
-	for i, sec := range ep.Secrets {
-		if !Sealed(sec.Key) {
-			sec.Key = s.Seal(ep.TenantID, ep.ID, sec.Key)
+	if len(ep.Secrets) > 0 {
+		out := make([]engine.Secret, len(ep.Secrets))
+		for i, sec := range ep.Secrets {
+			if !Sealed(sec.Key) {
+				sec.Key = s.Seal(ep.TenantID, ep.ID, sec.Key)
+			}
+			out[i] = sec
 		}
-		out[i] = sec
+		ep.Secrets = out
 	}
-	ep.Secrets = out
+	if len(ep.Headers) > 0 {
+		out := make(engine.CustomHeaders, len(ep.Headers))
+		for i, h := range ep.Headers {
+			if !h.Sealed {
+				h.Value, h.Sealed = s.SealHeader(ep.TenantID, ep.ID, h.Name, h.Value), true
+			}
+			out[i] = h
+		}
+		ep.Headers = out
+	}
 	return ep
 }
 
-// OpenSecrets replaces the sealed secrets of ep by their plain text, in
-// place; plain ones stay as they are. A sealed secret with a nil s is
-// ErrKeyRequired (wrapped); one that does not open is Open's error, wrapped
-// with the endpoint and the secret's index.
+// OpenSecrets replaces the sealed secrets of ep, its signing keys and its
+// custom headers' values, by their plain text, in place; plain ones stay
+// as they are. A sealed secret with a nil s is ErrKeyRequired (wrapped);
+// one that does not open is Open's (OpenHeader's) error, wrapped with the
+// endpoint and the secret's index (the header's name).
 func (s *Sealer) OpenSecrets(ep *engine.Endpoint) error {
 	for i, sec := range ep.Secrets {
 		if !Sealed(sec.Key) {
@@ -170,6 +234,19 @@ func (s *Sealer) OpenSecrets(ep *engine.Endpoint) error {
 			return fmt.Errorf("endpoint %s: secret %d: %w", ep.ID, i, err)
 		}
 		ep.Secrets[i].Key = plain
+	}
+	for i, h := range ep.Headers {
+		if !h.Sealed {
+			continue
+		}
+		if s == nil {
+			return fmt.Errorf("endpoint %s: header %s: %w", ep.ID, h.Name, ErrKeyRequired)
+		}
+		plain, err := s.OpenHeader(ep.TenantID, ep.ID, h.Name, h.Value)
+		if err != nil {
+			return fmt.Errorf("endpoint %s: header %s: %w", ep.ID, h.Name, err)
+		}
+		ep.Headers[i].Value, ep.Headers[i].Sealed = plain, false
 	}
 	return nil
 }

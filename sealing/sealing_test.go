@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -162,4 +163,94 @@ func TestSealer_secrets(t *testing.T) {
 	if s, err := New(nil); s != nil || err != nil {
 		t.Errorf("New(nil) = %v, %v; want nil, nil", s, err)
 	}
+}
+
+// TestSealer_headers: custom header values are sealed with the signing
+// keys, bound to their endpoint and name, under an additional data of
+// their own, so that a sealed value cannot pass for a signing key (nor a
+// key for a value), nor one header's value for another's.
+func TestSealer_headers(t *testing.T) {
+	s, err := New(newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := engine.CustomHeaders{{Name: "Authorization", Value: "Bearer sekrit-token-1234567890"}, {Name: "X-Tenant", Value: "acme-eu"}}
+	ep := engine.Endpoint{ID: "ep_1", TenantID: "acme", Secrets: []engine.Secret{{Key: engine.NewSecret()}}, Headers: plain}
+	sealed := s.SealSecrets(ep)
+	for i, h := range sealed.Headers {
+		if !h.Sealed || !Sealed(h.Value) || h.Name != plain[i].Name || strings.Contains(h.Value, plain[i].Value) {
+			t.Errorf("header %d sealed as %+v", i, h)
+		}
+		if ep.Headers[i] != plain[i] {
+			t.Errorf("SealSecrets changed its argument's header %d", i)
+		}
+	}
+	if again := s.SealSecrets(sealed); again.Headers[0].Value != sealed.Headers[0].Value {
+		t.Error("SealSecrets sealed a sealed value again")
+	}
+	if got := (*Sealer)(nil).SealSecrets(ep); got.Headers[0] != plain[0] {
+		t.Error("a nil Sealer sealed a value")
+	}
+	// A plain value that looks sealed is a value: Sealed is the mark.
+	odd := engine.Endpoint{ID: "ep_1", TenantID: "acme", Headers: engine.CustomHeaders{{Name: "X-Odd", Value: "sealed:v1:AAAA"}}}
+	if got := s.SealSecrets(odd); !got.Headers[0].Sealed || got.Headers[0].Value == "sealed:v1:AAAA" {
+		t.Errorf("a plain value that starts like a sealed one was not sealed: %+v", got.Headers[0])
+	} else if err := s.OpenSecrets(&got); err != nil || got.Headers[0].Value != "sealed:v1:AAAA" {
+		t.Errorf("it opened to %+v, %v", got.Headers[0], err)
+	}
+	if err := (*Sealer)(nil).OpenSecrets(&odd); err != nil || odd.Headers[0].Value != "sealed:v1:AAAA" {
+		t.Errorf("OpenSecrets with no key of a plain value that looks sealed = %v", err)
+	}
+
+	clone := func(ep engine.Endpoint) engine.Endpoint {
+		ep.Secrets = append([]engine.Secret(nil), ep.Secrets...)
+		ep.Headers = append(engine.CustomHeaders(nil), ep.Headers...)
+		return ep
+	}
+	t.Run("open", func(t *testing.T) {
+		got := clone(sealed)
+		if err := s.OpenSecrets(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Headers, plain) || got.Secrets[0] != ep.Secrets[0] {
+			t.Errorf("opened to %+v, %+v", got.Headers, got.Secrets)
+		}
+	})
+	t.Run("sealed with no key", func(t *testing.T) {
+		got := clone(sealed)
+		got.Secrets = nil
+		if err := (*Sealer)(nil).OpenSecrets(&got); !errors.Is(err, ErrKeyRequired) {
+			t.Errorf("OpenSecrets with a nil Sealer = %v, want ErrKeyRequired", err)
+		}
+	})
+	t.Run("a value moved to another header", func(t *testing.T) {
+		got := clone(sealed)
+		got.Headers[1].Value = got.Headers[0].Value
+		err := s.OpenSecrets(&got)
+		if err == nil || !strings.Contains(err.Error(), "X-Tenant") || strings.Contains(err.Error(), plain[0].Value) {
+			t.Errorf("OpenSecrets of a value moved to another name = %v, want an error naming the header and not the value", err)
+		}
+	})
+	t.Run("a value moved to another endpoint", func(t *testing.T) {
+		got := clone(sealed)
+		got.ID = "ep_2"
+		got.Secrets = nil
+		if err := s.OpenSecrets(&got); err == nil {
+			t.Error("a value sealed for another endpoint opened")
+		}
+	})
+	t.Run("a value in a signing key's place", func(t *testing.T) {
+		got := clone(sealed)
+		got.Secrets[0].Key = sealed.Headers[0].Value
+		if err := s.OpenSecrets(&got); err == nil {
+			t.Error("a sealed header value opened as a signing key")
+		}
+	})
+	t.Run("a signing key in a value's place", func(t *testing.T) {
+		got := clone(sealed)
+		got.Headers[0].Value = sealed.Secrets[0].Key
+		if err := s.OpenSecrets(&got); err == nil {
+			t.Error("a sealed signing key opened as a header value")
+		}
+	})
 }
