@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/engine/memstore"
+	"github.com/webhookd/webhookd/storage"
 	"github.com/webhookd/webhookd/verify"
 )
 
@@ -281,6 +283,14 @@ func TestDispatcher_customHeaders(t *testing.T) {
 		open func(t *testing.T) engine.Store
 	}{
 		{"memstore", func(*testing.T) engine.Store { return memstore.New() }},
+		{"bbolt sealed", func(t *testing.T) engine.Store {
+			db, err := storage.Open(filepath.Join(t.TempDir(), "webhookd.db"), storage.Options{SecretKey: []byte("0123456789abcdef0123456789abcdef")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		}},
 	}
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) { testCustomHeaders(t, st.open(t)) })

@@ -39,7 +39,9 @@ import (
 //     (checkHeld);
 //   - a delivery's retry policy, when it names one, is a policy name
 //     (engine.ValidRetryPolicyName; whether the configuration has it is
-//     the dispatcher's to say).
+//     the dispatcher's to say);
+//   - every endpoint decodes, and its custom headers keep their rules and
+//     are sealed iff the file has a key (checkEndpointHeaders).
 func checkInvariants(tx *bolt.Tx) []error {
 	var errs []error
 	report := func(format string, args ...any) bool {
@@ -284,7 +286,41 @@ func checkInvariants(tx *bolt.Tx) []error {
 	if len(errs) < maxCheckErrors {
 		checkHeld(tx, report)
 	}
+	if len(errs) < maxCheckErrors {
+		checkEndpointHeaders(tx, report)
+	}
 	return errs
+}
+
+// checkEndpointHeaders reports an endpoint whose custom headers break
+// their rules (engine.CheckStoredHeaders: canonical, unreserved names, in
+// order, within the count) or the file's key: every value sealed when
+// the meta bucket names a key, none when it does not. It never shows a
+// value.
+func checkEndpointHeaders(tx *bolt.Tx, report func(string, ...any) bool) {
+	keyed := tx.Bucket(bucketMeta).Get(keySecretKeyID) != nil
+	c := tx.Bucket(bucketEndpoints).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		ep, err := decodeEndpoint(v)
+		if err != nil {
+			if !report("endpoint %q: %v", k, err) {
+				return
+			}
+			continue
+		}
+		if err := engine.CheckStoredHeaders(ep.Headers); err != nil {
+			if !report("endpoint %s: custom headers: %v", ep.ID, err) {
+				return
+			}
+		}
+		for _, h := range ep.Headers {
+			if h.Sealed != keyed {
+				if !report("endpoint %s: custom header %s is stored sealed=%t, but the file's secrets are sealed=%t", ep.ID, h.Name, h.Sealed, keyed) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // deliveryIDsOf lists the delivery IDs of the event at log position seq

@@ -15,8 +15,8 @@ import (
 
 // Encryption at rest of endpoint secrets.
 //
-// With Options.SecretKey set, every endpoint secret is stored sealed by
-// package sealing (AES-256-GCM; the format is in its doc), so that a copy of
+// With Options.SecretKey set, every endpoint secret (each signing key and
+// each custom header's value) is stored sealed by package sealing (AES-256-GCM; the format is in its doc), so that a copy of
 // the database file (a backup, a stolen disk) does not give away the keys
 // that sign webhooks.
 //
@@ -28,8 +28,8 @@ import (
 // transaction as the key ID is written. RotateSecretKey re-seals a stopped
 // database under a new key and rewrites the file.
 //
-// Only secrets are sealed: event bodies, URLs and the rest are stored in
-// plain. Nothing here ever logs or returns a key or a secret.
+// Only secrets are sealed: event bodies, URLs, header names and the rest
+// are stored in plain. Nothing here ever logs or returns a key or a secret.
 
 // SecretKeySize is the size of Options.SecretKey: AES-256.
 const SecretKeySize = sealing.KeySize
@@ -142,9 +142,10 @@ type RotateResult struct {
 	Stale bool
 }
 
-// RotateSecretKey re-seals every endpoint secret of the database file at
-// path, now sealed with oldKey (or stored in plain, when oldKey is empty
-// and the file has no key ID), under newKey, and rewrites the file.
+// RotateSecretKey re-seals every endpoint secret (signing keys and custom
+// header values) of the database file at path, now sealed with oldKey (or
+// stored in plain, when oldKey is empty and the file has no key ID), under
+// newKey, and rewrites the file.
 //
 // IMPORTANT: it needs the file to itself: webhookd must be stopped (Open
 // fails with ErrInUse otherwise). The re-sealing is one transaction, so a

@@ -238,3 +238,236 @@ func TestRotateSecretKey(t *testing.T) {
 		t.Errorf("the rewrite left %s.rotate behind", path)
 	}
 }
+
+// headerValues are the custom header values the tests below store: long
+// and distinct, so that finding one in a file is no accident.
+var headerValues = map[string]string{
+	"Authorization": "Bearer hdr-secret-4f1c9e2a7b3d5c8e0a1f6b2d9c4e7a3b",
+	"X-Tenant":      "tenant-secret-8b2e5d1f9a3c7e4b0d6f2a8c5e1b3d7f",
+}
+
+// mustEndpointWithHeaders creates an endpoint of tenant with the custom
+// headers headerValues.
+func mustEndpointWithHeaders(tb testing.TB, db *DB, tenant string) engine.Endpoint {
+	tb.Helper()
+	ep := newEndpoint(tenant, "*")
+	h, err := engine.NewHeaders(headerValues)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ep.Headers = h
+	if err := db.CreateEndpoint(context.Background(), ep, 0); err != nil {
+		tb.Fatal(err)
+	}
+	return ep
+}
+
+// plainHeaders reports whether h are headerValues, opened.
+func plainHeaders(h engine.CustomHeaders) bool {
+	if len(h) != len(headerValues) {
+		return false
+	}
+	for _, x := range h {
+		if x.Sealed || x.Value != headerValues[x.Name] {
+			return false
+		}
+	}
+	return true
+}
+
+func headerSecrets() []string {
+	var out []string
+	for _, v := range headerValues {
+		out = append(out, v)
+	}
+	return out
+}
+
+// TestOpen_secretKeyHeaders: with a secret key, custom header values are
+// sealed at rest like the signing keys, and every read opens them.
+func TestOpen_secretKeyHeaders(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	db := openKeyed(t, path, newKey(t))
+	mustTenant(t, db, "acme")
+	ep := mustEndpointWithHeaders(t, db, "acme")
+
+	got, err := db.Endpoint(ctx, "acme", ep.ID)
+	if err != nil || !plainHeaders(got.Headers) {
+		t.Errorf("Endpoint = %+v, %v; want the headers in plain", got.Headers, err)
+	}
+	eps, err := db.Endpoints(ctx, "acme")
+	if err != nil || !plainHeaders(eps[0].Headers) {
+		t.Errorf("Endpoints = %+v, %v", eps, err)
+	}
+	updated, err := db.UpdateEndpoint(ctx, "acme", ep.ID, func(e *engine.Endpoint) error {
+		if !plainHeaders(e.Headers) {
+			t.Errorf("UpdateEndpoint gave fn %+v", e.Headers)
+		}
+		e.Description = "changed"
+		return nil
+	})
+	if err != nil || !plainHeaders(updated.Headers) {
+		t.Errorf("UpdateEndpoint = %+v, %v", updated.Headers, err)
+	}
+	mustEventType(t, db, "order.created")
+	res := mustAppend(t, db, newEvent("acme", "order.created", `{}`))
+	for range 2 { // decoded, then from the attempts' cache
+		in, err := db.AttemptInput(ctx, res.Deliveries[0].ID)
+		if err != nil || !plainHeaders(in.Endpoint.Headers) {
+			t.Errorf("AttemptInput = %+v, %v", in.Endpoint.Headers, err)
+		}
+		in.Endpoint.Headers[0].Value = "changed by the caller"
+	}
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketEndpoints).ForEach(func(_, v []byte) error {
+			rec, err := decodeEndpoint(v)
+			for _, h := range rec.Headers {
+				if !h.Sealed || !sealing.Sealed(h.Value) {
+					t.Errorf("header %s stored as %+v", h.Name, h)
+				}
+			}
+			return err
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCheck(t, db)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if leaked := fileLeaks(t, path, headerSecrets()...); len(leaked) > 0 {
+		t.Errorf("the database file holds %d header values in plain", len(leaked))
+	}
+}
+
+// TestOpen_secretKeySealsPlainHeaders: a file written without a key
+// holds the values in plain; opened with one, they are sealed.
+func TestOpen_secretKeySealsPlainHeaders(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	db := mustOpenDBAt(t, path)
+	mustTenant(t, db, "acme")
+	ep := mustEndpointWithHeaders(t, db, "acme")
+	if got, err := db.Endpoint(ctx, "acme", ep.ID); err != nil || !plainHeaders(got.Headers) {
+		t.Fatalf("Endpoint without a key = %+v, %v", got.Headers, err)
+	}
+	db.Close()
+	if len(fileLeaks(t, path, headerSecrets()...)) == 0 {
+		t.Fatal("test is broken: the plain file does not hold the values")
+	}
+	db = openKeyed(t, path, newKey(t))
+	if got, err := db.Endpoint(ctx, "acme", ep.ID); err != nil || !plainHeaders(got.Headers) {
+		t.Fatalf("Endpoint after sealing = %+v, %v", got.Headers, err)
+	}
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		rec, err := decodeEndpoint(tx.Bucket(bucketEndpoints).Get(endpointKey("acme", ep.ID)))
+		for _, h := range rec.Headers {
+			if !h.Sealed {
+				t.Errorf("header %s left in plain when the key came", h.Name)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRotateSecretKey_headers: rotate-key re-seals the header values
+// under the new key, and its rewrite leaves no copy of them in plain.
+func TestRotateSecretKey_headers(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	db := mustOpenDBAt(t, path)
+	mustTenant(t, db, "acme")
+	ep := mustEndpointWithHeaders(t, db, "acme")
+	db.Close()
+	oldKey, newKey1 := newKey(t), newKey(t)
+	if _, err := RotateSecretKey(path, nil, oldKey, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if leaked := fileLeaks(t, path, headerSecrets()...); len(leaked) > 0 {
+		t.Errorf("after sealing and rewriting, %d header values are still in the file in plain", len(leaked))
+	}
+	if _, err := RotateSecretKey(path, oldKey, newKey1, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	db = openKeyed(t, path, newKey1)
+	got, err := db.Endpoint(ctx, "acme", ep.ID)
+	if err != nil || !plainHeaders(got.Headers) {
+		t.Errorf("headers after the rotation = %+v, %v; want them unchanged", got.Headers, err)
+	}
+	mustCheck(t, db)
+}
+
+// TestDB_Check_headers: the integrity check holds an endpoint's stored
+// custom headers to their rules (canonical, unreserved names in order,
+// within the count) and to the file's key: sealed when the file has one,
+// plain when it has none, so that a value left in plain under a key is
+// found.
+func TestDB_Check_headers(t *testing.T) {
+	for _, keyed := range []bool{false, true} {
+		name := "plain file"
+		if keyed {
+			name = "keyed file"
+		}
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "webhookd.db")
+			var db *DB
+			if keyed {
+				db = openKeyed(t, path, newKey(t))
+			} else {
+				db = mustOpenDBAt(t, path)
+			}
+			mustTenant(t, db, "acme")
+			ep := mustEndpointWithHeaders(t, db, "acme")
+			mustCheck(t, db)
+			var stored engine.Endpoint
+			if err := db.bolt.View(func(tx *bolt.Tx) error {
+				var err error
+				stored, err = decodeEndpoint(tx.Bucket(bucketEndpoints).Get(endpointKey("acme", ep.ID)))
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			put := func(h engine.CustomHeaders) {
+				t.Helper()
+				rec := stored
+				rec.Headers = h
+				v, err := encodeEndpoint(rec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := db.update(context.Background(), func(tx *bolt.Tx) error {
+					return tx.Bucket(bucketEndpoints).Put(endpointKey("acme", ep.ID), v)
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			x := stored.Headers[1]
+			other := x
+			other.Sealed = !x.Sealed
+			for _, c := range []struct {
+				what string
+				h    engine.CustomHeaders
+				says string
+			}{
+				{"a reserved name", engine.CustomHeaders{stored.Headers[0], {Name: "Webhook-Id", Value: x.Value, Sealed: x.Sealed}}, "Webhook-Id"},
+				{"a name not canonical", engine.CustomHeaders{stored.Headers[0], {Name: "x-tenant", Value: x.Value, Sealed: x.Sealed}}, "canonical"},
+				{"out of order", engine.CustomHeaders{x, stored.Headers[0]}, "order"},
+				{"sealed in a plain file, or plain in a keyed one", engine.CustomHeaders{stored.Headers[0], other}, "X-Tenant"},
+			} {
+				put(c.h)
+				if err := db.Check(); err == nil || !strings.Contains(err.Error(), ep.ID) || !strings.Contains(err.Error(), c.says) {
+					t.Errorf("%s: Check = %v, want it to name the endpoint and %q", c.what, err, c.says)
+				} else if strings.Contains(err.Error(), headerValues["X-Tenant"]) {
+					t.Errorf("%s: Check shows a value: %v", c.what, err)
+				}
+			}
+			put(stored.Headers)
+			mustCheck(t, db)
+		})
+	}
+}

@@ -18,7 +18,7 @@
 //	meta                "held"                                       v1 ‖ waiting(8) ‖ paused(8) ‖ blocking(8): every tenant's held deliveries (schema 9); absent: none
 //	tenants             tenant ID                                    tenant record (v1 ‖ JSON)
 //	event_types         type name                                    event type record (v1 ‖ JSON)
-//	endpoints           tenant ‖ 0x00 ‖ endpoint ID                  endpoint record with secrets, sealed or plain (v1 ‖ JSON)
+//	endpoints           tenant ‖ 0x00 ‖ endpoint ID                  endpoint record with secrets and custom headers, sealed or plain (v1 ‖ JSON)
 //	events              seq(8)                                       event record (see below); never rewritten
 //	event_ids           event ID                                     seq(8)
 //	deliveries          delivery ID                                  delivery record (v2 to v6 ‖ binary, encodeDelivery: v6 with attempts' response headers; v1 ‖ JSON before schema 3)
@@ -89,9 +89,11 @@
 // The encoding types (tenantRecord, deliveryRecord, ...) are not the
 // domain types: the API's JSON may change without changing the file.
 //
-// With Options.SecretKey set, endpoint secrets are sealed with AES-256-GCM
-// before they are written and opened after they are read, outside the
-// encoding functions; package sealing has the format, crypt.go the key ID
+// With Options.SecretKey set, endpoint secrets (signing keys and custom
+// header values: a header's value is under "sealed" in the record when
+// it is sealed, "value" when not) are sealed with AES-256-GCM before they
+// are written and opened after they are read, outside the encoding
+// functions; package sealing has the format, crypt.go the key ID
 // in meta and what Open does with a file and a key that do not agree.
 //
 // # Group commit

@@ -176,6 +176,17 @@ type endpointRecord struct {
 	SecretReveals []secretRevealRecord `json:"secret_reveals,omitempty"` // absent: never revealed (and before reveals)
 
 	RetryPolicy string `json:"retry_policy,omitempty"` // "": the tenant's (and before retry policies)
+
+	Headers []headerRecord `json:"headers,omitempty"` // absent: none (and before custom headers)
+}
+
+// headerRecord is one engine.CustomHeader: its value is under "sealed" when it
+// is sealed (package sealing), under "value" when it is plain, never
+// both: a value may be any text, so which it is is not read from it.
+type headerRecord struct {
+	Name   string `json:"name"`
+	Value  string `json:"value,omitempty"`
+	Sealed string `json:"sealed,omitempty"`
 }
 
 type secretRecord struct {
@@ -353,6 +364,16 @@ func encodeEndpoint(ep engine.Endpoint) ([]byte, error) {
 			r.SecretReveals[i] = secretRevealRecord{At: utc(rv.At), By: rv.By}
 		}
 	}
+	if len(ep.Headers) > 0 {
+		r.Headers = make([]headerRecord, len(ep.Headers))
+		for i, h := range ep.Headers {
+			if h.Sealed {
+				r.Headers[i] = headerRecord{Name: h.Name, Sealed: h.Value}
+			} else {
+				r.Headers[i] = headerRecord{Name: h.Name, Value: h.Value}
+			}
+		}
+	}
 	return encodeJSON(r)
 }
 
@@ -386,6 +407,15 @@ func decodeEndpoint(data []byte) (engine.Endpoint, error) {
 		ep.SecretReveals = make([]engine.SecretReveal, len(r.SecretReveals))
 		for i, rv := range r.SecretReveals {
 			ep.SecretReveals[i] = engine.SecretReveal{At: rv.At, By: rv.By}
+		}
+	}
+	if len(r.Headers) > 0 {
+		ep.Headers = make(engine.CustomHeaders, len(r.Headers))
+		for i, h := range r.Headers {
+			if (h.Value == "") == (h.Sealed == "") {
+				return engine.Endpoint{}, fmt.Errorf("decode endpoint: header %q has no value, or two", h.Name)
+			}
+			ep.Headers[i] = engine.CustomHeader{Name: h.Name, Value: h.Value + h.Sealed, Sealed: h.Sealed != ""}
 		}
 	}
 	return ep, nil

@@ -22,6 +22,7 @@ var (
 		VerificationRequired: true, Verified: t0.Add(2 * time.Second),
 		Secrets:       []engine.Secret{{Key: "whsec_new"}, {Key: "whsec_old", Expires: t0.Add(24 * time.Hour)}},
 		SecretReveals: []engine.SecretReveal{{At: t0.Add(3 * time.Second), By: "admin"}, {At: t0.Add(4*time.Second + time.Nanosecond), By: "token tok_1"}},
+		Headers:       engine.CustomHeaders{{Name: "Authorization", Value: "sealed:v1:AAAA", Sealed: true}, {Name: "X-Tenant", Value: "sealed:v1:looks sealed, is plain"}},
 	}
 	sampleEvent = engine.Event{
 		ID: "evt_01hzzzzzzzzzzzzzzzzzzzzzzz", TenantID: "acme", Type: "order.created",
@@ -238,6 +239,34 @@ func TestEncoding_roundTrip(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEncodeEndpoint_headers: a custom header's value is stored under
+// "sealed" when it is sealed and "value" when it is not, so that no
+// value, whatever its text, is taken for the other; an endpoint without
+// headers has no "headers", as before there were any.
+func TestEncodeEndpoint_headers(t *testing.T) {
+	b, err := encodeEndpoint(sampleEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `"headers":[{"name":"Authorization","sealed":"sealed:v1:AAAA"},{"name":"X-Tenant","value":"sealed:v1:looks sealed, is plain"}]`
+	if !strings.Contains(string(b), want) {
+		t.Errorf("record %s\ndoes not hold %s", b, want)
+	}
+	none := sampleEndpoint
+	none.Headers = nil
+	if b, _ := encodeEndpoint(none); strings.Contains(string(b), "headers") {
+		t.Errorf("an endpoint without headers is stored as %s", b)
+	}
+	for _, rec := range []string{
+		`{"id":"ep_1","tenant":"acme","headers":[{"name":"X-A"}]}`,
+		`{"id":"ep_1","tenant":"acme","headers":[{"name":"X-A","value":"a","sealed":"sealed:v1:AAAA"}]}`,
+	} {
+		if _, err := decodeEndpoint(append([]byte{formatV1}, rec...)); err == nil {
+			t.Errorf("decodeEndpoint(%s) took a header with no value, or with two", rec)
+		}
 	}
 }
 

@@ -12,14 +12,15 @@ import (
 const maxCachedEndpoints = 4096
 
 // endpointCache keeps the decoded form of the endpoint records that
-// attempts read (secrets opened) or ingest's fan-out read (secrets as
-// stored; a cache of its own), each beside the stored bytes it was decoded
+// attempts read (secrets and custom header values opened) or ingest's
+// fan-out read (secrets as stored; a cache of its own), each beside the stored bytes it was decoded
 // from. A hit needs the record read in the attempt's own transaction to be
 // byte for byte the cached one, so the cache is never stale and needs no
 // invalidation: a changed endpoint (a new secret, a health update) has
 // other bytes and is decoded again. It saves every attempt a JSON decode
 // of its endpoint and, with encryption at rest, an AES-GCM open of each
-// secret, and every ingest a decode of each endpoint of its tenant. Safe
+// secret and header value, and every ingest a decode of each endpoint of
+// its tenant. The opened values live here, in memory only. Safe
 // for concurrent use.
 type endpointCache struct {
 	mu sync.Mutex
@@ -40,13 +41,14 @@ func (c *endpointCache) get(key, raw []byte) (engine.Endpoint, bool) {
 		ep.Channels = slices.Clone(ep.Channels)
 		ep.Secrets = slices.Clone(ep.Secrets)
 		ep.SecretReveals = slices.Clone(ep.SecretReveals)
+		ep.Headers = slices.Clone(ep.Headers)
 	}
 	return ep, ok
 }
 
 // peek is get for a caller that only reads the endpoint: its EventTypes,
-// Channels, Secrets and SecretReveals are the cache's, not copies, and must not be
-// changed.
+// Channels, Secrets, SecretReveals and Headers are the cache's, not
+// copies, and must not be changed.
 func (c *endpointCache) peek(key, raw []byte) (engine.Endpoint, bool) {
 	c.mu.Lock()
 	e, ok := c.m[string(key)]
@@ -64,6 +66,7 @@ func (c *endpointCache) put(key, raw []byte, ep engine.Endpoint) {
 	ep.Channels = slices.Clone(ep.Channels)
 	ep.Secrets = slices.Clone(ep.Secrets)
 	ep.SecretReveals = slices.Clone(ep.SecretReveals)
+	ep.Headers = slices.Clone(ep.Headers)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= maxCachedEndpoints {

@@ -235,8 +235,8 @@ func (db *DB) Endpoint(ctx context.Context, tenant, id string) (engine.Endpoint,
 // endpoint of the tenant in the commit loop, where a JSON decode of each
 // was half of an ingest's time in a profile of the fanout bench (10
 // endpoints), time every other write of the loop waited for. A cached
-// endpoint's EventTypes, Secrets and SecretReveals are the cache's: with
-// cache set, fn must not change them.
+// endpoint's EventTypes, Secrets, SecretReveals and Headers are the
+// cache's: with cache set, fn must not change them.
 func forEachEndpoint(tx *bolt.Tx, tenant string, cache *endpointCache, fn func(engine.Endpoint) error) error {
 	prefix := tenantPrefix(tenant)
 	c := tx.Bucket(bucketEndpoints).Cursor()

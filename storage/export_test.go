@@ -86,7 +86,8 @@ func TestExport(t *testing.T) {
 	mustEventType(t, db, "order.created")
 	ep := mustEndpoint(t, db, "acme", "order.created")
 	if _, err := db.UpdateEndpoint(context.Background(), "acme", ep.ID, func(e *engine.Endpoint) error {
-		*e = engine.RecordSecretReveal(*e, engine.SecretReveal{At: t0, By: "admin"}) // exported with the endpoint
+		*e = engine.RecordSecretReveal(*e, engine.SecretReveal{At: t0, By: "admin"})                 // exported with the endpoint
+		e.Headers = engine.CustomHeaders{{Name: "Authorization", Value: "Bearer exported-in-plain"}} // sealed here, given in plain
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -166,7 +167,8 @@ func TestExport(t *testing.T) {
 	if want := map[string]uint64{"acme": 3, "gone": 1}; !reflect.DeepEqual(sink.sequences, want) {
 		t.Errorf("sequences %v, want %v", sink.sequences, want)
 	}
-	if !reflect.DeepEqual(sink.endpoints, wantEndpoints) || sink.endpoints[0].Secrets[0].Key != ep.Secrets[0].Key {
+	if !reflect.DeepEqual(sink.endpoints, wantEndpoints) || sink.endpoints[0].Secrets[0].Key != ep.Secrets[0].Key ||
+		len(sink.endpoints[0].Headers) != 1 || sink.endpoints[0].Headers[0].Value != "Bearer exported-in-plain" {
 		t.Errorf("endpoints %+v, want %+v with its secret in plain", sink.endpoints, wantEndpoints)
 	}
 	if got := sink.tokens[hash]; !reflect.DeepEqual(got, tok) {
