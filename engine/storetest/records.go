@@ -31,6 +31,7 @@ var recordTests = []test{
 	{"concurrent endpoint updates all land", testUpdateEndpointConcurrent},
 	{"endpoint health is merged as attempts report it", testEndpointHealth},
 	{"an endpoint keeps the reveals of its secrets through health and rotation", testSecretReveals},
+	{"an endpoint keeps its custom headers, in plain to every reader, through health and updates", testCustomHeaders},
 	{"a deleted endpoint's deliveries stay", testDeleteEndpoint},
 	{"what a caller changes is not the store's", testNoAliasing},
 }
@@ -202,6 +203,7 @@ func testCreateEndpoint(t *testing.T, f *fixture) {
 	ep.FailingSince, ep.LastFailure, ep.LastFailureAt = t0.Add(2*time.Minute), "HTTP 503", t0.Add(3*time.Minute)
 	ep.Disabled, ep.DisabledReason, ep.DisabledAt = true, "disabled by request (admin)", t0.Add(4*time.Minute)
 	ep.SecretReveals = []engine.SecretReveal{{At: t0.Add(5 * time.Minute), By: "admin"}, {At: t0.Add(6 * time.Minute), By: "token tok_1"}}
+	ep.Headers = engine.CustomHeaders{{Name: "Authorization", Value: "Bearer conformance-0123456789"}}
 	if err := f.s.CreateEndpoint(t.Context(), ep, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -496,6 +498,89 @@ func testSecretReveals(t *testing.T, f *fixture) {
 	wantEqual(t, "the secrets after a rotation", read.Secrets, []engine.Secret{rotated, {Key: ep.Secrets[0].Key, Expires: at.Add(time.Hour)}})
 }
 
+// testCustomHeaders: an endpoint's custom headers (engine.CustomHeaders) are
+// stored as given and come back in plain, never Sealed, to every reader:
+// Endpoint, Endpoints, UpdateEndpoint's fn and result, and AttemptInput,
+// whatever a store keeps at rest. An attempt's health, a reveal and a
+// rotation leave them; an update changes them; nil removes them. A
+// value that reads like a sealed one is a value like any other.
+func testCustomHeaders(t *testing.T, f *fixture) {
+	f.tenant(t, "acme")
+	f.eventType(t, "order.created")
+	ep := newEndpoint("acme", "order.created")
+	ep.Headers = engine.CustomHeaders{
+		{Name: "Authorization", Value: "Bearer conformance-0123456789"},
+		{Name: "X-Odd", Value: "sealed:v1:not-sealed-at-all"},
+		{Name: "X-Tenant", Value: "acme"},
+	}
+	want := ep
+	want.Headers = slices.Clone(ep.Headers)
+	if err := f.s.CreateEndpoint(t.Context(), ep, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.s.Endpoint(t.Context(), "acme", ep.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "Endpoint", got, want)
+	list, _ := f.s.Endpoints(t.Context(), "acme")
+	if len(list) != 1 {
+		t.Fatalf("Endpoints = %d, want 1", len(list))
+	}
+	wantEqual(t, "the listed endpoint's headers", list[0].Headers, want.Headers)
+	res := f.ingest(t, newEvent("acme", "order.created", `{}`))
+	for i := range 2 { // a store may cache what the first read
+		in, err := f.s.AttemptInput(t.Context(), res.Deliveries[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, fmt.Sprintf("the headers AttemptInput %d gives", i), in.Endpoint.Headers, want.Headers)
+	}
+
+	// An attempt's health and a reveal leave them.
+	at := t0.Add(time.Hour)
+	if _, err := f.s.RecordOutcome(t.Context(), outcome(res.Deliveries[0], engine.StateDead, at, healthOf(ep, at, false))); err != nil {
+		t.Fatal(err)
+	}
+	updated, err := f.s.UpdateEndpoint(t.Context(), "acme", ep.ID, func(e *engine.Endpoint) error {
+		wantEqual(t, "the headers fn is given", e.Headers, want.Headers)
+		*e = engine.RecordSecretReveal(*e, engine.SecretReveal{At: at, By: "admin"})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "the headers after health and a reveal", updated.Headers, want.Headers)
+
+	// An update changes them; removing all of them leaves none.
+	changed := engine.CustomHeaders{{Name: "Authorization", Value: "Bearer rotated-9876543210"}, {Name: "X-Region", Value: "eu"}}
+	updated, err = f.s.UpdateEndpoint(t.Context(), "acme", ep.ID, func(e *engine.Endpoint) error {
+		e.Headers = slices.Clone(changed)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "the headers UpdateEndpoint returns", updated.Headers, changed)
+	got, _ = f.s.Endpoint(t.Context(), "acme", ep.ID)
+	wantEqual(t, "the headers after an update", got.Headers, changed)
+	in, err := f.s.AttemptInput(t.Context(), res.Deliveries[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "the headers an attempt reads after an update", in.Endpoint.Headers, changed)
+	if _, err := f.s.UpdateEndpoint(t.Context(), "acme", ep.ID, func(e *engine.Endpoint) error {
+		e.Headers = nil
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = f.s.Endpoint(t.Context(), "acme", ep.ID)
+	if got.Headers != nil {
+		t.Errorf("headers after removing them all = %+v, want nil", got.Headers)
+	}
+}
+
 func testDeleteEndpoint(t *testing.T, f *fixture) {
 	f.tenant(t, "acme")
 	ep, typ := f.lane(t, "acme")
@@ -537,12 +622,15 @@ func testNoAliasing(t *testing.T, f *fixture) {
 	// What the caller passes in.
 	ep := newEndpoint("acme", "order.created")
 	ep.SecretReveals = []engine.SecretReveal{{At: t0, By: "admin"}}
+	ep.Headers = engine.CustomHeaders{{Name: "X-Tenant", Value: "acme"}}
 	want := ep
 	want.EventTypes, want.Secrets, want.SecretReveals = slices.Clone(ep.EventTypes), slices.Clone(ep.Secrets), slices.Clone(ep.SecretReveals)
+	want.Headers = slices.Clone(ep.Headers)
 	if err := f.s.CreateEndpoint(t.Context(), ep, 0); err != nil {
 		t.Fatal(err)
 	}
 	ep.EventTypes[0], ep.Secrets[0].Key, ep.SecretReveals[0].By = "changed.by_caller", "whsec_changed", "changed by caller"
+	ep.Headers[0].Value = "changed by caller"
 	in := newEvent("acme", "order.created", `{"n":1}`)
 	res := f.ingest(t, in)
 	in.Event.Body[0] = 'X'
@@ -557,6 +645,9 @@ func testNoAliasing(t *testing.T, f *fixture) {
 		}
 		if len(e.SecretReveals) > 0 {
 			e.SecretReveals[0].By = "changed by caller"
+		}
+		if len(e.Headers) > 0 {
+			e.Headers[0].Value = "changed by caller"
 		}
 	}
 	got, _ := f.s.Endpoint(t.Context(), "acme", ep.ID)
