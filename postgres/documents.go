@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,7 +29,8 @@ import (
 // formats it knows and refuses any other, so that a node of an older
 // webhookd never rewrites a newer document without the fields it does
 // not know. The secrets document is a JSON array in format 1; a later
-// format is an object with "v".
+// format is an object with "v": format 2 (secretsFormatHeaders) is the
+// one of an endpoint with custom headers.
 const docFormat = 1
 
 // checkFormat refuses the document of kind whose "v" is v unless this
@@ -268,6 +270,95 @@ func decodeSecrets(doc []byte) ([]engine.Secret, error) {
 		secs[i] = engine.Secret{Key: s.Key, Expires: s.Expires}
 	}
 	return secs, nil
+}
+
+// secretsFormatHeaders is the format of the secrets document of an
+// endpoint with custom headers: the object
+//
+//	{"v":2,"keys":[secretDoc…],"headers":[headerDoc…]}
+//
+// The document of an endpoint without custom headers stays the format 1
+// array, byte for byte as before there were any. A webhookd that reads
+// only format 1 refuses a format 2 document rather than sign and send
+// without the headers, or drop them at its next write of the endpoint.
+const secretsFormatHeaders = 2
+
+// secretsDocV2 is the secrets document in secretsFormatHeaders.
+type secretsDocV2 struct {
+	V       int         `json:"v"`
+	Keys    []secretDoc `json:"keys"`
+	Headers []headerDoc `json:"headers"`
+}
+
+// headerDoc is one custom header (engine.CustomHeader) in the secrets
+// document: its value under "sealed" when it is sealed (package
+// sealing), under "value" when it is plain, never both: a value may be
+// any text, so which it is is not read from it.
+type headerDoc struct {
+	Name   string `json:"name"`
+	Value  string `json:"value,omitempty"`
+	Sealed string `json:"sealed,omitempty"`
+}
+
+// endpointSecrets is what an endpoint's secrets document holds: its
+// signing keys and its custom headers, each as stored (sealed or not).
+type endpointSecrets struct {
+	Keys    []engine.Secret
+	Headers engine.CustomHeaders
+}
+
+// encodeEndpointSecrets is the secrets document of es: format 1
+// (encodeSecrets) when it has no custom headers, secretsFormatHeaders
+// when it has.
+func encodeEndpointSecrets(es endpointSecrets) ([]byte, error) {
+	if len(es.Headers) == 0 {
+		return encodeSecrets(es.Keys)
+	}
+	r := secretsDocV2{V: secretsFormatHeaders, Keys: make([]secretDoc, len(es.Keys)), Headers: make([]headerDoc, len(es.Headers))}
+	for i, s := range es.Keys {
+		r.Keys[i] = secretDoc{Key: s.Key, Expires: s.Expires}
+	}
+	for i, h := range es.Headers {
+		if h.Sealed {
+			r.Headers[i] = headerDoc{Name: h.Name, Sealed: h.Value}
+		} else {
+			r.Headers[i] = headerDoc{Name: h.Name, Value: h.Value}
+		}
+	}
+	return json.Marshal(r)
+}
+
+// decodeEndpointSecrets decodes a secrets document of either format;
+// none (keys or headers) is nil.
+func decodeEndpointSecrets(doc []byte) (endpointSecrets, error) {
+	if t := bytes.TrimLeft(doc, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		keys, err := decodeSecrets(doc)
+		return endpointSecrets{Keys: keys}, err
+	}
+	var r secretsDocV2
+	if err := unmarshalDoc("secrets", doc, &r); err != nil {
+		return endpointSecrets{}, err
+	}
+	if r.V != secretsFormatHeaders {
+		return endpointSecrets{}, fmt.Errorf("postgres: stored secrets are in format %d, which this webhookd does not read (it reads 1 and %d): run a newer webhookd", r.V, secretsFormatHeaders)
+	}
+	var es endpointSecrets
+	if len(r.Keys) > 0 {
+		es.Keys = make([]engine.Secret, len(r.Keys))
+		for i, s := range r.Keys {
+			es.Keys[i] = engine.Secret{Key: s.Key, Expires: s.Expires}
+		}
+	}
+	if len(r.Headers) > 0 {
+		es.Headers = make(engine.CustomHeaders, len(r.Headers))
+		for i, h := range r.Headers {
+			if (h.Value == "") == (h.Sealed == "") {
+				return endpointSecrets{}, fmt.Errorf("postgres: stored secrets: header %q has no value, or two", h.Name)
+			}
+			es.Headers[i] = engine.CustomHeader{Name: h.Name, Value: h.Value + h.Sealed, Sealed: h.Sealed != ""}
+		}
+	}
+	return es, nil
 }
 
 type accessTokenDoc struct {

@@ -83,6 +83,16 @@ var (
 		{Key: "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD", Expires: goldenT2},
 	}
 
+	// goldenEndpointSecrets are the secrets of an endpoint with custom
+	// headers (the secrets document's format 2, added in a later
+	// release), in plain: goldenSecrets and three headers, one of whose
+	// values reads like a sealed one.
+	goldenEndpointSecrets = endpointSecrets{Keys: goldenSecrets, Headers: engine.CustomHeaders{
+		{Name: "Authorization", Value: "Bearer eyJhbGciOiJIUzI1NiJ9.e30.<sig>&\"q\""},
+		{Name: "X-Odd", Value: "sealed:v1:a plain value"},
+		{Name: "X-Tenant", Value: "acme-eu"},
+	}}
+
 	goldenToken = engine.AccessToken{
 		ID: "tok_01JH0000000000000000000003", TenantID: "acme", Environment: engine.EnvironmentLive,
 		Created: goldenT0, Expires: goldenT2, Revoked: goldenT1,
@@ -225,6 +235,10 @@ func goldenCases() []goldenCase {
 	dec, enc = docPair(decodeSecrets, encodeSecrets)
 	add("secrets", goldenSecrets, dec, enc)
 	add("secrets-none", []engine.Secret(nil), dec, enc)
+	dec, enc = docPair(decodeEndpointSecrets, encodeEndpointSecrets)
+	add("secrets-headers", goldenEndpointSecrets, dec, enc)
+	add("secrets", endpointSecrets{Keys: goldenSecrets}, dec, enc) // format 1, as before headers
+	add("secrets-none", endpointSecrets{}, dec, enc)
 	dec, enc = docPair(decodeAccessToken, encodeAccessToken)
 	add("access-token", goldenToken, dec, enc)
 	add("access-token-plain", goldenTokenPlain, dec, enc)
@@ -316,11 +330,61 @@ func TestDocuments(t *testing.T) {
 		}
 	})
 
+	t.Run("secrets-headers-sealed", func(t *testing.T) {
+		// Sealed with goldenKey, keys and header values: the document
+		// carries them as they are, and they open to the plain ones.
+		doc := readGolden(t, "secrets-headers-sealed")
+		es, err := decodeEndpointSecrets(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := encodeEndpointSecrets(es)
+		if err != nil || !bytes.Equal(again, doc) {
+			t.Errorf("encoded\n\t%s (%v)\nwant the golden\n\t%s", again, err, doc)
+		}
+		for _, h := range es.Headers {
+			if !h.Sealed || !sealing.Sealed(h.Value) {
+				t.Errorf("header %s is not sealed: %+v", h.Name, h)
+			}
+		}
+		sealer, err := sealing.New(goldenKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep := goldenEndpoint
+		ep.Secrets, ep.Headers = es.Keys, es.Headers
+		if err := sealer.OpenSecrets(&ep); err != nil {
+			t.Fatal(err)
+		}
+		if got := (endpointSecrets{Keys: ep.Secrets, Headers: ep.Headers}); !reflect.DeepEqual(got, goldenEndpointSecrets) {
+			t.Errorf("opened %+v, want %+v", got, goldenEndpointSecrets)
+		}
+	})
+
+	t.Run("a secrets document of a newer format is refused", func(t *testing.T) {
+		doc := readGolden(t, "secrets-headers")
+		newer := bytes.Replace(doc, []byte(`{"v":2,`), []byte(`{"v":3,`), 1)
+		if _, err := decodeEndpointSecrets(newer); err == nil || !strings.Contains(err.Error(), "format 3") {
+			t.Errorf("secrets in format 3: %v, want refused", err)
+		}
+		if _, err := decodeSecrets(doc); err == nil {
+			t.Error("the format 1 decoder took a format 2 document")
+		}
+		for _, bad := range []string{
+			`{"v":2,"keys":[],"headers":[{"name":"X-A"}]}`,
+			`{"v":2,"keys":[],"headers":[{"name":"X-A","value":"a","sealed":"sealed:v1:AAAA"}]}`,
+		} {
+			if _, err := decodeEndpointSecrets([]byte(bad)); err == nil {
+				t.Errorf("decodeEndpointSecrets(%s) took a header with no value, or two", bad)
+			}
+		}
+	})
+
 	t.Run("a newer format is refused", func(t *testing.T) {
 		for _, tt := range goldenCases() {
 			doc := readGolden(t, tt.file)
-			if doc[0] != '{' {
-				continue // the secrets array: a later format is an object
+			if doc[0] != '{' || strings.HasPrefix(tt.file, "secrets") {
+				continue // the secrets document: see above
 			}
 			newer := append([]byte(`{"v":2,`), doc[1:]...)
 			if _, err := tt.decode(newer); err == nil || !strings.Contains(err.Error(), "format 2") {
@@ -369,6 +433,10 @@ func FuzzDecodeDelivery(f *testing.F) {
 
 func FuzzDecodeEndpoint(f *testing.F) {
 	fuzzDocument(f, decodeEndpoint, encodeEndpoint, "endpoint", "endpoint-new", "endpoint-revealed", "endpoint-channels", "endpoint-retry-policy")
+}
+
+func FuzzDecodeEndpointSecrets(f *testing.F) {
+	fuzzDocument(f, decodeEndpointSecrets, encodeEndpointSecrets, "secrets", "secrets-none", "secrets-headers", "secrets-headers-sealed")
 }
 
 func FuzzDecodeTenant(f *testing.F) {

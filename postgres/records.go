@@ -233,14 +233,22 @@ func (s *Store) EventTypes(ctx context.Context) ([]engine.EventType, error) {
 }
 
 // endpointDocs returns the stored documents of ep: the endpoint without
-// its secrets, and its secrets, sealed when the store has a key.
+// its secrets, and its secrets (signing keys and custom headers), sealed
+// when the store has a key.
 func (s *Store) endpointDocs(ep engine.Endpoint) (doc, secrets []byte, err error) {
 	ep = normalizeEndpoint(ep)
 	if doc, err = encodeEndpoint(ep); err != nil {
 		return nil, nil, err
 	}
-	secrets, err = encodeSecrets(s.sealer.SealSecrets(ep).Secrets)
+	secrets, err = s.secretsDoc(ep)
 	return doc, secrets, err
+}
+
+// secretsDoc returns the secrets document of ep: its signing keys and
+// custom headers, sealed when the store has a key.
+func (s *Store) secretsDoc(ep engine.Endpoint) ([]byte, error) {
+	sealed := s.sealer.SealSecrets(ep)
+	return encodeEndpointSecrets(endpointSecrets{Keys: sealed.Secrets, Headers: sealed.Headers})
 }
 
 // normalizeEndpoint gives ep's times in UTC, as they are read back.
@@ -281,9 +289,11 @@ func (s *Store) endpointFrom(doc, secrets []byte) (engine.Endpoint, error) {
 	if err != nil {
 		return ep, err
 	}
-	if ep.Secrets, err = decodeSecrets(secrets); err != nil {
+	es, err := decodeEndpointSecrets(secrets)
+	if err != nil {
 		return ep, err
 	}
+	ep.Secrets, ep.Headers = es.Keys, es.Headers
 	if len(ep.Secrets) == 0 {
 		ep.Secrets = nil
 	}

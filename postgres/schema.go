@@ -25,7 +25,8 @@ import (
 //     (doc, bytea: a receiver's response excerpt may hold a NUL, which
 //     text and jsonb refuse); the columns beside it are what SQL selects
 //     and orders by, written from the same value in the same statement.
-//     Secrets are a document of their own, sealed when a key is set. The
+//     Secrets (signing keys and custom header values, with the headers'
+//     names) are a document of their own, sealed when a key is set. The
 //     documents are the store's own types (documents.go), never the
 //     engine's, whose JSON is the API's.
 //   - The retry index is the partial index deliveries_due on

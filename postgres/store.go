@@ -259,7 +259,7 @@ func (s *Store) initSecrets(ctx context.Context) error {
 			return err
 		}
 		for _, ep := range eps {
-			sec, err := encodeSecrets(s.sealer.SealSecrets(ep).Secrets)
+			sec, err := s.secretsDoc(ep)
 			if err != nil {
 				return err
 			}
