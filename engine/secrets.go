@@ -150,12 +150,16 @@ type RevealedSecret struct {
 	// Previous are the old keys still in their rotation grace window
 	// (each with its Expires), newest first; empty when there are none.
 	Previous []Secret
+	// Headers are the endpoint's custom headers with their values in
+	// plain (every answer but a reveal masks them); nil when it has none.
+	Headers CustomHeaders
 	// Environment is the tenant's (see SecretResult).
 	Environment Environment
 }
 
 // RevealSecret shows the signing keys of an endpoint of tenant again: the
-// current one and the old ones that still sign. A receiver that lost its
+// current one and the old ones that still sign, and the values of its
+// custom headers, which every other answer masks. A receiver that lost its
 // key can get it back without a rotation, which would break it if it
 // cannot take the new key within the grace window. The reveal is recorded
 // on the endpoint, with by ("admin", "token tok_…"; "": "admin") and the
@@ -163,8 +167,8 @@ type RevealedSecret struct {
 // no key is shown without its record; the endpoint keeps the latest
 // MaxSecretReveals. Nothing else changes: not Updated, not the keys.
 //
-// The caller must show the keys only to whoever asked, never store,
-// cache or log them.
+// The caller must show the keys and header values only to whoever asked,
+// never store, cache or log them.
 func (s *Service) RevealSecret(ctx context.Context, tenant, id, by string) (RevealedSecret, error) {
 	if !validID(id) {
 		return RevealedSecret{}, EndpointNotFound()
@@ -184,7 +188,7 @@ func (s *Service) RevealSecret(ctx context.Context, tenant, id, by string) (Reve
 	if err != nil {
 		return RevealedSecret{}, err
 	}
-	res := RevealedSecret{Endpoint: ep, Environment: t.Environment, Previous: []Secret{}}
+	res := RevealedSecret{Endpoint: ep, Environment: t.Environment, Previous: []Secret{}, Headers: ep.Headers}
 	for _, sec := range ep.Secrets {
 		switch {
 		case sec.Expires.IsZero():

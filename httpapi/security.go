@@ -313,12 +313,15 @@ func (s *server) handleRevokeSecret(w http.ResponseWriter, r *http.Request, ps h
 }
 
 // revealResponse is the answer of POST …/secret/reveal: the keys the
-// endpoint signs with now.
+// endpoint signs with now, and its custom headers in plain.
 type revealResponse struct {
 	Secret string `json:"secret"`
 	// Previous are the old keys still in their rotation grace window,
 	// newest first; [] when there are none.
-	Previous    []previousSecret   `json:"previous"`
+	Previous []previousSecret `json:"previous"`
+	// Headers are the endpoint's custom headers, name to value, in
+	// plain: the only answer that shows their values. {} when none.
+	Headers     map[string]string  `json:"headers"`
 	Environment engine.Environment `json:"environment"`
 }
 
@@ -356,11 +359,11 @@ func (s *server) handleRevealSecret(w http.ResponseWriter, r *http.Request, ps h
 		s.writeError(w, r, err)
 		return
 	}
-	out := revealResponse{Secret: res.Secret, Previous: make([]previousSecret, len(res.Previous)), Environment: res.Environment}
+	out := revealResponse{Secret: res.Secret, Previous: make([]previousSecret, len(res.Previous)), Headers: res.Headers.Map(), Environment: res.Environment}
 	for i, p := range res.Previous {
 		out.Previous[i] = previousSecret{Secret: p.Key, Expires: p.Expires}
 	}
-	w.Header().Set("Cache-Control", "no-store") // the body carries the secrets
+	w.Header().Set("Cache-Control", "no-store") // the body carries the secrets and header values
 	s.writeJSON(w, r, http.StatusOK, out)
 }
 
