@@ -188,11 +188,54 @@ func channelsForm(r *http.Request) []string {
 	return chs
 }
 
+// headersForm reads the custom headers of an endpoint form: the rows of
+// header_name and header_value (a row with neither is left out), and
+// header_remove, the names the edit form's boxes tick. Names and values
+// are trimmed (no value may start or end with a space); engine validates
+// the rest. A value without its name, or a name given twice, is an
+// error that shows no value.
+func headersForm(r *http.Request) (set map[string]string, remove []string, err error) {
+	names, values := r.PostForm["header_name"], r.PostForm["header_value"]
+	for i := range max(len(names), len(values)) {
+		var name, value string
+		if i < len(names) {
+			name = strings.TrimSpace(names[i])
+		}
+		if i < len(values) {
+			value = strings.TrimSpace(values[i])
+		}
+		switch {
+		case name == "" && value == "":
+			continue
+		case name == "":
+			return nil, nil, engine.Errorf(engine.CodeInvalidField, "headers", "a header value was given without its name")
+		}
+		if set == nil {
+			set = map[string]string{}
+		}
+		if _, twice := set[name]; twice {
+			return nil, nil, engine.Errorf(engine.CodeInvalidField, engine.HeaderField(name), "header %s is given twice", name)
+		}
+		set[name] = value
+	}
+	for _, name := range r.PostForm["header_remove"] {
+		if name = strings.TrimSpace(name); name != "" {
+			remove = append(remove, name)
+		}
+	}
+	return set, remove, nil
+}
+
 // handleConsoleCreateEndpoint creates an endpoint from the endpoints
 // page's form and shows its signing secret, this once.
 func (s *server) handleConsoleCreateEndpoint(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
 	u, desc, types := endpointForm(r)
-	ep, secret, err := s.svc.CreateEndpoint(r.Context(), v.tenant.ID, engine.EndpointInput{URL: u, Description: desc, EventTypes: types, Channels: channelsForm(r), RetryPolicy: r.PostForm.Get("retry_policy")})
+	headers, _, err := headersForm(r)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	ep, secret, err := s.svc.CreateEndpoint(r.Context(), v.tenant.ID, engine.EndpointInput{URL: u, Description: desc, EventTypes: types, Channels: channelsForm(r), RetryPolicy: r.PostForm.Get("retry_policy"), Headers: headers})
 	if err != nil {
 		s.consoleError(w, r, v, err)
 		return
@@ -276,8 +319,8 @@ func (d editEndpointData) RevealsKept() bool {
 }
 
 // handleEditEndpointPage shows an endpoint's form: URL, description,
-// subscribed types from the catalogue, ordering and on_dead; its test
-// event, secret and delete forms.
+// subscribed types from the catalogue, ordering, on_dead and custom
+// headers (masked); its test event, secret and delete forms.
 func (s *server) handleEditEndpointPage(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
 	ep, err := s.svc.Endpoint(r.Context(), v.tenant.ID, ps.ByName("id"))
 	if err != nil {
@@ -329,7 +372,7 @@ func (s *server) renderEndpointPage(w http.ResponseWriter, r *http.Request, v *v
 }
 
 // handleConsoleUpdateEndpoint saves the endpoint form, as PATCH
-// …/endpoints/{id} would.
+// …/endpoints/{id} would; its custom headers as a merge (headersForm).
 func (s *server) handleConsoleUpdateEndpoint(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
 	u, desc, types := endpointForm(r)
 	ordering, onDead := engine.Ordering(r.PostForm.Get("ordering")), engine.OnDead(r.PostForm.Get("on_dead"))
@@ -342,6 +385,20 @@ func (s *server) handleConsoleUpdateEndpoint(w http.ResponseWriter, r *http.Requ
 	channels := channelsForm(r)
 	policy := r.PostForm.Get("retry_policy") // "": the tenant's
 	patch := engine.EndpointPatch{URL: &u, Description: &desc, EventTypes: &types, Ordering: &ordering, OnDead: &onDead, Channels: &channels, RetryPolicy: &policy}
+	set, remove, err := headersForm(r)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	if len(set) > 0 || len(remove) > 0 { // a merge: the headers not named stay
+		patch.Headers = make(map[string]*string, len(set)+len(remove))
+		for _, name := range remove {
+			patch.Headers[name] = nil
+		}
+		for name, value := range set { // a header removed and set again is set
+			patch.Headers[name] = &value
+		}
+	}
 	if _, err := s.svc.UpdateEndpoint(r.Context(), v.tenant.ID, ps.ByName("id"), patch); err != nil {
 		s.consoleError(w, r, v, err)
 		return

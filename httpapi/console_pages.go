@@ -271,6 +271,9 @@ type deliveryData struct {
 	// many attempts that leaves the cycle, while it is pending (else -1).
 	Policy       policyOption
 	AttemptsLeft int
+	// Headers are the endpoint's custom headers as they are now (not
+	// kept per attempt), shown masked (engine.CustomHeader.Masked).
+	Headers engine.CustomHeaders
 }
 
 // handleDeliveryPage shows one delivery: every attempt (time, duration,
@@ -296,7 +299,7 @@ func (s *server) handleDeliveryPage(w http.ResponseWriter, r *http.Request, ps h
 		data.LastAttempt = &d.Attempts[n-1]
 	}
 	if ep, err := s.svc.Endpoint(ctx, v.tenant.ID, d.EndpointID); err == nil {
-		data.EndpointURL = ep.URL
+		data.EndpointURL, data.Headers = ep.URL, ep.Headers
 	}
 	if ev, _, err := s.svc.Event(ctx, v.tenant.ID, d.EventID); err == nil {
 		data.Envelope, data.Event = storedEnvelope(ev.Body), ev

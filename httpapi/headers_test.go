@@ -3,9 +3,12 @@ package httpapi_test
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -233,5 +236,108 @@ func TestEndpointHeaders_Delivered(t *testing.T) {
 		if strings.Contains(e.logs.String(), v) {
 			t.Errorf("the debug log holds a header value:\n%s", e.logs)
 		}
+	}
+}
+
+// TestConsole_EndpointHeaders: the console's endpoint forms set custom
+// headers (rows of name and value) and remove them (a ticked box beside
+// each); the endpoint's page and the delivery page's request show them
+// masked, never their values, and Reveal secret shows the values; a bad
+// header is refused with the problem's words, without the value.
+func TestConsole_EndpointHeaders(t *testing.T) {
+	e := newConsoleEnv(t)
+	b := e.browser()
+	b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+	list := b.get("/console/t/acme/endpoints")
+	if !strings.Contains(list.body, `name="header_name"`) || !strings.Contains(list.body, `name="header_value"`) {
+		t.Fatalf("the new endpoint form has no header rows:\n%s", list.body)
+	}
+	csrf := list.field(t, csrfField)
+	post := func(path string, form url.Values) page {
+		return b.do("POST", path, form, "Origin", e.srv.URL)
+	}
+	created := post("/console/t/acme/endpoints", url.Values{"csrf": {csrf}, "url": {"https://hooks.example.com/h"}, "type": {"*"},
+		"header_name": {"authorization", "X-Tenant", ""}, "header_value": {hdrToken, hdrTenant, ""}})
+	if created.status != http.StatusCreated {
+		t.Fatalf("add endpoint with headers: %d\n%s", created.status, created.body)
+	}
+	var eps struct {
+		Data []endpointHeadersJSON `json:"data"`
+	}
+	e.must(req{method: "GET", path: "/v1/tenants/acme/endpoints"}, 200, &eps)
+	ep := eps.Data[len(eps.Data)-1]
+	if want := map[string]string{"Authorization": "Bearer ••••", "X-Tenant": "••••"}; !reflect.DeepEqual(ep.Headers, want) {
+		t.Fatalf("created with headers %v, want %v", ep.Headers, want)
+	}
+	noValue := func(what string, p page) {
+		t.Helper()
+		for _, v := range []string{hdrToken[7:], hdrTenant} {
+			if strings.Contains(p.body, v) {
+				t.Errorf("%s shows a header value", what)
+			}
+		}
+	}
+	noValue("the created page", created)
+
+	editPath := "/console/t/acme/endpoints/" + ep.ID + "/edit"
+	edit := b.get(editPath)
+	noValue("the endpoint's page", edit)
+	for _, want := range []string{`<code>Authorization</code>`, `Bearer ••••`, `name="header_remove" value="X-Tenant"`} {
+		if !strings.Contains(edit.body, want) {
+			t.Errorf("the endpoint's page lacks %s", want)
+		}
+	}
+
+	// Reveal secret shows the values, on its answer only.
+	revealed := post("/console/t/acme/endpoints/"+ep.ID+"/reveal", url.Values{"csrf": {csrf}})
+	for _, want := range []string{"Authorization: " + hdrToken, "X-Tenant: " + hdrTenant} {
+		if !strings.Contains(revealed.body, want) {
+			t.Errorf("the reveal does not show %q", want)
+		}
+	}
+	noValue("the endpoint's page after a reveal", b.get(editPath))
+
+	// Save: remove one, add one, keep the other.
+	saved := post("/console/t/acme/endpoints/"+ep.ID, url.Values{"csrf": {csrf}, "url": {"https://hooks.example.com/h"}, "type": {"*"},
+		"ordering": {"none"}, "on_dead": {"skip"}, "header_remove": {"X-Tenant"}, "header_name": {"X-Region", ""}, "header_value": {"eu-west-1", ""}})
+	if saved.status != http.StatusSeeOther {
+		t.Fatalf("save: %d\n%s", saved.status, saved.body)
+	}
+	var rev struct {
+		Headers map[string]string `json:"headers"`
+	}
+	e.must(req{method: "POST", path: "/v1/tenants/acme/endpoints/" + ep.ID + "/secret/reveal"}, 200, &rev)
+	if want := map[string]string{"Authorization": hdrToken, "X-Region": "eu-west-1"}; !reflect.DeepEqual(rev.Headers, want) {
+		t.Errorf("after the save: %v, want %v", rev.Headers, want)
+	}
+	// A save with no header rows filled leaves them.
+	post("/console/t/acme/endpoints/"+ep.ID, url.Values{"csrf": {csrf}, "url": {"https://hooks.example.com/h"}, "type": {"*"}, "ordering": {"none"}, "on_dead": {"skip"}, "header_name": {""}, "header_value": {""}})
+	e.must(req{method: "POST", path: "/v1/tenants/acme/endpoints/" + ep.ID + "/secret/reveal"}, 200, &rev)
+	if len(rev.Headers) != 2 {
+		t.Errorf("a save without header rows changed them: %v", rev.Headers)
+	}
+
+	for _, bad := range []struct{ name, value, says string }{
+		{"Host", "evil.example", "Host is webhookd&#39;s own header"},
+		{"X-Tenant", "acme\r\nX-Admin: yes", "line break"},
+		{"", "orphan-value-123", "without its name"},
+	} {
+		p := post("/console/t/acme/endpoints/"+ep.ID, url.Values{"csrf": {csrf}, "url": {"https://hooks.example.com/h"}, "type": {"*"},
+			"ordering": {"none"}, "on_dead": {"skip"}, "header_name": {bad.name}, "header_value": {bad.value}})
+		if p.status != 422 || !strings.Contains(p.body, bad.says) {
+			t.Errorf("header %q: %d, want 422 saying %q\n%s", bad.name, p.status, bad.says, p.body)
+		}
+		if strings.Contains(p.body, "X-Admin") || strings.Contains(p.body, "orphan-value") || strings.Contains(p.body, "evil.example") {
+			t.Errorf("header %q: the error page shows the value", bad.name)
+		}
+	}
+
+	// The delivery page's request shows the endpoint's headers, masked.
+	e.must(req{method: "PATCH", path: "/v1/tenants/acme/endpoints/" + e.endpoint.ID, body: `{"headers":{"Authorization":"` + hdrToken + `"}}`}, 200, nil)
+	dp := b.get("/console/t/acme/deliveries/" + e.delivery)
+	noValue("the delivery page", dp)
+	rq := regexp.MustCompile(`(?s)<pre class="request" id="request">(.*?)</pre>`).FindStringSubmatch(dp.body)
+	if rq == nil || !strings.Contains(rq[1], "\nAuthorization: Bearer ••••") || !strings.Contains(rq[1], "webhook-id: ") {
+		t.Errorf("the delivery's request section: %q", rq)
 	}
 }
