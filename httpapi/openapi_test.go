@@ -444,7 +444,9 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	}
 	epPath := "/v1/tenants/acme/endpoints/" + ep.ID
 	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://hooks.example.com/b","event_types":["*"]}`, header: tenantTok(tok.Token), status: 201})
-	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://hooks.example.com/c","event_types":["*"]}`, status: 201})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://hooks.example.com/c","event_types":["*"],"headers":{"X-Tenant":"acme"}}`, status: 201})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://hooks.example.com/c","event_types":["*"],"headers":{"X-Tenant":""}}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://hooks.example.com/c","event_types":["*"],"headers":{"Content-Type":"text/plain"}}`, status: 422, code: engine.CodeInvalidField})
 	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://hooks.example.com/d","event_types":["*"]}`, status: 409, code: engine.CodeLimitReached})
 	e.check(call{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"hooks.example.com","event_types":["*"]}`, status: 422, code: engine.CodeInvalidField})
 	e.check(call{method: "POST", path: "/v1/tenants/sandbox/endpoints", body: `{"url":"https://hooks.example.com/in","event_types":["payment.succeded"]}`, header: bearer(testEnvTk), status: 422, code: engine.CodeUnknownEventType})
@@ -467,6 +469,12 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	e.check(call{method: "GET", path: epPath, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
 	e.check(call{method: "GET", path: epPath + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
 	e.check(call{method: "PATCH", path: epPath, body: `{"description":"changed","disabled":false,"deliver_held":true}`, status: 200})
+	e.check(call{method: "PATCH", path: epPath, body: `{"headers":{"Authorization":"Bearer a-long-enough-token-0123456789","x-tenant":"acme"}}`, status: 200})
+	e.check(call{method: "PATCH", path: epPath, body: `{"headers":{"X-Tenant":null}}`, status: 200})
+	e.check(call{method: "PATCH", path: epPath, body: `{"headers":null}`, status: 200})
+	e.check(call{method: "PATCH", path: epPath, body: `{"headers":{"Webhook-Id":"x"}}`, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "PATCH", path: epPath, body: `{"headers":{"X-Tenant":"a\r\nb"}}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "PATCH", path: epPath, body: `{"headers":{"X Tenant":"a"}}`, invalid: true, status: 422, code: engine.CodeInvalidField})
 	e.check(call{method: "PATCH", path: epPath, body: `{"url":"ftp://x"}`, status: 422, code: engine.CodeInvalidField})
 	e.check(call{method: "PATCH", path: epPath, body: `{"retry_policy":"extended"}`, status: 200})
 	e.check(call{method: "PATCH", path: epPath, body: `{"retry_policy":""}`, status: 200})
