@@ -138,7 +138,7 @@ func (c *Client) RevokeSecret(ctx context.Context, tenant, id string) (SecretRes
 
 // RevealSecret shows the secrets endpoint id of tenant signs with now,
 // again: the current one and the old ones still in their rotation grace
-// window. Nothing changes but the endpoint's SecretReveals, where the
+// window; and the values of its custom headers. Nothing changes but the endpoint's SecretReveals, where the
 // server records who asked and when (the latest 20). Use it when a
 // receiver lost its key; rotate when a key may have leaked. Keep the
 // answer out of logs.

@@ -146,6 +146,10 @@ type Endpoint struct {
 	// it.
 	RetryPolicy          string `json:"retry_policy,omitempty"`
 	EffectiveRetryPolicy string `json:"effective_retry_policy,omitempty"`
+	// Headers are the endpoint's custom headers, name (canonical) to
+	// value masked ("Bearer ••••"): sent with every request to it.
+	// RevealSecret shows the values. Nil when it has none.
+	Headers map[string]string `json:"headers,omitempty"`
 	// SecretReveals records each RevealSecret of the endpoint, oldest
 	// first: the latest 20. Nil when its secrets were never revealed.
 	SecretReveals []SecretReveal `json:"secret_reveals,omitempty"`
@@ -189,6 +193,15 @@ type EndpointInput struct {
 	// RetryPolicy names one of the server's retry policies
 	// (RetryPolicies); "": the tenant's.
 	RetryPolicy string `json:"retry_policy,omitempty"`
+	// Headers are custom headers, name to value, sent with every
+	// request to the endpoint (each attempt, test event and verification
+	// challenge), for the receiver's own authentication: at most 20, a
+	// name an HTTP token of at most 64 bytes and not one of webhookd's
+	// own (webhook-*, Content-Type, Host, …), a value 1 to 2048 bytes of
+	// visible ASCII and spaces, 4096 bytes in all. The values are
+	// secrets: stored sealed when the server has a key, and masked in
+	// every answer but RevealSecret's.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // CreatedEndpoint is a new endpoint with its signing secret, which no
@@ -220,6 +233,11 @@ type EndpointPatch struct {
 	// Channels replaces the channel filter, for the events ingested
 	// after the change; a pointer to an empty slice removes it.
 	Channels *[]string `json:"channels,omitempty"`
+	// Headers change the custom headers as a merge: a name with a value
+	// sets or replaces that header, a name with nil removes it, the
+	// headers not named stay. An empty (not nil) map removes them all;
+	// nil leaves them.
+	Headers map[string]*string `json:"headers,omitzero"`
 }
 
 // SecretResult is an endpoint after RotateSecret or RevokeSecret, with
@@ -234,13 +252,16 @@ type SecretResult struct {
 }
 
 // RevealedSecret is what RevealSecret shows: the keys an endpoint signs
-// with now.
+// with now, and its custom headers in plain.
 type RevealedSecret struct {
 	Secret string `json:"secret"`
 	// Previous are the old keys still in their rotation grace window,
 	// newest first; every attempt is signed with each until it expires.
-	Previous    []PreviousSecret `json:"previous"`
-	Environment Environment      `json:"environment"`
+	Previous []PreviousSecret `json:"previous"`
+	// Headers are the endpoint's custom headers with their values in
+	// plain, which no other answer shows; empty when it has none.
+	Headers     map[string]string `json:"headers"`
+	Environment Environment       `json:"environment"`
 }
 
 // PreviousSecret is an old key that signs beside the current one until
