@@ -417,22 +417,30 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // CheckStoredHeaders reports what is wrong with h as an endpoint's
 // stored headers, or nil: each name canonical and not reserved, in
-// order and once, and the bounds. Values are not looked at: they may be
-// sealed. A store's integrity check (and an import) uses it.
+// order and once, each value that is not Sealed as ValidateHeaderValue
+// wants it, and the bounds (the total size only when no value is
+// sealed). A store's integrity check and an import use it. Its errors
+// never show a value.
 func CheckStoredHeaders(h CustomHeaders) error {
+	sealed := false
 	for i, x := range h {
 		c, err := CanonicalHeaderName(x.Name)
 		if err != nil {
 			return err
 		}
 		if c != x.Name {
-			return fmt.Errorf("header %q is not in canonical form (%q)", x.Name, c)
+			return Errorf(CodeInvalidField, HeaderField(c), "header %q is not in canonical form (%q)", x.Name, c)
 		}
 		if i > 0 && h[i-1].Name >= x.Name {
-			return fmt.Errorf("headers %q and %q are not in order, or repeated", h[i-1].Name, x.Name)
+			return Errorf(CodeInvalidField, headersField, "headers %q and %q are not in order, or repeated", h[i-1].Name, x.Name)
+		}
+		if sealed = sealed || x.Sealed; !x.Sealed {
+			if err := ValidateHeaderValue(HeaderField(c), x.Value); err != nil {
+				return err
+			}
 		}
 	}
-	if len(h) > MaxEndpointHeaders {
+	if len(h) > MaxEndpointHeaders || !sealed {
 		return checkHeadersBounds(h)
 	}
 	return nil

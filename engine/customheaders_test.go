@@ -235,6 +235,37 @@ func TestApplyHeadersPatch(t *testing.T) {
 	})
 }
 
+// TestCheckStoredHeaders: the rules a store's check and an import hold
+// stored headers to; a sealed value is not looked at.
+func TestCheckStoredHeaders(t *testing.T) {
+	ok := engine.CustomHeaders{{Name: "Authorization", Value: "Bearer x"}, {Name: "X-Tenant", Value: "sealed:v1:AAAA", Sealed: true}}
+	if err := engine.CheckStoredHeaders(ok); err != nil {
+		t.Errorf("CheckStoredHeaders(%+v) = %v", ok, err)
+	}
+	if err := engine.CheckStoredHeaders(nil); err != nil {
+		t.Errorf("CheckStoredHeaders(nil) = %v", err)
+	}
+	for _, tt := range []struct {
+		name string
+		h    engine.CustomHeaders
+		says string
+	}{
+		{"reserved", engine.CustomHeaders{{Name: "Host", Value: "x"}}, "Host"},
+		{"not canonical", engine.CustomHeaders{{Name: "x-tenant", Value: "x"}}, "canonical"},
+		{"out of order", engine.CustomHeaders{{Name: "X-B", Value: "x"}, {Name: "X-A", Value: "x"}}, "order"},
+		{"twice", engine.CustomHeaders{{Name: "X-A", Value: "x"}, {Name: "X-A", Value: "y"}}, "repeated"},
+		{"a plain value with CRLF", engine.CustomHeaders{{Name: "X-A", Value: "a\r\nb"}}, "line break"},
+		{"an empty plain value", engine.CustomHeaders{{Name: "X-A"}}, "no value"},
+		{"too big", engine.CustomHeaders{{Name: "X-A", Value: strings.Repeat("a", 2048)}, {Name: "X-B", Value: strings.Repeat("b", 2048)}}, "4096"},
+	} {
+		if err := engine.CheckStoredHeaders(tt.h); err == nil || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("%s: CheckStoredHeaders = %v, want an error saying %q", tt.name, err, tt.says)
+		} else if strings.Contains(err.Error(), "a\r\nb") {
+			t.Errorf("%s: the error shows the value: %v", tt.name, err)
+		}
+	}
+}
+
 // headersReceiver is a loopback endpoint that records the headers of
 // every request, and answers the verification challenge with the
 // endpoint's secret (once it is set).

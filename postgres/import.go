@@ -304,9 +304,14 @@ func (im *Import) EventType(et engine.EventType) error {
 	return im.add(&im.types, len(doc), et.Name, doc)
 }
 
-// Endpoint imports an endpoint with its secrets in plain; they are
-// stored sealed when the store has a key.
+// Endpoint imports an endpoint with its secrets (signing keys and custom
+// header values) in plain; they are stored sealed when the store has a
+// key. Custom headers the API would refuse are refused
+// (engine.CheckStoredHeaders), naming the endpoint, never a value.
 func (im *Import) Endpoint(ep engine.Endpoint) error {
+	if err := engine.CheckStoredHeaders(ep.Headers); err != nil {
+		return im.fail(fmt.Errorf("endpoint %s of %s: custom headers: %w", ep.ID, ep.TenantID, err))
+	}
 	doc, secrets, err := im.s.endpointDocs(ep)
 	if err != nil {
 		return im.fail(err)

@@ -200,3 +200,32 @@ func TestImport_RefusesWhatIngestRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestImport_RefusesBadHeaders: an endpoint whose custom headers the API
+// would refuse (a reserved name, a value with a line break) is refused
+// by the import, naming the endpoint and never the value, and the
+// import cannot finish.
+func TestImport_RefusesBadHeaders(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	for _, h := range []engine.CustomHeaders{
+		{{Name: "Webhook-Id", Value: "x"}},
+		{{Name: "X-Tenant", Value: "acme\r\nX-Admin: yes"}},
+	} {
+		im, _, err := s.Import(ctx, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		feedImport(t, im, 1, false)
+		ep := engine.Endpoint{ID: engine.NewID("ep"), TenantID: "acme", URL: "https://example.com/in", EventTypes: []string{"*"},
+			Created: importT0, Updated: importT0, Secrets: []engine.Secret{{Key: engine.NewSecret()}}, Headers: h}
+		err = im.Endpoint(ep)
+		if engine.ErrorCode(err) != engine.CodeInvalidField || !strings.Contains(err.Error(), ep.ID) || strings.Contains(err.Error(), "X-Admin") {
+			t.Errorf("Import.Endpoint(%s) = %v, want invalid_field naming the endpoint, not the value", h[0].Name, err)
+		}
+		if _, err := im.Finish(Counts{Tenants: 1, EventTypes: 1, Endpoints: 1}); err == nil {
+			t.Error("Finish after a refused endpoint succeeded")
+		}
+		im.Close()
+	}
+}
