@@ -81,6 +81,9 @@ func writeSource(t *testing.T, path string, key []byte) source {
 			ep.Channels = []string{"project_1", "b"} // receives the events on either
 			ep.RetryPolicy = "nightly-long"          // its deliveries follow it
 		}
+		if i%2 == 0 { // custom headers, sealed like the secrets: they travel in plain and are sealed again
+			ep.Headers = engine.CustomHeaders{{Name: "Authorization", Value: fmt.Sprintf("Bearer migrated-%d-0123456789", i)}, {Name: "X-Tenant", Value: tenant}}
+		}
 		must(db.CreateEndpoint(ctx, ep, 0))
 	}
 	var ingests []engine.NewEvent
