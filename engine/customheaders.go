@@ -151,12 +151,12 @@ func MaskHeaderValue(v string) string {
 // that steer the exchange: hop-by-hop headers (RFC 9110 §7.6.1) and
 // those Go's transport writes or reads itself.
 var reservedHeaders = map[string]string{
-	"Content-Type":        "webhookd sends the envelope as application/json",
-	"Content-Length":      "webhookd sends the envelope's length",
-	"X-Webhook-Signature": "webhookd signs every request with it",
+	"Content-Type":        "the body is the JSON envelope",
+	"Content-Length":      "it is the body's length",
+	"X-Webhook-Signature": "every request is signed with it",
 	"Host":                "it is the endpoint URL's host",
-	"User-Agent":          "webhookd names itself in it ([delivery] user_agent)",
-	"Accept-Encoding":     "webhookd reads responses as they are sent",
+	"User-Agent":          "it names the sender",
+	"Accept-Encoding":     "responses are read as they are sent",
 	"Transfer-Encoding":   "it is hop-by-hop: the HTTP client sets it",
 	"Connection":          "it is hop-by-hop: the HTTP client sets it",
 	"Keep-Alive":          "it is hop-by-hop: the HTTP client sets it",
@@ -172,9 +172,9 @@ var reservedHeaders = map[string]string{
 // later one), the headers of a proxy, and those that describe the body,
 // which webhookd writes and signs.
 var reservedPrefixes = []struct{ prefix, why string }{
-	{"Webhook-", "webhookd sends the Standard Webhooks headers (webhook-*)"},
-	{"Proxy-", "it is for proxies (proxy-*), and webhookd uses none"},
-	{"Content-", "it describes the body (content-*), which webhookd writes and signs"},
+	{"Webhook-", "the Standard Webhooks headers (webhook-*) are the sender's"},
+	{"Proxy-", "it is for proxies (proxy-*), and none is used"},
+	{"Content-", "it describes the body (content-*), which the sender writes and signs"},
 }
 
 // ReservedHeader reports whether name, in canonical form, is a header
@@ -234,7 +234,7 @@ func CanonicalHeaderName(name string) (string, error) {
 	}
 	c := textproto.CanonicalMIMEHeaderKey(name)
 	if why, ok := ReservedHeader(c); ok {
-		return "", Errorf(CodeInvalidField, HeaderField(c), "%s is webhookd's own header and cannot be set on an endpoint: %s", c, why)
+		return "", Errorf(CodeInvalidField, HeaderField(c), "%s is reserved, and cannot be set on an endpoint: %s", c, why)
 	}
 	return c, nil
 }

@@ -165,7 +165,10 @@
 // secret and, during a rotation's grace window, its previous one too
 // (secrets.go); a revocation drops old keys at once. An endpoint may have
 // to pass the Standard Webhooks challenge before its first delivery, its
-// deliveries held meanwhile (verification.go). Tenants are test or live,
+// deliveries held meanwhile (verification.go). An endpoint's custom
+// headers go with each of its requests; their values are secrets, masked
+// in its JSON, and the headers webhookd owns are not theirs to set
+// (customheaders.go). Tenants are test or live,
 // and a test caller acts on test tenants only (environment.go). Secrets
 // never appear in an error, a log line or a delivery's reason.
 package engine

@@ -59,7 +59,7 @@ func TestEndpointHeaders_BadInput(t *testing.T) {
 		field string
 		says  string
 	}{
-		{"webhook-id", create(`{"webhook-id":"x"}`), "headers.Webhook-Id", "webhookd's own"},
+		{"webhook-id", create(`{"webhook-id":"x"}`), "headers.Webhook-Id", "reserved"},
 		{"webhook-signature upper case", create(`{"WEBHOOK-SIGNATURE":"v1,x"}`), "headers.Webhook-Signature", "webhook-*"},
 		{"webhook-timestamp on PATCH", patch(`{"webhook-timestamp":"1"}`), "headers.Webhook-Timestamp", "webhook-*"},
 		{"X-Webhook-Signature", create(`{"x-webhook-signature":"t=1,v1=x"}`), "headers.X-Webhook-Signature", ""},
@@ -318,7 +318,7 @@ func TestConsole_EndpointHeaders(t *testing.T) {
 	}
 
 	for _, bad := range []struct{ name, value, says string }{
-		{"Host", "evil.example", "Host is webhookd&#39;s own header"},
+		{"Host", "evil.example", "Host is reserved"},
 		{"X-Tenant", "acme\r\nX-Admin: yes", "line break"},
 		{"", "orphan-value-123", "without its name"},
 	} {
