@@ -295,14 +295,23 @@ accent = "#ffb000"
 	}
 
 	// Delete the endpoint that answers 410.
+	// Clicks wait for the frame to take its page's height: a click
+	// aimed while the app still resizes the frame lands beside its
+	// target.
 	open("/console/t/"+tenant+"/endpoints/"+endpoints["Old CRM"]+"/edit", "delete-endpoint")
-	step("delete it", fctx, chromedp.Click(chromedp.ID("delete-confirm")), chromedp.Click(chromedp.ID("delete")), chromedp.WaitVisible(chromedp.ID("notice")))
+	sized("the endpoint to delete")
+	step("tick the confirmation", fctx, chromedp.Click(chromedp.ID("delete-confirm")))
+	if eval(fctx, `String(document.getElementById("delete-confirm").checked)`) != "true" {
+		t.Fatal("the click did not tick the delete confirmation")
+	}
+	step("delete it", fctx, chromedp.Click(chromedp.ID("delete")), chromedp.WaitVisible(chromedp.ID("notice")))
 	if text := eval(fctx, `document.getElementById("endpoints").innerText`); strings.Contains(text, "Old CRM") || !strings.Contains(text, "Billing service") {
 		t.Errorf("the endpoints after the delete:\n%s", text)
 	}
 
 	// Reveal the signing secret: the one the endpoint was made with.
 	open("/console/t/"+tenant+"/endpoints/"+endpoints["Billing service"]+"/edit", "reveal-secret")
+	sized("the endpoint to reveal")
 	step("reveal the secret", fctx, chromedp.Click(chromedp.ID("reveal-secret")), chromedp.WaitVisible(chromedp.ID("secret-revealed")))
 	if got := eval(fctx, `document.getElementById("secret-revealed").textContent`); got != secrets["Billing service"] {
 		t.Errorf("the revealed secret is not the endpoint's (%d bytes, want %d)", len(got), len(secrets["Billing service"]))
@@ -313,6 +322,7 @@ accent = "#ffb000"
 	check("the revealed secret", "dark")
 
 	// Log out: the whole window goes back to the app.
+	sized("the page to log out from")
 	step("log out", fctx, chromedp.Click(chromedp.CSS(`form[action="/console/logout"] button`)))
 	step("back in the app", ctx, chromedp.WaitVisible(chromedp.ID("settings")))
 	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || loc != appOrigin+"/settings" {
