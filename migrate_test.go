@@ -78,8 +78,9 @@ func writeSource(t *testing.T, path string, key []byte) source {
 			SecretReveals: []engine.SecretReveal{{At: migrateT0.Add(time.Duration(i) * time.Minute), By: "admin"}},
 		}
 		if i == 1 {
-			ep.Channels = []string{"project_1", "b"} // receives the events on either
-			ep.RetryPolicy = "nightly-long"          // its deliveries follow it
+			ep.Channels = []string{"project_1", "b"}                  // receives the events on either
+			ep.RetryPolicy = "nightly-long"                           // its deliveries follow it
+			ep.RateLimit = engine.RateLimit{PerSecond: 2.5, Burst: 4} // migrated like every other field
 		}
 		if i%2 == 0 { // custom headers, sealed like the secrets: they travel in plain and are sealed again
 			ep.Headers = engine.CustomHeaders{{Name: "Authorization", Value: fmt.Sprintf("Bearer migrated-%d-0123456789", i)}, {Name: "X-Tenant", Value: tenant}}
@@ -285,10 +286,19 @@ func TestMigrate(t *testing.T) {
 	if got, err := pg.Tenants(ctx); err != nil || !reflect.DeepEqual(got, src.tenants) {
 		t.Errorf("tenants %+v %v, want %+v", got, err, src.tenants)
 	}
+	limited := 0
 	for tenant, want := range src.endpoints {
 		if got, err := pg.Endpoints(ctx, tenant); err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("endpoints of %s: %+v %v, want %+v", tenant, got, err, want)
 		}
+		for _, ep := range want {
+			if !ep.RateLimit.IsZero() {
+				limited++
+			}
+		}
+	}
+	if limited != 1 {
+		t.Errorf("the source has %d endpoints with a rate limit, want 1: the migration of rate limits is not tested", limited)
 	}
 	for tenant, want := range src.events {
 		feed, _, err := pg.ListEvents(ctx, tenant, engine.EventFilter{Limit: 1000})

@@ -276,6 +276,9 @@ type EndpointInput struct {
 	// Headers are the endpoint's custom headers, name to value
 	// (NewHeaders); absent: none.
 	Headers map[string]string `json:"headers,omitempty"`
+	// RateLimit, when set, is the endpoint's own bound on its attempts
+	// per second (see RateLimit); absent or null: none.
+	RateLimit *RateLimitInput `json:"rate_limit"`
 }
 
 // EndpointPatch is the body of PATCH .../endpoints/{id}; nil fields are left
@@ -299,6 +302,10 @@ type EndpointPatch struct {
 	// with null removes it, the others stay; {} removes them all. Absent
 	// or null: unchanged.
 	Headers map[string]*string `json:"headers"`
+	// RateLimit sets the endpoint's own bound on its attempts per
+	// second, or with null removes it; absent: unchanged. It applies
+	// from the endpoint's next attempt.
+	RateLimit RateLimitPatch `json:"rate_limit"`
 	// DeliverHeld, with disabled false, says what becomes of the
 	// deliveries held (paused) while the endpoint was disabled: true sends
 	// them now, false (the default) dead-letters them. See
@@ -347,6 +354,12 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 	if err != nil {
 		return Endpoint{}, "", err
 	}
+	var limit RateLimit
+	if in.RateLimit != nil {
+		if limit, err = in.RateLimit.RateLimit(); err != nil {
+			return Endpoint{}, "", err
+		}
+	}
 	types, err := s.checkSubscriptions(ctx, in.EventTypes)
 	if err != nil {
 		return Endpoint{}, "", err
@@ -356,7 +369,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 	ep := Endpoint{
 		ID: NewID("ep"), TenantID: tenant, URL: in.URL, EventTypes: types,
 		Description: in.Description, Created: now, Updated: now,
-		Ordering: in.Ordering, OnDead: in.OnDead, RetryPolicy: RetryPolicyName(in.RetryPolicy), Headers: headers,
+		Ordering: in.Ordering, OnDead: in.OnDead, RetryPolicy: RetryPolicyName(in.RetryPolicy), Headers: headers, RateLimit: limit,
 		VerificationRequired: s.opts.RequireEndpointVerification,
 		Secrets:              []Secret{{Key: secret}},
 	}
@@ -482,6 +495,12 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 	if err != nil {
 		return Endpoint{}, err
 	}
+	var limit RateLimit
+	if p.RateLimit.Limit != nil {
+		if limit, err = p.RateLimit.Limit.RateLimit(); err != nil {
+			return Endpoint{}, err
+		}
+	}
 	var types []string
 	if p.EventTypes != nil {
 		if types, err = s.checkSubscriptions(ctx, *p.EventTypes); err != nil {
@@ -519,6 +538,9 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 			return err
 		}
 		ep.Headers = h
+		if p.RateLimit.Set || p.RateLimit.Limit != nil {
+			ep.RateLimit = limit // the zero value when null: none
+		}
 		ep.Updated = now
 		return nil
 	})

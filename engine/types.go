@@ -94,6 +94,10 @@ type Endpoint struct {
 	// OnDeadSkip (the zero value) or OnDeadBlock. Read when the head
 	// dies.
 	OnDead OnDead `json:"on_dead"`
+	// RateLimit is the endpoint's own bound on its attempts per second
+	// (ratelimit.go); the zero value (absent in JSON): none, only the
+	// global [delivery] endpoint_rate. Read at each attempt.
+	RateLimit RateLimit `json:"rate_limit,omitzero"`
 
 	// Channels, when not empty, filters the events it receives beside
 	// their type: only events on at least one of these channels

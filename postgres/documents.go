@@ -154,6 +154,15 @@ type endpointDoc struct {
 	// RetryPolicy names the endpoint's own retry policy; absent: its
 	// tenant's (and every document written before retry policies).
 	RetryPolicy string `json:"retry_policy,omitempty"`
+	// RateLimit is the endpoint's own bound on its attempts; absent
+	// when it has none (every document written before rate limits).
+	RateLimit *rateLimitDoc `json:"rate_limit,omitempty"`
+}
+
+// rateLimitDoc is an engine.RateLimit that is not zero.
+type rateLimitDoc struct {
+	PerSecond float64 `json:"per_second"`
+	Burst     int     `json:"burst"`
 }
 
 // secretRevealDoc is one engine.SecretReveal: who was shown the
@@ -195,6 +204,9 @@ func encodeEndpoint(ep engine.Endpoint) ([]byte, error) {
 			r.SecretReveals[i] = secretRevealDoc{At: rv.At, By: rv.By}
 		}
 	}
+	if !ep.RateLimit.IsZero() {
+		r.RateLimit = &rateLimitDoc{PerSecond: ep.RateLimit.PerSecond, Burst: ep.RateLimit.Burst}
+	}
 	return json.Marshal(r)
 }
 
@@ -234,6 +246,9 @@ func decodeEndpoint(doc []byte) (engine.Endpoint, error) {
 		for i, rv := range r.SecretReveals {
 			ep.SecretReveals[i] = engine.SecretReveal{At: rv.At, By: rv.By}
 		}
+	}
+	if r.RateLimit != nil {
+		ep.RateLimit = engine.RateLimit{PerSecond: r.RateLimit.PerSecond, Burst: r.RateLimit.Burst}
 	}
 	return ep, nil
 }

@@ -70,6 +70,14 @@ var (
 		ep.ID, ep.Channels = "ep_01JH0000000000000000000009", []string{"project_123", "Org-7.eu"}
 		return ep
 	}()
+	// goldenEndpointLimited is goldenEndpointRevealed with a rate limit
+	// of its own (added in a later release: the older documents have no
+	// "rate_limit").
+	goldenEndpointLimited = func() engine.Endpoint {
+		ep := goldenEndpointRevealed
+		ep.RateLimit = engine.RateLimit{PerSecond: 2.5, Burst: 4}
+		return ep
+	}()
 	// goldenEndpointNew is an endpoint as created: no health, the
 	// default ordering and on_dead.
 	goldenEndpointNew = engine.Endpoint{
@@ -232,6 +240,7 @@ func goldenCases() []goldenCase {
 	add("endpoint-revealed", goldenEndpointRevealed, dec, enc)
 	add("endpoint-channels", goldenEndpointChannels, dec, enc)
 	add("endpoint-retry-policy", goldenEndpointRetryPolicy, dec, enc)
+	add("endpoint-limited", goldenEndpointLimited, dec, enc)
 	dec, enc = docPair(decodeSecrets, encodeSecrets)
 	add("secrets", goldenSecrets, dec, enc)
 	add("secrets-none", []engine.Secret(nil), dec, enc)
@@ -432,7 +441,7 @@ func FuzzDecodeDelivery(f *testing.F) {
 }
 
 func FuzzDecodeEndpoint(f *testing.F) {
-	fuzzDocument(f, decodeEndpoint, encodeEndpoint, "endpoint", "endpoint-new", "endpoint-revealed", "endpoint-channels", "endpoint-retry-policy")
+	fuzzDocument(f, decodeEndpoint, encodeEndpoint, "endpoint", "endpoint-new", "endpoint-revealed", "endpoint-channels", "endpoint-retry-policy", "endpoint-limited")
 }
 
 func FuzzDecodeEndpointSecrets(f *testing.F) {

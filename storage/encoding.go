@@ -178,6 +178,8 @@ type endpointRecord struct {
 	RetryPolicy string `json:"retry_policy,omitempty"` // "": the tenant's (and before retry policies)
 
 	Headers []headerRecord `json:"headers,omitempty"` // absent: none (and before custom headers)
+
+	RateLimit *rateLimitRecord `json:"rate_limit,omitempty"` // absent: none (and before rate limits)
 }
 
 // headerRecord is one engine.CustomHeader: its value is under "sealed" when it
@@ -187,6 +189,12 @@ type headerRecord struct {
 	Name   string `json:"name"`
 	Value  string `json:"value,omitempty"`
 	Sealed string `json:"sealed,omitempty"`
+}
+
+// rateLimitRecord is an engine.RateLimit that is not zero.
+type rateLimitRecord struct {
+	PerSecond float64 `json:"per_second"`
+	Burst     int     `json:"burst"`
 }
 
 type secretRecord struct {
@@ -352,6 +360,9 @@ func encodeEndpoint(ep engine.Endpoint) ([]byte, error) {
 		Channels:    ep.Channels,
 		RetryPolicy: string(ep.RetryPolicy),
 	}
+	if !ep.RateLimit.IsZero() {
+		r.RateLimit = &rateLimitRecord{PerSecond: ep.RateLimit.PerSecond, Burst: ep.RateLimit.Burst}
+	}
 	if ep.Secrets != nil {
 		r.Secrets = make([]secretRecord, len(ep.Secrets))
 		for i, s := range ep.Secrets {
@@ -396,6 +407,9 @@ func decodeEndpoint(data []byte) (engine.Endpoint, error) {
 	}
 	if len(r.Channels) > 0 {
 		ep.Channels = r.Channels
+	}
+	if r.RateLimit != nil {
+		ep.RateLimit = engine.RateLimit{PerSecond: r.RateLimit.PerSecond, Burst: r.RateLimit.Burst}
 	}
 	if r.Secrets != nil {
 		ep.Secrets = make([]engine.Secret, len(r.Secrets))

@@ -23,6 +23,7 @@ var (
 		Secrets:       []engine.Secret{{Key: "whsec_new"}, {Key: "whsec_old", Expires: t0.Add(24 * time.Hour)}},
 		SecretReveals: []engine.SecretReveal{{At: t0.Add(3 * time.Second), By: "admin"}, {At: t0.Add(4*time.Second + time.Nanosecond), By: "token tok_1"}},
 		Headers:       engine.CustomHeaders{{Name: "Authorization", Value: "sealed:v1:AAAA", Sealed: true}, {Name: "X-Tenant", Value: "sealed:v1:looks sealed, is plain"}},
+		RateLimit:     engine.RateLimit{PerSecond: 2.5, Burst: 4},
 	}
 	sampleEvent = engine.Event{
 		ID: "evt_01hzzzzzzzzzzzzzzzzzzzzzzz", TenantID: "acme", Type: "order.created",

@@ -88,6 +88,7 @@ func TestExport(t *testing.T) {
 	if _, err := db.UpdateEndpoint(context.Background(), "acme", ep.ID, func(e *engine.Endpoint) error {
 		*e = engine.RecordSecretReveal(*e, engine.SecretReveal{At: t0, By: "admin"})                 // exported with the endpoint
 		e.Headers = engine.CustomHeaders{{Name: "Authorization", Value: "Bearer exported-in-plain"}} // sealed here, given in plain
+		e.RateLimit = engine.RateLimit{PerSecond: 2.5, Burst: 4}                                     // and so is this
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -168,7 +169,7 @@ func TestExport(t *testing.T) {
 		t.Errorf("sequences %v, want %v", sink.sequences, want)
 	}
 	if !reflect.DeepEqual(sink.endpoints, wantEndpoints) || sink.endpoints[0].Secrets[0].Key != ep.Secrets[0].Key ||
-		len(sink.endpoints[0].Headers) != 1 || sink.endpoints[0].Headers[0].Value != "Bearer exported-in-plain" {
+		len(sink.endpoints[0].Headers) != 1 || sink.endpoints[0].Headers[0].Value != "Bearer exported-in-plain" || sink.endpoints[0].RateLimit.IsZero() {
 		t.Errorf("endpoints %+v, want %+v with its secret in plain", sink.endpoints, wantEndpoints)
 	}
 	if got := sink.tokens[hash]; !reflect.DeepEqual(got, tok) {

@@ -32,6 +32,7 @@ var recordTests = []test{
 	{"endpoint health is merged as attempts report it", testEndpointHealth},
 	{"an endpoint keeps the reveals of its secrets through health and rotation", testSecretReveals},
 	{"an endpoint keeps its custom headers, in plain to every reader, through health and updates", testCustomHeaders},
+	{"an endpoint's rate limit is stored, changed and removed, and an attempt reads it", testEndpointRateLimit},
 	{"a deleted endpoint's deliveries stay", testDeleteEndpoint},
 	{"what a caller changes is not the store's", testNoAliasing},
 }
@@ -204,6 +205,7 @@ func testCreateEndpoint(t *testing.T, f *fixture) {
 	ep.Disabled, ep.DisabledReason, ep.DisabledAt = true, "disabled by request (admin)", t0.Add(4*time.Minute)
 	ep.SecretReveals = []engine.SecretReveal{{At: t0.Add(5 * time.Minute), By: "admin"}, {At: t0.Add(6 * time.Minute), By: "token tok_1"}}
 	ep.Headers = engine.CustomHeaders{{Name: "Authorization", Value: "Bearer conformance-0123456789"}}
+	ep.RateLimit = engine.RateLimit{PerSecond: 0.25, Burst: 3}
 	if err := f.s.CreateEndpoint(t.Context(), ep, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -579,6 +581,72 @@ func testCustomHeaders(t *testing.T, f *fixture) {
 	if got.Headers != nil {
 		t.Errorf("headers after removing them all = %+v, want nil", got.Headers)
 	}
+}
+
+// testEndpointRateLimit: an endpoint's rate limit is stored as created,
+// changed and removed through UpdateEndpoint, and listed; AttemptInput
+// (where the dispatcher reads it for each attempt) sees every change at
+// once; an attempt's health merged by RecordOutcome keeps it.
+func testEndpointRateLimit(t *testing.T, f *fixture) {
+	f.tenant(t, "acme")
+	f.eventType(t, "order.created")
+	ep := newEndpoint("acme", "order.created")
+	ep.RateLimit = engine.RateLimit{PerSecond: 5, Burst: 10}
+	if err := f.s.CreateEndpoint(t.Context(), ep, 0); err != nil {
+		t.Fatal(err)
+	}
+	d := f.deliver(t, ep, "order.created")
+	check := func(what string, want engine.RateLimit) {
+		t.Helper()
+		read, err := f.s.Endpoint(t.Context(), "acme", ep.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, what+": the endpoint's rate limit", read.RateLimit, want)
+		list, _ := f.s.Endpoints(t.Context(), "acme")
+		if len(list) != 1 {
+			t.Fatalf("Endpoints = %d, want 1", len(list))
+		}
+		wantEqual(t, what+": the listed endpoint's rate limit", list[0].RateLimit, want)
+		in, err := f.s.AttemptInput(t.Context(), d.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, what+": the rate limit an attempt reads", in.Endpoint.RateLimit, want)
+	}
+	check("as created", ep.RateLimit)
+
+	for _, want := range []engine.RateLimit{{PerSecond: 0.5, Burst: 1}, {PerSecond: 10_000, Burst: 10_000}, {}} {
+		got, err := f.s.UpdateEndpoint(t.Context(), "acme", ep.ID, func(e *engine.Endpoint) error {
+			e.RateLimit = want
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, "the rate limit UpdateEndpoint returns", got.RateLimit, want)
+		check(fmt.Sprintf("changed to %+v", want), want)
+	}
+
+	limited := engine.RateLimit{PerSecond: 2.5, Burst: 2}
+	read, err := f.s.UpdateEndpoint(t.Context(), "acme", ep.ID, func(e *engine.Endpoint) error {
+		e.RateLimit = limited
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An attempt that read the endpoint before reports its health:
+	// merged, the rate limit stays.
+	at := t0.Add(time.Hour)
+	if _, err := f.s.RecordOutcome(t.Context(), outcome(d, engine.StateDead, at, healthOf(ep, at, false))); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := f.s.Endpoint(t.Context(), "acme", ep.ID)
+	if !after.FailingSince.Equal(at) {
+		t.Errorf("FailingSince = %v, want the attempt's %v", after.FailingSince, at)
+	}
+	wantEqual(t, "the rate limit after an attempt's health", after.RateLimit, read.RateLimit)
 }
 
 func testDeleteEndpoint(t *testing.T, f *fixture) {
