@@ -44,8 +44,12 @@ type DispatcherOptions struct {
 	// work than it can start soon. Zero: all that is due is claimed at
 	// once (LocalScheduler: it is this process's anyway, and the fair
 	// queues choose among it).
-	ClaimAhead   int
-	EndpointRate float64      // attempts per second per endpoint; 0: unlimited
+	ClaimAhead int
+	// EndpointRate bounds every endpoint's attempts per second, with a
+	// burst of max(1, floor(EndpointRate)); it is the ceiling of an
+	// endpoint's own RateLimit (EffectiveRateLimit). 0: no bound but the
+	// endpoints' own.
+	EndpointRate float64
 	Client       *http.Client // nil: NewHTTPClient(Workers, EndpointConcurrency, Targets)
 	Logger       *slog.Logger // nil: discard
 	UserAgent    string       // "": "webhookd"
@@ -100,7 +104,8 @@ const maxDrainBody = 64 << 10
 // tenant a turn among the tenants with ready work. A worker takes the next
 // tenant in turn and, within it, the next endpoint in turn; no tenant gets
 // more than TenantConcurrency workers at once, no endpoint more than
-// EndpointConcurrency, and none faster than EndpointRate. So a slow or
+// EndpointConcurrency, and none faster than its RateLimit within
+// EndpointRate (see endpointRate). So a slow or
 // failing endpoint cannot take every worker, a tenant with a thousand
 // endpoints gets no more turns than a tenant with one, and a tenant whose
 // attempts all hang leaves Workers - TenantConcurrency workers to the
@@ -131,7 +136,7 @@ type Dispatcher struct {
 	held      HeldCounter              // the scheduler, when it is a SharedScheduler (it counts the held deliveries: Backlog)
 	dropped   atomic.Int64             // attempts not made for a lease near its end (Dropped)
 	inflight  map[string]bool          // delivery IDs being attempted
-	limiters  map[string]*rate.Limiter // per endpoint, kept while the process runs
+	rates     map[string]*endpointRate // per endpoint, kept while the process runs
 	recording chan struct{}            // a slot per outcome being recorded (recordLater)
 	started   bool
 	stopping  bool
@@ -156,9 +161,33 @@ type endpointQueue struct {
 	tenant     *tenantQueue
 	ready      []string // delivery IDs, FIFO
 	inflight   int
-	limiter    *rate.Limiter // nil: unlimited
+	rate       *endpointRate // the endpoint's, shared by its queues
 	parked     bool          // waiting for the rate limiter
 	inRunnable bool          // in tenant.runnable
+}
+
+// endpointRate is what the dispatcher knows of an endpoint's rate limit.
+// It outlives the endpoint's queue, so that an endpoint whose queue
+// drains and refills can neither skip its rate nor be asked its limit
+// again.
+//
+// The limit is the endpoint's RateLimit, as read from the endpoint record
+// with each attempt (AttemptInput), within EndpointRate
+// (EffectiveRateLimit). Until the first read since the process started,
+// the endpoint is held to one attempt in flight (concurrencyLocked), so
+// that a burst of ready work cannot pass a limit not yet read; that
+// attempt takes a token of the limiter made when the limit is learnt.
+// Once known, limited or not, a limit is only compared with each record
+// read (one atomic load), and changed when the record's differs: a
+// change through the API applies from the endpoint's next attempt.
+type endpointRate struct {
+	// seen is the endpoint's RateLimit as last read; nil until the
+	// first read. Written under Dispatcher.mu, read without it.
+	seen atomic.Pointer[RateLimit]
+	// effective is the bound of the endpoint in the whole cluster
+	// (EffectiveRateLimit); under Dispatcher.mu, as limiter is.
+	effective RateLimit
+	limiter   *rate.Limiter // this process's share of effective; nil: unlimited
 }
 
 // tenantQueue is a tenant's turn: its endpoints with ready work and room,
@@ -217,7 +246,7 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 		ready:     make(map[string]bool),
 		busy:      make(map[string]*tenantQueue),
 		inflight:  make(map[string]bool),
-		limiters:  make(map[string]*rate.Limiter),
+		rates:     make(map[string]*endpointRate),
 		recording: make(chan struct{}, recordingPerWorker*opts.Workers),
 		stopped:   make(chan struct{}),
 		timers:    make(map[*time.Timer]bool),
@@ -555,17 +584,7 @@ func (d *Dispatcher) readyLocked(w Work) {
 	}
 	eq := d.endpoints[endpointID]
 	if eq == nil {
-		eq = &endpointQueue{id: endpointID, tenant: d.tenantQueueLocked(w.TenantID)}
-		if d.opts.EndpointRate > 0 {
-			// The limiter outlives the queue, so that an endpoint whose
-			// queue drains and refills cannot skip its rate.
-			eq.limiter = d.limiters[endpointID]
-			if eq.limiter == nil {
-				_, r := d.endpointBoundsLocked(endpointID)
-				eq.limiter = rate.NewLimiter(rate.Limit(r), max(1, int(r)))
-				d.limiters[endpointID] = eq.limiter
-			}
-		}
+		eq = &endpointQueue{id: endpointID, tenant: d.tenantQueueLocked(w.TenantID), rate: d.rateLocked(endpointID)}
 		d.endpoints[endpointID] = eq
 	}
 	eq.ready = append(eq.ready, id)
@@ -574,14 +593,96 @@ func (d *Dispatcher) readyLocked(w Work) {
 	d.makeRunnableLocked(eq)
 }
 
-// endpointBoundsLocked returns the attempts in flight and per second
-// this process may make to endpoint id: EndpointConcurrency and
-// EndpointRate, or this process's share of them (BoundSharer).
-func (d *Dispatcher) endpointBoundsLocked(id string) (int, float64) {
-	if d.sharer == nil {
-		return d.opts.EndpointConcurrency, d.opts.EndpointRate
+// rateLocked returns the endpointRate of endpoint id, made when it has
+// none: its limit not yet known, and held meanwhile to EndpointRate.
+func (d *Dispatcher) rateLocked(id string) *endpointRate {
+	er := d.rates[id]
+	if er == nil {
+		er = &endpointRate{effective: EffectiveRateLimit(d.opts.EndpointRate, RateLimit{})}
+		if !er.effective.IsZero() {
+			er.limiter = rate.NewLimiter(d.limiterBoundsLocked(id, er.effective))
+		}
+		d.rates[id] = er
 	}
-	return d.sharer.EndpointShare(id, d.opts.EndpointConcurrency, d.opts.EndpointRate)
+	return er
+}
+
+// concurrencyLocked returns the attempts in flight this process may make
+// to eq's endpoint: EndpointConcurrency, or this process's share of it
+// (BoundSharer); 1 while the endpoint's rate limit is not known.
+func (d *Dispatcher) concurrencyLocked(eq *endpointQueue) int {
+	if eq.rate.seen.Load() == nil {
+		return 1
+	}
+	if d.sharer == nil {
+		return d.opts.EndpointConcurrency
+	}
+	n, _ := d.sharer.EndpointShare(eq.id, d.opts.EndpointConcurrency, 0)
+	return n
+}
+
+// limiterBoundsLocked returns the rate and burst of this process's limiter
+// for endpoint id, whose bound in the whole cluster is eff (not zero):
+// eff itself, or this process's share of its rate (BoundSharer) with the
+// burst in the same proportion, at least 1.
+func (d *Dispatcher) limiterBoundsLocked(id string, eff RateLimit) (rate.Limit, int) {
+	r, burst := eff.PerSecond, eff.Burst
+	if d.sharer != nil {
+		_, share := d.sharer.EndpointShare(id, d.opts.EndpointConcurrency, r)
+		// 1e-9: a share of r/n times burst is a whole number of
+		// attempts whenever burst/n is, whatever the rounding of r/n.
+		burst = int(float64(burst)*share/r + 1e-9)
+		r = share
+	}
+	return rate.Limit(r), max(1, burst)
+}
+
+// noteRateLimit tells the dispatcher the rate limit of eq's endpoint as
+// in has it (none when the endpoint is gone), read for an attempt about
+// to be made. It costs an atomic load when the limit is the one known.
+func (d *Dispatcher) noteRateLimit(eq *endpointQueue, in *AttemptInput) {
+	var rl RateLimit
+	if in.EndpointFound {
+		rl = in.Endpoint.RateLimit
+	}
+	if seen := eq.rate.seen.Load(); seen != nil && *seen == rl {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	er := eq.rate
+	seen := er.seen.Load()
+	if seen != nil && *seen == rl {
+		return // another attempt of the endpoint got here first
+	}
+	er.seen.Store(&rl)
+	er.effective = EffectiveRateLimit(d.opts.EndpointRate, rl)
+	if er.effective.IsZero() {
+		er.limiter = nil
+	} else {
+		r, burst := d.limiterBoundsLocked(eq.id, er.effective)
+		switch lim := er.limiter; {
+		case lim != nil && lim.Limit() == r && lim.Burst() == burst:
+			// As it was (the attempt at hand took its token from it).
+		case lim != nil && seen != nil:
+			// A change: the bucket keeps its tokens, up to the new burst.
+			lim.SetLimit(r)
+			lim.SetBurst(burst)
+		default:
+			// The first limiter, or the first read of a limit that
+			// EndpointRate's limiter stood in for: a bucket of its own,
+			// from which the attempt at hand takes the first token.
+			er.limiter = rate.NewLimiter(r, burst)
+			er.limiter.Allow()
+		}
+	}
+	if seen == nil {
+		// Known now: the endpoint's queue may start more than one.
+		d.makeRunnableLocked(eq)
+		if cur := d.endpoints[eq.id]; cur != nil && cur != eq {
+			d.makeRunnableLocked(cur)
+		}
+	}
 }
 
 // makeRunnableLocked gives eq a turn among its tenant's endpoints if it
@@ -591,7 +692,7 @@ func (d *Dispatcher) makeRunnableLocked(eq *endpointQueue) {
 		d.makeTenantRunnableLocked(eq.tenant)
 		return
 	}
-	if concurrency, _ := d.endpointBoundsLocked(eq.id); eq.inflight < concurrency {
+	if eq.inflight < d.concurrencyLocked(eq) {
 		eq.inRunnable = true
 		eq.tenant.runnable = append(eq.tenant.runnable, eq)
 	}
@@ -701,15 +802,15 @@ func (d *Dispatcher) next() (id string, eq *endpointQueue, ok bool) {
 		tq.runnable[0] = nil
 		tq.runnable = tq.runnable[1:]
 		eq.inRunnable = false
-		if eq.limiter != nil {
+		if lim := eq.rate.limiter; lim != nil {
 			if d.sharer != nil {
 				// The share moves as processes come and go.
-				if _, r := d.endpointBoundsLocked(eq.id); eq.limiter.Limit() != rate.Limit(r) {
-					eq.limiter.SetLimit(rate.Limit(r))
-					eq.limiter.SetBurst(max(1, int(r)))
+				if r, burst := d.limiterBoundsLocked(eq.id, eq.rate.effective); lim.Limit() != r || lim.Burst() != burst {
+					lim.SetLimit(r)
+					lim.SetBurst(burst)
 				}
 			}
-			r := eq.limiter.Reserve()
+			r := lim.Reserve()
 			if delay := r.Delay(); delay > 0 {
 				r.Cancel()
 				eq.parked = true
@@ -851,6 +952,7 @@ func (d *Dispatcher) attempt(id string, eq *endpointQueue) {
 		d.finish(id, eq, time.Now().Add(storeRetryDelay), true)
 		return
 	}
+	d.noteRateLimit(eq, &in)
 	dl := in.Delivery
 	if dl.State != StatePending {
 		d.finish(id, eq, time.Time{}, true)
