@@ -614,3 +614,39 @@ func TestClient_Backfill(t *testing.T) {
 		t.Errorf("Backfill without since: %v, want 422 naming since", err)
 	}
 }
+
+// TestClient_RateLimit: an endpoint created with a rate limit answers it
+// with its burst; UpdateEndpoint changes it, leaves it when nil, and
+// removes it with the zero limit; a limit out of bounds is invalid_field
+// naming its member.
+func TestClient_RateLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client("", client.Options{})
+	ctx := t.Context()
+	e.setup(c, "/ok")
+	ep, err := c.CreateEndpoint(ctx, "acme", client.EndpointInput{URL: e.receiver.URL + "/limited", EventTypes: []string{"invoice.paid"},
+		RateLimit: &client.RateLimit{PerSecond: 5}})
+	if err != nil || ep.RateLimit == nil || *ep.RateLimit != (client.RateLimit{PerSecond: 5, Burst: 5}) {
+		t.Fatalf("CreateEndpoint = %+v, %v; want rate limit 5/s, burst 5", ep.RateLimit, err)
+	}
+	got, err := c.UpdateEndpoint(ctx, "acme", ep.ID, client.EndpointPatch{RateLimit: &client.RateLimit{PerSecond: 0.5, Burst: 3}})
+	if err != nil || got.RateLimit == nil || *got.RateLimit != (client.RateLimit{PerSecond: 0.5, Burst: 3}) {
+		t.Fatalf("UpdateEndpoint to 0.5/s burst 3 = %+v, %v", got.RateLimit, err)
+	}
+	desc := "orders"
+	if got, err = c.UpdateEndpoint(ctx, "acme", ep.ID, client.EndpointPatch{Description: &desc}); err != nil || got.RateLimit == nil || got.RateLimit.PerSecond != 0.5 {
+		t.Fatalf("UpdateEndpoint without a rate limit = %+v, %v; want it left", got.RateLimit, err)
+	}
+	_, err = c.UpdateEndpoint(ctx, "acme", ep.ID, client.EndpointPatch{RateLimit: &client.RateLimit{PerSecond: 5, Burst: 20000}})
+	var p *client.Problem
+	if !errors.As(err, &p) || p.Code != client.CodeInvalidField || p.Field != "rate_limit.burst" {
+		t.Fatalf("UpdateEndpoint with burst 20000 = %v, want invalid_field naming rate_limit.burst", err)
+	}
+	if got, err = c.UpdateEndpoint(ctx, "acme", ep.ID, client.EndpointPatch{RateLimit: &client.RateLimit{}}); err != nil || got.RateLimit != nil {
+		t.Fatalf("UpdateEndpoint with the zero limit = %+v, %v; want none", got.RateLimit, err)
+	}
+	if read, err := c.Endpoint(ctx, "acme", ep.ID); err != nil || read.RateLimit != nil {
+		t.Fatalf("Endpoint after removing the limit = %+v, %v; want none", read.RateLimit, err)
+	}
+}

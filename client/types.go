@@ -150,6 +150,9 @@ type Endpoint struct {
 	// value masked ("Bearer ••••"): sent with every request to it.
 	// RevealSecret shows the values. Nil when it has none.
 	Headers map[string]string `json:"headers,omitempty"`
+	// RateLimit is the endpoint's own bound on its attempts per second;
+	// nil when it has none.
+	RateLimit *RateLimit `json:"rate_limit,omitempty"`
 	// SecretReveals records each RevealSecret of the endpoint, oldest
 	// first: the latest 20. Nil when its secrets were never revealed.
 	SecretReveals []SecretReveal `json:"secret_reveals,omitempty"`
@@ -202,6 +205,30 @@ type EndpointInput struct {
 	// secrets: stored sealed when the server has a key, and masked in
 	// every answer but RevealSecret's.
 	Headers map[string]string `json:"headers,omitempty"`
+	// RateLimit, when set, bounds the endpoint's attempts per second.
+	RateLimit *RateLimit `json:"rate_limit,omitempty"`
+}
+
+// RateLimit is an endpoint's own bound on how fast its attempts start, in
+// the whole cluster: PerSecond on average (0.01 to 10000), up to Burst at
+// once after a quiet time (1 to 10000). The server's [delivery]
+// endpoint_rate is its ceiling: a limit above it is accepted and held to
+// it. A change applies from the endpoint's next attempt.
+type RateLimit struct {
+	PerSecond float64 `json:"per_second"`
+	// Burst, sent as 0, is the default: max(1, floor(PerSecond)). An
+	// endpoint read back always has its burst.
+	Burst int `json:"burst,omitempty"`
+}
+
+// MarshalJSON writes the zero RateLimit as null, which in an
+// EndpointPatch removes the endpoint's limit.
+func (rl RateLimit) MarshalJSON() ([]byte, error) {
+	if rl == (RateLimit{}) {
+		return []byte("null"), nil
+	}
+	type plain RateLimit
+	return json.Marshal(plain(rl))
 }
 
 // CreatedEndpoint is a new endpoint with its signing secret, which no
@@ -227,6 +254,9 @@ type EndpointPatch struct {
 	// after the change.
 	RetryPolicy *string `json:"retry_policy,omitempty"`
 	Disabled    *bool   `json:"disabled,omitempty"`
+	// RateLimit sets the endpoint's own bound on its attempts per
+	// second; &RateLimit{} (the zero limit) removes it; nil leaves it.
+	RateLimit *RateLimit `json:"rate_limit,omitempty"`
 	// DeliverHeld, with Disabled set to false, sends the deliveries held
 	// while the endpoint was disabled; false dead-letters them.
 	DeliverHeld bool `json:"deliver_held,omitempty"`
