@@ -425,6 +425,17 @@ func (s *Service) checkSubscriptions(ctx context.Context, types []string) ([]str
 	return types, nil
 }
 
+// EffectiveRateLimit returns the bound ep's attempts are held to in the
+// whole cluster: its own RateLimit within the dispatcher's EndpointRate
+// (EffectiveRateLimit); the zero RateLimit when there is none.
+func (s *Service) EffectiveRateLimit(ep Endpoint) RateLimit {
+	var global float64
+	if s.disp != nil {
+		global = s.disp.opts.EndpointRate
+	}
+	return EffectiveRateLimit(global, ep.RateLimit)
+}
+
 // Endpoints lists tenant's endpoints, each with its
 // EffectiveRetryPolicy.
 func (s *Service) Endpoints(ctx context.Context, tenant string) ([]Endpoint, error) {

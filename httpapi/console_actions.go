@@ -226,6 +226,33 @@ func headersForm(r *http.Request) (set map[string]string, remove []string, err e
 	return set, remove, nil
 }
 
+// rateLimitForm reads the endpoint form's rate limit: rate_per_second
+// (empty: none) and rate_burst (empty: the default). A burst without a
+// rate, or a field that is not a number, is invalid_field naming its
+// member of rate_limit, as the API's would be.
+func rateLimitForm(r *http.Request) (*engine.RateLimitInput, error) {
+	perSecond, burst := strings.TrimSpace(r.PostForm.Get("rate_per_second")), strings.TrimSpace(r.PostForm.Get("rate_burst"))
+	if perSecond == "" {
+		if burst != "" {
+			return nil, engine.Errorf(engine.CodeInvalidField, "rate_limit.per_second", "a burst needs a rate: fill in the attempts per second, or empty both for no limit")
+		}
+		return nil, nil
+	}
+	in := new(engine.RateLimitInput)
+	var err error
+	if in.PerSecond, err = strconv.ParseFloat(perSecond, 64); err != nil {
+		return nil, engine.Errorf(engine.CodeInvalidField, "rate_limit.per_second", "attempts per second must be a number, like 5 or 0.5")
+	}
+	if burst != "" {
+		b, err := strconv.Atoi(burst)
+		if err != nil {
+			return nil, engine.Errorf(engine.CodeInvalidField, "rate_limit.burst", "the burst must be a whole number of attempts")
+		}
+		in.Burst = &b
+	}
+	return in, nil
+}
+
 // handleConsoleCreateEndpoint creates an endpoint from the endpoints
 // page's form and shows its signing secret, this once.
 func (s *server) handleConsoleCreateEndpoint(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
@@ -235,7 +262,12 @@ func (s *server) handleConsoleCreateEndpoint(w http.ResponseWriter, r *http.Requ
 		s.consoleError(w, r, v, err)
 		return
 	}
-	ep, secret, err := s.svc.CreateEndpoint(r.Context(), v.tenant.ID, engine.EndpointInput{URL: u, Description: desc, EventTypes: types, Channels: channelsForm(r), RetryPolicy: r.PostForm.Get("retry_policy"), Headers: headers})
+	limit, err := rateLimitForm(r)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	ep, secret, err := s.svc.CreateEndpoint(r.Context(), v.tenant.ID, engine.EndpointInput{URL: u, Description: desc, EventTypes: types, Channels: channelsForm(r), RetryPolicy: r.PostForm.Get("retry_policy"), Headers: headers, RateLimit: limit})
 	if err != nil {
 		s.consoleError(w, r, v, err)
 		return
@@ -264,6 +296,15 @@ type editEndpointData struct {
 	TenantPolicy policyOption
 	// BackfillSince is the backfill form's since: a day before now.
 	BackfillSince string
+	// Effective is the bound the endpoint is held to: its own rate limit
+	// within [delivery] endpoint_rate (zero: none).
+	Effective engine.RateLimit
+}
+
+// RateCapped reports whether [delivery] endpoint_rate holds the endpoint
+// below the rate limit it asks for.
+func (d editEndpointData) RateCapped() bool {
+	return !d.Endpoint.RateLimit.IsZero() && d.Effective != d.Endpoint.RateLimit
 }
 
 // policyOption is a retry policy as the console offers it: its name
@@ -352,7 +393,7 @@ func (s *server) renderEndpointPage(w http.ResponseWriter, r *http.Request, v *v
 	}
 	data := editEndpointData{Endpoint: ep, Types: types, Chosen: map[string]bool{}, Revealed: revealed,
 		Policies: s.policyOptions(), TenantPolicy: s.policyOption(v.tenant.RetryPolicy),
-		BackfillSince: formTime(time.Now().Add(-24 * time.Hour).Truncate(time.Minute))}
+		BackfillSince: formTime(time.Now().Add(-24 * time.Hour).Truncate(time.Minute)), Effective: s.svc.EffectiveRateLimit(ep)}
 	for _, t := range ep.EventTypes {
 		data.Chosen[t] = true
 	}
@@ -384,7 +425,13 @@ func (s *server) handleConsoleUpdateEndpoint(w http.ResponseWriter, r *http.Requ
 	}
 	channels := channelsForm(r)
 	policy := r.PostForm.Get("retry_policy") // "": the tenant's
-	patch := engine.EndpointPatch{URL: &u, Description: &desc, EventTypes: &types, Ordering: &ordering, OnDead: &onDead, Channels: &channels, RetryPolicy: &policy}
+	limit, err := rateLimitForm(r)
+	if err != nil {
+		s.consoleError(w, r, v, err)
+		return
+	}
+	patch := engine.EndpointPatch{URL: &u, Description: &desc, EventTypes: &types, Ordering: &ordering, OnDead: &onDead, Channels: &channels, RetryPolicy: &policy,
+		RateLimit: engine.RateLimitPatch{Set: true, Limit: limit}} // empty fields: no limit
 	set, remove, err := headersForm(r)
 	if err != nil {
 		s.consoleError(w, r, v, err)
