@@ -126,18 +126,19 @@ type Dispatcher struct {
 	cond      *sync.Cond
 	claimCond *sync.Cond // the claim loop waits on it for room (ClaimAhead)
 	endpoints map[string]*endpointQueue
-	tenants   map[string]*tenantQueue  // by tenant ID, while it has work here
-	runnable  []*tenantQueue           // tenants with a runnable endpoint and room, in turn order
-	ready     map[string]bool          // delivery IDs in some endpoint's ready queue (claimed, not yet attempted)
-	busy      map[string]*tenantQueue  // tenants at TenantConcurrency, by ID (kept with a skipper only)
-	skipper   TenantSkipper            // the scheduler, when it is a SharedScheduler and ClaimAhead is set
-	sharer    BoundSharer              // the scheduler, when it is a SharedScheduler (it shares the endpoint bounds)
-	leaser    Leaser                   // the scheduler, when it is a SharedScheduler (its leases may end: leaseEnding)
-	held      HeldCounter              // the scheduler, when it is a SharedScheduler (it counts the held deliveries: Backlog)
-	dropped   atomic.Int64             // attempts not made for a lease near its end (Dropped)
-	inflight  map[string]bool          // delivery IDs being attempted
-	rates     map[string]*endpointRate // per endpoint, kept while the process runs
-	recording chan struct{}            // a slot per outcome being recorded (recordLater)
+	tenants   map[string]*tenantQueue   // by tenant ID, while it has work here
+	runnable  []*tenantQueue            // tenants with a runnable endpoint and room, in turn order
+	ready     map[string]bool           // delivery IDs in some endpoint's ready queue (claimed, not yet attempted)
+	busy      map[string]*tenantQueue   // tenants at TenantConcurrency, by ID (kept with a skipper only)
+	rateBound map[string]*endpointQueue // endpoints parked on their rate limiter, by ID (kept with a skipper only)
+	skipper   ClaimSkipper              // the scheduler, when it is a SharedScheduler and ClaimAhead is set
+	sharer    BoundSharer               // the scheduler, when it is a SharedScheduler (it shares the endpoint bounds)
+	leaser    Leaser                    // the scheduler, when it is a SharedScheduler (its leases may end: leaseEnding)
+	held      HeldCounter               // the scheduler, when it is a SharedScheduler (it counts the held deliveries: Backlog)
+	dropped   atomic.Int64              // attempts not made for a lease near its end (Dropped)
+	inflight  map[string]bool           // delivery IDs being attempted
+	rates     map[string]*endpointRate  // per endpoint, kept while the process runs
+	recording chan struct{}             // a slot per outcome being recorded (recordLater)
 	started   bool
 	stopping  bool
 	stopped   chan struct{}      // closed when workersWG is done
@@ -245,6 +246,7 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 		tenants:   make(map[string]*tenantQueue),
 		ready:     make(map[string]bool),
 		busy:      make(map[string]*tenantQueue),
+		rateBound: make(map[string]*endpointQueue),
 		inflight:  make(map[string]bool),
 		rates:     make(map[string]*endpointRate),
 		recording: make(chan struct{}, recordingPerWorker*opts.Workers),
@@ -717,36 +719,46 @@ func (d *Dispatcher) tenantDoneLocked(tq *tenantQueue) {
 }
 
 // aheadLocked counts the deliveries claimed and waiting that count
-// against ClaimAhead. Claiming from a TenantSkipper, those of a tenant at
-// its concurrency do not: they wait for its attempts, not for a worker,
-// and no claim adds to them. From any other scheduler, all do.
+// against ClaimAhead. Claiming from a ClaimSkipper, those of a tenant at
+// its concurrency and those of an endpoint waiting for its rate limit do
+// not: they wait for attempts or for time, not for a worker, and no claim
+// adds to them. From any other scheduler, all do.
 func (d *Dispatcher) aheadLocked() int {
 	n := len(d.ready)
 	if d.skipper != nil {
 		for _, tq := range d.busy {
 			n -= tq.ready
 		}
+		for _, eq := range d.rateBound {
+			if d.busy[eq.tenant.id] == nil { // counted with its tenant
+				n -= len(eq.ready)
+			}
+		}
 	}
 	return n
 }
 
-// busyTenants lists the tenants at their concurrency in this process
-// (TenantSkipper's skip).
-func (d *Dispatcher) busyTenants() []string {
+// claimSkip lists the tenants at their concurrency and the endpoints
+// waiting for their rate limit in this process (ClaimSkipper's skip).
+func (d *Dispatcher) claimSkip() ClaimSkip {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]string, 0, len(d.busy))
+	sk := ClaimSkip{Tenants: make([]string, 0, len(d.busy)), Endpoints: make([]string, 0, len(d.rateBound))}
 	for id := range d.busy {
-		out = append(out, id)
+		sk.Tenants = append(sk.Tenants, id)
 	}
-	return out
+	for id := range d.rateBound {
+		sk.Endpoints = append(sk.Endpoints, id)
+	}
+	return sk
 }
 
 // claimLoop claims due work from the Scheduler into the ready queues until
 // Stop. With ClaimAhead it claims only while fewer than that many
-// deliveries wait (aheadLocked), and, from a TenantSkipper, none of a
-// tenant at its concurrency here: a backlogged tenant's deliveries would
-// fill the allowance and hold back every other tenant's.
+// deliveries wait (aheadLocked), and, from a ClaimSkipper, none of a
+// tenant at its concurrency here nor of an endpoint waiting for its rate
+// limit: a backlogged tenant's or rate-limited endpoint's deliveries
+// would fill the allowance and hold back everyone else's.
 func (d *Dispatcher) claimLoop() {
 	defer d.workersWG.Done()
 	for {
@@ -762,7 +774,7 @@ func (d *Dispatcher) claimLoop() {
 		var ws []Work
 		var err error
 		if d.skipper != nil {
-			ws, err = d.skipper.ClaimSkipping(d.claimCtx, room, d.busyTenants)
+			ws, err = d.skipper.ClaimSkipping(d.claimCtx, room, d.claimSkip)
 		} else {
 			ws, err = d.sched.Claim(d.claimCtx, room)
 		}
@@ -815,10 +827,19 @@ func (d *Dispatcher) next() (id string, eq *endpointQueue, ok bool) {
 				r.Cancel()
 				eq.parked = true
 				parked := eq // eq is this loop's, and the result: it moves on
+				if d.skipper != nil {
+					d.rateBound[eq.id] = eq
+					if d.opts.ClaimAhead > 0 && d.aheadLocked() < d.opts.ClaimAhead {
+						d.claimCond.Signal() // its ready ones count no more
+					}
+				}
 				d.afterLocked(delay, func() {
 					d.mu.Lock()
 					defer d.mu.Unlock()
 					parked.parked = false
+					if d.rateBound[parked.id] == parked {
+						delete(d.rateBound, parked.id)
+					}
 					d.makeRunnableLocked(parked)
 				})
 				d.makeTenantRunnableLocked(tq)

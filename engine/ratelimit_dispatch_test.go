@@ -251,7 +251,7 @@ func (shareScheduler) LeaseLeft(engine.Work) (time.Duration, bool) { return 0, f
 func (shareScheduler) EndpointShare(_ string, concurrency int, rate float64) (int, float64) {
 	return max(1, concurrency/2), rate / 2
 }
-func (s shareScheduler) ClaimSkipping(ctx context.Context, max int, _ func() []string) ([]engine.Work, error) {
+func (s shareScheduler) ClaimSkipping(ctx context.Context, max int, _ func() engine.ClaimSkip) ([]engine.Work, error) {
 	return s.Claim(ctx, max)
 }
 func (shareScheduler) Held(string) (engine.Held, engine.Held) { return engine.Held{}, engine.Held{} }

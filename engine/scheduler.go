@@ -96,13 +96,13 @@ type Scheduler interface {
 // in NewDispatcher. A Scheduler that is not one is a single process's
 // (LocalScheduler, or a test's): its claims last until the process ends
 // (no lease is watched), each endpoint's bounds are this process's whole
-// (no share), a claim skips no tenant, and the held counts come from the
+// (no share), a claim skips nothing, and the held counts come from the
 // Store (Log.Held).
 type SharedScheduler interface {
 	Scheduler
 	Leaser
 	BoundSharer
-	TenantSkipper
+	ClaimSkipper
 	HeldCounter
 }
 
@@ -139,14 +139,24 @@ type BoundSharer interface {
 	EndpointShare(endpointID string, concurrency int, rate float64) (int, float64)
 }
 
-// TenantSkipper is the part of a SharedScheduler that can leave tenants
-// out of a claim, whose claims take work from all the processes. The
-// Dispatcher, with ClaimAhead, claims through it and skips the tenants at
-// their TenantConcurrency in this process, so that one tenant's backlog,
-// claimed and unable to start, never fills what the process may claim
-// ahead. Without ClaimAhead it claims with Claim.
-type TenantSkipper interface {
+// ClaimSkipper is the part of a SharedScheduler that can leave tenants
+// and endpoints out of a claim, whose claims take work from all the
+// processes. The Dispatcher, with ClaimAhead, claims through it and skips
+// the tenants at their TenantConcurrency in this process and the
+// endpoints waiting for their rate limit here, so that one tenant's or
+// one endpoint's backlog, claimed and unable to start, never fills what
+// the process may claim ahead (and holds back the others'), nor is
+// claimed further while it cannot start. Without ClaimAhead it claims
+// with Claim.
+type ClaimSkipper interface {
 	// ClaimSkipping is Claim, leaving out the deliveries of the tenants
-	// skip lists; it asks skip again whenever it looks anew.
-	ClaimSkipping(ctx context.Context, max int, skip func() []string) ([]Work, error)
+	// and endpoints skip lists; it asks skip again whenever it looks
+	// anew.
+	ClaimSkipping(ctx context.Context, max int, skip func() ClaimSkip) ([]Work, error)
+}
+
+// ClaimSkip is what a claim leaves out (ClaimSkipper): the deliveries of
+// these tenants, and of these endpoints, by ID.
+type ClaimSkip struct {
+	Tenants, Endpoints []string
 }

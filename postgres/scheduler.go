@@ -627,9 +627,9 @@ func (c *Scheduler) Claim(ctx context.Context, limit int) ([]engine.Work, error)
 	return c.ClaimSkipping(ctx, limit, nil)
 }
 
-// ClaimSkipping is Claim, leaving out the deliveries of the tenants skip
-// lists (asked at every claim; nil: none).
-func (c *Scheduler) ClaimSkipping(ctx context.Context, limit int, skip func() []string) ([]engine.Work, error) {
+// ClaimSkipping is Claim, leaving out the deliveries of the tenants and
+// endpoints skip lists (asked at every claim; nil: none).
+func (c *Scheduler) ClaimSkipping(ctx context.Context, limit int, skip func() engine.ClaimSkip) ([]engine.Work, error) {
 	if limit <= 0 || limit > c.opts.Batch {
 		limit = c.opts.Batch
 	}
@@ -637,9 +637,9 @@ func (c *Scheduler) ClaimSkipping(ctx context.Context, limit int, skip func() []
 		return nil, err
 	}
 	for {
-		skipped := []string{}
+		var skipped engine.ClaimSkip
 		if skip != nil {
-			skipped = append(skipped, skip()...)
+			skipped = skip()
 		}
 		ws, next, err := c.claim(ctx, limit, skipped)
 		if ctx.Err() != nil {
@@ -659,7 +659,7 @@ func (c *Scheduler) ClaimSkipping(ctx context.Context, limit int, skip func() []
 		if !next.IsZero() && !next.After(now) {
 			// Due, and none of it claimable: every slot of its endpoints
 			// is taken, or their pace says wait, or another claim holds
-			// it. A settle here wakes the loop at once; another node's,
+			// it, or it is skipped. A settle here wakes the loop at once; another node's,
 			// the next look.
 			wait = min(wait, busyWait)
 		} else if !next.IsZero() && (c.nextDue.IsZero() || next.Before(c.nextDue)) {
@@ -694,7 +694,7 @@ func (c *Scheduler) giveBack(ws []engine.Work) {
 
 // claim runs one claim transaction: it returns what it claimed and the
 // earliest due time of what is left (zero: nothing pending).
-func (c *Scheduler) claim(ctx context.Context, limit int, skip []string) ([]engine.Work, time.Time, error) {
+func (c *Scheduler) claim(ctx context.Context, limit int, skip engine.ClaimSkip) ([]engine.Work, time.Time, error) {
 	now := c.s.now()
 	token := newToken()
 	until := now.Add(c.s.lease).UnixNano()
@@ -708,7 +708,14 @@ func (c *Scheduler) claim(ctx context.Context, limit int, skip []string) ([]engi
 	// asyncExec).
 	b := &pgx.Batch{}
 	b.Queue("SELECT set_config('synchronous_commit', 'off', true)")
-	b.Queue(claimSQL, now.UnixNano(), limit, perEndpoint, token, until, skip)
+	tenants, endpoints := skip.Tenants, skip.Endpoints
+	if tenants == nil {
+		tenants = []string{} // a text[], not NULL: <> ALL (NULL) is never true
+	}
+	if endpoints == nil {
+		endpoints = []string{}
+	}
+	b.Queue(claimSQL, now.UnixNano(), limit, perEndpoint, token, until, tenants, endpoints)
 	b.Queue("SELECT min(due_at) FROM deliveries WHERE state = 'pending'")
 	var ws []engine.Work
 	var inputs []prefetched
@@ -772,7 +779,8 @@ func (c *Scheduler) claim(ctx context.Context, limit int, skip []string) ([]engi
 
 // claimSQL claims the due deliveries, earliest first, at most $2, and
 // of each endpoint no more than $3 (when not 0): $1 is now, $4 the lease
-// token, $5 the lease's end, $6 the tenants to leave out. It locks a
+// token, $5 the lease's end, $6 the tenants and $7 the endpoints to leave
+// out. It locks a
 // window of the earliest due deliveries twice the batch (an endpoint
 // with many due does not hide the others behind it within that window),
 // skipping those another claim has locked: nodes claiming at once take
@@ -782,7 +790,7 @@ func (c *Scheduler) claim(ctx context.Context, limit int, skip []string) ([]engi
 const claimSQL = `
 WITH due AS (
 	SELECT id, endpoint_id, due_at FROM deliveries
-	WHERE state = 'pending' AND due_at <= $1 AND tenant_id <> ALL ($6::text[])
+	WHERE state = 'pending' AND due_at <= $1 AND tenant_id <> ALL ($6::text[]) AND endpoint_id <> ALL ($7::text[])
 	ORDER BY due_at, id LIMIT $2 * 2
 	FOR UPDATE SKIP LOCKED
 ), chosen AS (
