@@ -284,7 +284,9 @@ type DeliveryConfig struct {
 	// tenant, 0 to Workers: the workers a tenant whose receivers all hang
 	// cannot take from the others. Zero: three quarters of Workers.
 	TenantConcurrency int `toml:"tenant_concurrency"`
-	// EndpointRate limits attempts per second per endpoint. Zero: unlimited.
+	// EndpointRate limits attempts per second per endpoint, and is the
+	// ceiling of each endpoint's own rate_limit. Zero: unlimited (but
+	// for the endpoints' own).
 	EndpointRate float64 `toml:"endpoint_rate"`
 	// RetryAfterMax caps the wait a 429 or 503 response asks for in its
 	// Retry-After header. Must be positive.
