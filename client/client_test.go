@@ -627,8 +627,8 @@ func TestClient_RateLimit(t *testing.T) {
 	e.setup(c, "/ok")
 	ep, err := c.CreateEndpoint(ctx, "acme", client.EndpointInput{URL: e.receiver.URL + "/limited", EventTypes: []string{"invoice.paid"},
 		RateLimit: &client.RateLimit{PerSecond: 5}})
-	if err != nil || ep.RateLimit == nil || *ep.RateLimit != (client.RateLimit{PerSecond: 5, Burst: 5}) {
-		t.Fatalf("CreateEndpoint = %+v, %v; want rate limit 5/s, burst 5", ep.RateLimit, err)
+	if err != nil || ep.RateLimit == nil || *ep.RateLimit != (client.RateLimit{PerSecond: 5, Burst: 5}) || ep.EffectiveRateLimit == nil || *ep.EffectiveRateLimit != *ep.RateLimit {
+		t.Fatalf("CreateEndpoint = %+v (effective %+v), %v; want rate limit 5/s, burst 5, both", ep.RateLimit, ep.EffectiveRateLimit, err)
 	}
 	got, err := c.UpdateEndpoint(ctx, "acme", ep.ID, client.EndpointPatch{RateLimit: &client.RateLimit{PerSecond: 0.5, Burst: 3}})
 	if err != nil || got.RateLimit == nil || *got.RateLimit != (client.RateLimit{PerSecond: 0.5, Burst: 3}) {

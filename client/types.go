@@ -151,8 +151,11 @@ type Endpoint struct {
 	// RevealSecret shows the values. Nil when it has none.
 	Headers map[string]string `json:"headers,omitempty"`
 	// RateLimit is the endpoint's own bound on its attempts per second;
-	// nil when it has none.
-	RateLimit *RateLimit `json:"rate_limit,omitempty"`
+	// nil when it has none. EffectiveRateLimit is the bound that holds:
+	// RateLimit within the server's [delivery] endpoint_rate (each of
+	// rate and burst the lower), or endpoint_rate alone; nil when none.
+	RateLimit          *RateLimit `json:"rate_limit,omitempty"`
+	EffectiveRateLimit *RateLimit `json:"effective_rate_limit,omitempty"`
 	// SecretReveals records each RevealSecret of the endpoint, oldest
 	// first: the latest 20. Nil when its secrets were never revealed.
 	SecretReveals []SecretReveal `json:"secret_reveals,omitempty"`

@@ -93,8 +93,8 @@ func TestService_EndpointRateLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := engine.RateLimit{PerSecond: 2.5, Burst: 2}
-	if ep.RateLimit != want {
-		t.Fatalf("created with %+v, want %+v", ep.RateLimit, want)
+	if ep.RateLimit != want || ep.EffectiveRateLimit != want {
+		t.Fatalf("created with %+v, effective %+v; want %+v both", ep.RateLimit, ep.EffectiveRateLimit, want)
 	}
 	read := func() engine.RateLimit {
 		t.Helper()

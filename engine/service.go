@@ -183,15 +183,23 @@ func withEffectivePolicy(t Tenant, eps []Endpoint) {
 }
 
 // effectivePolicy is withEffectivePolicy for ep of tenant, which it
-// reads. ep is answered as it is when the tenant cannot be read: the
-// endpoint was read, and its policy is only shown.
+// reads, and withEffectiveRate. ep's policy is answered as it is when the
+// tenant cannot be read: the endpoint was read, and its policy is only
+// shown.
 func (s *Service) effectivePolicy(ctx context.Context, tenant string, ep Endpoint) Endpoint {
+	eps := []Endpoint{ep}
 	if t, err := s.store.Tenant(ctx, tenant); err == nil {
-		eps := []Endpoint{ep}
 		withEffectivePolicy(t, eps)
-		ep = eps[0]
 	}
-	return ep
+	s.withEffectiveRate(eps)
+	return eps[0]
+}
+
+// withEffectiveRate fills in each endpoint's EffectiveRateLimit.
+func (s *Service) withEffectiveRate(eps []Endpoint) {
+	for i := range eps {
+		eps[i].EffectiveRateLimit = s.EffectiveRateLimit(eps[i])
+	}
 }
 
 // PutTenant creates or updates tenant id; it reports whether it was created.
@@ -437,7 +445,7 @@ func (s *Service) EffectiveRateLimit(ep Endpoint) RateLimit {
 }
 
 // Endpoints lists tenant's endpoints, each with its
-// EffectiveRetryPolicy.
+// EffectiveRetryPolicy and EffectiveRateLimit.
 func (s *Service) Endpoints(ctx context.Context, tenant string) ([]Endpoint, error) {
 	t, err := s.Tenant(ctx, tenant)
 	if err != nil {
@@ -448,11 +456,12 @@ func (s *Service) Endpoints(ctx context.Context, tenant string) ([]Endpoint, err
 		return nil, err
 	}
 	withEffectivePolicy(t, eps)
+	s.withEffectiveRate(eps)
 	return eps, nil
 }
 
 // Endpoint returns one endpoint of tenant, with its
-// EffectiveRetryPolicy.
+// EffectiveRetryPolicy and EffectiveRateLimit.
 func (s *Service) Endpoint(ctx context.Context, tenant, id string) (Endpoint, error) {
 	if !validID(id) {
 		return Endpoint{}, EndpointNotFound()

@@ -98,6 +98,11 @@ type Endpoint struct {
 	// (ratelimit.go); the zero value (absent in JSON): none, only the
 	// global [delivery] endpoint_rate. Read at each attempt.
 	RateLimit RateLimit `json:"rate_limit,omitzero"`
+	// EffectiveRateLimit is the bound the endpoint's attempts are held
+	// to: RateLimit within the dispatcher's EndpointRate
+	// (EffectiveRateLimit); zero (absent in JSON): none. Not stored: the
+	// Service fills it in when it answers with the endpoint.
+	EffectiveRateLimit RateLimit `json:"effective_rate_limit,omitzero"`
 
 	// Channels, when not empty, filters the events it receives beside
 	// their type: only events on at least one of these channels

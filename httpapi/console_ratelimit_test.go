@@ -68,6 +68,7 @@ func TestConsole_EndpointRateLimit(t *testing.T) {
 		ID        string     `json:"id"`
 		URL       string     `json:"url"`
 		RateLimit *limitJSON `json:"rate_limit"`
+		Effective *limitJSON `json:"effective_rate_limit"`
 	}
 	endpoints := func() []endpointJSON {
 		t.Helper()
@@ -131,6 +132,9 @@ func TestConsole_EndpointRateLimit(t *testing.T) {
 	if got.RateLimit == nil || *got.RateLimit != (limitJSON{50, 40}) {
 		t.Errorf("after saving 50 per second, burst 40: %+v", got.RateLimit)
 	}
+	if got.Effective == nil || *got.Effective != (limitJSON{10, 10}) {
+		t.Errorf("the API's effective_rate_limit of 50 per second under endpoint_rate 10: %+v, want 10 per second, burst 10", got.Effective)
+	}
 	if m := effective.FindStringSubmatch(b.get(editPath).body); m == nil || !strings.Contains(m[1], "[delivery] endpoint_rate holds it to 10 per second, burst 10.") {
 		t.Errorf("the edit form's bound above endpoint_rate: %q, want it capped to 10 per second, burst 10", m)
 	}
@@ -157,6 +161,9 @@ func TestConsole_EndpointRateLimit(t *testing.T) {
 	e.must(req{method: "GET", path: "/v1/tenants/acme/endpoints/" + ep.ID}, 200, &got)
 	if got.RateLimit != nil {
 		t.Errorf("after saving empty fields: %+v, want no limit", got.RateLimit)
+	}
+	if got.Effective == nil || *got.Effective != (limitJSON{10, 10}) {
+		t.Errorf("the API's effective_rate_limit without a limit of its own: %+v, want endpoint_rate's, 10 per second, burst 10", got.Effective)
 	}
 	if m := effective.FindStringSubmatch(b.get(editPath).body); m == nil || !strings.Contains(m[1], "held to 10 per second, burst 10 by [delivery] endpoint_rate.") {
 		t.Errorf("the edit form's bound without a limit of its own: %q, want endpoint_rate's", m)

@@ -23,6 +23,7 @@ func TestAPI_EndpointRateLimit(t *testing.T) {
 	type endpointLimit struct {
 		ID        string     `json:"id"`
 		RateLimit *limitJSON `json:"rate_limit"`
+		Effective *limitJSON `json:"effective_rate_limit"`
 	}
 	var got endpointLimit
 	raw := func(path string) map[string]json.RawMessage {
@@ -39,11 +40,14 @@ func TestAPI_EndpointRateLimit(t *testing.T) {
 	if got.RateLimit == nil || *got.RateLimit != (limitJSON{2.5, 2}) {
 		t.Fatalf("created with rate_limit %+v, want {2.5 2} (the burst by default)", got.RateLimit)
 	}
+	if got.Effective == nil || *got.Effective != *got.RateLimit {
+		t.Errorf("created with effective_rate_limit %+v, want its own without endpoint_rate", got.Effective)
+	}
 	limited := got.ID
 	got = endpointLimit{}
 	e.must(req{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://hooks.example.com/none","event_types":["*"],"rate_limit":null}`}, 201, &got)
-	if got.RateLimit != nil {
-		t.Errorf("created with rate_limit null: answers %+v, want none", got.RateLimit)
+	if got.RateLimit != nil || got.Effective != nil {
+		t.Errorf("created with rate_limit null: answers %+v, effective %+v; want none", got.RateLimit, got.Effective)
 	}
 	path := "/v1/tenants/acme/endpoints/" + limited
 	e.must(req{method: "PATCH", path: path, body: `{"description":"orders"}`}, 200, &got)
@@ -55,8 +59,8 @@ func TestAPI_EndpointRateLimit(t *testing.T) {
 		t.Errorf("after a PATCH to 20/s burst 5: %+v", got.RateLimit)
 	}
 	e.must(req{method: "GET", path: path}, 200, &got)
-	if got.RateLimit == nil || *got.RateLimit != (limitJSON{20, 5}) {
-		t.Errorf("read after the PATCH: %+v, want {20 5}", got.RateLimit)
+	if got.RateLimit == nil || *got.RateLimit != (limitJSON{20, 5}) || got.Effective == nil || *got.Effective != (limitJSON{20, 5}) {
+		t.Errorf("read after the PATCH: %+v, effective %+v; want {20 5} both", got.RateLimit, got.Effective)
 	}
 
 	before := e.snapshot()
@@ -101,7 +105,9 @@ func TestAPI_EndpointRateLimit(t *testing.T) {
 	if got.RateLimit != nil {
 		t.Errorf("after PATCH rate_limit null: %+v, want none", got.RateLimit)
 	}
-	if _, ok := raw(path)["rate_limit"]; ok {
-		t.Error("after rate_limit null the endpoint still answers rate_limit; want it absent")
+	for _, member := range []string{"rate_limit", "effective_rate_limit"} {
+		if _, ok := raw(path)[member]; ok {
+			t.Errorf("after rate_limit null the endpoint still answers %s; want it absent", member)
+		}
 	}
 }
