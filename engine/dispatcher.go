@@ -657,7 +657,9 @@ func (d *Dispatcher) noteRateLimit(eq *endpointQueue, in *AttemptInput) {
 	if seen != nil && *seen == rl {
 		return // another attempt of the endpoint got here first
 	}
-	er.seen.Store(&rl)
+	known := new(RateLimit) // here, not &rl: rl would be on the heap at every call
+	*known = rl
+	er.seen.Store(known)
 	er.effective = EffectiveRateLimit(d.opts.EndpointRate, rl)
 	if er.effective.IsZero() {
 		er.limiter = nil
