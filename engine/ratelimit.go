@@ -84,6 +84,23 @@ func (in RateLimitInput) RateLimit() (RateLimit, error) {
 	return rl, nil
 }
 
+// CheckStoredRateLimit reports what is wrong with rl as an endpoint's
+// stored rate limit, as RateLimitInput.RateLimit would (CodeInvalidField
+// naming rate_limit.per_second or rate_limit.burst): the zero RateLimit
+// (none) is fine, and so is a Burst of 0 (the default). The integrity
+// check and the migration to PostgreSQL hold stored endpoints to it.
+func CheckStoredRateLimit(rl RateLimit) error {
+	if rl.IsZero() {
+		return nil
+	}
+	in := RateLimitInput{PerSecond: rl.PerSecond}
+	if rl.Burst != 0 {
+		in.Burst = &rl.Burst
+	}
+	_, err := in.RateLimit()
+	return err
+}
+
 // EffectiveRateLimit returns the bound an endpoint whose own limit is own
 // is held to in the whole cluster, where every endpoint is held to global
 // attempts per second (0: no global bound) with a burst of max(1,

@@ -154,3 +154,24 @@ func TestService_EndpointRateLimit(t *testing.T) {
 		t.Errorf("stored %+v after null, want none", got)
 	}
 }
+
+func TestCheckStoredRateLimit(t *testing.T) {
+	for _, tc := range []struct {
+		rl    engine.RateLimit
+		field string // "": fine
+	}{
+		{engine.RateLimit{}, ""},
+		{engine.RateLimit{PerSecond: 2.5, Burst: 4}, ""},
+		{engine.RateLimit{PerSecond: 5}, ""}, // the default burst
+		{engine.RateLimit{PerSecond: -1, Burst: 1}, "rate_limit.per_second"},
+		{engine.RateLimit{Burst: 3}, "rate_limit.per_second"},
+		{engine.RateLimit{PerSecond: math.Inf(1), Burst: 1}, "rate_limit.per_second"},
+		{engine.RateLimit{PerSecond: 5, Burst: -2}, "rate_limit.burst"},
+		{engine.RateLimit{PerSecond: 5, Burst: engine.MaxRateLimitBurst + 1}, "rate_limit.burst"},
+	} {
+		err := engine.CheckStoredRateLimit(tc.rl)
+		if tc.field == "" && err != nil || tc.field != "" && errorField(err) != tc.field {
+			t.Errorf("CheckStoredRateLimit(%+v) = %v, want field %q", tc.rl, err, tc.field)
+		}
+	}
+}

@@ -307,10 +307,14 @@ func (im *Import) EventType(et engine.EventType) error {
 // Endpoint imports an endpoint with its secrets (signing keys and custom
 // header values) in plain; they are stored sealed when the store has a
 // key. Custom headers the API would refuse are refused
-// (engine.CheckStoredHeaders), naming the endpoint, never a value.
+// (engine.CheckStoredHeaders), naming the endpoint, never a value; so is
+// a rate limit the API would refuse (engine.CheckStoredRateLimit).
 func (im *Import) Endpoint(ep engine.Endpoint) error {
 	if err := engine.CheckStoredHeaders(ep.Headers); err != nil {
 		return im.fail(fmt.Errorf("endpoint %s of %s: custom headers: %w", ep.ID, ep.TenantID, err))
+	}
+	if err := engine.CheckStoredRateLimit(ep.RateLimit); err != nil {
+		return im.fail(fmt.Errorf("endpoint %s of %s: %w", ep.ID, ep.TenantID, err))
 	}
 	doc, secrets, err := im.s.endpointDocs(ep)
 	if err != nil {

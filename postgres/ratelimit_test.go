@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,5 +89,28 @@ func TestDispatcher_RateLimitedEndpointHoldsNoClaimsBack(t *testing.T) {
 	}
 	if late > 8 {
 		t.Errorf("the limited endpoint got %d requests in its first 3 s, want at most 8 (2 per second, burst 2): %v", late, limited)
+	}
+}
+
+// TestImport_RefusesBadRateLimit: an endpoint whose rate limit the API
+// would refuse is refused by the import, naming the endpoint and the
+// member at fault, and the import cannot finish.
+func TestImport_RefusesBadRateLimit(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	im, _, err := s.Import(ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	feedImport(t, im, 1, false)
+	ep := engine.Endpoint{ID: engine.NewID("ep"), TenantID: "acme", URL: "https://example.com/in", EventTypes: []string{"*"},
+		Created: importT0, Updated: importT0, Secrets: []engine.Secret{{Key: engine.NewSecret()}}, RateLimit: engine.RateLimit{PerSecond: 5, Burst: -1}}
+	err = im.Endpoint(ep)
+	if engine.ErrorCode(err) != engine.CodeInvalidField || !strings.Contains(err.Error(), ep.ID) || !strings.Contains(err.Error(), "rate_limit.burst") {
+		t.Errorf("Import.Endpoint = %v, want invalid_field naming the endpoint and rate_limit.burst", err)
+	}
+	if _, err := im.Finish(Counts{Tenants: 1, EventTypes: 1, Endpoints: 1}); err == nil {
+		t.Error("Finish after a refused endpoint succeeded")
 	}
 }

@@ -287,17 +287,18 @@ func checkInvariants(tx *bolt.Tx) []error {
 		checkHeld(tx, report)
 	}
 	if len(errs) < maxCheckErrors {
-		checkEndpointHeaders(tx, report)
+		checkEndpoints(tx, report)
 	}
 	return errs
 }
 
-// checkEndpointHeaders reports an endpoint whose custom headers break
-// their rules (engine.CheckStoredHeaders: canonical, unreserved names, in
+// checkEndpoints reports an endpoint whose custom headers break their
+// rules (engine.CheckStoredHeaders: canonical, unreserved names, in
 // order, within the count) or the file's key: every value sealed when
-// the meta bucket names a key, none when it does not. It never shows a
-// value.
-func checkEndpointHeaders(tx *bolt.Tx, report func(string, ...any) bool) {
+// the meta bucket names a key, none when it does not; and one whose rate
+// limit the API would refuse (engine.CheckStoredRateLimit). It never
+// shows a header's value.
+func checkEndpoints(tx *bolt.Tx, report func(string, ...any) bool) {
 	keyed := tx.Bucket(bucketMeta).Get(keySecretKeyID) != nil
 	c := tx.Bucket(bucketEndpoints).Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
@@ -310,6 +311,11 @@ func checkEndpointHeaders(tx *bolt.Tx, report func(string, ...any) bool) {
 		}
 		if err := engine.CheckStoredHeaders(ep.Headers); err != nil {
 			if !report("endpoint %s: custom headers: %v", ep.ID, err) {
+				return
+			}
+		}
+		if err := engine.CheckStoredRateLimit(ep.RateLimit); err != nil {
+			if !report("endpoint %s: %v", ep.ID, err) {
 				return
 			}
 		}
