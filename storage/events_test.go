@@ -443,11 +443,13 @@ func TestDB_PagesFilled(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	// Each bucket's leaf pages are used 60% or more (with bbolt's default,
+	// Each bucket's leaf pages are used 55% or more (with bbolt's default,
 	// about 50%), and all of them together 80% or more. A bucket whose
 	// keys grow at several places (one per tenant) fills less than one
 	// with a single sequence: an insert in the middle of a filled page
-	// splits it.
+	// splits it. How often that happens depends on how the writers' ingests
+	// fall into commits: tenant_events, 12 or 13 pages here, is 64% used
+	// on a quiet machine and 59% under CI's load, one split apart.
 	var inuse, alloc int
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		for _, f := range fillPercents {
@@ -459,8 +461,8 @@ func TestDB_PagesFilled(t *testing.T) {
 			inuse, alloc = inuse+s.LeafInuse, alloc+s.LeafAlloc
 			fill := float64(s.LeafInuse) / float64(s.LeafAlloc)
 			t.Logf("%s: %d leaf pages, %.0f%% used", f.bucket, s.LeafPageN, 100*fill)
-			if fill < 0.6 {
-				t.Errorf("%s: leaf pages %.0f%% used, want >= 60%%", f.bucket, 100*fill)
+			if fill < 0.55 {
+				t.Errorf("%s: leaf pages %.0f%% used, want >= 55%%", f.bucket, 100*fill)
 			}
 		}
 		return nil
