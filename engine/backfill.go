@@ -100,9 +100,13 @@ func (b BackfillStep) Delivery(ev Event, ep Endpoint) (Delivery, bool) {
 		newID = NewID
 	}
 	d := NewDeliveries(ev, b.TenantPolicy, []Endpoint{ep}, newID)[0]
-	d.CycleStart, d.Updated = b.At, b.At
+	start := b.At
+	if d.DeliverAt.After(start) {
+		start = d.DeliverAt // a scheduled event not yet due keeps its time
+	}
+	d.CycleStart, d.Updated = start, b.At
 	if d.State == StatePending {
-		d.NextAttemptAt = b.At
+		d.NextAttemptAt = start
 	}
 	d.Backfill = &Backfill{At: b.At, By: b.By}
 	return d, true

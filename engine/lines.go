@@ -238,7 +238,11 @@ func PromoteDelivery(d Delivery, at time.Time) Delivery {
 	if d.State != StateWaiting {
 		return d
 	}
-	d.State, d.NextAttemptAt, d.CycleStart, d.Reason, d.WaitingBehind, d.Updated = StatePending, at, at, "", "", at
+	due := at
+	if d.Cycle == 1 && d.CycleAttempts == 0 && d.DeliverAt.After(at) {
+		due = d.DeliverAt // a scheduled one promoted early holds the line until its time
+	}
+	d.State, d.NextAttemptAt, d.CycleStart, d.Reason, d.WaitingBehind, d.Updated = StatePending, due, due, "", "", at
 	return d
 }
 

@@ -625,8 +625,14 @@ type IngestInput struct {
 	// endpoint with a channel filter receives it only when one of them
 	// is in its filter (Endpoint.ListensTo). At most MaxChannels
 	// distinct names (ValidateChannels). Not in the envelope.
-	Channels       []string `json:"channels"`
-	IdempotencyKey string   `json:"-"`
+	Channels []string `json:"channels"`
+	// DeliverAt, optional, schedules the event: its deliveries are made
+	// now, pending with the first attempt due at DeliverAt (not before),
+	// and each cycle's deadline counts from it. RFC 3339 with an offset;
+	// at most MaxDeliverAtSkew in the past and MaxDeliverAtAhead in the
+	// future (ValidateDeliverAt). Zero: at once, as ever.
+	DeliverAt      time.Time `json:"deliver_at"`
+	IdempotencyKey string    `json:"-"`
 	// Test marks a test event (Event.Test); SendTestEvent sets it, no
 	// request can.
 	Test bool `json:"-"`
@@ -925,8 +931,21 @@ func PrepareEvent(tenant string, in IngestInput, opts IngestOptions) (NewEvent, 
 	}
 
 	now := opts.Now().UTC()
+	var deliverAt time.Time
+	if !in.DeliverAt.IsZero() {
+		at, err := ValidateDeliverAt("deliver_at", in.DeliverAt, now)
+		if err != nil {
+			return NewEvent{}, err
+		}
+		deliverAt = at
+		// Only when there is one, as the ordering key: a retry that
+		// asks for another time is a conflict, as one with other data.
+		// \x02 starts it, which neither data, an ordering key nor
+		// channels hold; then the time in Unix milliseconds, decimal.
+		hashed = strconv.AppendInt(append(hashed, 2), deliverAt.UnixMilli(), 10)
+	}
 	created := now.Truncate(time.Millisecond)
-	ev := Event{ID: NewID("evt"), TenantID: tenant, Type: in.Type, Created: created, APIVersion: in.APIVersion, OrderingKey: in.OrderingKey, Test: in.Test, Channels: channels}
+	ev := Event{ID: NewID("evt"), TenantID: tenant, Type: in.Type, Created: created, APIVersion: in.APIVersion, OrderingKey: in.OrderingKey, Test: in.Test, Channels: channels, DeliverAt: deliverAt}
 	ev.Body = encodeEnvelope(ev, data)
 	return NewEvent{
 		Event:              ev,
@@ -937,6 +956,40 @@ func PrepareEvent(tenant string, in IngestInput, opts IngestOptions) (NewEvent, 
 			return NewDeliveries(stored, policy, eps, NewID)
 		},
 	}, nil
+}
+
+// Bounds of an event's deliver_at (IngestInput.DeliverAt).
+const (
+	// MaxDeliverAtSkew is how far in the past a deliver_at may be: a
+	// sender whose clock is a little ahead of the node's, or whose
+	// request took a moment, asks for "now" and gets it (delivered at
+	// once); further back is a mistake worth a 422, not an event sent
+	// at once as if it were on time.
+	MaxDeliverAtSkew = 5 * time.Second
+	// MaxDeliverAtAhead is how far in the future a deliver_at may be.
+	// A fixed bound rather than the longest retry policy's deadline: it
+	// is the same on every node whatever its [retry.policies], so an
+	// event a node takes does not depend on which node took it, and it
+	// is documented once (docs/api.md). 30 days is longer than any
+	// shipped policy's window and short enough that a scheduled event
+	// does not sit in the backlog (max_pending) for months.
+	MaxDeliverAtAhead = 30 * 24 * time.Hour
+)
+
+// ValidateDeliverAt checks at, an event's deliver_at, against now:
+// CodeInvalidField naming field when it is more than MaxDeliverAtSkew
+// before now or more than MaxDeliverAtAhead after. It returns at in UTC,
+// truncated to the millisecond (as times are stored and shown); a time
+// in the skew before now is returned as is and is due at once.
+func ValidateDeliverAt(field string, at, now time.Time) (time.Time, error) {
+	at = at.UTC().Truncate(time.Millisecond)
+	if at.Before(now.Add(-MaxDeliverAtSkew)) {
+		return time.Time{}, Errorf(CodeInvalidField, field, "%s is %s in the past; it may be at most %s before now (or absent: at once)", field, now.Sub(at).Truncate(time.Millisecond), MaxDeliverAtSkew)
+	}
+	if at.After(now.Add(MaxDeliverAtAhead)) {
+		return time.Time{}, Errorf(CodeInvalidField, field, "%s is more than %s from now; it may be at most %s ahead", field, "30 days", "30 days")
+	}
+	return at, nil
 }
 
 // channelsOf returns a copy of chs, or nil when it is empty: how an event

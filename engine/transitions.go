@@ -45,6 +45,10 @@ const (
 // newID makes their IDs (NewID("dlv")).
 func NewDeliveries(ev Event, tenantPolicy RetryPolicyName, eps []Endpoint, newID func(prefix string) string) []Delivery {
 	ds := make([]Delivery, 0, len(eps))
+	start := ev.Created
+	if ev.DeliverAt.After(start) {
+		start = ev.DeliverAt // the cycle, and its deadline, start at the scheduled time
+	}
 	for _, ep := range eps {
 		if !ep.Subscribes(ev.Type) || !ep.ListensTo(ev.Channels) { // Receives, inlined: the fan-out's cost
 			continue
@@ -53,7 +57,7 @@ func NewDeliveries(ev Event, tenantPolicy RetryPolicyName, eps []Endpoint, newID
 			ID: newID("dlv"), TenantID: ev.TenantID, EventID: ev.ID, EventType: ev.Type,
 			EndpointID: ep.ID, State: StatePending, Sequence: ev.Sequence, Line: LineOf(ev, ep), Test: ev.Test, Channels: ev.Channels,
 			RetryPolicy: CyclePolicy(tenantPolicy, ep),
-			Cycle:       1, CycleStart: ev.Created, NextAttemptAt: ev.Created,
+			Cycle:       1, CycleStart: start, NextAttemptAt: start, DeliverAt: ev.DeliverAt,
 			Created: ev.Created, Updated: ev.Created,
 			Attempts: []Attempt{}, Replays: []Replay{},
 		}

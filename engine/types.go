@@ -227,8 +227,12 @@ type Event struct {
 	// envelope (Body): like Svix, which keeps a message's channels
 	// beside its payload, webhookd shows them in the API's answers and
 	// the console, and a receiver that needs them has its own.
-	Channels []string        `json:"channels,omitempty"`
-	Body     json.RawMessage `json:"-"`
+	Channels []string `json:"channels,omitempty"`
+	// DeliverAt is when the event was scheduled for (IngestInput.DeliverAt):
+	// its deliveries' first attempt is not made before. Zero when it was
+	// not scheduled (delivered at once). Not in the envelope.
+	DeliverAt time.Time       `json:"deliver_at,omitzero"`
+	Body      json.RawMessage `json:"-"`
 }
 
 // State is where a delivery is in its life. The stored states are Pending,
@@ -310,6 +314,10 @@ type Delivery struct {
 	// configuration no longer has follows the standard policy
 	// (Dispatcher), and the record keeps the name.
 	RetryPolicy RetryPolicyName `json:"retry_policy"`
+	// DeliverAt is its event's (Event.DeliverAt): the first cycle starts
+	// then, its first attempt is due then and not before, and a waiting
+	// delivery promoted earlier waits for it. Zero when not scheduled.
+	DeliverAt time.Time `json:"deliver_at,omitzero"`
 	// WaitingBehind is the ID of its line's head while it is Waiting,
 	// filled in by the store when it reads the delivery (the head
 	// changes without the waiting deliveries being rewritten); "" in any
