@@ -455,6 +455,9 @@ type deliveryDoc struct {
 	// Backfill is the backfill that made it; absent for ingest's (and
 	// in every document written before backfills).
 	Backfill *backfillDoc `json:"backfill,omitempty"`
+	// DeliverAt is its scheduled event's deliver_at; absent when not
+	// scheduled (and in every document written before deliver_at).
+	DeliverAt time.Time `json:"deliver_at,omitzero"`
 }
 
 type backfillDoc struct {
@@ -499,6 +502,7 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 		LastStatus: d.LastStatus, Reason: d.Reason, DeadAt: d.DeadAt, Created: d.Created, Updated: d.Updated,
 		Channels:    d.Channels,
 		RetryPolicy: string(d.RetryPolicy),
+		DeliverAt:   d.DeliverAt,
 	}
 	if d.Attempts != nil {
 		r.Attempts = make([]attemptDoc, len(d.Attempts))
@@ -590,5 +594,6 @@ func decodeDelivery(doc []byte) (engine.Delivery, error) {
 	if r.Backfill != nil {
 		d.Backfill = &engine.Backfill{At: r.Backfill.At, By: r.Backfill.By}
 	}
+	d.DeliverAt = r.DeliverAt
 	return d, nil
 }

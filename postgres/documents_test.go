@@ -190,6 +190,14 @@ var (
 		Attempts: []engine.Attempt{}, Replays: []engine.Replay{},
 		Backfill: &engine.Backfill{At: goldenT1, By: "token tok_01JH0000000000000000000003"},
 	}
+	// goldenDeliveryScheduled is a delivery of a scheduled event
+	// (deliver_at, added in a later release): its cycle, and its first
+	// attempt, at goldenT1.
+	goldenDeliveryScheduled = func() engine.Delivery {
+		d := goldenDeliveryPending
+		d.CycleStart, d.NextAttemptAt, d.DeliverAt = goldenT1, goldenT1, goldenT1
+		return d
+	}()
 	// goldenSequence is the Sequence the one-round-trip ingest puts in
 	// front of goldenDeliveryPending's document (insertDeliveriesSQL,
 	// sequencedDoc).
@@ -256,6 +264,7 @@ func goldenCases() []goldenCase {
 	add("delivery-pending", goldenDeliveryPending, dec, enc)
 	add("delivery-headers", goldenDeliveryHeaders, dec, enc)
 	add("delivery-channels", goldenDeliveryChannels, dec, enc)
+	add("delivery-scheduled", goldenDeliveryScheduled, dec, enc)
 	add("delivery-retry-policy", goldenDeliveryRetryPolicy, dec, enc)
 	add("delivery-backfill", goldenDeliveryBackfill, dec, enc)
 	return cases
@@ -437,7 +446,7 @@ func fuzzDocument[T any](f *testing.F, decode func([]byte) (T, error), encode fu
 }
 
 func FuzzDecodeDelivery(f *testing.F) {
-	fuzzDocument(f, decodeDelivery, encodeDelivery, "delivery", "delivery-pending", "delivery-sequenced", "delivery-headers", "delivery-channels", "delivery-retry-policy", "delivery-backfill")
+	fuzzDocument(f, decodeDelivery, encodeDelivery, "delivery", "delivery-pending", "delivery-sequenced", "delivery-headers", "delivery-channels", "delivery-retry-policy", "delivery-backfill", "delivery-scheduled")
 }
 
 func FuzzDecodeEndpoint(f *testing.F) {

@@ -43,8 +43,15 @@ const (
 	// (Delivery.Backfill), at ‖ by right after the channels; only a
 	// delivery has it, and a webhookd that predates backfills refuses
 	// the record rather than forget who made it.
-	flagBackfill       = 1 << 2
-	deliveryFlagsKnown = flagsKnow | flagBackfill
+	flagBackfill = 1 << 2
+	// flagScheduled: the record is of a scheduled event or its delivery
+	// (Event.DeliverAt, Delivery.DeliverAt), the time right after the
+	// channels (an event) or the backfill (a delivery). A record without
+	// it has no such field, and a webhookd that predates deliver_at
+	// refuses one with it rather than deliver it early.
+	flagScheduled      = 1 << 3
+	eventFlagsKnown    = flagsKnow | flagScheduled
+	deliveryFlagsKnown = flagsKnow | flagBackfill | flagScheduled
 )
 
 // recordFlags returns the flags of a record of an event or delivery
@@ -445,10 +452,11 @@ const maxEventHeader = 1 << 16
 //
 // or, for a test event or one on channels, as
 //
-//	version(4) ‖ … ‖ ordering key ‖ flags (uvarint) ‖ [channels] ‖ body
+//	version(4) ‖ … ‖ ordering key ‖ flags (uvarint) ‖ [channels] ‖
+//	[deliver at] ‖ body
 //
 // with the channels (a count, then each a string) when flagChannels is
-// set;
+// set and the deliver_at when flagScheduled is;
 // in the binary format of binary.go, the body last and as is: it is what
 // gets signed and sent, byte for byte. Seq is not encoded: it is the
 // record's key. Records written before schema 4 are formatV2, the same
@@ -458,12 +466,15 @@ const maxEventHeader = 1 << 16
 //
 // and decodeEvent reads all three.
 func encodeEvent(ev engine.Event) ([]byte, error) {
-	n := 41 + len(ev.ID) + len(ev.TenantID) + len(ev.Type) + len(ev.APIVersion) + len(ev.OrderingKey) + len(ev.Body)
+	n := 41 + len(ev.ID) + len(ev.TenantID) + len(ev.Type) + len(ev.APIVersion) + len(ev.OrderingKey) + len(ev.Body) + 12
 	for _, ch := range ev.Channels {
 		n += 2 + len(ch)
 	}
 	b := make([]byte, 0, n)
 	flags := recordFlags(ev.Test, ev.Channels)
+	if !ev.DeliverAt.IsZero() {
+		flags |= flagScheduled
+	}
 	if flags != 0 {
 		b = append(b, formatV4)
 	} else {
@@ -481,6 +492,9 @@ func encodeEvent(ev engine.Event) ([]byte, error) {
 	}
 	if flags&flagChannels != 0 {
 		b = appendChannels(b, ev.Channels)
+	}
+	if flags&flagScheduled != 0 {
+		b = appendTime(b, ev.DeliverAt)
 	}
 	return append(b, ev.Body...), nil
 }
@@ -516,12 +530,15 @@ func decodeEventHeader(data []byte) (engine.Event, []byte, error) {
 		}
 		if data[0] >= formatV4 {
 			flags := r.uvarint()
-			if flags&^flagsKnow != 0 && r.err == nil {
+			if flags&^eventFlagsKnown != 0 && r.err == nil {
 				return engine.Event{}, nil, fmt.Errorf("decode event: unknown flags %#x", flags)
 			}
 			ev.Test = flags&flagTest != 0
 			if flags&flagChannels != 0 {
 				ev.Channels = r.channels()
+			}
+			if flags&flagScheduled != 0 {
+				ev.DeliverAt = r.time()
 			}
 		}
 		if r.err != nil {
@@ -584,7 +601,8 @@ func eventBody(data []byte) ([]byte, error) {
 //	response ‖ outcome ‖ retry after) ‖ count ‖ replays (at ‖ by ‖ cycle) ‖
 //	sequence (uvarint) ‖ line ‖ count ‖ skips (at ‖ by ‖ cycle) ‖   formatV3 on
 //	previous sequence (uvarint) ‖                                  formatV4 on
-//	flags (uvarint) ‖ [channels] ‖ [backfill (at ‖ by)] ‖           formatV5 on
+//	flags (uvarint) ‖ [channels] ‖ [backfill (at ‖ by)] ‖
+//	[deliver at] ‖                                                 formatV5 on
 //	for each attempt: count ‖ response headers (name ‖ value)      formatV6 on
 //	retry policy                                                   formatV7
 //
@@ -625,6 +643,10 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 	if d.Backfill != nil {
 		flags |= flagBackfill
 		n += 16 + len(d.Backfill.By)
+	}
+	if !d.DeliverAt.IsZero() {
+		flags |= flagScheduled
+		n += 12
 	}
 	v5 := v6 || flags != 0
 	v4 := v5 || d.PreviousSequence != 0
@@ -697,6 +719,9 @@ func encodeDelivery(d engine.Delivery) ([]byte, error) {
 	if flags&flagBackfill != 0 {
 		b = appendTime(b, d.Backfill.At)
 		b = appendString(b, d.Backfill.By)
+	}
+	if flags&flagScheduled != 0 {
+		b = appendTime(b, d.DeliverAt)
 	}
 	if v6 {
 		for _, a := range d.Attempts {
@@ -803,6 +828,9 @@ func decodeDeliveryV2(data []byte, format byte) (engine.Delivery, error) {
 		}
 		if flags&flagBackfill != 0 {
 			d.Backfill = &engine.Backfill{At: r.time(), By: r.string()}
+		}
+		if flags&flagScheduled != 0 {
+			d.DeliverAt = r.time()
 		}
 	}
 	if format >= formatV6 {

@@ -190,9 +190,10 @@ func TestStoredDelivery_matchesDecode(t *testing.T) {
 			ResponseHeaders: []engine.Header{{Name: "Content-Type", Value: "text/html"}, {Name: "X-Empty"}}}},
 		Replays:  []engine.Replay{{At: time.Now(), By: "admin", Cycle: 2}},
 		Sequence: 42, Line: "key:order-1", WaitingBehind: "dlv_0", PreviousSequence: 41, Test: true, RetryPolicy: "extended",
-		Skips:    []engine.Skip{{At: time.Now().In(local), By: "admin", Cycle: 2}},
-		Channels: []string{"project_1", "b"},
-		Backfill: &engine.Backfill{At: time.Now().In(local), By: "token tok_1"},
+		Skips:     []engine.Skip{{At: time.Now().In(local), By: "admin", Cycle: 2}},
+		Channels:  []string{"project_1", "b"},
+		Backfill:  &engine.Backfill{At: time.Now().In(local), By: "token tok_1"},
+		DeliverAt: time.Now().Add(time.Hour).In(local),
 	}
 	for _, v := range []any{full, full.Attempts[0], full.Replays[0], full.Skips[0], *full.Backfill} {
 		rv := reflect.ValueOf(v)
@@ -248,8 +249,8 @@ func BenchmarkStoredDelivery(b *testing.B) {
 // events.
 func TestStoredEvent_matchesDecode(t *testing.T) {
 	full := engine.Event{Seq: 7, ID: "evt_1", TenantID: "acme", Type: "order.created", Sequence: 3, OrderingKey: "order_1", Test: true,
-		Channels: []string{"project_1"},
-		Created:  time.Now().In(time.FixedZone("UTC+2", 2*3600)), APIVersion: "v1", Body: []byte(benchBody)}
+		Channels: []string{"project_1"}, DeliverAt: time.Now().Add(time.Hour).In(time.FixedZone("UTC+2", 2*3600)),
+		Created: time.Now().In(time.FixedZone("UTC+2", 2*3600)), APIVersion: "v1", Body: []byte(benchBody)}
 	rv := reflect.ValueOf(full)
 	for i := range rv.NumField() {
 		if rv.Field(i).IsZero() {

@@ -22,7 +22,7 @@ func storedDelivery(d engine.Delivery) (engine.Delivery, error) {
 		return engine.Delivery{}, fmt.Errorf("decode delivery %s: unknown state %q", d.ID, d.State)
 	}
 	d.CycleStart, d.NextAttemptAt, d.DeadAt = utc(d.CycleStart), utc(d.NextAttemptAt), utc(d.DeadAt)
-	d.Created, d.Updated = utc(d.Created), utc(d.Updated)
+	d.Created, d.Updated, d.DeliverAt = utc(d.Created), utc(d.Updated), utc(d.DeliverAt)
 	if d.Attempts != nil {
 		d.Attempts = slices.Clone(d.Attempts)
 		for i := range d.Attempts {
@@ -70,6 +70,6 @@ func storedEvent(ev engine.Event, v []byte) (engine.Event, error) {
 	body := slices.Clone(v[len(v)-len(ev.Body):])
 	return engine.Event{
 		ID: ev.ID, TenantID: ev.TenantID, Type: ev.Type, Created: utc(ev.Created), APIVersion: ev.APIVersion,
-		Sequence: ev.Sequence, OrderingKey: ev.OrderingKey, Test: ev.Test, Channels: storedChannels(ev.Channels), Body: body,
+		Sequence: ev.Sequence, OrderingKey: ev.OrderingKey, Test: ev.Test, Channels: storedChannels(ev.Channels), DeliverAt: utc(ev.DeliverAt), Body: body,
 	}, nil
 }

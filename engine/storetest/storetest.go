@@ -95,6 +95,7 @@ func Run(t *testing.T, h Harness) {
 		{"Channels", channelTests},
 		{"RetryPolicies", retryPolicyTests},
 		{"Backfill", backfillTests},
+		{"Scheduled", scheduledTests},
 		{"Maintenance", maintenanceTests},
 		{"Held", heldTests},
 		{"Backend", backendTests},
