@@ -83,8 +83,11 @@ type createdEndpoint struct {
 
 // ingestResponse is the body of POST .../events.
 type ingestResponse struct {
-	ID         string        `json:"id"`
-	Created    time.Time     `json:"created"`
+	ID      string    `json:"id"`
+	Created time.Time `json:"created"`
+	// DeliverAt is when the event is scheduled for (engine.Event.DeliverAt);
+	// absent when it is delivered at once.
+	DeliverAt  time.Time     `json:"deliver_at,omitzero"`
 	Deliveries []deliveryRef `json:"deliveries"`
 }
 
@@ -105,6 +108,9 @@ type eventResponse struct {
 	// Channels are the event's channels, which are not in the envelope
 	// (engine.Event.Channels); absent when none.
 	Channels []string `json:"channels,omitempty"`
+	// DeliverAt is when the event was scheduled for, which is not in the
+	// envelope (engine.Event.DeliverAt); absent when not scheduled.
+	DeliverAt time.Time `json:"deliver_at,omitzero"`
 }
 
 // testEventResponse is the body of POST …/endpoints/:id/test-events:
@@ -398,7 +404,7 @@ func (s *server) handleIngest(w http.ResponseWriter, r *http.Request, ps httprou
 
 // ingestAnswer is the answer to an ingest that stored (or found) res.
 func ingestAnswer(res engine.IngestResult) ingestResponse {
-	out := ingestResponse{ID: res.Event.ID, Created: res.Event.Created, Deliveries: make([]deliveryRef, len(res.Deliveries))}
+	out := ingestResponse{ID: res.Event.ID, Created: res.Event.Created, DeliverAt: res.Event.DeliverAt, Deliveries: make([]deliveryRef, len(res.Deliveries))}
 	for i, d := range res.Deliveries {
 		out.Deliveries[i] = deliveryRef{ID: d.ID, EndpointID: d.EndpointID, State: d.State}
 	}
@@ -429,7 +435,7 @@ func (s *server) handleGetEvent(w http.ResponseWriter, r *http.Request, ps httpr
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, eventResponse{Event: storedEnvelope(ev.Body), Test: ev.Test, Deliveries: deliveriesJSON(ds), Channels: ev.Channels})
+	s.writeJSON(w, r, http.StatusOK, eventResponse{Event: storedEnvelope(ev.Body), Test: ev.Test, Deliveries: deliveriesJSON(ds), Channels: ev.Channels, DeliverAt: ev.DeliverAt})
 }
 
 func (s *server) handleGetDelivery(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {

@@ -106,6 +106,9 @@ type feedEvent struct {
 	// Channels are the event's channels (engine.Event.Channels), which
 	// are not in its envelope; absent when none.
 	Channels []string `json:"channels,omitempty"`
+	// DeliverAt is when the event was scheduled for (engine.Event.DeliverAt);
+	// absent when not scheduled.
+	DeliverAt time.Time `json:"deliver_at,omitzero"`
 }
 
 // handleListEvents: GET /v1/tenants/:tenant/events?cursor=&type=&since=&limit=&channel=
@@ -128,7 +131,7 @@ func (s *server) handleListEvents(w http.ResponseWriter, r *http.Request, ps htt
 	more := next != ""
 	out := make([]feedEvent, len(evs))
 	for i, ev := range evs {
-		out[i] = feedEvent{Cursor: strconv.FormatUint(ev.Seq, 10), Event: storedEnvelope(ev.Body), Test: ev.Test, Channels: ev.Channels}
+		out[i] = feedEvent{Cursor: strconv.FormatUint(ev.Seq, 10), Event: storedEnvelope(ev.Body), Test: ev.Test, Channels: ev.Channels, DeliverAt: ev.DeliverAt}
 	}
 	if next == "" && len(out) > 0 {
 		// The end of the log for now: resume after the last one.
