@@ -650,3 +650,32 @@ func TestClient_RateLimit(t *testing.T) {
 		t.Fatalf("Endpoint after removing the limit = %+v, %v; want none", read.RateLimit, err)
 	}
 }
+
+// TestClient_DeliverAt: EventInput.DeliverAt schedules the event; the
+// ingest, the event and its delivery answer it; a time in the past is a
+// 422 naming deliver_at; a repeat of the key at another time conflicts.
+func TestClient_DeliverAt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client("", client.Options{})
+	ctx := t.Context()
+	e.setup(c, "/ok")
+	at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	res, err := c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.paid", Data: map[string]any{}, DeliverAt: at, IdempotencyKey: "sched"})
+	if err != nil || !res.DeliverAt.Equal(at) || len(res.Deliveries) != 1 || res.Deliveries[0].State != client.StatePending {
+		t.Fatalf("Ingest scheduled = %+v, %v; want deliver_at %v, one pending delivery", res, err, at)
+	}
+	ev, err := c.Event(ctx, "acme", res.ID)
+	if err != nil || !ev.DeliverAt.Equal(at) || len(ev.Deliveries) != 1 || !ev.Deliveries[0].DeliverAt.Equal(at) || !ev.Deliveries[0].NextAttemptAt.Equal(at) {
+		t.Fatalf("GetEvent = %+v, %v; want deliver_at %v on the event and its delivery, due then", ev, err, at)
+	}
+	var p *client.Problem
+	_, err = c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.paid", Data: map[string]any{}, DeliverAt: time.Now().Add(-time.Hour)})
+	if !errors.As(err, &p) || p.Status != http.StatusUnprocessableEntity || p.Field != "deliver_at" {
+		t.Errorf("Ingest an hour ago: %v, want 422 naming deliver_at", err)
+	}
+	_, err = c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.paid", Data: map[string]any{}, DeliverAt: at.Add(time.Second), IdempotencyKey: "sched"})
+	if !errors.As(err, &p) || p.Code != "idempotency_conflict" {
+		t.Errorf("the key again at another time: %v, want idempotency_conflict", err)
+	}
+}

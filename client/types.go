@@ -336,6 +336,14 @@ type EventInput struct {
 	// envelope. A repeat of the IdempotencyKey with other channels is a
 	// *Problem with Code "idempotency_conflict".
 	Channels []string `json:"channels,omitempty"`
+	// DeliverAt, optional, schedules the event: it is stored at once and
+	// its first attempt is made at DeliverAt, not before (the retry
+	// window counts from it). At most 5 s in the past and 30 days
+	// ahead, else a *Problem with Code "invalid_field" and Field
+	// "deliver_at". A repeat of the IdempotencyKey with another
+	// DeliverAt is a *Problem with Code "idempotency_conflict". Zero: at
+	// once.
+	DeliverAt time.Time `json:"deliver_at,omitzero"`
 	// IdempotencyKey makes the ingest safe to repeat: the server stores
 	// one event per key (within its idempotency window) and answers a
 	// repeat with the first one. "": Ingest generates a random key.
@@ -344,8 +352,10 @@ type EventInput struct {
 
 // IngestResult is the answer of Ingest.
 type IngestResult struct {
-	ID         string        `json:"id"`
-	Created    time.Time     `json:"created"`
+	ID      string    `json:"id"`
+	Created time.Time `json:"created"`
+	// DeliverAt is when the event is scheduled for; zero when at once.
+	DeliverAt  time.Time     `json:"deliver_at,omitzero"`
 	Deliveries []DeliveryRef `json:"deliveries"`
 	// IdempotencyKey is the key the event was sent with: the caller's, or
 	// the one Ingest generated.
@@ -409,6 +419,8 @@ type EventDetail struct {
 	Deliveries []Delivery `json:"deliveries"`
 	// Channels are the event's channels, which are not in the envelope.
 	Channels []string `json:"channels,omitempty"`
+	// DeliverAt is when the event was scheduled for; zero when not.
+	DeliverAt time.Time `json:"deliver_at,omitzero"`
 }
 
 // TestEventResult is the answer of SendTestEvent: the event, of Type,
@@ -459,6 +471,9 @@ type Delivery struct {
 	// RetryPolicy is the retry policy its current cycle follows, fixed
 	// when the cycle started (its endpoint's, or its tenant's, then).
 	RetryPolicy string `json:"retry_policy"`
+	// DeliverAt is its event's deliver_at: its first cycle starts then,
+	// and no attempt is made before. Zero when not scheduled.
+	DeliverAt time.Time `json:"deliver_at,omitzero"`
 	// Cycle counts delivery cycles: 1 at ingest, +1 per replay.
 	Cycle         int       `json:"cycle"`
 	CycleStart    time.Time `json:"cycle_start"`
@@ -655,6 +670,8 @@ type FeedEvent struct {
 	Test bool `json:"test,omitempty"`
 	// Channels are the event's channels, which are not in the envelope.
 	Channels []string `json:"channels,omitempty"`
+	// DeliverAt is when the event was scheduled for; zero when not.
+	DeliverAt time.Time `json:"deliver_at,omitzero"`
 }
 
 // Report is the delivery report over a tenant's last events. Each
