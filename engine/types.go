@@ -235,6 +235,13 @@ type Event struct {
 	Body      json.RawMessage `json:"-"`
 }
 
+// Scheduled reports whether d is waiting for its event's deliver_at:
+// pending in its first cycle with no attempt made, due at DeliverAt. The
+// API and the console show it "scheduled for" that time.
+func (d Delivery) Scheduled() bool {
+	return !d.DeliverAt.IsZero() && d.State == StatePending && d.Cycle == 1 && d.CycleAttempts == 0 && d.NextAttemptAt.Equal(d.DeliverAt)
+}
+
 // State is where a delivery is in its life. The stored states are Pending,
 // Succeeded, Dead, Paused and Waiting; Delivering is reported by the dispatcher for a pending
 // delivery whose attempt is in flight and is never written to disk.
