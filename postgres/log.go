@@ -578,7 +578,7 @@ func deadAt(d engine.Delivery) *int64 {
 // as they are read back.
 func normalizeDelivery(d engine.Delivery) engine.Delivery {
 	d.CycleStart, d.NextAttemptAt, d.DeadAt = utc(d.CycleStart), utc(d.NextAttemptAt), utc(d.DeadAt)
-	d.Created, d.Updated = utc(d.Created), utc(d.Updated)
+	d.Created, d.Updated, d.DeliverAt = utc(d.Created), utc(d.Updated), utc(d.DeliverAt)
 	if d.Attempts != nil {
 		as := make([]engine.Attempt, len(d.Attempts))
 		for i, a := range d.Attempts {
@@ -611,7 +611,21 @@ func eventByID(ctx context.Context, q querier, id string) (engine.Event, []engin
 		return engine.Event{}, nil, err
 	}
 	ds, err := collectDeliveries(ctx, q, "SELECT "+deliveryReadSQL+" FROM deliveries d WHERE tenant_id = $1 AND event_seq = $2 ORDER BY id", ev.TenantID, int64(ev.Seq))
+	ev.DeliverAt = deliverAtOf(ds)
 	return ev, ds, err
+}
+
+// deliverAtOf returns the deliver_at of the event of ds, its deliveries:
+// events has no column for it (a schema change the one version
+// bump may add), and every delivery of a scheduled event carries it in
+// its document. Zero when none does (not scheduled, or no delivery).
+func deliverAtOf(ds []engine.Delivery) time.Time {
+	for _, d := range ds {
+		if !d.DeliverAt.IsZero() {
+			return d.DeliverAt
+		}
+	}
+	return time.Time{}
 }
 
 // Event returns event id of tenant and its deliveries in ID order, or
