@@ -101,6 +101,9 @@ func writeSource(t *testing.T, path string, key []byte) source {
 		if i%4 == 0 {
 			in.Event.Channels = []string{"project_1"} // to both of acme's endpoints
 		}
+		if i == 4 {
+			in.Event.DeliverAt = migrateT0.Add(2 * time.Hour) // scheduled: its deliveries carry it too
+		}
 		if i%3 == 0 {
 			in.IdempotencyKey = fmt.Sprintf("key-%d", i)
 			in.RequestHash = sha256.Sum256([]byte(in.IdempotencyKey))
