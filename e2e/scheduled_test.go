@@ -133,3 +133,50 @@ func envelopeID(t *testing.T, body []byte) string {
 	}
 	return env.ID
 }
+
+// TestScheduled_OrderedLineWaits: on an endpoint ordered as one line, an
+// event scheduled 2 s ahead holds the events sent after it: they arrive
+// after it, in order, and it arrives on time.
+func TestScheduled_OrderedLineWaits(t *testing.T) {
+	t.Parallel()
+	in := startInstance(t, t.TempDir(), testConfig)
+	in.setup()
+	rc := newReceiver(t, status(http.StatusOK))
+	var ep endpointCreated
+	in.mustCall(201, "POST", "/v1/tenants/acme/endpoints", map[string]any{"url": rc.srv.URL + "/hooks", "event_types": []string{"payment.succeeded"}, "ordering": "endpoint"}, &ep)
+	rc.setSecret(ep.Secret)
+
+	at := time.Now().Add(2 * time.Second)
+	first := ingestScheduled(t, in, at, 1)
+	second := in.ingest("payment.succeeded", `{"n":2}`)
+	if d := in.delivery(second.Deliveries[0].ID); d.State != "waiting" {
+		t.Errorf("the event after the scheduled one is %s, want waiting", d.State)
+	}
+	got := arrivals(rc, 2, time.Until(at)+5*time.Second)
+	if len(got) != 2 {
+		t.Fatalf("the receiver got %d requests, want 2", len(got))
+	}
+	checkOnTime(t, got[:1], first.ID, at)
+	if id := envelopeID(t, got[1].body); id != second.ID || got[1].at.Before(got[0].at) {
+		t.Errorf("second request: event %s at %v, want %s after the scheduled one", id, got[1].at, second.ID)
+	}
+
+	// Behind an unscheduled head, a scheduled event reaches the head
+	// early (once the head is delivered) and waits there for its time,
+	// and the line with it.
+	head := in.ingest("payment.succeeded", `{"n":3}`)
+	at = time.Now().Add(1500 * time.Millisecond)
+	mid := ingestScheduled(t, in, at, 4)
+	tail := in.ingest("payment.succeeded", `{"n":5}`)
+	got = arrivals(rc, 5, time.Until(at)+5*time.Second)
+	if len(got) != 5 {
+		t.Fatalf("the receiver got %d requests, want 5", len(got))
+	}
+	if id := envelopeID(t, got[2].body); id != head.ID || !got[2].at.Before(at) {
+		t.Errorf("third request: event %s at %v, want %s before %v", id, got[2].at, head.ID, at)
+	}
+	checkOnTime(t, got[3:4], mid.ID, at)
+	if id := envelopeID(t, got[4].body); id != tail.ID || got[4].at.Before(got[3].at) {
+		t.Errorf("fifth request: event %s, want %s after the scheduled one", id, tail.ID)
+	}
+}
