@@ -1,12 +1,16 @@
 package engine_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/engine/memstore"
+	"github.com/webhookd/webhookd/storage"
 )
 
 // TestPrepareEvent_DeliverAt: deliver_at is taken from MaxDeliverAtSkew
@@ -114,5 +118,65 @@ func TestPrepareEvent_DeliverAt(t *testing.T) {
 	}
 	if pd := engine.PromoteDelivery(w, at.Add(time.Minute)); !pd.NextAttemptAt.Equal(at.Add(time.Minute)) {
 		t.Fatalf("promoted late: next %v", pd.NextAttemptAt)
+	}
+}
+
+// TestService_ResumeKeepsSchedule: a scheduled event's delivery held for
+// its disabled endpoint and delivered held when the endpoint is enabled
+// before deliver_at stays due at deliver_at, its window counting from
+// then: enabling the endpoint does not send it early.
+func TestService_ResumeKeepsSchedule(t *testing.T) {
+	t.Run("memstore", func(t *testing.T) { resumeKeepsSchedule(t, memstore.New()) })
+	t.Run("bbolt", func(t *testing.T) {
+		db, err := storage.Open(filepath.Join(t.TempDir(), "webhookd.db"), storage.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		resumeKeepsSchedule(t, db)
+		// The retry index, which the timers are rebuilt from at start,
+		// has it at deliver_at too.
+		due, ok, err := db.OldestDue(context.Background())
+		if err != nil || !ok || !due.Equal(time.Date(2030, 1, 2, 4, 4, 5, 0, time.UTC)) {
+			t.Errorf("the retry index's first due time: %v (%v), %v; want deliver_at", due, ok, err)
+		}
+	})
+}
+
+func resumeKeepsSchedule(t *testing.T, store engine.Store) {
+	ctx := context.Background()
+	clock := &settableClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	svc := engine.NewService(store, nil, engine.ServiceOptions{Now: clock.Now, Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}})
+	if _, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{Name: "Acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.PutEventType(ctx, "order.created", engine.EventTypeInput{}); err != nil {
+		t.Fatal(err)
+	}
+	ep, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: "http://127.0.0.1:9/in", EventTypes: []string{"*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.SetEndpointEnabled(ctx, "acme", ep.ID, false, false, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	at := clock.Now().Add(time.Hour)
+	res, err := svc.Ingest(ctx, "acme", engine.IngestInput{Type: "order.created", Data: json.RawMessage(`{}`), DeliverAt: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Deliveries) != 1 || res.Deliveries[0].State != engine.StatePaused {
+		t.Fatalf("ingest to a disabled endpoint: %+v, want one paused delivery", res.Deliveries)
+	}
+	clock.now = clock.now.Add(10 * time.Minute)
+	if _, n, err := svc.SetEndpointEnabled(ctx, "acme", ep.ID, true, true, "admin"); err != nil || n != 1 {
+		t.Fatalf("enable and deliver held: %d, %v", n, err)
+	}
+	d, err := svc.Delivery(ctx, "acme", res.Deliveries[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.State != engine.StatePending || !d.NextAttemptAt.Equal(at) || !d.CycleStart.Equal(at) {
+		t.Errorf("resumed: %s, due %v, cycle from %v; want pending, due and counting from deliver_at %v", d.State, d.NextAttemptAt, d.CycleStart, at)
 	}
 }

@@ -105,7 +105,7 @@ func (s *Service) SetEndpointEnabled(ctx context.Context, tenant, id string, ena
 		r := Replay{At: s.now(), By: by}
 		ds, err := s.store.UpdateDeliveries(ctx, Selection{Tenant: tenant, State: StatePaused, EndpointID: id}, replayBatch, func(d Delivery) Delivery {
 			if deliverHeld {
-				return ReplayDelivery(d, r, policy)
+				return ResumeHeldDelivery(d, r, policy)
 			}
 			return DropHeldDelivery(d, r.At)
 		})

@@ -139,6 +139,20 @@ func PauseDelivery(d Delivery, cycle int, at time.Time) Delivery {
 	return d
 }
 
+// ResumeHeldDelivery returns paused delivery d sent on as its endpoint is
+// enabled with its held deliveries: ReplayDelivery, except that one whose
+// event is scheduled ahead of r.At and which was never attempted stays
+// due at its DeliverAt, its cycle counting from then. Enabling an
+// endpoint does not send a scheduled event early.
+func ResumeHeldDelivery(d Delivery, r Replay, policy RetryPolicyName) Delivery {
+	scheduled := d.DeliverAt.After(r.At) && len(d.Attempts) == 0
+	d = ReplayDelivery(d, r, policy)
+	if scheduled {
+		d.NextAttemptAt, d.CycleStart = d.DeliverAt, d.DeliverAt
+	}
+	return d
+}
+
 // ReplayDelivery returns d in a new cycle, whatever its state: Cycle+1,
 // Pending, due at r.At from which its deadline runs, no attempt counted
 // in it, DeadAt zero, following the retry policy policy (CyclePolicy of
