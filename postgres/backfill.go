@@ -173,29 +173,12 @@ func (r rowPlus) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.last
 
 // settleBackfilled settles ds, new deliveries of one endpoint in log
 // order, in their lines, in tx: it takes the locks of their lines and
-// reads their heads (one round trip), then applies SettleLine to each in
+// reads their heads (lineHeads), then applies SettleLine to each in
 // turn, so that of several of one line without a head the first becomes
 // its head and the others wait behind it.
 func settleBackfilled(ctx context.Context, tx pgx.Tx, ds []engine.Delivery) error {
-	var eps, lines []string
-	for _, d := range ds {
-		if d.Line != "" {
-			eps, lines = append(eps, d.EndpointID), append(lines, d.Line)
-		}
-	}
-	if len(lines) == 0 {
-		return nil
-	}
-	const these = "SELECT * FROM unnest($1::text[], $2::text[]) AS u(endpoint_id, line)"
-	heads := map[lineID]string{}
-	var l lineID
-	var id string
-	err := withLineLocks(ctx, tx, these, `SELECT h.endpoint_id, h.line, h.id FROM deliveries h
-		WHERE (h.endpoint_id, h.line) IN (`+these+`) AND `+isHeadSQL("h"), []any{eps, lines}, []any{&l.endpoint, &l.line, &id}, func() error {
-		heads[l] = id
-		return nil
-	})
-	if err != nil {
+	heads, err := lineHeads(ctx, tx, ds)
+	if err != nil || heads == nil {
 		return err
 	}
 	for i, d := range ds {

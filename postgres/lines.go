@@ -124,28 +124,11 @@ type lineID struct{ endpoint, line string }
 
 // settleNew settles the new deliveries ds in their lines, in tx: it takes
 // the locks of the lines of the ordered ones and reads their heads (one
-// round trip), then applies SettleLine to each (a new delivery of a line
-// with a head waits behind it).
+// round trip, lineHeads), then applies SettleLine to each (a new delivery
+// of a line with a head waits behind it).
 func settleNew(ctx context.Context, tx pgx.Tx, ds []engine.Delivery) error {
-	var eps, lines []string
-	for _, d := range ds {
-		if d.Line != "" {
-			eps, lines = append(eps, d.EndpointID), append(lines, d.Line)
-		}
-	}
-	if len(lines) == 0 {
-		return nil
-	}
-	const these = "SELECT * FROM unnest($1::text[], $2::text[]) AS u(endpoint_id, line)"
-	heads := map[lineID]string{}
-	var l lineID
-	var id string
-	err := withLineLocks(ctx, tx, these, `SELECT h.endpoint_id, h.line, h.id FROM deliveries h
-		WHERE (h.endpoint_id, h.line) IN (`+these+`) AND `+isHeadSQL("h"), []any{eps, lines}, []any{&l.endpoint, &l.line, &id}, func() error {
-		heads[l] = id
-		return nil
-	})
-	if err != nil {
+	heads, err := lineHeads(ctx, tx, ds)
+	if err != nil || heads == nil {
 		return err
 	}
 	for i, d := range ds {
@@ -158,6 +141,35 @@ func settleNew(ctx context.Context, tx pgx.Tx, ds []engine.Delivery) error {
 		}
 	}
 	return nil
+}
+
+// lineHeads takes, in tx, the locks of the lines of ds's ordered
+// deliveries and reads their heads, in one round trip: the head's ID by
+// line, absent for a line without one. Nil when no delivery of ds is
+// ordered.
+func lineHeads(ctx context.Context, tx pgx.Tx, ds []engine.Delivery) (map[lineID]string, error) {
+	var eps, lines []string
+	for _, d := range ds {
+		if d.Line != "" {
+			eps, lines = append(eps, d.EndpointID), append(lines, d.Line)
+		}
+	}
+	if len(lines) == 0 {
+		return nil, nil
+	}
+	const these = "SELECT * FROM unnest($1::text[], $2::text[]) AS u(endpoint_id, line)"
+	heads := map[lineID]string{}
+	var l lineID
+	var id string
+	err := withLineLocks(ctx, tx, these, `SELECT h.endpoint_id, h.line, h.id FROM deliveries h
+		WHERE (h.endpoint_id, h.line) IN (`+these+`) AND `+isHeadSQL("h"), []any{eps, lines}, []any{&l.endpoint, &l.line, &id}, func() error {
+		heads[l] = id
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return heads, nil
 }
 
 // withLineLocks takes, in one round trip, the locks of the lines of the
