@@ -680,13 +680,37 @@ func (d *Dispatcher) noteRateLimit(eq *endpointQueue, in *AttemptInput) {
 			er.limiter.Allow()
 		}
 	}
-	if seen == nil {
-		// Known now: the endpoint's queue may start more than one.
-		d.makeRunnableLocked(eq)
+	if seen != nil {
+		// A change: a delivery of the endpoint waiting for a token of
+		// the old limit (parked by next while this attempt read its
+		// record) takes its turn again, to wait by the new one.
+		d.unparkLocked(eq)
 		if cur := d.endpoints[eq.id]; cur != nil && cur != eq {
-			d.makeRunnableLocked(cur)
+			d.unparkLocked(cur)
 		}
+		return
 	}
+	// Known now: the endpoint's queue may start more than one.
+	d.makeRunnableLocked(eq)
+	if cur := d.endpoints[eq.id]; cur != nil && cur != eq {
+		d.makeRunnableLocked(cur)
+	}
+}
+
+// unparkLocked makes eq runnable again if it is parked for its rate
+// limit, before its timer: next reserves a token afresh, and parks it
+// again if it must still wait. The old timer, when it fires, only makes
+// a queue that is already runnable runnable (or wakes it early, to be
+// parked again).
+func (d *Dispatcher) unparkLocked(eq *endpointQueue) {
+	if !eq.parked {
+		return
+	}
+	eq.parked = false
+	if d.rateBound[eq.id] == eq {
+		delete(d.rateBound, eq.id)
+	}
+	d.makeRunnableLocked(eq)
 }
 
 // makeRunnableLocked gives eq a turn among its tenant's endpoints if it

@@ -242,6 +242,65 @@ func TestDispatcher_EndpointRateLimitChange(t *testing.T) {
 	})
 }
 
+// switchedInputs is a store whose AttemptInput waits while a gate is
+// set, until it is closed.
+type switchedInputs struct {
+	engine.Store
+	mu   sync.Mutex
+	gate chan struct{}
+}
+
+func (s *switchedInputs) setGate(g chan struct{}) {
+	s.mu.Lock()
+	s.gate = g
+	s.mu.Unlock()
+}
+
+func (s *switchedInputs) AttemptInput(ctx context.Context, id string) (engine.AttemptInput, error) {
+	s.mu.Lock()
+	g := s.gate
+	s.mu.Unlock()
+	if g != nil {
+		<-g
+	}
+	return s.Store.AttemptInput(ctx, id)
+}
+
+// TestDispatcher_EndpointRateLimitChangeWhileParked: when the attempt
+// that reads a changed limit finds its endpoint's next delivery already
+// waiting for a token of the old limit, that delivery waits by the new
+// one. (CI once saw it wait the old second, when the next delivery
+// reserved its token before the attempt read the record.)
+func TestDispatcher_EndpointRateLimitChangeWhileParked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := newRateReceiver()
+		store := &switchedInputs{Store: memstore.New()}
+		node := bubbleNode(t, store, rc.receive, engine.DispatcherOptions{Workers: 16})
+		svc := node.Service
+		ids := rateEndpoints(t, svc, "http://127.0.0.1:9", map[string]*engine.RateLimitInput{"/ep": {PerSecond: 1, Burst: intp(1)}})
+		ingestN(t, svc, 10)
+		if err := node.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer node.Stop(context.Background())
+
+		rc.sleepUntil(500 * time.Millisecond)
+		rc.wantCounts(t, "0.5 s", map[string]int{"/ep": 1})
+		gate := make(chan struct{})
+		store.setGate(gate)
+		// At 1 s the second attempt takes its token and waits to read
+		// its delivery; the third waits for the old limit's next token.
+		rc.sleepUntil(time.Second + 10*time.Millisecond)
+		if _, err := svc.UpdateEndpoint(t.Context(), "acme", ids["/ep"], engine.EndpointPatch{RateLimit: engine.RateLimitPatch{Set: true, Limit: &engine.RateLimitInput{PerSecond: 10, Burst: intp(1)}}}); err != nil {
+			t.Fatal(err)
+		}
+		store.setGate(nil)
+		close(gate)
+		rc.sleepUntil(time.Second + 150*time.Millisecond)
+		rc.wantCounts(t, "1.15 s: the third attempt at 1.1 s, by the new limit", map[string]int{"/ep": 3})
+	})
+}
+
 // shareScheduler is the LocalScheduler as one of two processes that
 // share the endpoints' bounds: each gets half (BoundSharer). Its claims
 // have no lease to watch.
