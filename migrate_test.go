@@ -319,6 +319,9 @@ func TestMigrate(t *testing.T) {
 			if feed[i].ID != ev.ID {
 				t.Errorf("%s: feed[%d] is %s, want %s (log order)", tenant, i, feed[i].ID, ev.ID)
 			}
+			if !feed[i].DeliverAt.Equal(ev.DeliverAt) {
+				t.Errorf("%s: feed[%d] deliver_at %v, want %v", tenant, i, feed[i].DeliverAt, ev.DeliverAt)
+			}
 			got.Seq = ev.Seq // a new place in the log, in the same order
 			if !reflect.DeepEqual(got, ev) {
 				t.Errorf("event %+v, want %+v", got, ev)

@@ -224,14 +224,18 @@ func (s *Store) ListEvents(ctx context.Context, tenant string, f engine.EventFil
 
 // eventColsSQL are the columns of events scanEvent reads before the
 // body.
-const eventColsSQL = "seq, id, tenant_id, type, created, api_version, sequence, ordering_key, test, channels"
+const eventColsSQL = "seq, id, tenant_id, type, created, api_version, sequence, ordering_key, test, channels, deliver_at"
 
 // scanEvent reads an event from eventColsSQL and body.
 func scanEvent(r pgx.Row) (engine.Event, error) {
 	var ev engine.Event
 	var seq, created, sequence int64
-	if err := r.Scan(&seq, &ev.ID, &ev.TenantID, &ev.Type, &created, &ev.APIVersion, &sequence, &ev.OrderingKey, &ev.Test, &ev.Channels, &ev.Body); err != nil {
+	var deliverAt *int64
+	if err := r.Scan(&seq, &ev.ID, &ev.TenantID, &ev.Type, &created, &ev.APIVersion, &sequence, &ev.OrderingKey, &ev.Test, &ev.Channels, &deliverAt, &ev.Body); err != nil {
 		return ev, err
+	}
+	if deliverAt != nil {
+		ev.DeliverAt = time.Unix(0, *deliverAt).UTC()
 	}
 	if len(ev.Channels) == 0 {
 		ev.Channels = nil

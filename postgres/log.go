@@ -168,7 +168,7 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 		sql = appendCachedKeySQL
 		args = append(args, in.IdempotencyKey, in.RequestHash[:], in.IdempotencyExpires.UnixNano())
 	}
-	args = append(args, in.SequenceOffset(), ev.OrderingKey, channelsArg(ev.Channels))
+	args = append(args, in.SequenceOffset(), ev.OrderingKey, channelsArg(ev.Channels), deliverAtArg(ev.DeliverAt))
 	w := &cachedWrite{tenant: ev.TenantID, sql: sql, args: args}
 	seq, sequence, err := s.writeCached(ctx, w)
 	var pe *pgconn.PgError
@@ -202,10 +202,10 @@ const fallbackCode = "WH001"
 // $1…$6 the event (its body without its sequence), $7 the
 // endpoints_version the deliveries were made at, $8…$16 the deliveries'
 // columns (deliveryColumns), $17 the offset of the sequence in the body,
-// $18 the ordering key and $19 the channels (insertEventSQL). The event's seq and
-// sequence, or ingest_fallback.
+// $18 the ordering key, $19 the channels and $20 the deliver_at
+// (insertEventSQL). The event's seq and sequence, or ingest_fallback.
 var appendCachedSQL = `WITH sq AS (` + nextSequenceSQL + `), ev AS (
-	` + insertEventSQL(17, 18, 0, 19) + `
+	` + insertEventSQL(17, 18, 0, 19, 20) + `
 	WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NULL AND endpoints_version = $7)
 	AND EXISTS (SELECT 1 FROM event_types WHERE name = $3)
 	ON CONFLICT (id) DO NOTHING RETURNING seq
@@ -214,15 +214,15 @@ SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full pat
 
 // appendCachedKeySQL is appendCachedSQL that also claims the
 // idempotency key $17 (request hash $18, expiring at $19) and appends
-// the event only if it did; $20, $21 and $22 are appendCachedSQL's $17,
-// $18 and $19.
+// the event only if it did; $20 to $23 are appendCachedSQL's $17 to
+// $20.
 var appendCachedKeySQL = `WITH key AS (
 	INSERT INTO idempotency (tenant_id, key, request_hash, event_id, expires) VALUES ($2, $17, $18, $1, $19)
 	ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = excluded.request_hash, event_id = excluded.event_id, expires = excluded.expires
 	WHERE idempotency.expires <= $4
 	RETURNING 1
 ), sq AS (` + nextSequenceSQL + `), ev AS (
-	` + insertEventSQL(20, 21, 0, 22) + `
+	` + insertEventSQL(20, 21, 0, 22, 23) + `
 	WHERE EXISTS (SELECT 1 FROM key)
 	AND EXISTS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NULL AND endpoints_version = $7)
 	AND EXISTS (SELECT 1 FROM event_types WHERE name = $3)
@@ -235,20 +235,30 @@ SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full pat
 // the log with the sequence of the CTE sq, written into the body at
 // byte offset $offset (engine.NewEvent.SequenceOffset; -1: the body is
 // kept as it is), the ordering key $key, the channels $channels (NULL:
-// none; channelsArg) and, when test is not 0, the test mark $test (else
+// none; channelsArg), the deliver_at $deliverAt (NULL: none;
+// deliverAtArg) and, when test is not 0, the test mark $test (else
 // false: appendCached never writes a test event). The caller adds its
 // WHERE and what follows.
-func insertEventSQL(offset, key, test, channels int) string {
+func insertEventSQL(offset, key, test, channels, deliverAt int) string {
 	testSQL := "false"
 	if test != 0 {
 		testSQL = fmt.Sprintf("$%d::boolean", test)
 	}
-	return fmt.Sprintf(`INSERT INTO events (seq, id, tenant_id, type, created, api_version, body, sequence, ordering_key, test, channels)
+	return fmt.Sprintf(`INSERT INTO events (seq, id, tenant_id, type, created, api_version, body, sequence, ordering_key, test, channels, deliver_at)
 	SELECT `+seqSQL+`, $1, $2, $3, $4, $5,
 		CASE WHEN $%[1]d::int < 0 THEN $6::bytea
 		ELSE substring($6::bytea FROM 1 FOR $%[1]d::int) || convert_to(',"sequence":' || sq.last, 'UTF8') || substring($6::bytea FROM $%[1]d::int + 1) END,
-		sq.last, $%[2]d::text, %[3]s, $%[4]d::text[]
-	FROM sq`, offset, key, testSQL, channels)
+		sq.last, $%[2]d::text, %[3]s, $%[4]d::text[], $%[5]d::bigint
+	FROM sq`, offset, key, testSQL, channels, deliverAt)
+}
+
+// deliverAtArg is the deliver_at column of an event scheduled at at:
+// NULL when it is not scheduled.
+func deliverAtArg(at time.Time) any {
+	if at.IsZero() {
+		return nil
+	}
+	return at.UnixNano()
 }
 
 // channelsArg is the channels column of an event on channels: NULL when
@@ -391,8 +401,8 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	} else {
 		b.Queue("SELECT doc, NULL::bytea FROM endpoints WHERE tenant_id = $1 ORDER BY id", ev.TenantID)
 	}
-	b.Queue(`WITH sq AS (`+nextSequenceSQL+`) `+insertEventSQL(7, 8, 9, 10)+` ON CONFLICT (id) DO NOTHING RETURNING seq, sequence`,
-		ev.ID, ev.TenantID, ev.Type, stored.Created.UnixNano(), ev.APIVersion, stored.Body, in.SequenceOffset(), ev.OrderingKey, ev.Test, channelsArg(ev.Channels))
+	b.Queue(`WITH sq AS (`+nextSequenceSQL+`) `+insertEventSQL(7, 8, 9, 10, 11)+` ON CONFLICT (id) DO NOTHING RETURNING seq, sequence`,
+		ev.ID, ev.TenantID, ev.Type, stored.Created.UnixNano(), ev.APIVersion, stored.Body, in.SequenceOffset(), ev.OrderingKey, ev.Test, channelsArg(ev.Channels), deliverAtArg(ev.DeliverAt))
 	if ev.OrderingKey != "" { // under the sequence lock, taken above
 		b.Queue("SELECT endpoint_id, sequence FROM key_tails WHERE tenant_id = $1 AND ordering_key = $2", ev.TenantID, ev.OrderingKey)
 	}
@@ -611,14 +621,16 @@ func eventByID(ctx context.Context, q querier, id string) (engine.Event, []engin
 		return engine.Event{}, nil, err
 	}
 	ds, err := collectDeliveries(ctx, q, "SELECT "+deliveryReadSQL+" FROM deliveries d WHERE tenant_id = $1 AND event_seq = $2 ORDER BY id", ev.TenantID, int64(ev.Seq))
-	ev.DeliverAt = deliverAtOf(ds)
+	if ev.DeliverAt.IsZero() {
+		ev.DeliverAt = deliverAtOf(ds)
+	}
 	return ev, ds, err
 }
 
-// deliverAtOf returns the deliver_at of the event of ds, its deliveries:
-// events has no column for it (a schema change the issue's one version
-// bump may add), and every delivery of a scheduled event carries it in
-// its document. Zero when none does (not scheduled, or no delivery).
+// deliverAtOf returns the deliver_at of the event of ds, its deliveries,
+// for an event written before events had the column (migration 8):
+// every delivery of a scheduled event carries it in its document. Zero
+// when none does (not scheduled, or no delivery).
 func deliverAtOf(ds []engine.Delivery) time.Time {
 	for _, d := range ds {
 		if !d.DeliverAt.IsZero() {

@@ -222,6 +222,13 @@ ALTER TABLE nodes ADD COLUMN lock_keys smallint NOT NULL DEFAULT 1;
 	7: `
 ALTER TABLE events ADD COLUMN channels text[];
 `,
+	// 8: deliver_at (engine.Event.DeliverAt) in Unix nanoseconds; NULL:
+	// not scheduled. A delivery's copy is in its document; an event
+	// scheduled under migration 7, before the column, reads its time from
+	// its deliveries (deliverAtOf), so no row is rewritten here.
+	8: `
+ALTER TABLE events ADD COLUMN deliver_at bigint;
+`,
 }
 
 // lockKeysMigration is the migration from which locks are keyed by

@@ -17,6 +17,7 @@ var scheduledTests = []test{
 	{"a scheduled event and its deliveries keep deliver_at, due then", testScheduledStored},
 	{"a scheduled delivery is not offered before its time, and is after", testScheduledDue},
 	{"an idempotent repeat at another deliver_at conflicts", testScheduledIdempotency},
+	{"a scheduled event keeps deliver_at without deliveries, in the event feed too", testScheduledEventOnly},
 }
 
 // scheduledEvent prepares an event of typ for tenant as the service
@@ -123,5 +124,40 @@ func testScheduledIdempotency(t *testing.T, f *fixture) {
 	unscheduled := scheduledEvent(t, "acme", typ, "k", time.Time{})
 	if _, err := f.s.AppendEvent(t.Context(), unscheduled); engine.ErrorCode(err) != engine.CodeIdempotencyConflict {
 		t.Fatalf("no deliver_at: %v, want an idempotency conflict", err)
+	}
+}
+
+// testScheduledEventOnly: the event itself keeps its deliver_at, not only
+// its deliveries: an event no endpoint takes answers it from Event and
+// from the event feed (ListEvents), as one that has deliveries does.
+func testScheduledEventOnly(t *testing.T, f *fixture) {
+	f.tenant(t, "acme")
+	_, typ := f.lane(t, "acme")
+	f.eventType(t, "nobody.listened")
+	at := t0.Add(2 * time.Hour).Truncate(time.Millisecond)
+	lone := f.ingest(t, scheduledEvent(t, "acme", "nobody.listened", "", at))
+	if len(lone.Deliveries) != 0 {
+		t.Fatalf("%d deliveries of a type no endpoint takes, want 0", len(lone.Deliveries))
+	}
+	wantEqual(t, "the ingest's deliver_at", lone.Event.DeliverAt, at)
+	taken := f.ingest(t, scheduledEvent(t, "acme", typ, "", at.Add(time.Minute)))
+	ev, _, err := f.s.Event(t.Context(), "acme", lone.Event.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "Event's deliver_at", ev.DeliverAt, at)
+	page, _, err := f.s.ListEvents(t.Context(), "acme", engine.EventFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]time.Time{lone.Event.ID: at, taken.Event.ID: at.Add(time.Minute)}
+	for _, e := range page {
+		if w, ok := want[e.ID]; ok {
+			wantEqual(t, "the feed's deliver_at of "+e.Type, e.DeliverAt, w)
+			delete(want, e.ID)
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("the feed left out %v", want)
 	}
 }
