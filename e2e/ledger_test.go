@@ -132,6 +132,46 @@ func (l *ledger) sawDeadOf(tenant string) bool {
 	return false
 }
 
+// diedAt returns the deliveries to endpoint ever seen dead.
+func (l *ledger) diedAt(endpoint string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for id := range l.died {
+		if l.seen[id].EndpointID == endpoint {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// eventsOf returns the events of tenant of typ acknowledged as created
+// in [since, until), by ID.
+func (l *ledger) eventsOf(tenant, typ string, since, until time.Time) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, ev := range l.order {
+		if ev.tenant == tenant && ev.typ == typ && !ev.created.Before(since) && ev.created.Before(until) {
+			out = append(out, ev.id)
+		}
+	}
+	return out
+}
+
+// expect adds delivery id of event to endpoint, made after the event's
+// 202 (a backfill), to what the audit expects of the event; rc is the
+// endpoint's receiver. It is a no-op for an event not acknowledged here.
+func (l *ledger) expect(event, endpoint, id string, rc *eventReceiver) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ev := l.events[event]; ev != nil {
+		ev.endpoints[endpoint] = rc
+		ev.deliveries[endpoint] = id
+	}
+}
+
 // tenantGone reports whether tenant was deleted after some of its events
 // were acknowledged.
 func (l *ledger) tenantGone(tenant string) bool {

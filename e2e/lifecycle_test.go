@@ -5,8 +5,10 @@ package e2e
 // operator runs for months meeting each other: retention, dead letters
 // and replays, ordered lines that block, tenant deletion, the backlog's
 // bounds, alerts, backups, compaction, key rotation, restarts and
-// kill -9. After every phase it checks what must hold, whatever happened
-// before.
+// kill -9; and the endpoint's own controls among them: custom headers
+// (sealed with the key that rotates), channels, a retry policy longer
+// than the standard one, a rate limit, scheduled events and a backfill.
+// After every phase it checks what must hold, whatever happened before.
 
 import (
 	"context"
@@ -149,6 +151,12 @@ type lifecycle struct {
 	// initechDisabled: initech's endpoint was found disabled after its
 	// receiver's outage.
 	initechDisabled bool
+	// bearer is acme A's custom Authorization header's value: it must
+	// reach every request and no log line.
+	bearer string
+	// scheduled are the events sent with a deliver_at, by ID: no
+	// receiver may get one before its time.
+	scheduled map[string]time.Time
 }
 
 // tenant is one of the scenario's tenants as the test knows it: by its
@@ -168,6 +176,7 @@ type tenant struct {
 type endpoint struct {
 	id, name string
 	types    []string
+	channels []string // its channel filter; none: every event
 	rc       *eventReceiver
 	outages  []window // when its receiver fails on purpose
 	deleted  bool
@@ -183,11 +192,17 @@ type sentEvent struct {
 	reused bool
 }
 
-// subscribers returns tn's endpoints subscribed to typ, by ID.
-func (tn *tenant) subscribers(typ string) map[string]*eventReceiver {
+// subscribers returns tn's endpoints that take an event of typ on
+// channels, by ID: subscribed to typ, and without a channel filter or
+// with one of channels in it (an event on no channel goes only to the
+// endpoints without one).
+func (tn *tenant) subscribers(typ string, channels []string) map[string]*eventReceiver {
 	out := map[string]*eventReceiver{}
 	for _, ep := range tn.endpoints {
-		if !ep.deleted && (slices.Contains(ep.types, typ) || slices.Contains(ep.types, client.AllEventTypes)) {
+		if ep.deleted || !(slices.Contains(ep.types, typ) || slices.Contains(ep.types, client.AllEventTypes)) {
+			continue
+		}
+		if len(ep.channels) == 0 || slices.ContainsFunc(channels, func(c string) bool { return slices.Contains(ep.channels, c) }) {
 			out[ep.id] = ep.rc
 		}
 	}
@@ -205,6 +220,15 @@ func (tn *tenant) endpoint(name string) *endpoint {
 
 const lifecycleToken = "lifecycle-admin-token-0123456789"
 
+// lifecyclePatient is the retry policy of acme's endpoint N: retries
+// after 2, 6 and 12 hours inside a 30-hour deadline, where the standard
+// policy gives up after 10 hours.
+const lifecyclePatient = "patient"
+
+// acmeCLimit is acme C's own rate limit: it is backfilled with a day of
+// events at once.
+var acmeCLimit = client.RateLimit{PerSecond: 4, Burst: 2}
+
 // The scenario's event types: order.* and invoice.issued have
 // subscribers, audit.logged none (such an event is kept for [retention]
 // succeeded from its ingest).
@@ -216,6 +240,7 @@ func newLifecycle(t *testing.T, driver string, opts lifecycleSettings) *lifecycl
 		t: t, ctx: t.Context(), opts: opts, dir: dir, cfgDir: filepath.Join(dir, "etc"),
 		maxPending: 70, perTenant: 40,
 		tenants: map[string]*tenant{}, broken: map[string][]string{}, stats: map[string]int{}, gen: map[string]int{},
+		scheduled: map[string]time.Time{},
 	}
 	lc.st = newStore(t, driver, dir)
 	if err := os.MkdirAll(lc.cfgDir, 0o700); err != nil {
@@ -251,6 +276,13 @@ func newLifecycle(t *testing.T, driver string, opts lifecycleSettings) *lifecycl
 	c.set("delivery", "retry_after_max", lc.clock.hours(1))
 	c.set("delivery", "disable_after", lc.clock.hours(24))
 	c.set("delivery", "workers", 16)
+	// patient: for acme's endpoint N, whose receiver is down for longer
+	// than the standard 10 hours and must lose nothing to it.
+	c.set("retry", "policies", map[string]any{lifecyclePatient: map[string]any{
+		"schedule": []string{lc.clock.hours(2), lc.clock.hours(6), lc.clock.hours(12)},
+		"deadline": lc.clock.hours(30),
+		"jitter":   0,
+	}})
 	c.set("retention", "succeeded", lc.clock.hours(48))
 	c.set("retention", "dead", lc.clock.hours(120))
 	c.set("retention", "interval", max(time.Second, h(2)).String()) // the key's least is 1s
@@ -342,19 +374,21 @@ func (lc *lifecycle) run() {
 
 // timeline is the scenario, repeated every 30 days up to opts.days:
 //
-//	every day   traffic four times, an idempotent repeat each time, a key sent again after its window
+//	every day   traffic four times, an idempotent repeat each time, a key sent again after its window,
+//	            acme's events on channel region-eu or region-us, an invoice scheduled 2 hours ahead
 //	day 3.30    acme's receiver A fails for 6 hours: its deliveries succeed on a retry
 //	day 5.05    a poison event at globex (ordered per endpoint, on_dead block) and umbrella (per key, block): both lines block
 //	day 6.00    the flood: globex and umbrella are sent events until refused; the bounds and /readyz must tell
 //	day 6.30    umbrella is deleted: without force it must be refused (it has deliveries not final), then with force
 //	day 7.00    umbrella is created again, with a new endpoint
-//	day 7.20    acme's receiver A fails for 14 hours: dead letters
+//	day 7.20    acme's receiver A fails for 14 hours: dead letters; N (same outage, patient policy) loses nothing
 //	day 8.10    acme's dead letters are replayed, one by one (A's succeed, B's poison dies again)
 //	day 9-13    initech's receiver fails for four days: dead letters, its endpoint disabled, deliveries paused
 //	day 10.05   retention deletes globex's dead head: the line must go on
 //	day 13.05   initech's endpoint enabled with its held deliveries, its dead letters replayed as a range
 //	day 15.00   acme's endpoint A gets a new secret (1 day of grace); day 16.30 its receiver forgets the old one
-//	day 20-25   acme's endpoint C is added, its receiver fails from day 24.6, and it is deleted at day 25
+//	day 20-25   acme's endpoint C is added (rate-limited) and backfilled with the day before, its receiver
+//	            fails from day 24.6, and it is deleted at day 25
 //	days 4, 8, 12, 18, 24, 30   a phase ends: checks, hot backup restored and checked, a clean stop or
 //	            kill -9, the offline check, compaction (8, 24), rotate-key (12), a start; the run's
 //	            last day ends with the checks, a backup, a clean stop and the offline check
@@ -447,12 +481,13 @@ func (lc *lifecycle) addEndpoint(tn *tenant, name string, in client.EndpointInpu
 	rc.ordered = in.Ordering == client.OrderingKey || in.Ordering == client.OrderingEndpoint
 	rc.byKey = in.Ordering == client.OrderingKey
 	in.URL = rc.URL()
+	rc.setHeaders(in.Headers)
 	created, err := lc.api.CreateEndpoint(lc.ctx, tn.id, in)
 	if err != nil {
 		lc.t.Fatalf("create endpoint %s of %s: %v", name, tn.id, err)
 	}
 	rc.setSecrets(created.Secret)
-	ep := &endpoint{id: created.ID, name: name, types: in.EventTypes, rc: rc, outages: outages}
+	ep := &endpoint{id: created.ID, name: name, types: in.EventTypes, channels: in.Channels, rc: rc, outages: outages}
 	tn.endpoints = append(tn.endpoints, ep)
 	return ep
 }
@@ -475,7 +510,12 @@ func (lc *lifecycle) setup() {
 	}
 	orders := []string{"order.created", "order.paid"}
 	acme := lc.putTenant("acme")
-	lc.addEndpoint(acme, "acme-a", client.EndpointInput{EventTypes: []string{"order.created", "order.paid", "invoice.issued"}}, lc.monthly(acmeAOutages), false)
+	lc.bearer = fmt.Sprintf("Bearer lifecycle-%x", randomBytes(12))
+	lc.addEndpoint(acme, "acme-a", client.EndpointInput{EventTypes: []string{"order.created", "order.paid", "invoice.issued"},
+		Headers: map[string]string{"Authorization": lc.bearer, "X-Lifecycle": "acme-a"}}, lc.monthly(acmeAOutages), false)
+	// N: the region-eu invoices, on the patient policy, down when A is.
+	lc.addEndpoint(acme, "acme-n", client.EndpointInput{EventTypes: []string{"invoice.issued"}, Channels: []string{"region-eu"}, RetryPolicy: lifecyclePatient},
+		lc.monthly(acmeAOutages), false)
 	lc.addEndpoint(acme, "acme-b", client.EndpointInput{EventTypes: orders, Ordering: client.OrderingKey, OnDead: client.OnDeadSkip}, nil, true)
 	globex := lc.putTenant("globex")
 	lc.addEndpoint(globex, "globex-g", client.EndpointInput{EventTypes: []string{"order.created", "invoice.issued"}, Ordering: client.OrderingEndpoint, OnDead: client.OnDeadBlock}, nil, true)
@@ -493,7 +533,7 @@ func (lc *lifecycle) send(tn *tenant, in client.EventInput) (client.IngestResult
 		in.IdempotencyKey = fmt.Sprintf("%s-%d-%x", tn.id, tn.n, randomBytes(4))
 	}
 	tn.n++
-	subs := tn.subscribers(in.Type)
+	subs := tn.subscribers(in.Type, in.Channels)
 	res, err := lc.api.Ingest(lc.ctx, tn.id, in)
 	if err != nil {
 		var p *client.Problem
@@ -523,6 +563,7 @@ func (lc *lifecycle) event(tn *tenant, typ string) client.EventInput {
 	switch tn.name {
 	case "acme":
 		in.OrderingKey = fmt.Sprintf("order-%d", tn.n%3)
+		in.Channels = []string{[]string{"region-eu", "region-us"}[tn.n%2]}
 		if strings.HasPrefix(typ, "order.") && tn.n%9 == 4 {
 			data["poison"] = true
 		}
@@ -559,8 +600,23 @@ func (lc *lifecycle) traffic(quarter int) {
 	switch quarter {
 	case 1:
 		lc.repeatExpired(acme)
+		lc.sendScheduled(acme)
 	case 2:
 		lc.send(acme, lc.event(acme, "audit.logged"))
+	}
+}
+
+// sendScheduled sends tn an invoice to deliver in 2 hours, on the
+// channel acme's endpoint N takes. On day 7.30 that is inside acme's
+// 14-hour outage, early enough that the standard policy's 4 attempts
+// would all fail: N's patient policy must deliver it after the outage.
+func (lc *lifecycle) sendScheduled(tn *tenant) {
+	in := lc.event(tn, "invoice.issued")
+	in.Channels = []string{"region-eu"}
+	in.DeliverAt = time.Now().Add(lc.clock.span(2.0 / 24)).Truncate(time.Millisecond)
+	if res, ok, _ := lc.send(tn, in); ok {
+		lc.scheduled[res.ID] = in.DeliverAt
+		lc.stats["scheduled"]++
 	}
 }
 
@@ -597,8 +653,8 @@ func (lc *lifecycle) repeatExpired(tn *tenant) {
 		if now-s.at < 1.2 {
 			return
 		}
-		if now-s.at > 1.8 || s.reused {
-			continue
+		if now-s.at > 1.8 || s.reused || !s.in.DeliverAt.IsZero() {
+			continue // a scheduled one's deliver_at is past by now: 422
 		}
 		s.reused = true
 		in := s.in
@@ -856,12 +912,42 @@ func (lc *lifecycle) forgetOldSecret() {
 
 // addAcmeC gives acme a third endpoint, C, whose receiver fails from day
 // o+24.6 on, until the endpoint is deleted.
+//
+// C is backfilled with acme's order.paid events of the day before: it
+// gets exactly those, within its own rate limit, and a second backfill
+// of the same range adds nothing.
 func (lc *lifecycle) addAcmeC(o float64) {
 	var outages []window
 	for _, w := range acmeCOutages {
 		outages = append(outages, window{o + w.from, o + w.to})
 	}
-	lc.addEndpoint(lc.tenants["acme"], "acme-c", client.EndpointInput{EventTypes: []string{"order.paid"}}, outages, false)
+	acme := lc.tenants["acme"]
+	limit := acmeCLimit
+	ep := lc.addEndpoint(acme, "acme-c", client.EndpointInput{EventTypes: []string{"order.paid"}, RateLimit: &limit}, outages, false)
+	since, until := lc.clock.wall(o+19), time.Now()
+	want := lc.led.eventsOf(acme.id, "order.paid", since, until)
+	got, err := lc.api.Backfill(lc.ctx, acme.id, ep.id, since, until)
+	if err != nil {
+		lc.note("a new endpoint can be backfilled", "acme C: %v", err)
+		return
+	}
+	lc.stats["backfilled"] += got.Created
+	if got.Created != len(want) || got.Remaining != 0 {
+		lc.note("a backfill delivers exactly the missing events", "acme C, the day before: created %d (%d remaining), want the %d order.paid events acknowledged then", got.Created, got.Remaining, len(want))
+	}
+	again, err := lc.api.Backfill(lc.ctx, acme.id, ep.id, since, until)
+	if err != nil || again.Created != 0 || again.SkippedExisting != got.Created {
+		lc.note("a second backfill adds nothing", "acme C: created %d, skipped %d (%v), want 0 and %d", again.Created, again.SkippedExisting, err, got.Created)
+	}
+	// The ledger expects each backfilled delivery delivered like the others.
+	ds, _, err := lc.api.deliveries(lc.ctx, acme.id, url.Values{"endpoint": {ep.id}})
+	if err != nil {
+		lc.note("the delivery listing answers", "acme C: %v", err)
+		return
+	}
+	for _, d := range ds {
+		lc.led.expect(d.EventID, d.EndpointID, d.ID, ep.rc)
+	}
 }
 
 // deleteAcmeC deletes acme's endpoint C while its deliveries retry: they
@@ -1077,7 +1163,45 @@ func (lc *lifecycle) check(phase string, day float64) map[string]bool {
 	lc.checkReports()
 	lc.checkReady()
 	lc.checkAlerts(phase, day)
+	lc.checkControls()
 	return stored
+}
+
+// checkControls checks the endpoints' own controls as the month wears
+// on: acme N (patient policy) never lost a delivery to an outage the
+// standard policy does not outlive; acme C never got more requests in a
+// second than its rate limit allows; no scheduled event reached a
+// receiver before its deliver_at; and acme A's bearer token, sent with
+// every request (the receiver checks), is in no log line.
+func (lc *lifecycle) checkControls() {
+	acme := lc.tenants["acme"]
+	if n := acme.endpoint("acme-n"); n != nil {
+		if died := lc.led.diedAt(n.id); len(died) > 0 {
+			lc.note("a patient retry policy outlives an outage longer than the standard window", "acme N: %d deliveries seen dead, e.g. %s", len(died), died[0])
+		}
+	}
+	for _, ep := range acme.endpoints {
+		if ep.name != "acme-c" {
+			continue
+		}
+		// A token bucket lets burst + rate × window through; one more for
+		// the two ends of a window.
+		if most, bound := ep.rc.busiest(time.Second), acmeCLimit.Burst+int(acmeCLimit.PerSecond)+1; most > bound {
+			lc.note("an endpoint's rate limit holds", "acme C (%g/s, burst %d): %d requests within a second", acmeCLimit.PerSecond, acmeCLimit.Burst, most)
+		}
+	}
+	for _, ep := range acme.endpoints {
+		for id, rec := range ep.rc.received() {
+			if at, ok := lc.scheduled[id]; ok && rec.first.Before(at) {
+				lc.note("a scheduled event is not delivered before its deliver_at", "event %s reached %s %s early", id, ep.name, at.Sub(rec.first))
+			}
+		}
+	}
+	if logs, err := os.ReadFile(lc.logs.Name()); err != nil {
+		lc.note("custom header values are never logged", "read the node's log: %v", err)
+	} else if strings.Contains(string(logs), strings.TrimPrefix(lc.bearer, "Bearer ")) {
+		lc.note("custom header values are never logged", "acme A's Authorization value is in the node's log")
+	}
 }
 
 // checkFilteredListings pages through each tenant's dead letters one at

@@ -102,7 +102,11 @@ type eventReceiver struct {
 	// answer returns the status for a verified request; nil: 204.
 	answer func(verify.Envelope) int
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// headers, when set (setHeaders), must arrive with every request:
+	// the endpoint's custom headers.
+	headers  map[string]string
+	arrivals []time.Time // every request's, in order
 	secrets  []string
 	events   map[string]*receipt
 	lines    map[string]uint64 // line → the highest sequence answered 2xx
@@ -116,6 +120,7 @@ type receipt struct {
 	env      verify.Envelope
 	requests int
 	status   int       // the last answer
+	first    time.Time // the first request's arrival
 	firstAck time.Time // the first 2xx answer; zero: none yet
 	lastAck  time.Time
 	acks     int // 2xx answers
@@ -140,6 +145,28 @@ func (rc *eventReceiver) setSecrets(secrets ...string) {
 	rc.secrets = secrets
 }
 
+// setHeaders sets the headers every request must carry.
+func (rc *eventReceiver) setHeaders(h map[string]string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.headers = h
+}
+
+// busiest returns the most requests that arrived within any window of
+// length d.
+func (rc *eventReceiver) busiest(d time.Duration) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	most, from := 0, 0
+	for i, at := range rc.arrivals {
+		for at.Sub(rc.arrivals[from]) >= d {
+			from++
+		}
+		most = max(most, i-from+1)
+	}
+	return most
+}
+
 func (rc *eventReceiver) problem(format string, args ...any) {
 	if len(rc.problems) < 20 {
 		rc.problems = append(rc.problems, rc.name+": "+fmt.Sprintf(format, args...))
@@ -151,9 +178,17 @@ func (rc *eventReceiver) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // webhookd went away mid-request (killed, or the attempt timed out)
 	}
+	arrived := time.Now()
 	rc.mu.Lock()
 	rc.requests++
+	rc.arrivals = append(rc.arrivals, arrived)
 	v := verify.Verifier{Secrets: rc.secrets}
+	for name, want := range rc.headers {
+		if got := r.Header.Get(name); got != want {
+			// The value is a test's, not a secret, but say only how it differs.
+			rc.problem("request %s: header %s of %d bytes, want the endpoint's %d", r.Header.Get("webhook-id"), name, len(got), len(want))
+		}
+	}
 	rc.mu.Unlock()
 	msg, err := v.Verify(r.Header, body)
 	var env verify.Envelope
@@ -179,7 +214,7 @@ func (rc *eventReceiver) serve(w http.ResponseWriter, r *http.Request) {
 	defer rc.mu.Unlock()
 	rec := rc.events[env.ID]
 	if rec == nil {
-		rec = &receipt{body: body, env: env}
+		rec = &receipt{body: body, env: env, first: arrived}
 		rc.events[env.ID] = rec
 		if line, ok := rc.line(env); ok && env.Sequence < rc.lines[line] {
 			rc.problem("event %s (sequence %d) first arrived after sequence %d of its line %q was acknowledged", env.ID, env.Sequence, rc.lines[line], line)
