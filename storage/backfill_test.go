@@ -100,3 +100,26 @@ func TestCheck_backfill(t *testing.T) {
 	write(func(tx *bolt.Tx) error { _, err := saveDelivery(tx, marked, d); return err })
 	mustCheck(t, db)
 }
+
+// TestCheck_deliverAt: Check finds a delivery whose deliver_at is not its
+// event's: a delivery scheduled on its own would be sent at a time the
+// event does not say, or an event's schedule lost on one delivery.
+func TestCheck_deliverAt(t *testing.T) {
+	db := MustOpenDB(t)
+	mustTenant(t, db, "a")
+	d := mustDelivery(t, db, "a")
+	write := func(fn func(tx *bolt.Tx) error) {
+		t.Helper()
+		if err := db.update(context.Background(), fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scheduled := d
+	scheduled.DeliverAt = t0.Add(time.Hour)
+	write(func(tx *bolt.Tx) error { _, err := saveDelivery(tx, d, scheduled); return err })
+	if err := db.Check(); err == nil || !strings.Contains(err.Error(), "delivery "+d.ID+" has deliver_at") {
+		t.Errorf("Check = %v, want it to find delivery %s scheduled apart from its event", err, d.ID)
+	}
+	write(func(tx *bolt.Tx) error { _, err := saveDelivery(tx, scheduled, d); return err })
+	mustCheck(t, db)
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -21,7 +22,8 @@ import (
 //     tenant and place in the log, and every entry there names a stored
 //     delivery of that event;
 //   - every event decodes and event_ids maps its ID to its sequence;
-//   - a delivery has its event's channels; an event has at most one
+//   - a delivery has its event's channels and deliver_at (the time
+//     its first attempt waits for); an event has at most one
 //     delivery to an endpoint (ingest makes one, a backfill one where
 //     there is none); a delivery a backfill made is not a test event's;
 //   - a tenant's numbered events have Sequences that rise in log order,
@@ -110,6 +112,10 @@ func checkInvariants(tx *bolt.Tx) []error {
 				}
 			case !slices.Equal(d.Channels, ev.Channels):
 				if !report("delivery %s has channels %q, its event %s %q", id, d.Channels, ev.ID, ev.Channels) {
+					return errs
+				}
+			case !d.DeliverAt.Equal(ev.DeliverAt):
+				if !report("delivery %s has deliver_at %s, its event %s %s", id, fmtTime(d.DeliverAt), ev.ID, fmtTime(ev.DeliverAt)) {
 					return errs
 				}
 			case endpoints[d.EndpointID]:
@@ -339,4 +345,12 @@ func deliveryIDsOf(tx *bolt.Tx, tenant string, seq uint64) []string {
 		return nil
 	})
 	return ids
+}
+
+// fmtTime is t for a check's report: "none" when zero.
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "none"
+	}
+	return t.UTC().Format(engine.TimeFormat)
 }
