@@ -43,8 +43,45 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "webhookd:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// exitCode is the status webhookd exits with after err: 2 for a command
+// line it cannot take (a usage error: an unknown command or flag, a
+// flag's bad value, a missing or extra argument), as the flag package
+// and most Unix tools do; 1 for any other failure (a port in use, a
+// database locked, a config file's error).
+func exitCode(err error) int {
+	var u interface{ UsageError() bool }
+	if errors.As(err, &u) && u.UsageError() {
+		return 2
+	}
+	return 1
+}
+
+// usageError is a command line webhookd cannot take (exitCode 2). A
+// package outside main marks its own the same way: an error with a
+// UsageError method that returns true (bench.Main's).
+type usageError struct{ err error }
+
+func (e usageError) Error() string    { return e.err.Error() }
+func (e usageError) Unwrap() error    { return e.err }
+func (e usageError) UsageError() bool { return true }
+
+// usagef is a usageError of the formatted message.
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// parseFlags parses args into fs: a flag error is a usageError (the flag
+// package has already printed it with the flags), -h is flag.ErrHelp.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usageError{err}
 }
 
 // extraProc returns the GOMAXPROCS webhookd runs with, one more than the
@@ -121,6 +158,9 @@ var commands = map[string]subcommand{
 // serveAbout is serve's line in the help.
 const serveAbout = "run the service (the default when no command is given)"
 
+// helpAbout is help's line in the help.
+const helpAbout = "list the commands, or show what one does and its flags (webhookd help COMMAND)"
+
 // run is the whole program: it returns when ctx is cancelled (SIGINT,
 // SIGTERM) and the shutdown is done, or when start-up fails. With a first
 // argument that names a subcommand, it runs that instead of the service.
@@ -163,6 +203,7 @@ func help(ctx context.Context, getenv func(string) string, stdout io.Writer) err
 	}
 	slices.Sort(names)
 	fmt.Fprintf(stdout, "  %-12s %s\n", "serve", serveAbout)
+	fmt.Fprintf(stdout, "  %-12s %s\n", "help", helpAbout)
 	for _, name := range names {
 		fmt.Fprintf(stdout, "  %-12s %s\n", name, commands[name].about)
 	}
@@ -172,13 +213,17 @@ func help(ctx context.Context, getenv func(string) string, stdout io.Writer) err
 
 // helpCommand prints what command name does and its flags.
 func helpCommand(ctx context.Context, name string, getenv func(string) string, stdout io.Writer) error {
+	if name == "help" {
+		fmt.Fprintf(stdout, "webhookd help: %s\n\nUsage:\n  webhookd help           every command, and the service's flags\n  webhookd help COMMAND   what COMMAND does, and its flags (the same as webhookd COMMAND -h)\n", helpAbout)
+		return nil
+	}
 	if name == "serve" {
 		fmt.Fprintf(stdout, "webhookd serve: %s\n\n", serveAbout)
 		return helpIsNoError(serve(ctx, []string{"-h"}, getenv, io.Discard, stdout))
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		return fmt.Errorf("no command %q: webhookd help lists them", name)
+		return usagef("no command %q: webhookd help lists them", name)
 	}
 	fmt.Fprintf(stdout, "webhookd %s: %s\n\n", name, cmd.about)
 	return helpIsNoError(cmd.run(ctx, []string{"-h"}, getenv, io.Discard, stdout))
@@ -193,14 +238,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	dbPath := fs.String("db", "", "database `path`, overriding [storage] path")
 	dev := fs.Bool("dev", false, "local development: allow plain http and loopback/private endpoint URLs (as [delivery] allow_http and allow_private_targets); never in production")
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *showVersion {
 		return runVersion(ctx, nil, getenv, stdout, stderr)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (webhookd help lists the commands)", fs.Arg(0))
+		return usagef("unexpected argument %q (webhookd help lists the commands)", fs.Arg(0))
 	}
 	cfg, err := loadConfig(*configPath)
 	if err != nil {
@@ -223,6 +268,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	// The port first: a start that cannot listen (another webhookd on
+	// it) fails before it makes or opens anything on disk, the database
+	// file and the admin-token file included.
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Server.Listen, err)
+	}
+	defer ln.Close() // after Serve, a second Close that does nothing
 
 	m := newMetrics()
 	be, err := openBackend(ctx, cfg, key, getenv, m, logger)
@@ -308,12 +361,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		},
 	})
 
-	ln, err := net.Listen("tcp", cfg.Server.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Server.Listen, err)
-	}
 	if err := node.Start(ctx); err != nil {
-		ln.Close()
 		return err
 	}
 	srv := &http.Server{

@@ -36,18 +36,18 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	schema := fs.String("schema", postgres.DefaultSchema, "the PostgreSQL `schema` of webhookd's tables; must be empty")
 	configPath := fs.String("config", getenv("WEBHOOKD_CONFIG"), "TOML config `file` (for the secret key and [storage] lock_timeout)")
 	keepRefused := fs.Bool("keep-refused", false, "copy, unchanged, the events that ingest would refuse today (an older webhookd accepted them), listing each; without it the first one stops the migration")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("migrate: unexpected argument %q", fs.Arg(0))
+		return usagef("migrate: unexpected argument %q", fs.Arg(0))
 	}
 	path, ok := strings.CutPrefix(*from, "bbolt:")
 	if !ok || path == "" {
-		return errors.New("migrate: -from bbolt:PATH is required (the database file of a stopped webhookd)")
+		return usagef("migrate: -from bbolt:PATH is required (the database file of a stopped webhookd)")
 	}
 	if *to == "" {
-		return errors.New("migrate: -to URL (or " + databaseURLEnv + ") is required")
+		return usagef("migrate: -to URL (or " + databaseURLEnv + ") is required")
 	}
 	target, err := describeURL(*to)
 	if err != nil {

@@ -48,11 +48,14 @@ func versionString() string {
 func runVersion(_ context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("webhookd version", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: webhookd version\n\nPrints this binary's version, the commit it was built from and its Go version,\nas one line, like:\n  %s\nIt takes no flags. A running webhookd logs its version in its\n\"webhookd started\" line.\n", versionString())
+	}
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("version: unexpected argument %q", fs.Arg(0))
+		return usagef("version: unexpected argument %q", fs.Arg(0))
 	}
 	_, err := fmt.Fprintln(stdout, versionString())
 	return err
@@ -73,11 +76,11 @@ func runBackup(ctx context.Context, args []string, getenv func(string) string, s
 	token := fs.String("token", getenv("WEBHOOKD_TOKEN"), "admin `token` (default: env WEBHOOKD_TOKEN; see -token-file)")
 	tokenFile := fs.String("token-file", "", "read the admin token from `file` (default: a plain token in [api] tokens, else the token file, [api] token_file or admin-token beside the database)")
 	dbPath := fs.String("db", "", "copy this stopped database `file` directly instead of asking the service")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *out == "" {
-		return errors.New("backup: -o FILE is required")
+		return usagef("backup: -o FILE is required")
 	}
 	cfg, err := loadConfig(*configPath)
 	if err != nil {
@@ -238,14 +241,14 @@ func runCompact(_ context.Context, args []string, getenv func(string) string, st
 	inPlace := fs.Bool("in-place", false, "compact the database itself: the compacted copy replaces it once complete and checked")
 	configPath := fs.String("config", getenv("WEBHOOKD_CONFIG"), "TOML config `file` (for [storage] path)")
 	dbPath := fs.String("db", "", "the stopped database `file` (default: [storage] path)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if (*out == "") == !*inPlace {
-		return errors.New("compact: give one of -o FILE (a compacted copy) or -in-place")
+		return usagef("compact: give one of -o FILE (a compacted copy) or -in-place")
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("compact: unexpected argument %q", fs.Arg(0))
+		return usagef("compact: unexpected argument %q", fs.Arg(0))
 	}
 	cfg, err := loadConfig(*configPath)
 	if err != nil {

@@ -102,11 +102,11 @@ func runReceive(ctx context.Context, args []string, getenv func(string) string, 
 	tolerance := fs.Duration("tolerance", def.Tolerance.Duration, "largest accepted distance between a signature's timestamp and the clock")
 	failRate := fs.Float64("fail-rate", 0, "fraction of new events whose processing fails (answered 500, so webhookd retries), 0 to 1")
 	ordered := fs.Bool("ordered", false, "process each ordering key's events in sequence order: answer 425 (webhookd retries) to one whose previous event is not processed yet")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("receive: unexpected argument %q", fs.Arg(0))
+		return usagef("receive: unexpected argument %q", fs.Arg(0))
 	}
 
 	cfg := def

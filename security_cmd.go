@@ -33,14 +33,14 @@ func runRotateKey(_ context.Context, args []string, getenv func(string) string, 
 	configPath := fs.String("config", getenv("WEBHOOKD_CONFIG"), "TOML config `file` of the service (its database and current key)")
 	dbPath := fs.String("db", "", "database `path`, overriding [storage] path")
 	newKeyFile := fs.String("new-key-file", "", "`file` holding the new key: base64 of 32 random bytes (required)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("rotate-key: unexpected argument %q", fs.Arg(0))
+		return usagef("rotate-key: unexpected argument %q", fs.Arg(0))
 	}
 	if *newKeyFile == "" {
-		return errors.New("rotate-key: -new-key-file FILE is required (make a key with: head -c 32 /dev/urandom | base64 > FILE)")
+		return usagef("rotate-key: -new-key-file FILE is required (make a key with: head -c 32 /dev/urandom | base64 > FILE)")
 	}
 	cfg, err := loadConfig(*configPath)
 	if err != nil {
@@ -87,7 +87,7 @@ func runNewToken(_ context.Context, args []string, _ func(string) string, stdout
 	fs := flag.NewFlagSet("webhookd new-token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	env := fs.String("env", "live", "the token's `environment`: live ([api] tokens) or test ([api] test_tokens)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	prefix := liveTokenPrefix
@@ -96,7 +96,7 @@ func runNewToken(_ context.Context, args []string, _ func(string) string, stdout
 	case "test":
 		prefix = testTokenPrefix
 	default:
-		return fmt.Errorf("new-token: -env %q: must be live or test", *env)
+		return usagef("new-token: -env %q: must be live or test", *env)
 	}
 	var raw [32]byte
 	rand.Read(raw[:]) // never returns an error: it crashes the program instead (Go 1.24)

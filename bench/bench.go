@@ -114,10 +114,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return err
+		return UsageError{err}
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+		return UsageError{fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))}
 	}
 	if *list {
 		for _, sc := range Scenarios {
@@ -165,7 +165,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 			for i, s := range Scenarios {
 				names[i] = s.Name
 			}
-			return nil, fmt.Errorf("bench: no scenario %q; have %s, all", o.Scenario, strings.Join(names, ", "))
+			return nil, UsageError{fmt.Errorf("bench: no scenario %q; have %s, all", o.Scenario, strings.Join(names, ", "))}
 		}
 		if sc.InProcessOnly && o.Target != "" {
 			return nil, fmt.Errorf("bench: scenario %s needs webhookd in-process (it stops and restarts it); drop -target", sc.Name)
@@ -250,3 +250,12 @@ func scenario(name string) *Scenario {
 	}
 	return &Scenarios[i]
 }
+
+// UsageError is a command line Main cannot take: an unknown flag, a
+// flag's bad value, an extra argument. webhookd exits 2 for it, as for
+// its own (UsageError reports true).
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string    { return e.Err.Error() }
+func (e UsageError) Unwrap() error    { return e.Err }
+func (e UsageError) UsageError() bool { return true }
