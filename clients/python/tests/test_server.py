@@ -300,15 +300,16 @@ class ServerTest(unittest.TestCase):
         self.assertIn("422 unknown_event_type type", out.getvalue())
 
     def test_backup(self) -> None:
+        # A server on the bbolt file streams its file; one on PostgreSQL
+        # has no backup route (pg_dump backs it up), a Problem not_found.
         out = io.BytesIO()
         try:
             n = self.client.backup(out)
         except webhookd.Problem as p:
-            if p.code == "not_found":
-                self.skipTest(f"this server has no backup source: {p}")
-            raise
+            self.assertProblem(p, 404, "not_found")
+            return
         self.assertEqual(n, len(out.getvalue()))
-        self.assertGreater(n, 0)
+        self.assertGreater(n, 4096)
 
 
 if __name__ == "__main__":
