@@ -146,7 +146,10 @@ func startSnippet(t *testing.T, s snippet, tool, port, secret string) *runningSn
 // stale timestamp and a request without signature.
 func TestReceiving_Snippets(t *testing.T) {
 	t.Parallel()
-	in := startInstance(t, t.TempDir(), testConfig)
+	// 10 s per attempt, not testConfig's 300 ms: a receiver restarted on
+	// the new secret (a JVM, most of all) answers its first request
+	// slowly on a busy machine, and the test is about signatures.
+	in := startInstance(t, t.TempDir(), configWith(t, testConfig, map[string]any{"delivery.attempt_timeout": "10s"}))
 	in.setup()
 	a := newAPI(in.base, testToken)
 	ctx := context.Background()
