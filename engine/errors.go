@@ -37,6 +37,8 @@ const (
 	CodeTenantDeleting      Code = "tenant_deleting"        // the tenant id belongs to a deleted tenant whose data is still being purged
 	CodeNotBlocking         Code = "not_blocking"           // a skip of a delivery that is not a dead head blocking its line
 	CodeEndpointDisabled    Code = "endpoint_disabled"      // a test event for a disabled endpoint: enable it first
+	CodeSchemaMismatch      Code = "schema_mismatch"        // the data (or a catalogue example) does not match its event type's schema; Field is "data" or "example" and the JSON Pointer at fault
+	CodeEventTypeArchived   Code = "event_type_archived"    // an event of an archived type: ingest of it is refused
 	CodeInternal            Code = "internal"               // anything uncoded; details go to the operator log only
 )
 

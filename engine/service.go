@@ -28,6 +28,7 @@ type Service struct {
 
 	ingestRates    keyedLimiters // ServiceOptions.TenantIngestRate, per tenant
 	testEventRates keyedLimiters // TestEventBurst and TestEventInterval, per endpoint
+	schemas        *Schemas      // the catalogue's schemas, compiled (ServiceOptions.Schemas)
 }
 
 // ServiceOptions configure a Service. The zero value of each field means the
@@ -91,6 +92,16 @@ type ServiceOptions struct {
 	// the Dispatcher's Policy). Nil: the Dispatcher's (NewNode), or the
 	// standard one only.
 	RetryPolicies map[string]RetryPolicy
+
+	// Schemas compiles the event types' JSON Schemas (schema.go); main's
+	// is package jsonschema's. Nil: a PUT of an event type with a schema
+	// is refused (CodeInvalidField "schema"), and so is an event of a
+	// type that has one (an internal error).
+	Schemas SchemaCompiler
+	// DeprecatedEvent, when set, is told the type of every event of a
+	// deprecated type stored (not an idempotent repeat): main counts
+	// them (webhookd_deprecated_events_total). It must not block.
+	DeprecatedEvent func(eventType string)
 }
 
 // NewService returns a Service over store that hands work to disp.
@@ -117,7 +128,7 @@ func NewService(store Store, disp *Dispatcher, opts ServiceOptions) *Service {
 			opts.RetryPolicies = map[string]RetryPolicy{StandardRetryPolicy: DefaultRetryPolicy()}
 		}
 	}
-	s := &Service{store: store, disp: disp, opts: opts}
+	s := &Service{store: store, disp: disp, opts: opts, schemas: NewSchemas(opts.Schemas)}
 	s.ingestRates.init(opts.TenantIngestRate, opts.TenantIngestBurst)
 	s.testEventRates.init(1/TestEventInterval.Seconds(), TestEventBurst)
 	return s
@@ -216,17 +227,31 @@ func (s *Service) Tenant(ctx context.Context, id string) (Tenant, error) {
 	return s.store.Tenant(ctx, id)
 }
 
-// EventTypeInput is the body of PUT /v1/event-types/{type}.
+// EventTypeInput is the body of PUT /v1/event-types/{type}. A put
+// replaces the whole entry but its created time: a field it leaves out
+// is reset (no example, no schema, active).
 type EventTypeInput struct {
 	Description string `json:"description"`
+	// Status, optional, is active (""), deprecated or archived
+	// (EventTypeStatus).
+	Status EventTypeStatus `json:"status"`
+	// Schema, optional, is a JSON Schema (draft 2020-12) of the data of
+	// the type's events: a JSON object or boolean, at most MaxSchemaLen
+	// bytes compacted, that compiles (ServiceOptions.Schemas) with no
+	// reference outside itself. A put without it removes the one stored.
+	Schema json.RawMessage `json:"schema"`
 	// Example, optional, is the data of an example event of the type:
 	// any JSON value an ingest would take as data (stored compacted, at
-	// most MaxExampleLen bytes). A put without it removes the one stored.
+	// most MaxExampleLen bytes), matching Schema when there is one. A
+	// put without it removes the one stored.
 	Example json.RawMessage `json:"example"`
 }
 
-// PutEventType adds name to the catalogue or replaces its description
-// and example.
+// PutEventType adds name to the catalogue or replaces its description,
+// status, schema and example. The schema is compiled here, so that a
+// schema that does not compile (CodeInvalidField "schema") and an
+// example that does not match it (CodeSchemaMismatch "example/…") are
+// refused, and the next ingest finds it compiled.
 func (s *Service) PutEventType(ctx context.Context, name string, in EventTypeInput) (EventType, bool, error) {
 	if err := ValidateEventType("type", name); err != nil {
 		return EventType{}, false, err
@@ -234,19 +259,56 @@ func (s *Service) PutEventType(ctx context.Context, name string, in EventTypeInp
 	if err := ValidateText("description", in.Description, MaxDescriptionLen, FreeText); err != nil {
 		return EventType{}, false, err
 	}
-	var example json.RawMessage
-	if len(bytes.TrimSpace(in.Example)) > 0 && string(bytes.TrimSpace(in.Example)) != "null" {
-		b, err := appendData(nil, in.Example, "example")
-		if err != nil {
+	status, err := ValidateEventTypeStatus("status", in.Status)
+	if err != nil {
+		return EventType{}, false, err
+	}
+	example, err := optionalJSON(in.Example, "example", MaxExampleLen)
+	if err != nil {
+		return EventType{}, false, err
+	}
+	schema, err := optionalJSON(in.Schema, "schema", MaxSchemaLen)
+	if err != nil {
+		return EventType{}, false, err
+	}
+	var compiled CompiledSchema
+	if schema != nil {
+		if schema[0] != '{' && string(schema) != "true" && string(schema) != "false" {
+			return EventType{}, false, Errorf(CodeInvalidField, "schema", "schema must be a JSON Schema: an object (or true or false)")
+		}
+		if compiled, err = s.schemas.compile(schema); err != nil {
 			return EventType{}, false, err
 		}
-		if len(b) > MaxExampleLen {
-			return EventType{}, false, Errorf(CodeInvalidField, "example", "example is %d bytes compacted; at most %d", len(b), MaxExampleLen)
+		if example != nil {
+			if err := compiled.Validate(example); err != nil {
+				return EventType{}, false, schemaMismatch("example", name, err)
+			}
 		}
-		example = b
 	}
 	now := s.now()
-	return s.store.PutEventType(ctx, EventType{Name: name, Description: in.Description, Example: example, Created: now, Updated: now})
+	et, created, err := s.store.PutEventType(ctx, EventType{Name: name, Description: in.Description, Status: status, Schema: schema, Example: example, Created: now, Updated: now})
+	if err == nil && compiled != nil {
+		s.schemas.put(name, et.Schema, compiled)
+	}
+	return et, created, err
+}
+
+// optionalJSON returns v, the optional JSON value of field, compacted
+// (appendData), or nil when it is absent or null: CodeInvalidField when
+// it is more than max bytes compacted.
+func optionalJSON(v json.RawMessage, field string, max int) (json.RawMessage, error) {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 || string(v) == "null" {
+		return nil, nil
+	}
+	b, err := appendData(nil, v, field)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > max {
+		return nil, Errorf(CodeInvalidField, field, "%s is %d bytes compacted; at most %d", field, len(b), max)
+	}
+	return b, nil
 }
 
 // DeleteEventType takes name out of the catalogue: ingest of that type is
@@ -257,7 +319,11 @@ func (s *Service) DeleteEventType(ctx context.Context, name string) error {
 	if err := ValidateEventType("type", name); err != nil {
 		return err
 	}
-	return s.store.DeleteEventType(ctx, name)
+	err := s.store.DeleteEventType(ctx, name)
+	if err == nil {
+		s.schemas.forget(name)
+	}
+	return err
 }
 
 // EventTypes lists the catalogue.
@@ -789,6 +855,7 @@ func (s *Service) prepare(tenant string, in IngestInput) (NewEvent, error) {
 		APIVersion:        s.opts.APIVersion,
 		IdempotencyWindow: s.opts.IdempotencyWindow,
 		Now:               s.opts.Now,
+		Schemas:           s.schemas,
 	})
 }
 
@@ -815,6 +882,9 @@ func (s *Service) appendEvent(ctx context.Context, tenant string, ne NewEvent, a
 	}
 	if err != nil {
 		return IngestResult{}, err
+	}
+	if ne.checked != nil && ne.checked.status == EventTypeDeprecated && !res.Duplicate && s.opts.DeprecatedEvent != nil {
+		s.opts.DeprecatedEvent(ne.Event.Type)
 	}
 	if s.disp != nil {
 		for _, d := range res.Deliveries {
@@ -843,6 +913,10 @@ type IngestOptions struct {
 	APIVersion        string           // api_version when the input names none; "": DefaultAPIVersion
 	IdempotencyWindow time.Duration    // how long an Idempotency-Key is remembered; zero: DefaultIdempotencyWindow
 	Now               func() time.Time // the event's created time; nil: time.Now
+	// Schemas checks each event against its type's schema, in the
+	// append (NewEvent.CheckType, which checks the status too). Nil: an
+	// event of a type with a schema is refused (an internal error).
+	Schemas *Schemas
 }
 
 // PrepareEvent turns an ingest request of tenant into the NewEvent a
@@ -854,8 +928,10 @@ type IngestOptions struct {
 // its created time (opts.Now, in UTC, truncated to milliseconds), the
 // request hash of the idempotency record and its expiry. It reads no
 // store: whether the tenant exists and the type is in the catalogue is
-// the append's check. tenant is taken as it is; a caller that gets it
-// from outside validates it first (ValidateTenantID), as Ingest does.
+// the append's check, and so is what the type's status and schema say
+// of the event (NewEvent.CheckType, which it sets, with opts.Schemas).
+// tenant is taken as it is; a caller that gets it from outside
+// validates it first (ValidateTenantID), as Ingest does.
 //
 // Every ingest path calls it, so that they validate and hash alike: a
 // retry with the same Idempotency-Key is a duplicate whichever path the
@@ -947,7 +1023,10 @@ func PrepareEvent(tenant string, in IngestInput, opts IngestOptions) (NewEvent, 
 	created := now.Truncate(time.Millisecond)
 	ev := Event{ID: NewID("evt"), TenantID: tenant, Type: in.Type, Created: created, APIVersion: in.APIVersion, OrderingKey: in.OrderingKey, Test: in.Test, Channels: channels, DeliverAt: deliverAt}
 	ev.Body = encodeEnvelope(ev, data)
+	check, checked := checkType(opts.Schemas, data[:len(data):len(data)])
 	return NewEvent{
+		CheckType:          check,
+		checked:            checked,
 		Event:              ev,
 		IdempotencyKey:     in.IdempotencyKey,
 		RequestHash:        sha256.Sum256(hashed),

@@ -302,6 +302,21 @@ type NewEvent struct {
 	// last delivery it made for that key to that endpoint that it still
 	// stores (0: none), and remembers this one as the last.
 	Deliveries func(ev Event, tenantPolicy RetryPolicyName, endpoints []Endpoint) []Delivery
+
+	// CheckType, when set, is the catalogue's say on the event (its
+	// type's status and schema, schema.go): the store calls it with the
+	// entry of the event's type as the append reads it, once it knows
+	// the tenant and the type exist and the append is no duplicate,
+	// before it writes anything, and a non-nil error refuses the append
+	// (nothing written) and is returned as it is. The store may call it
+	// more than once, each time with the entry as read then, and must
+	// give it an entry as current as the append: one read in the
+	// append's transaction, or one the write is conditional on. It must
+	// neither change nor keep et. Nil: no check. PrepareEvent sets it.
+	CheckType func(et EventType) error
+
+	// checked is what CheckType saw, for the Service (set with it).
+	checked *typeCheck
 }
 
 // IngestResult is the outcome of AppendEvent.

@@ -44,6 +44,14 @@ func (n RetryPolicyName) Standard() bool { return n == "" || n == StandardRetryP
 type EventType struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
+	// Status is active (the zero value, shown "active"), deprecated or
+	// archived (schema.go): what ingest does with events of the type.
+	Status EventTypeStatus `json:"status"`
+	// Schema, optional, is a JSON Schema (draft 2020-12) that the data
+	// of every event of the type must match (compacted JSON, at most
+	// MaxSchemaLen bytes): ingest refuses a mismatch
+	// (CodeSchemaMismatch), and Example matches it (schema.go).
+	Schema json.RawMessage `json:"schema,omitempty"`
 	// Example, optional, is the data of an event of this type as a
 	// receiver would see it (compacted JSON, at most MaxExampleLen
 	// bytes): what "Send test event" sends (Service.SendTestEvent).
