@@ -295,6 +295,9 @@ func checkInvariants(tx *bolt.Tx) []error {
 	if len(errs) < maxCheckErrors {
 		checkEndpoints(tx, report)
 	}
+	if len(errs) < maxCheckErrors {
+		checkEventTypes(tx, report)
+	}
 	return errs
 }
 
@@ -331,6 +334,22 @@ func checkEndpoints(tx *bolt.Tx, report func(string, ...any) bool) {
 					return
 				}
 			}
+		}
+	}
+}
+
+// checkEventTypes reports a catalogue entry that does not decode, or
+// whose status, schema or example the API would refuse
+// (engine.CheckStoredEventType).
+func checkEventTypes(tx *bolt.Tx, report func(string, ...any) bool) {
+	c := tx.Bucket(bucketEventTypes).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		et, err := decodeEventType(v)
+		if err == nil {
+			err = engine.CheckStoredEventType(et)
+		}
+		if err != nil && !report("event type %q: %v", k, err) {
+			return
 		}
 	}
 }

@@ -153,7 +153,17 @@ type eventTypeRecord struct {
 	Example     json.RawMessage `json:"example,omitempty"`
 	Created     time.Time       `json:"created"`
 	Updated     time.Time       `json:"updated"`
+	Status      string          `json:"status,omitempty"` // "": active (and before statuses)
+	Schema      json.RawMessage `json:"schema,omitempty"` // none: no schema (and before schemas)
 }
+
+// Keys that only a record of an event type with a status or a schema
+// holds (omitempty): ingest decodes the record of its type only when it
+// has one of them (ingestType).
+var (
+	eventTypeStatusField = []byte(`"status":`)
+	eventTypeSchemaField = []byte(`"schema":`)
+)
 
 type endpointRecord struct {
 	ID          string         `json:"id"`
@@ -340,7 +350,8 @@ func tenantRetryPolicy(data []byte) (engine.RetryPolicyName, error) {
 }
 
 func encodeEventType(et engine.EventType) ([]byte, error) {
-	return encodeJSON(eventTypeRecord{Name: et.Name, Description: et.Description, Example: et.Example, Created: utc(et.Created), Updated: utc(et.Updated)})
+	return encodeJSON(eventTypeRecord{Name: et.Name, Description: et.Description, Example: et.Example, Created: utc(et.Created), Updated: utc(et.Updated),
+		Status: string(et.Status), Schema: et.Schema})
 }
 
 func decodeEventType(data []byte) (engine.EventType, error) {
@@ -351,7 +362,8 @@ func decodeEventType(data []byte) (engine.EventType, error) {
 	if r.Name == "" {
 		return engine.EventType{}, errors.New("decode event type: no name")
 	}
-	return engine.EventType{Name: r.Name, Description: r.Description, Example: r.Example, Created: r.Created, Updated: r.Updated}, nil
+	return engine.EventType{Name: r.Name, Description: r.Description, Example: r.Example, Created: r.Created, Updated: r.Updated,
+		Status: engine.EventTypeStatus(r.Status), Schema: r.Schema}, nil
 }
 
 // encodeEndpoint encodes ep with its secrets.

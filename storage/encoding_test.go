@@ -15,7 +15,11 @@ import (
 var (
 	sampleTenant    = engine.Tenant{ID: "acme", Name: "Acme — Ünïcode", Environment: engine.EnvironmentTest, Created: t0, Updated: t0.Add(time.Hour)}
 	sampleEventType = engine.EventType{Name: "order.created", Description: "An order was created.", Created: t0, Updated: t0}
-	sampleEndpoint  = engine.Endpoint{
+	// sampleEventTypeSchema has a status and a schema (a later release:
+	// the older records have neither).
+	sampleEventTypeSchema = engine.EventType{Name: "order.created", Description: "An order was created.", Created: t0, Updated: t0,
+		Status: engine.EventTypeDeprecated, Schema: []byte(`{"type":"object","required":["id"]}`), Example: []byte(`{"id":"o_1"}`)}
+	sampleEndpoint = engine.Endpoint{
 		ID: "ep_01hzzzzzzzzzzzzzzzzzzzzzzz", TenantID: "acme", URL: "https://example.com/hook?x=1",
 		EventTypes: []string{"order.created", "order.shipped"}, Description: "main", Disabled: true,
 		Created: t0, Updated: t0.Add(time.Second),
@@ -158,6 +162,9 @@ func TestEncoding_roundTrip(t *testing.T) {
 			func(b []byte) (any, error) { return decodeTenant(b) }},
 		{"event type", formatV1, false, sampleEventType,
 			func() ([]byte, error) { return encodeEventType(sampleEventType) },
+			func(b []byte) (any, error) { return decodeEventType(b) }},
+		{"event type with a status and a schema", formatV1, false, sampleEventTypeSchema,
+			func() ([]byte, error) { return encodeEventType(sampleEventTypeSchema) },
 			func(b []byte) (any, error) { return decodeEventType(b) }},
 		{"endpoint", formatV1, false, sampleEndpoint,
 			func() ([]byte, error) { return encodeEndpoint(sampleEndpoint) },
@@ -426,7 +433,7 @@ func TestTenantRetryPolicy(t *testing.T) {
 }
 
 func FuzzDecodeEventType(f *testing.F) {
-	fuzzRecord(f, seed(sampleEventType, encodeEventType), decodeEventType, encodeEventType)
+	fuzzRecord(f, append(seed(sampleEventType, encodeEventType), seed(sampleEventTypeSchema, encodeEventType)...), decodeEventType, encodeEventType)
 }
 
 func FuzzDecodeEndpoint(f *testing.F) {

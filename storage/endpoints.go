@@ -103,8 +103,8 @@ func (db *DB) DeleteEventType(ctx context.Context, name string) error {
 	return nil
 }
 
-// PutEventType adds et.Name to the catalogue or replaces its Description
-// and Example (and Updated). It returns the stored entry and whether it was created.
+// PutEventType adds et.Name to the catalogue or replaces its Description,
+// Status, Schema and Example (and Updated). It returns the stored entry and whether it was created.
 func (db *DB) PutEventType(ctx context.Context, et engine.EventType) (engine.EventType, bool, error) {
 	if et.Name == "" {
 		return engine.EventType{}, false, engine.EmptyEventTypeName()
@@ -122,6 +122,7 @@ func (db *DB) PutEventType(ctx context.Context, et engine.EventType) (engine.Eve
 			}
 			next = old
 			next.Description, next.Example, next.Updated = et.Description, et.Example, et.Updated
+			next.Status, next.Schema = et.Status, et.Schema
 			created = false
 		}
 		v, err := encodeEventType(next)

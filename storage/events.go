@@ -19,7 +19,8 @@ import (
 // before and whose record has not expired at in.Event.Created, nothing is
 // appended: the result is the first event and its deliveries (Duplicate)
 // when the request hash matches, CodeIdempotencyConflict when it does not.
-// Otherwise the event gets the next place in the log, its tenant's next
+// Then in.CheckType, when set, has its say on the type's entry, in each
+// of the transactions below. Otherwise the event gets the next place in the log, its tenant's next
 // Sequence (engine.NewEvent.Sequenced) and one Pending
 // delivery, due at in.Event.Created, per enabled endpoint of the tenant
 // that subscribes to the type. Deliveries are returned in ID order, the
@@ -39,7 +40,7 @@ func (db *DB) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Inges
 	var res engine.IngestResult
 	var dup bool
 	err := db.view(ctx, func(tx *bolt.Tx) error {
-		d, _, _, err := checkIngest(tx, in)
+		d, _, _, err := checkIngest(tx, in, &db.fanOut.types)
 		if d != nil {
 			res, dup = *d, true
 		}
@@ -63,44 +64,64 @@ func (db *DB) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Inges
 }
 
 // checkIngest makes ingest's checks of in: the tenant exists, the type is
-// in the catalogue, and the Idempotency-Key: a live record with the same
-// request hash gives the duplicate result, with another hash a conflict.
-// It returns the tenant's record (bbolt's memory: valid while tx is) and
-// the expired record the ingest replaces, if any. It only reads.
-func checkIngest(tx *bolt.Tx, in engine.NewEvent) (dup *engine.IngestResult, expired *idempotencyRecord, tenantRecord []byte, err error) {
+// in the catalogue, the Idempotency-Key (a live record with the same
+// request hash gives the duplicate result, with another hash a
+// conflict) and, for an event that is no duplicate, in.CheckType with
+// the type's entry (read through types). It returns the tenant's record
+// (bbolt's memory: valid while tx is) and the expired record the ingest
+// replaces, if any. It only reads.
+func checkIngest(tx *bolt.Tx, in engine.NewEvent, types *typeCache) (dup *engine.IngestResult, expired *idempotencyRecord, tenantRecord []byte, err error) {
+	dup, expired, tenantRecord, typeRecord, err := checkIngestKey(tx, in)
+	if err != nil || dup != nil || in.CheckType == nil {
+		return dup, expired, tenantRecord, err
+	}
+	et, err := types.ingestType(in.Event.Type, typeRecord)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("event type %s: %w", in.Event.Type, err)
+	}
+	if err := in.CheckType(et); err != nil {
+		return nil, nil, nil, err
+	}
+	return nil, expired, tenantRecord, nil
+}
+
+// checkIngestKey is checkIngest but for CheckType; it returns the
+// type's record too (bbolt's memory).
+func checkIngestKey(tx *bolt.Tx, in engine.NewEvent) (dup *engine.IngestResult, expired *idempotencyRecord, tenantRecord, typeRecord []byte, err error) {
 	ev := in.Event
 	tenant := ev.TenantID
 	if validTenantID(tenant) {
 		tenantRecord = tx.Bucket(bucketTenants).Get([]byte(tenant))
 	}
 	if tenantRecord == nil {
-		return nil, nil, nil, engine.TenantNotFound()
+		return nil, nil, nil, nil, engine.TenantNotFound()
 	}
-	if tx.Bucket(bucketEventTypes).Get([]byte(ev.Type)) == nil {
-		return nil, nil, nil, engine.UnknownEventType(ev.Type)
+	typeRecord = tx.Bucket(bucketEventTypes).Get([]byte(ev.Type))
+	if typeRecord == nil {
+		return nil, nil, nil, nil, engine.UnknownEventType(ev.Type)
 	}
 	if in.IdempotencyKey == "" {
-		return nil, nil, tenantRecord, nil
+		return nil, nil, tenantRecord, typeRecord, nil
 	}
 	v := tx.Bucket(bucketIdempotency).Get(idempotencyKey(tenant, in.IdempotencyKey))
 	if v == nil {
-		return nil, nil, tenantRecord, nil
+		return nil, nil, tenantRecord, typeRecord, nil
 	}
 	rec, err := decodeIdempotency(v)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if !ev.Created.Before(rec.Expires) {
-		return nil, &rec, tenantRecord, nil
+		return nil, &rec, tenantRecord, typeRecord, nil
 	}
 	if rec.RequestHash != in.RequestHash {
-		return nil, nil, nil, engine.IdempotencyConflict()
+		return nil, nil, nil, nil, engine.IdempotencyConflict()
 	}
 	first, ds, err := getEvent(tx, rec.EventID)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("idempotency record points at event %s: %w", rec.EventID, err)
+		return nil, nil, nil, nil, fmt.Errorf("idempotency record points at event %s: %w", rec.EventID, err)
 	}
-	return &engine.IngestResult{Event: first, Deliveries: ds, Duplicate: true}, nil, tenantRecord, nil
+	return &engine.IngestResult{Event: first, Deliveries: ds, Duplicate: true}, nil, tenantRecord, typeRecord, nil
 }
 
 // fanOut is what ingest's fan-out keeps from one commit to the next: the
@@ -110,6 +131,9 @@ func checkIngest(tx *bolt.Tx, in engine.NewEvent) (dup *engine.IngestResult, exp
 type fanOut struct {
 	cache     endpointCache
 	endpoints []engine.Endpoint
+	// types is the event types CheckType was given; AppendEvent's read
+	// check uses it too, concurrently (it has a lock of its own).
+	types typeCache
 }
 
 // appendEvent is the transaction of AppendEvent; it reads the tenant's
@@ -117,7 +141,7 @@ type fanOut struct {
 func appendEvent(tx *bolt.Tx, in engine.NewEvent, f *fanOut) (engine.IngestResult, error) {
 	ev := in.Event
 	tenant := ev.TenantID
-	dup, expired, tenantRecord, err := checkIngest(tx, in)
+	dup, expired, tenantRecord, err := checkIngest(tx, in, &f.types)
 	if err != nil {
 		return engine.IngestResult{}, err
 	}

@@ -13,7 +13,8 @@ import (
 // (CodeTenantNotFound) and the type be in the catalogue
 // (CodeUnknownEventType); a live idempotency record with the same request
 // hash gives the first event and its deliveries as they are now
-// (Duplicate), with another hash CodeIdempotencyConflict. Otherwise the
+// (Duplicate), with another hash CodeIdempotencyConflict. Then
+// in.CheckType, when set, has its say on the type's entry. Otherwise the
 // event gets the next place in the log, its tenant's next Sequence
 // (NewEvent.Sequenced) and the deliveries in.Deliveries
 // returns for the tenant's endpoints (in ID order) and retry policy,
@@ -34,7 +35,8 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 	if !ok {
 		return engine.IngestResult{}, engine.TenantNotFound()
 	}
-	if _, ok := s.eventTypes[ev.Type]; !ok {
+	et, ok := s.eventTypes[ev.Type]
+	if !ok {
 		return engine.IngestResult{}, engine.UnknownEventType(ev.Type)
 	}
 	key := idempotencyKey{ev.TenantID, in.IdempotencyKey}
@@ -50,6 +52,11 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 	}
 	if _, ok := s.events[ev.ID]; ok {
 		return engine.IngestResult{}, fmt.Errorf("memstore: append event %s: event id exists", ev.ID)
+	}
+	if in.CheckType != nil {
+		if err := in.CheckType(et); err != nil {
+			return engine.IngestResult{}, err
+		}
 	}
 
 	stored := copyEvent(in.Sequenced(s.sequences[ev.TenantID] + 1))

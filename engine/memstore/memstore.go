@@ -126,7 +126,7 @@ func copyTenant(t engine.Tenant) engine.Tenant {
 
 func copyEventType(et engine.EventType) engine.EventType {
 	et.Created, et.Updated = utc(et.Created), utc(et.Updated)
-	et.Example = slices.Clone(et.Example)
+	et.Example, et.Schema = slices.Clone(et.Example), slices.Clone(et.Schema)
 	return et
 }
 

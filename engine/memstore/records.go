@@ -99,8 +99,8 @@ func (s *Store) DeleteTenant(ctx context.Context, id string, _ time.Time) error 
 	return nil
 }
 
-// PutEventType adds et.Name to the catalogue or replaces its Description
-// and Example (and Updated).
+// PutEventType adds et.Name to the catalogue or replaces its Description,
+// Status, Schema and Example (and Updated).
 func (s *Store) PutEventType(ctx context.Context, et engine.EventType) (engine.EventType, bool, error) {
 	if et.Name == "" {
 		return engine.EventType{}, false, engine.EmptyEventTypeName()
@@ -116,6 +116,7 @@ func (s *Store) PutEventType(ctx context.Context, et engine.EventType) (engine.E
 		return et, true, nil
 	}
 	old.Description, old.Example, old.Updated = et.Description, slices.Clone(et.Example), utc(et.Updated)
+	old.Status, old.Schema = et.Status, slices.Clone(et.Schema)
 	s.eventTypes[et.Name] = old
 	return old, false, nil
 }
