@@ -29,6 +29,7 @@ var migrateT0 = time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.UTC)
 // source is what a bbolt file holds, as the bbolt store reads it back.
 type source struct {
 	tenants   []engine.Tenant
+	types     []engine.EventType
 	endpoints map[string][]engine.Endpoint
 	events    map[string][]engine.Event // per tenant, in log order
 	dlvs      map[string][]engine.Delivery
@@ -67,7 +68,11 @@ func writeSource(t *testing.T, path string, key []byte) source {
 		must(err)
 	}
 	for _, name := range []string{"order.created", "invoice.paid"} {
-		_, _, err := db.PutEventType(ctx, engine.EventType{Name: name, Description: "d " + name, Created: migrateT0, Updated: migrateT0})
+		et := engine.EventType{Name: name, Description: "d " + name, Created: migrateT0, Updated: migrateT0}
+		if name == "invoice.paid" { // a schema and a status travel with their type
+			et.Status, et.Schema, et.Example = engine.EventTypeDeprecated, []byte(`{"type":"object","required":["id"]}`), []byte(`{"id":"in_1"}`)
+		}
+		_, _, err := db.PutEventType(ctx, et)
 		must(err)
 	}
 	for i, tenant := range []string{"acme", "acme", "beta", "gone"} {
@@ -215,6 +220,9 @@ func writeSource(t *testing.T, path string, key []byte) source {
 			src.tokens[sha256.Sum256([]byte("whk_"+tn.ID))] = tok
 		}
 	}
+	types, err := db.EventTypes(ctx)
+	must(err)
+	src.types = types
 	return src
 }
 
@@ -288,6 +296,9 @@ func TestMigrate(t *testing.T) {
 	defer pg.Close()
 	if got, err := pg.Tenants(ctx); err != nil || !reflect.DeepEqual(got, src.tenants) {
 		t.Errorf("tenants %+v %v, want %+v", got, err, src.tenants)
+	}
+	if got, err := pg.EventTypes(ctx); err != nil || !reflect.DeepEqual(got, src.types) || got[0].Schema == nil {
+		t.Errorf("event types %+v %v, want %+v", got, err, src.types)
 	}
 	limited := 0
 	for tenant, want := range src.endpoints {

@@ -93,12 +93,15 @@ type eventTypeDoc struct {
 	Example     json.RawMessage `json:"example,omitempty"`
 	Created     time.Time       `json:"created"`
 	Updated     time.Time       `json:"updated"`
+	Status      string          `json:"status,omitempty"` // "": active (and before statuses)
+	Schema      json.RawMessage `json:"schema,omitempty"` // none: no schema (and before schemas)
 }
 
 func encodeEventType(et engine.EventType) ([]byte, error) {
 	return json.Marshal(eventTypeDoc{
 		Name: et.Name, Description: et.Description, Example: et.Example,
 		Created: et.Created, Updated: et.Updated,
+		Status: string(et.Status), Schema: et.Schema,
 	})
 }
 
@@ -116,6 +119,7 @@ func decodeEventType(doc []byte) (engine.EventType, error) {
 	return engine.EventType{
 		Name: r.Name, Description: r.Description, Example: r.Example,
 		Created: r.Created, Updated: r.Updated,
+		Status: engine.EventTypeStatus(r.Status), Schema: r.Schema,
 	}, nil
 }
 

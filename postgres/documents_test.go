@@ -42,6 +42,16 @@ var (
 		Created: goldenT0, Updated: goldenT1,
 	}
 	goldenEventTypePlain = engine.EventType{Name: "order.shipped", Created: goldenT0, Updated: goldenT0}
+	// goldenEventTypeSchema is goldenEventType deprecated, with a
+	// schema (added in a later release: the older documents have no
+	// "status" and no "schema"). As it comes back: encoding/json
+	// escapes <, > and & in the schema too.
+	goldenEventTypeSchema = func() engine.EventType {
+		et := goldenEventType
+		et.Status = engine.EventTypeDeprecated
+		et.Schema = json.RawMessage(`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","required":["order","lines"],"properties":{"order":{"type":"string","pattern":"^o_"},"lines":{"type":"array","items":{"$ref":"#/$defs/line"}},"note":{"description":"free text, \u003cb\u003e allowed"}},"$defs":{"line":{"type":"object","required":["sku"],"properties":{"sku":{"type":"string"},"qty":{"type":"integer","minimum":1}}}}}`)
+		return et
+	}()
 
 	// goldenEndpoint has every field set: health, a disabling, a
 	// verification and ordering.
@@ -242,6 +252,7 @@ func goldenCases() []goldenCase {
 	dec, enc = docPair(decodeEventType, encodeEventType)
 	add("event-type", goldenEventType, dec, enc)
 	add("event-type-plain", goldenEventTypePlain, dec, enc)
+	add("event-type-schema", goldenEventTypeSchema, dec, enc)
 	dec, enc = docPair(decodeEndpoint, encodeEndpoint)
 	add("endpoint", goldenEndpoint, dec, enc)
 	add("endpoint-new", goldenEndpointNew, dec, enc)
@@ -462,7 +473,7 @@ func FuzzDecodeTenant(f *testing.F) {
 }
 
 func FuzzDecodeEventType(f *testing.F) {
-	fuzzDocument(f, decodeEventType, encodeEventType, "event-type", "event-type-plain")
+	fuzzDocument(f, decodeEventType, encodeEventType, "event-type", "event-type-plain", "event-type-schema")
 }
 
 func FuzzDecodeAccessToken(f *testing.F) {

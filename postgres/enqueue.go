@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/jsonschema"
 )
 
 // EnqueueOptions configure EnqueueTx. The zero value of each field means
@@ -19,9 +20,15 @@ type EnqueueOptions struct {
 	Schema string
 	// IngestOptions are the nodes' [ingest] api_version and
 	// idempotency_window (which [retention] must outlast) and the clock
-	// of the event's created time.
+	// of the event's created time. Schemas nil: the schemas are
+	// compiled as the nodes compile them (package jsonschema), once per
+	// process.
 	engine.IngestOptions
 }
+
+// enqueueSchemas is EnqueueTx's compiled schemas when its options give
+// none: one per process, as a node's.
+var enqueueSchemas = engine.NewSchemas(jsonschema.Compiler{})
 
 // EnqueueTx ingests an event of tenant inside tx, a transaction of the
 // caller's on the database of the webhookd nodes: the event and its
@@ -37,10 +44,13 @@ type EnqueueOptions struct {
 // depth, no lone surrogate escape, valid UTF-8, no noncharacter, no
 // number beyond a double, all of which the engine checks itself, as no
 // request decoder stands in front), and the tenant and type are checked
-// as there:
-// the errors are the route's *engine.Error with the same codes
+// as there, and so is what the type's status and schema say of the
+// event: the errors are the route's *engine.Error with the same codes
 // (CodeTenantNotFound, CodeUnknownEventType, CodeInvalidField,
-// CodeInvalidJSON, CodeIdempotencyConflict). A live Idempotency-Key
+// CodeInvalidJSON, CodeIdempotencyConflict, CodeSchemaMismatch,
+// CodeEventTypeArchived). An event of a deprecated type is taken; the
+// nodes' count of them (webhookd_deprecated_events_total) counts their
+// own ingests only. A live Idempotency-Key
 // (in.IdempotencyKey) with the same request, whichever path used it
 // first, gives the first event's result with Duplicate true and writes
 // nothing. Per-node limits of the HTTP route ([ingest] max_pending,
@@ -67,6 +77,9 @@ type EnqueueOptions struct {
 func EnqueueTx(ctx context.Context, tx pgx.Tx, tenant string, in engine.IngestInput, opts EnqueueOptions) (engine.IngestResult, error) {
 	if err := engine.ValidateTenantID(tenant); err != nil {
 		return engine.IngestResult{}, engine.TenantNotFound()
+	}
+	if opts.Schemas == nil {
+		opts.Schemas = enqueueSchemas
 	}
 	ne, err := engine.PrepareEvent(tenant, in, opts.IngestOptions)
 	if err != nil {
@@ -110,7 +123,7 @@ func enqueue(ctx context.Context, sp pgx.Tx, ne engine.NewEvent, schema string) 
 	if err := checkSchema(ctx, sp, schema); err != nil {
 		return engine.IngestResult{}, err
 	}
-	res, _, err := appendEvent(ctx, sp, ne, false)
+	res, _, err := appendEvent(ctx, sp, ne, false, nil)
 	if err != nil {
 		return res, err
 	}

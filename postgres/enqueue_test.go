@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/jsonschema"
 	"github.com/webhookd/webhookd/postgres/pgtest"
 )
 
@@ -39,12 +40,17 @@ func newEnqueueApp(t *testing.T) *enqueueApp {
 	ctx := context.Background()
 	a := &enqueueApp{s: openTest(t, Options{}), url: pgtest.URL(t)}
 	a.opts = EnqueueOptions{Schema: a.s.Schema()}
-	a.svc = engine.NewService(a.s, nil, engine.ServiceOptions{Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}})
+	a.svc = engine.NewService(a.s, nil, engine.ServiceOptions{Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}, Schemas: jsonschema.Compiler{}})
 	if _, _, err := a.svc.PutTenant(ctx, "acme", engine.TenantInput{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, typ := range []string{"order.created", "other.type"} {
-		if _, _, err := a.svc.PutEventType(ctx, typ, engine.EventTypeInput{}); err != nil {
+	for typ, in := range map[string]engine.EventTypeInput{
+		"order.created": {},
+		"other.type":    {},
+		"order.checked": {Schema: json.RawMessage(`{"properties":{"n":{"type":"integer"}}}`)},
+		"order.old":     {Status: engine.EventTypeArchived},
+	} {
+		if _, _, err := a.svc.PutEventType(ctx, typ, in); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -323,6 +329,10 @@ func TestEnqueueTx_Refused(t *testing.T) {
 		{"a noncharacter", "acme", engine.IngestInput{Type: "order.created", Data: json.RawMessage(`{"s":"\uffff"}`)}, a.opts, engine.CodeInvalidJSON, "noncharacter U+FFFF"},
 		{"a number beyond a double", "acme", engine.IngestInput{Type: "order.created", Data: json.RawMessage(`{"n":1e400}`)}, a.opts, engine.CodeInvalidJSON, "number 1e400"},
 		{"an ordering key with a bidi override", "acme", engine.IngestInput{Type: "order.created", Data: json.RawMessage(`{}`), OrderingKey: "order\u202e1"}, a.opts, engine.CodeInvalidField, "U+202E"},
+		// The catalogue's say, with webhookd's own schema compiler when
+		// the options name none.
+		{"a schema mismatch", "acme", engine.IngestInput{Type: "order.checked", Data: json.RawMessage(`{"n":"x"}`)}, a.opts, engine.CodeSchemaMismatch, "data/n"},
+		{"an archived type", "acme", engine.IngestInput{Type: "order.old", Data: json.RawMessage(`{}`)}, a.opts, engine.CodeEventTypeArchived, "archived"},
 		{"unknown tenant", "nobody", orderIn("o", ""), a.opts, engine.CodeTenantNotFound, ""},
 		{"invalid tenant", "../x", orderIn("o", ""), a.opts, engine.CodeTenantNotFound, ""},
 		{"no webhookd tables", "acme", orderIn("o", ""), EnqueueOptions{Schema: a.schema}, "", "has no webhookd tables"},

@@ -293,8 +293,13 @@ func (im *Import) Sequence(tenant string, last uint64) error {
 	return im.add(&im.sequences, 16, tenant, int64(last))
 }
 
-// EventType imports an event type of the catalogue.
+// EventType imports an event type of the catalogue, with its status and
+// schema; one the API would refuse (engine.CheckStoredEventType) is
+// refused, naming it.
 func (im *Import) EventType(et engine.EventType) error {
+	if err := engine.CheckStoredEventType(et); err != nil {
+		return im.fail(err)
+	}
 	et.Created, et.Updated = utc(et.Created), utc(et.Updated)
 	doc, err := encodeEventType(et)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,10 +33,17 @@ const seqSQL = `(pg_current_xact_id()::text::bigint * 65536 +
 // record. Otherwise the event is appended with the deliveries
 // in.Deliveries returns for the tenant's endpoints, returned in ID order.
 //
+// Before anything is written, in.CheckType, when set, has its say on the
+// type's entry: the one read in the transaction (appendEvent), or the
+// one this node read before, at the version the write is conditional
+// on (appendCached).
+//
 // Most ingests take one round trip (appendCached); the first of a
-// tenant on this node, the first after its endpoints changed, an event
-// with an ordering key or an ordered delivery, and every one that does
-// not simply append take the full path (appendEvent).
+// tenant on this node, the first after its endpoints changed, the first
+// of a type on this node and after its entry changed, an event with an
+// ordering key or an ordered delivery, one that CheckType refuses, and
+// every one that does not simply append take the full path
+// (appendEvent).
 func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.IngestResult, error) {
 	res, err := s.ingest(ctx, in)
 	if c := s.counter.Load(); c != nil && err == nil && !res.Duplicate {
@@ -53,7 +61,7 @@ func (s *Store) ingest(ctx context.Context, in engine.NewEvent) (engine.IngestRe
 	var seen endpointsSeen
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
-		res, seen, err = appendEvent(ctx, tx, in, true)
+		res, seen, err = appendEvent(ctx, tx, in, true, &s.types)
 		return err
 	})
 	if err != nil && !errors.Is(err, errDuplicate) {
@@ -94,6 +102,43 @@ type endpointsSeen struct {
 
 type rawEndpoint struct{ doc, secrets []byte }
 
+// typeSeen is an event type's catalogue entry as an ingest read it, at
+// its version (event_types.version: a number from one sequence, new at
+// every write of the row, so that no entry, nor an entry made again
+// under the same name, ever has a version another had).
+type typeSeen struct {
+	version int64
+	et      engine.EventType
+}
+
+// seenType returns the entry of type name that types holds, or nil
+// (types may be nil: none).
+func seenType(types *sync.Map, name string) *typeSeen {
+	if types == nil {
+		return nil
+	}
+	v, _ := types.Load(name)
+	t, _ := v.(*typeSeen)
+	return t
+}
+
+// readType returns the entry of type name read at version: cached (the
+// read gave no document: it is the version cached) or decoded from doc,
+// and then kept in types (when not nil).
+func readType(types *sync.Map, name string, cached *typeSeen, version int64, doc []byte) (engine.EventType, error) {
+	if doc == nil && cached != nil && cached.version == version {
+		return cached.et, nil
+	}
+	et, err := decodeEventType(doc)
+	if err != nil {
+		return engine.EventType{}, fmt.Errorf("postgres: event type %s: %w", name, err)
+	}
+	if types != nil {
+		types.Store(name, &typeSeen{version: version, et: et})
+	}
+	return et, nil
+}
+
 // appendCached is the ingest of an event of a tenant whose endpoints
 // this node read before, in one round trip: the deliveries are made
 // from those endpoints, and one implicit transaction takes the tenant's
@@ -107,10 +152,16 @@ type rawEndpoint struct{ doc, secrets []byte }
 func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.IngestResult, bool, error) {
 	v, _ := s.endpoints.Load(in.Event.TenantID)
 	seen, _ := v.(*endpointsSeen)
-	if seen == nil || in.Event.OrderingKey != "" || in.Event.Test {
+	typ := seenType(&s.types, in.Event.Type)
+	if seen == nil || typ == nil || in.Event.OrderingKey != "" || in.Event.Test {
 		// A keyed event's deliveries name the key's previous sequence
 		// (key_tails), which the full path reads; a test event is rare
 		// and its mark is written by the full path only.
+		return engine.IngestResult{}, false, nil
+	}
+	if in.CheckType != nil && in.CheckType(typ.et) != nil {
+		// Refused by the entry as this node read it: the full path
+		// reads it as it is now, and refuses or takes the event by that.
 		return engine.IngestResult{}, false, nil
 	}
 	stored, err := newStoredEvent(in.Event)
@@ -168,7 +219,7 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 		sql = appendCachedKeySQL
 		args = append(args, in.IdempotencyKey, in.RequestHash[:], in.IdempotencyExpires.UnixNano())
 	}
-	args = append(args, in.SequenceOffset(), ev.OrderingKey, channelsArg(ev.Channels), deliverAtArg(ev.DeliverAt))
+	args = append(args, in.SequenceOffset(), ev.OrderingKey, channelsArg(ev.Channels), deliverAtArg(ev.DeliverAt), typ.version)
 	w := &cachedWrite{tenant: ev.TenantID, sql: sql, args: args}
 	seq, sequence, err := s.writeCached(ctx, w)
 	var pe *pgconn.PgError
@@ -203,19 +254,20 @@ const fallbackCode = "WH001"
 // endpoints_version the deliveries were made at, $8…$16 the deliveries'
 // columns (deliveryColumns), $17 the offset of the sequence in the body,
 // $18 the ordering key, $19 the channels and $20 the deliver_at
-// (insertEventSQL). The event's seq and sequence, or ingest_fallback.
+// (insertEventSQL), $21 the version of the type's entry CheckType saw.
+// The event's seq and sequence, or ingest_fallback.
 var appendCachedSQL = `WITH sq AS (` + nextSequenceSQL + `), ev AS (
 	` + insertEventSQL(17, 18, 0, 19, 20) + `
 	WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NULL AND endpoints_version = $7)
-	AND EXISTS (SELECT 1 FROM event_types WHERE name = $3)
+	AND EXISTS (SELECT 1 FROM event_types WHERE name = $3 AND version = $21)
 	ON CONFLICT (id) DO NOTHING RETURNING seq
 ), dl AS (` + insertDeliveriesSQL + `)
 SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full path')), (SELECT last FROM sq)`
 
 // appendCachedKeySQL is appendCachedSQL that also claims the
 // idempotency key $17 (request hash $18, expiring at $19) and appends
-// the event only if it did; $20 to $23 are appendCachedSQL's $17 to
-// $20.
+// the event only if it did; $20 to $24 are appendCachedSQL's $17 to
+// $21.
 var appendCachedKeySQL = `WITH key AS (
 	INSERT INTO idempotency (tenant_id, key, request_hash, event_id, expires) VALUES ($2, $17, $18, $1, $19)
 	ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = excluded.request_hash, event_id = excluded.event_id, expires = excluded.expires
@@ -225,7 +277,7 @@ var appendCachedKeySQL = `WITH key AS (
 	` + insertEventSQL(20, 21, 0, 22, 23) + `
 	WHERE EXISTS (SELECT 1 FROM key)
 	AND EXISTS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NULL AND endpoints_version = $7)
-	AND EXISTS (SELECT 1 FROM event_types WHERE name = $3)
+	AND EXISTS (SELECT 1 FROM event_types WHERE name = $3 AND version = $24)
 	ON CONFLICT (id) DO NOTHING RETURNING seq
 ), dl AS (` + insertDeliveriesSQL + `)
 SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full path')), (SELECT last FROM sq)`
@@ -365,9 +417,10 @@ func makeDeliveries(ev engine.Event, in engine.NewEvent, policy engine.RetryPoli
 
 // appendEvent is AppendEvent in tx, which the caller commits, in two
 // round trips; it also returns the tenant's endpoints it read, for
-// appendCached. It needs no Store, only tx's search_path on the store's
-// schema: EnqueueTx runs it in an application's transaction.
-func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets bool) (engine.IngestResult, endpointsSeen, error) {
+// appendCached, and keeps the type's entry it read in types (when not
+// nil). It needs no Store, only tx's search_path on the store's schema:
+// EnqueueTx runs it in an application's transaction.
+func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets bool, types *sync.Map) (engine.IngestResult, endpointsSeen, error) {
 	var seen endpointsSeen
 	stored, err := newStoredEvent(in.Event)
 	if err != nil {
@@ -389,7 +442,13 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	// version than the one kept are merely refused by the next
 	// appendCached, never taken for a newer version.
 	b.Queue("SELECT endpoints_version, doc FROM tenants WHERE id = $1 AND deleted_at IS NULL", ev.TenantID)
-	b.Queue("SELECT EXISTS (SELECT 1 FROM event_types WHERE name = $1)", ev.Type)
+	// The type's entry: its document only when it is not the version
+	// this node holds.
+	cachedType, have := seenType(types, ev.Type), int64(-1)
+	if cachedType != nil {
+		have = cachedType.version
+	}
+	b.Queue("SELECT version, CASE WHEN version = $2 THEN NULL ELSE doc END FROM event_types WHERE name = $1", ev.Type, have)
 	if in.IdempotencyKey != "" {
 		b.Queue(claimKeySQL, ev.TenantID, in.IdempotencyKey, in.RequestHash[:], ev.ID, in.IdempotencyExpires.UnixNano(), ev.Created.UnixNano())
 	}
@@ -407,6 +466,8 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 		b.Queue("SELECT endpoint_id, sequence FROM key_tails WHERE tenant_id = $1 AND ordering_key = $2", ev.TenantID, ev.OrderingKey)
 	}
 	var tenantFound, known, keyClaimed, inserted bool
+	var typeVersion int64
+	var typeDoc []byte
 	var eps []engine.Endpoint
 	var previous map[string]uint64 // endpoint ID → the key's last sequence there
 	err = func() error {
@@ -427,9 +488,11 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 			}
 			seen.policy = t.RetryPolicy
 		}
-		if err := br.QueryRow().Scan(&known); err != nil {
+		err = br.QueryRow().Scan(&typeVersion, &typeDoc)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
+		known = err == nil
 		if in.IdempotencyKey != "" {
 			tag, err := br.Exec()
 			if err != nil {
@@ -500,6 +563,15 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 		return *dup, seen, errDuplicate // rolled back: nothing written
 	case !inserted:
 		return engine.IngestResult{}, seen, fmt.Errorf("postgres: append event %s: event id exists", ev.ID)
+	}
+	et, err := readType(types, ev.Type, cachedType, typeVersion, typeDoc)
+	if err != nil {
+		return engine.IngestResult{}, seen, err
+	}
+	if in.CheckType != nil {
+		if err := in.CheckType(et); err != nil {
+			return engine.IngestResult{}, seen, err // rolled back: nothing written
+		}
 	}
 	ds, err := makeDeliveries(stored, in, seen.policy, eps)
 	if err != nil {

@@ -176,8 +176,10 @@ func (s *Store) DeleteTenant(ctx context.Context, id string, at time.Time) error
 	})
 }
 
-// PutEventType adds et.Name to the catalogue or replaces its Description
-// and Example (and Updated).
+// PutEventType adds et.Name to the catalogue or replaces its Description,
+// Status, Schema and Example (and Updated). The row's version moves
+// (the schema's trigger), so every node's next ingest of the type reads
+// it again (appendCached).
 func (s *Store) PutEventType(ctx context.Context, et engine.EventType) (engine.EventType, bool, error) {
 	if et.Name == "" {
 		return engine.EventType{}, false, engine.EmptyEventTypeName()
@@ -197,6 +199,7 @@ func (s *Store) PutEventType(ctx context.Context, et engine.EventType) (engine.E
 				return err
 			}
 			next.Description, next.Example, next.Updated = et.Description, et.Example, et.Updated
+			next.Status, next.Schema = et.Status, et.Schema
 		}
 		next.Created, next.Updated = utc(next.Created), utc(next.Updated)
 		if doc, err = encodeEventType(next); err != nil {

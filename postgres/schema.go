@@ -229,6 +229,23 @@ ALTER TABLE events ADD COLUMN channels text[];
 	8: `
 ALTER TABLE events ADD COLUMN deliver_at bigint;
 `,
+	// 9: event types' versions (engine/schema.go): event_types.version
+	// is a number from one sequence, new at every insert and update of
+	// the row (whoever writes it: a trigger), so a node may keep the
+	// entry it read, with its schema compiled, and make an ingest's
+	// write conditional on the version being the same (appendCached).
+	9: `
+CREATE SEQUENCE event_types_versions;
+ALTER TABLE event_types ADD COLUMN version bigint NOT NULL DEFAULT nextval('event_types_versions');
+CREATE FUNCTION event_type_changed() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+	NEW.version := nextval('event_types_versions');
+	RETURN NEW;
+END $$;
+CREATE TRIGGER event_type_changed BEFORE UPDATE ON event_types
+	FOR EACH ROW EXECUTE FUNCTION event_type_changed();
+`,
 }
 
 // lockKeysMigration is the migration from which locks are keyed by

@@ -112,7 +112,10 @@ type Store struct {
 	importing bool
 	// endpoints holds, per tenant, the endpoints the last full ingest
 	// read (*endpointsSeen), for appendCached.
-	endpoints     sync.Map
+	endpoints sync.Map
+	// types holds, per event type, its catalogue entry as the last full
+	// ingest read it (*typeSeen), for appendCached.
+	types         sync.Map
 	cachedIngests atomic.Int64 // ingests appendCached took, for tests
 	groupSplits   atomic.Int64 // ingest groups that failed and ran alone, for tests
 	// recordFallbacks counts holders' records whose compare-and-set
