@@ -82,6 +82,7 @@ func Run(t *testing.T, h Harness) {
 		tests []test
 	}{
 		{"Records", recordTests},
+		{"EventTypeChecks", schemaTests},
 		{"AccessTokens", tokenTests},
 		{"Ingest", ingestTests},
 		{"Deliveries", deliveryTests},
