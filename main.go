@@ -33,6 +33,7 @@ import (
 	"github.com/webhookd/webhookd/bench"
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/httpapi"
+	"github.com/webhookd/webhookd/jsonschema"
 )
 
 func main() {
@@ -326,6 +327,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Targets:                     cfg.Delivery.targetPolicy(*dev),
 			DefaultEnvironment:          engine.Environment(cfg.API.DefaultEnvironment),
 			RequireEndpointVerification: cfg.Delivery.RequireEndpointVerification,
+
+			Schemas:         jsonschema.Compiler{},
+			DeprecatedEvent: m.observeDeprecated,
 		},
 		Alerts:  alerts,
 		Janitor: &engine.JanitorOptions{Succeeded: cfg.Retention.Succeeded.Duration, Dead: cfg.Retention.Dead.Duration, Every: cfg.Retention.Interval.Duration},

@@ -18,9 +18,12 @@ import (
 // follow the domain: event, delivery, attempt, dead letter.
 //
 // /metrics has no token, so no label carries anything a tenant made: no
-// tenant, endpoint, event or delivery ID, no event type. A label names a
-// route pattern, an outcome or a state; per-endpoint detail stays behind
-// a token (the endpoint's health, the report, the console).
+// tenant, endpoint, event or delivery ID. A label names a route pattern,
+// an outcome or a state; per-endpoint detail stays behind a token (the
+// endpoint's health, the report, the console). The one event type label,
+// of webhookd_deprecated_events_total, names a type the operator
+// deprecated: the catalogue is the operator's, published to every tenant
+// already, and the series are as many as the types deprecated.
 type metrics struct {
 	reg *prometheus.Registry
 
@@ -35,6 +38,7 @@ type metrics struct {
 	endpointFails   prometheus.Counter
 	commitBatch     prometheus.Histogram
 	commitDuration  prometheus.Histogram
+	deprecated      *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -63,6 +67,8 @@ func newMetrics() *metrics {
 		Help: "Writes per storage commit (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 12)})
 	m.commitDuration = f.NewHistogram(prometheus.HistogramOpts{Name: "webhookd_commit_duration_seconds",
 		Help: "Storage commit latency, fsync included.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)})
+	m.deprecated = f.NewCounterVec(prometheus.CounterOpts{Name: "webhookd_deprecated_events_total",
+		Help: "Events stored of an event type marked deprecated in the catalogue, by type: who still sends them (idempotent repeats are not counted)."}, []string{"type"})
 	// Every known label value starts at 0, so that a dashboard or an alert
 	// on dead deliveries sees a series before the first one, not "no data".
 	for _, o := range []engine.Outcome{engine.OutcomeSuccess, engine.OutcomeRetry, engine.OutcomePermanent} {
@@ -144,6 +150,11 @@ func (m *metrics) observeIngest(repeat bool) {
 		return
 	}
 	m.eventsStored.Inc()
+}
+
+// observeDeprecated is the service's DeprecatedEvent.
+func (m *metrics) observeDeprecated(eventType string) {
+	m.deprecated.WithLabelValues(eventType).Inc()
 }
 
 // observeAttempt is the dispatcher's OnAttempt.

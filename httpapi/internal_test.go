@@ -65,6 +65,8 @@ func TestStatusTable_EveryCode(t *testing.T) {
 		engine.CodeTenantDeleting:      409,
 		engine.CodeNotBlocking:         409,
 		engine.CodeEndpointDisabled:    409,
+		engine.CodeSchemaMismatch:      422,
+		engine.CodeEventTypeArchived:   422,
 		engine.CodeInternal:            500,
 	}
 	if got, want := len(statusTable), len(want); got != want {

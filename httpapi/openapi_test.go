@@ -32,6 +32,7 @@ import (
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/httpapi"
 	"github.com/webhookd/webhookd/httpapi/contracttest"
+	"github.com/webhookd/webhookd/jsonschema"
 	"github.com/webhookd/webhookd/verify"
 )
 
@@ -316,7 +317,7 @@ var notDriven = map[string]string{
 func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	o := loadOpenAPI(t)
 	policies := map[string]engine.RetryPolicy{engine.StandardRetryPolicy: engine.DefaultRetryPolicy(), engine.ExtendedRetryPolicyName: engine.ExtendedRetryPolicy()}
-	e := newContractEnv(t, engine.ServiceOptions{MaxEndpointsPerTenant: 3, RetryPolicies: policies}, httpapi.Options{}, o)
+	e := newContractEnv(t, engine.ServiceOptions{MaxEndpointsPerTenant: 3, RetryPolicies: policies, Schemas: jsonschema.Compiler{}}, httpapi.Options{}, o)
 	noAuth := map[string]string{"Authorization": "-"}
 	tenantTok := func(tok string) map[string]string { return bearer(tok) }
 
@@ -365,6 +366,14 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	e.check(call{method: "PUT", path: "/v1/event-types/payment.succeeded", body: `{"description":"A payment went through.","example":{"payment":"pay_example","amount":4200}}`, status: 200})
 	e.check(call{method: "PUT", path: "/v1/event-types/a.b", body: `{"example":{"a":}}`, invalid: true, status: 400, code: engine.CodeInvalidJSON})
 	e.check(call{method: "PUT", path: "/v1/event-types/payment.refunded", status: 201})
+	// A schema and a status (engine/schema.go), and what a PUT refuses of them.
+	e.check(call{method: "PUT", path: "/v1/event-types/order.created", body: `{"description":"An order was placed.","status":"deprecated","schema":{"type":"object","required":["amount"],"properties":{"amount":{"type":"integer","minimum":1}}},"example":{"amount":4200}}`, status: 201})
+	e.check(call{method: "PUT", path: "/v1/event-types/order.archived", body: `{"status":"archived","schema":true}`, status: 201})
+	e.check(call{method: "PUT", path: "/v1/event-types/a.b", body: `{"schema":{"type":"integr"}}`, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "PUT", path: "/v1/event-types/a.b", body: `{"schema":{"$ref":"https://example.com/s.json"}}`, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "PUT", path: "/v1/event-types/a.b", body: `{"schema":[]}`, invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "PUT", path: "/v1/event-types/a.b", body: `{"schema":{"type":"object"},"example":[1]}`, status: 422, code: engine.CodeSchemaMismatch})
+	e.check(call{method: "PUT", path: "/v1/event-types/a.b", body: `{"status":"retired"}`, invalid: true, status: 422, code: engine.CodeInvalidField})
 	e.check(call{method: "PUT", path: "/v1/event-types/Bad", status: 422, code: engine.CodeInvalidField})
 	e.check(call{method: "PUT", path: "/v1/event-types/a.b", body: `[]`, invalid: true, status: 400, code: engine.CodeInvalidJSON})
 	e.check(call{method: "PUT", path: "/v1/event-types/a.b", body: `{}`, header: map[string]string{"Content-Type": "text/plain"}, invalid: true, status: 415, code: engine.CodeUnsupportedMedia})
@@ -577,6 +586,9 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	}
 	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":2,"api_version":"v2"}`, header: map[string]string{"Idempotency-Key": "k1"}, status: 409, code: engine.CodeIdempotencyConflict})
 	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeded","data":{}}`, status: 422, code: engine.CodeUnknownEventType})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"order.created","data":{"amount":4200}}`, status: 202})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"order.created","data":{"amount":"4200"}}`, status: 422, code: engine.CodeSchemaMismatch})
+	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"order.archived","data":{}}`, status: 422, code: engine.CodeEventTypeArchived})
 	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded"}`, invalid: true, status: 422, code: engine.CodeInvalidField})
 	e.check(call{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{},"extra":1}`, invalid: true, status: 422, code: engine.CodeInvalidField})
 	e.check(call{method: "POST", path: "/v1/tenants/acme/events", invalid: true, status: 400, code: engine.CodeInvalidJSON})

@@ -55,6 +55,8 @@ var statusTable = map[engine.Code]statusEntry{
 	engine.CodeTenantDeleting:      {http.StatusConflict, "Tenant being deleted"},
 	engine.CodeNotBlocking:         {http.StatusConflict, "Delivery not blocking its line"},
 	engine.CodeEndpointDisabled:    {http.StatusConflict, "Endpoint disabled"},
+	engine.CodeSchemaMismatch:      {http.StatusUnprocessableEntity, "Data does not match the event type's schema"},
+	engine.CodeEventTypeArchived:   {http.StatusUnprocessableEntity, "Event type archived"},
 	engine.CodeInternal:            {http.StatusInternalServerError, "Internal error"},
 }
 

@@ -41,13 +41,14 @@ func Load(doc []byte) (*v3.Document, validator.Validator, error) {
 		config.WithStrictMode(),
 		config.WithStrictIgnoredHeadersExtra("x-content-type-options"),
 		config.WithRejectUndeclaredRequestBody(),
-		// An event's data and an event type's example are the client's
-		// JSON, a report's dead_by_reason is keyed by reason, an
+		// An event's data and an event type's example and schema are
+		// the client's JSON, a report's dead_by_reason is keyed by reason, an
 		// attempt's response_headers and an endpoint's headers by
 		// header name: all are any object by design, and so are the
 		// members of the document itself (GET /v1/openapi.json).
 		config.WithStrictIgnorePaths("$.body.data.**", "$.body.event.data.**", "$.body.data[*].event.data.**",
 			"$.body.example.**", "$.body.data[*].example.**",
+			"$.body.schema.**", "$.body.data[*].schema.**",
 			"$.body.headers.**", "$.body.data[*].headers.**", "$.body.endpoint.headers.**",
 			"$.body.dead_by_reason.**", "$.body.total.dead_by_reason.**", "$.body.tenants[*].dead_by_reason.**",
 			"$.body.attempts[*].response_headers.**", "$.body.data[*].attempts[*].response_headers.**",
