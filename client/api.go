@@ -62,8 +62,9 @@ func (c *Client) PutEventType(ctx context.Context, name, description string) (Ev
 }
 
 // PutEventTypeWith is PutEventType with every field a type has: it
-// replaces the description and the example (none when in.Example is
-// nil: PutEventType removes one).
+// replaces the description, the status, the schema and the example
+// (active, and none of the others, when in leaves them out:
+// PutEventType resets them so).
 func (c *Client) PutEventTypeWith(ctx context.Context, name string, in EventTypeInput) (EventType, bool, error) {
 	var et EventType
 	status, _, err := c.do(ctx, request{method: http.MethodPut, path: "/v1/event-types/" + seg(name), body: in}, &et)

@@ -679,3 +679,45 @@ func TestClient_DeliverAt(t *testing.T) {
 		t.Errorf("the key again at another time: %v, want idempotency_conflict", err)
 	}
 }
+
+// TestClient_Schema: an event type's schema and status go through
+// PutEventTypeWith and come back in its answer and the catalogue; an
+// event that does not match is a Problem with CodeSchemaMismatch naming
+// the pointer, one of an archived type CodeEventTypeArchived.
+func TestClient_Schema(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client("", client.Options{})
+	ctx := t.Context()
+	e.setup(c, "/ok")
+	schema := json.RawMessage(`{"type": "object", "required": ["invoice"], "properties": {"invoice": {"type": "string"}}}`)
+	et, _, err := c.PutEventTypeWith(ctx, "invoice.paid", client.EventTypeInput{Description: "An invoice was paid.", Status: client.EventTypeDeprecated, Schema: schema, Example: json.RawMessage(`{"invoice":"in_1"}`)})
+	if err != nil || et.Status != client.EventTypeDeprecated || string(et.Schema) != `{"type":"object","required":["invoice"],"properties":{"invoice":{"type":"string"}}}` {
+		t.Fatalf("PutEventTypeWith = %+v, %v; want deprecated with the schema compacted", et, err)
+	}
+	if _, err := c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.paid", Data: map[string]any{"invoice": "in_2"}}); err != nil {
+		t.Fatalf("Ingest of a match: %v", err)
+	}
+	_, err = c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.paid", Data: map[string]any{"invoice": 2}})
+	p, ok := errors.AsType[*client.Problem](err)
+	if !ok || p.Code != client.CodeSchemaMismatch || p.Field != "data/invoice" || p.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("Ingest of a mismatch: %v, want 422 schema_mismatch naming data/invoice", err)
+	}
+	if _, _, err := c.PutEventTypeWith(ctx, "invoice.paid", client.EventTypeInput{Status: client.EventTypeArchived}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Ingest(ctx, "acme", client.EventInput{Type: "invoice.paid", Data: map[string]any{}})
+	if p, ok := errors.AsType[*client.Problem](err); !ok || p.Code != client.CodeEventTypeArchived || p.Field != "type" {
+		t.Fatalf("Ingest of an archived type: %v, want event_type_archived naming type", err)
+	}
+	types := collect(t, c.EventTypes(ctx, client.ListOptions{}))
+	if len(types) != 1 || types[0].Status != client.EventTypeArchived || types[0].Schema != nil {
+		t.Errorf("EventTypes = %+v; want invoice.paid archived, without a schema", types)
+	}
+	if _, _, err := c.PutEventType(ctx, "invoice.paid", "back"); err != nil {
+		t.Fatal(err)
+	}
+	if types := collect(t, c.EventTypes(ctx, client.ListOptions{})); types[0].Status != client.EventTypeActive {
+		t.Errorf("after PutEventType the status is %q; want active", types[0].Status)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/webhookd/webhookd/client"
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/httpapi"
+	"github.com/webhookd/webhookd/jsonschema"
 	"github.com/webhookd/webhookd/storage"
 )
 
@@ -54,7 +55,7 @@ func newEnv(t *testing.T) *env {
 		Policies: map[string]engine.RetryPolicy{engine.ExtendedRetryPolicyName: engine.ExtendedRetryPolicy()},
 		Targets:  loopback,
 	})
-	svc := engine.NewService(db, disp, engine.ServiceOptions{Targets: loopback, LookupHost: publicLookup})
+	svc := engine.NewService(db, disp, engine.ServiceOptions{Targets: loopback, LookupHost: publicLookup, Schemas: jsonschema.Compiler{}})
 	e.api = httptest.NewServer(httpapi.New(svc, httpapi.Options{Tokens: []string{adminToken}, Backup: db}))
 	t.Cleanup(e.api.Close)
 	if err := disp.Start(context.Background()); err != nil {

@@ -41,6 +41,8 @@ const (
 	CodeTenantDeleting      Code = "tenant_deleting"        // 409: the tenant id belongs to a deleted tenant still being purged
 	CodeNotBlocking         Code = "not_blocking"           // 409: Skip of a delivery that is not a dead head blocking its line
 	CodeEndpointDisabled    Code = "endpoint_disabled"      // 409: SendTestEvent to a disabled endpoint: enable it first
+	CodeSchemaMismatch      Code = "schema_mismatch"        // 422: the data (or a catalogue example) does not match its type's schema; Field is "data" (or "example") and the JSON Pointer at fault
+	CodeEventTypeArchived   Code = "event_type_archived"    // 422: the event type is archived: ingest of it is refused
 	CodeInternal            Code = "internal"               // 500: the server failed; its operator log says why
 )
 

@@ -87,6 +87,14 @@ func (p RetryPolicy) Deadline() time.Duration { return time.Duration(p.DeadlineM
 type EventType struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
+	// Status is what ingest does with events of the type: active,
+	// deprecated (taken, and counted) or archived (refused with
+	// CodeEventTypeArchived).
+	Status EventTypeStatus `json:"status"`
+	// Schema is the JSON Schema (draft 2020-12) the data of every event
+	// of the type must match (CodeSchemaMismatch otherwise); nil when it
+	// has none.
+	Schema json.RawMessage `json:"schema,omitempty"`
 	// Example is the data of an example event of the type, which "Send
 	// test event" sends (Client.SendTestEvent); nil when it has none.
 	Example json.RawMessage `json:"example,omitempty"`
@@ -94,11 +102,30 @@ type EventType struct {
 	Updated time.Time       `json:"updated"`
 }
 
-// EventTypeInput is what PutEventTypeWith stores of a type.
+// EventTypeStatus is where an event type is in its life.
+type EventTypeStatus string
+
+// The statuses of an event type.
+const (
+	EventTypeActive     EventTypeStatus = "active"
+	EventTypeDeprecated EventTypeStatus = "deprecated" // still taken and delivered; counted, shown as deprecated
+	EventTypeArchived   EventTypeStatus = "archived"   // ingest refused (CodeEventTypeArchived)
+)
+
+// EventTypeInput is what PutEventTypeWith stores of a type: the whole
+// entry, a field left out reset (no example, no schema, active).
 type EventTypeInput struct {
 	Description string `json:"description"`
+	// Status, optional: active when empty.
+	Status EventTypeStatus `json:"status,omitempty"`
+	// Schema, optional, is a JSON Schema (draft 2020-12): an object or
+	// a boolean, at most 64 KiB compacted, with no reference outside
+	// itself. The server compiles it: one that does not compile is a
+	// Problem with CodeInvalidField naming "schema".
+	Schema json.RawMessage `json:"schema,omitempty"`
 	// Example, optional, is the data of an example event of the type:
-	// any JSON value, at most 16 KiB compacted.
+	// any JSON value, at most 16 KiB compacted, that matches Schema
+	// (CodeSchemaMismatch naming "example/…" otherwise).
 	Example json.RawMessage `json:"example,omitempty"`
 }
 
