@@ -88,6 +88,8 @@ const (
 
 // TestEventType returns the catalogue entry SendTestEvent sends to ep
 // when asked for typ (see TestEventInput.Type), or why there is none.
+// An archived type is never the one chosen for "": its events are
+// refused (asked for, it is returned, and ingest refuses it).
 func TestEventType(ep Endpoint, catalogue []EventType, typ string) (EventType, error) {
 	if typ != "" {
 		if err := ValidateEventType("type", typ); err != nil {
@@ -105,8 +107,8 @@ func TestEventType(ep Endpoint, catalogue []EventType, typ string) (EventType, e
 	}
 	var first *EventType
 	for i, et := range catalogue {
-		if !ep.Subscribes(et.Name) {
-			continue
+		if !ep.Subscribes(et.Name) || et.Status == EventTypeArchived {
+			continue // an archived type's events are refused
 		}
 		if len(et.Example) > 0 {
 			return et, nil
@@ -116,7 +118,7 @@ func TestEventType(ep Endpoint, catalogue []EventType, typ string) (EventType, e
 		}
 	}
 	if first == nil {
-		return EventType{}, Errorf(CodeInvalidField, "type", "endpoint %s subscribes to no type in the catalogue", ep.ID)
+		return EventType{}, Errorf(CodeInvalidField, "type", "endpoint %s subscribes to no type in the catalogue that is not archived", ep.ID)
 	}
 	return *first, nil
 }

@@ -15,6 +15,7 @@ import (
 func TestTestEventType(t *testing.T) {
 	catalogue := []engine.EventType{
 		{Name: "invoice.paid"},
+		{Name: "order.archived", Status: engine.EventTypeArchived, Example: json.RawMessage(`{"order":"ord_example"}`)},
 		{Name: "order.created", Example: json.RawMessage(`{"order":"ord_example"}`)},
 		{Name: "order.shipped", Example: json.RawMessage(`{"order":"ord_example","carrier":"x"}`)},
 		{Name: "user.deleted"},
@@ -36,6 +37,9 @@ func TestTestEventType(t *testing.T) {
 		{"asked for one not in the catalogue", ep("*"), "order.creatd", "", engine.CodeUnknownEventType, "type"},
 		{"asked for a malformed one", ep("*"), "Order", "", engine.CodeInvalidField, "type"},
 		{"none of its types in the catalogue", ep("gone.away"), "", "", engine.CodeInvalidField, "type"},
+		// An archived type is refused at ingest: never the default.
+		{"only archived types", ep("order.archived"), "", "", engine.CodeInvalidField, "type"},
+		{"an archived type asked for", ep("*"), "order.archived", "order.archived", "", ""},
 	} {
 		got, err := engine.TestEventType(c.ep, catalogue, c.typ)
 		if c.code != "" {
