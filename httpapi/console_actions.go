@@ -399,7 +399,7 @@ func (s *server) renderEndpointPage(w http.ResponseWriter, r *http.Request, v *v
 	}
 	data.All = data.Chosen[engine.AllEventTypes]
 	for _, et := range types {
-		if ep.Subscribes(et.Name) {
+		if ep.Subscribes(et.Name) && et.Status != engine.EventTypeArchived {
 			data.TestTypes = append(data.TestTypes, et)
 		}
 	}

@@ -470,3 +470,47 @@ func TestConsole_EventTypesPage(t *testing.T) {
 		t.Error("the event types are not in name order")
 	}
 }
+
+// TestConsole_EventTypesPage_SchemaAndStatus: the catalogue page shows
+// a type's schema pretty-printed and escaped (the operator wrote it,
+// a customer reads it), and a deprecated or archived type marked as
+// such, in a portal session as in the operator's console.
+func TestConsole_EventTypesPage_SchemaAndStatus(t *testing.T) {
+	e, _ := portalEnv(t, httpapi.ConsoleOptions{})
+	e.must(req{method: "PUT", path: "/v1/event-types/payment.succeeded", body: `{"description":"A payment went through.","status":"deprecated","schema":{"type":"object","required":["amount"],"properties":{"amount":{"type":"integer","description":"</pre><b>cents</b>"}}},"example":{"amount":1250}}`}, 200, nil)
+	e.must(req{method: "PUT", path: "/v1/event-types/invoice.paid", body: `{"description":"An invoice was paid.","status":"archived"}`}, 201, nil)
+	e.must(req{method: "PUT", path: "/v1/event-types/order.created", body: `{"description":"An order was placed."}`}, 201, nil)
+	admin := e.browser()
+	admin.mustLogin(testToken, "/console/tenants")
+	customer := e.browser()
+	customer.open(link(e, `{}`))
+	for who, b := range map[string]*browser{"the operator": admin, "a customer": customer} {
+		p := b.get("/console/t/acme/event-types")
+		if p.status != http.StatusOK {
+			t.Fatalf("%s: event types page: %d\n%s", who, p.status, p.body)
+		}
+		for _, want := range []string{
+			`<summary>Schema of the <code>data</code></summary><pre class="schema">{
+  &#34;type&#34;: &#34;object&#34;,`,
+			// As stored: JSON's escapes of <, > and &.
+			`&#34;description&#34;: &#34;\u003c/pre\u003e\u003cb\u003ecents\u003c/b\u003e&#34;`,
+			`<span class="badge status-deprecated">Deprecated</span>`,
+			`<span class="badge status-archived">Archived</span>`,
+			"No schema published.",
+		} {
+			if !strings.Contains(p.body, want) {
+				t.Errorf("%s: the event types page lacks %q:\n%s", who, want, p.body)
+			}
+		}
+		if strings.Contains(p.body, "<b>cents") {
+			t.Errorf("%s: the schema's markup reached the page unescaped", who)
+		}
+		if strings.Count(p.body, "status-active") != 0 {
+			t.Errorf("%s: an active type is marked", who)
+		}
+		// Where an endpoint's types are chosen, too.
+		if p := b.get("/console/t/acme/endpoints"); !strings.Contains(p.body, `<code>payment.succeeded</code> <span class="badge status-deprecated">deprecated</span>`) {
+			t.Errorf("%s: the new endpoint's form does not mark the deprecated type:\n%s", who, p.body)
+		}
+	}
+}

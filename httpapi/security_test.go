@@ -16,6 +16,7 @@ import (
 
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/httpapi"
+	"github.com/webhookd/webhookd/jsonschema"
 	"github.com/webhookd/webhookd/storage"
 )
 
@@ -41,6 +42,9 @@ func newSecurityEnv(t *testing.T, sopts engine.ServiceOptions, opts httpapi.Opti
 	t.Cleanup(func() { db.Close() })
 	if sopts.LookupHost == nil {
 		sopts.LookupHost = publicLookup
+	}
+	if sopts.Schemas == nil {
+		sopts.Schemas = jsonschema.Compiler{} // as main wires it
 	}
 	svc := engine.NewService(db, nil, sopts)
 	logs := new(syncBuffer)
