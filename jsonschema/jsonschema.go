@@ -107,11 +107,14 @@ type compiled struct{ s *sjs.Schema }
 // naming the first value at fault (by JSON Pointer) and how many more
 // there are.
 func (c compiled) Validate(data []byte) error {
-	v, err := sjs.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return &engine.SchemaMismatch{Message: "not JSON: " + err.Error()}
+	v, ok := decode(data)
+	if !ok {
+		var err error
+		if v, err = sjs.UnmarshalJSON(bytes.NewReader(data)); err != nil {
+			return &engine.SchemaMismatch{Message: "not JSON: " + err.Error()}
+		}
 	}
-	err = c.s.Validate(v)
+	err := c.s.Validate(v)
 	if err == nil {
 		return nil
 	}
