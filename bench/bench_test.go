@@ -49,6 +49,27 @@ func TestRun_tiny(t *testing.T) {
 				t.Errorf("durable floor %g, ratios %+v, %+v: want a floor, and a ratio to it for the 4 clients only", r.Baselines.DurableFloor, r.Ingest, r.IngestSingle)
 			}
 		}},
+		{Options{Scenario: "ingest-only", Events: 800, Clients: 4, Schema: true}, func(t *testing.T, r *Result) {
+			sc := r.Schema
+			if sc == nil || sc.Without == nil || sc.With == nil {
+				t.Fatalf("schema comparison = %+v, want both sides", sc)
+			}
+			for name, side := range map[string]*IngestStats{"without": sc.Without, "with": sc.With} {
+				if side.Events != 400 || side.Errors != 0 || side.Rate <= 0 {
+					t.Errorf("%s a schema: %+v, want 400 events (4 rounds of 100), no error", name, side)
+				}
+			}
+			if sc.Ratio <= 0 {
+				t.Errorf("ratio %g", sc.Ratio)
+			}
+			found := false
+			for _, tg := range r.Targets {
+				found = found || strings.HasPrefix(tg.Name, "ingest with a typical schema")
+			}
+			if !found {
+				t.Errorf("targets %+v lack the schema comparison's", r.Targets)
+			}
+		}},
 		{Options{Scenario: "mixed-faults", Events: 200, Clients: 8, Endpoints: 2, Faults: "502:10%,429:5%,400:2%"}, func(t *testing.T, r *Result) {
 			d := r.Delivery
 			if d == nil || d.Expected != 400 {

@@ -18,6 +18,7 @@ import (
 	apiclient "github.com/webhookd/webhookd/client"
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/httpapi"
+	"github.com/webhookd/webhookd/jsonschema"
 	"github.com/webhookd/webhookd/postgres"
 	"github.com/webhookd/webhookd/storage"
 )
@@ -121,7 +122,7 @@ func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance,
 			KeepGoneEndpoints: o.keepGone,
 			Targets:           loopbackTargets, // the receivers are on 127.0.0.1, over http
 		},
-		Service: engine.ServiceOptions{Targets: loopbackTargets},
+		Service: engine.ServiceOptions{Targets: loopbackTargets, Schemas: jsonschema.Compiler{}},
 	})
 	in.node, in.svc = node, node.Service
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -38,6 +38,7 @@ type Result struct {
 	Noisy        *SlowStats     `json:"noisy_tenant,omitempty"`
 	Cluster      *ClusterStats  `json:"cluster,omitempty"`
 	Ordered      *OrderedStats  `json:"ordered,omitempty"`
+	Schema       *SchemaStats   `json:"schema,omitempty"`
 	Series       []Point        `json:"series,omitempty"`
 	Targets      []Target       `json:"targets,omitempty"`
 	Notes        []string       `json:"notes,omitempty"`
@@ -229,6 +230,11 @@ func printResult(w io.Writer, m Machine, r *Result) {
 	printIngest("durable ingest, 1 client", r.IngestSingle)
 	if f := b.FloorSingle; f != nil && r.IngestSingle != nil {
 		row("  durable floor, 1 client", "p50 %s  p99 %s  max %s ms (the same load on the durable floor, right after)", f2(f.P50), f2(f.P99), f2(f.Max))
+	}
+	if sc := r.Schema; sc != nil {
+		row("schema comparison", "the same typical orders, %d alternating rounds each: with a schema %.1f%% of the rate without", sc.Rounds, 100*sc.Ratio)
+		printIngest("  without a schema", sc.Without)
+		printIngest("  with a typical schema", sc.With)
 	}
 	if d := r.Delivery; d != nil {
 		ratio := ""

@@ -755,6 +755,12 @@ func (r *runner) ingestOnly() error {
 		return fmt.Errorf("no event acknowledged: %v", lr.firstErr)
 	}
 
+	if r.o.Schema {
+		if err := r.schemaComparison(in); err != nil {
+			return err
+		}
+	}
+
 	in64, one := r.res.Ingest, r.res.IngestSingle
 	r.res.target("durable ingest rate", fmt.Sprintf("≥ %.0f%% of the durable floor", 100*ingestFloorTarget),
 		fmt.Sprintf("%.1f%% (%s of %s ev/s)", 100*in64.FloorRatio, num(in64.Rate), num(r.res.Baselines.DurableFloor)), in64.FloorRatio >= ingestFloorTarget)
