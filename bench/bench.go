@@ -100,7 +100,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.Float64Var(&o.Rate, "rate", 0, "pace ingest at this many events/s (default: the scenario's; -1: as fast as the clients go)")
 	fs.IntVar(&o.Endpoints, "endpoints", 0, "loopback receiver endpoints (default: the scenario's)")
 	fs.IntVar(&o.EventSize, "size", 0, "bytes of each event's request body (default 1024)")
-	fs.BoolVar(&o.Schema, "schema", false, "ingest-only: also ingest the same events to a type without a schema and to one with a typical JSON Schema, in alternating rounds, and compare the rates")
+	fs.BoolVar(&o.Schema, "schema", false, "ingest-only: also ingest -n typical orders to a type without a schema and -n to one with a typical JSON Schema, in alternating rounds, and compare the rates")
 	fs.StringVar(&o.Faults, "fail", "", "receivers' fault `mix`, like 502:5%,timeout:1%,429:1%,410:0.5% (none: no faults)")
 	fs.IntVar(&o.Workers, "workers", 0, "dispatcher workers (in-process; default webhookd's, 64)")
 	fs.IntVar(&o.EndpointConcurrency, "endpoint-concurrency", 0, "attempts in flight per endpoint (in-process; default webhookd's, 8)")
