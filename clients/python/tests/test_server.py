@@ -89,6 +89,22 @@ class ServerTest(unittest.TestCase):
         policies = [p["name"] for p in self.client.list_retry_policies()]
         self.assertIn("standard", policies)
 
+    def test_schema_and_status(self) -> None:
+        tid = self.tenant()
+        schema = {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}
+        et, _ = self.client.put_event_type("py.checked", {"description": "with a schema", "status": "deprecated",
+                                                          "schema": schema, "example": {"id": "in_1"}})
+        self.assertEqual((et["status"], et.get("schema")), ("deprecated", schema))
+        self.client.ingest(tid, {"type": "py.checked", "data": {"id": "in_2"}})
+        with self.assertRaises(webhookd.Problem) as cm:
+            self.client.ingest(tid, {"type": "py.checked", "data": {"id": 2}})
+        self.assertProblem(cm.exception, 422, "schema_mismatch", "data/id")
+        self.client.put_event_type("py.checked", {"status": "archived"})
+        with self.assertRaises(webhookd.Problem) as cm:
+            self.client.ingest(tid, {"type": "py.checked", "data": {}})
+        self.assertProblem(cm.exception, 422, "event_type_archived", "type")
+        self.client.delete_event_type("py.checked")
+
     def test_endpoint(self) -> None:
         tid = self.tenant()
         ep = self.endpoint(tid, "/ok/endpoint", ["py.paid"])

@@ -234,9 +234,10 @@ class Client:
 
     def put_event_type(self, name: str,
                        event_type: Optional[EventTypeInput] = None) -> Tuple[EventType, bool]:
-        """Add name to the catalogue, or replace its description and example
-        (a put without an example removes the stored one); return it and
-        whether it was added."""
+        """Add name to the catalogue, or replace its description, status,
+        schema and example (a put without one of them resets it: no example,
+        no schema, active); return it and whether it was added. A schema
+        that does not compile is a Problem invalid_field naming "schema"."""
         a = self._do("PUT", "/v1/event-types/" + _seg(name), body=event_type or {})
         return cast(EventType, a.json()), a.status == 201
 

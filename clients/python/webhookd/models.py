@@ -109,6 +109,8 @@ ProblemCode = Literal[
     'tenant_deleting',
     'not_blocking',
     'endpoint_disabled',
+    'schema_mismatch',
+    'event_type_archived',
     'internal',
 ]
 
@@ -229,12 +231,29 @@ class TenantPage(TypedDict):
 class _EventTypeRequired(TypedDict):
     name: str
     description: str
+    # What ingest does with this type's events: active (taken),
+    # deprecated (still taken and delivered, counted in
+    # webhookd_deprecated_events_total{type} and shown as deprecated in
+    # the catalogue and the portal) or archived (refused at ingest: 422
+    # event_type_archived; events already stored are delivered as usual,
+    # and endpoints keep their subscriptions).
+    status: Literal['active', 'deprecated', 'archived']
     created: Timestamp
     updated: Timestamp
 
 
 class EventType(_EventTypeRequired, total=False):
     """An entry of the catalogue, named resource.action in the past tense."""
+    # Optional: a JSON Schema (draft 2020-12; $schema, if present, must
+    # name it) that the data of every event of the type must match:
+    # ingest refuses a mismatch with 422 schema_mismatch whose field is
+    # "data" followed by the JSON Pointer of the value at fault
+    # ("data/lines/1/sku"). An object or a boolean, at most 65536 bytes
+    # compacted (stored compacted). References resolve only within the
+    # schema (#/$defs/..., an anchor, the $id of a subschema): webhookd
+    # fetches nothing, and a reference outside is refused. format is an
+    # annotation, not checked.
+    schema: Union[Dict[str, Any], bool]
     # Optional: the data of an example event of this type, any JSON value
     # (at most 16 KiB compacted). "Send test event" sends it (POST
     # /v1/tenants/{tenant}/endpoints/{id}/test-events).
@@ -242,11 +261,36 @@ class EventType(_EventTypeRequired, total=False):
 
 
 class EventTypeInput(TypedDict, total=False):
-    """The body of PUT /v1/event-types/{type}; optional."""
+    """
+    The body of PUT /v1/event-types/{type}; optional. A put replaces the whole
+    entry but its created time: a field left out is reset (no example, no
+    schema, active).
+    """
     description: str
+    # Optional, active when absent. What ingest does with this type's
+    # events: active (taken), deprecated (still taken and delivered,
+    # counted in webhookd_deprecated_events_total{type} and shown as
+    # deprecated in the catalogue and the portal) or archived (refused at
+    # ingest: 422 event_type_archived; events already stored are
+    # delivered as usual, and endpoints keep their subscriptions).
+    status: Literal['active', 'deprecated', 'archived']
+    # Optional: a JSON Schema (draft 2020-12; $schema, if present, must
+    # name it) that the data of every event of the type must match:
+    # ingest refuses a mismatch with 422 schema_mismatch whose field is
+    # "data" followed by the JSON Pointer of the value at fault
+    # ("data/lines/1/sku"). An object or a boolean, at most 65536 bytes
+    # compacted (stored compacted). References resolve only within the
+    # schema (#/$defs/..., an anchor, the $id of a subschema): webhookd
+    # fetches nothing, and a reference outside is refused. format is an
+    # annotation, not checked. It is compiled at the put: one that does
+    # not compile is 422 invalid_field schema saying why. A put without
+    # it (or null) removes the stored one.
+    schema: Optional[Union[Dict[str, Any], bool]]
     # Optional: the data of an example event of this type, any JSON value
     # an ingest would take as data, at most 16 KiB compacted; stored
-    # compacted. A put without it removes the stored one.
+    # compacted. With a schema, the example must match it: 422
+    # schema_mismatch, field "example" followed by the pointer at fault.
+    # A put without it removes the stored one.
     example: Any
 
 
