@@ -192,8 +192,10 @@ export class EventTypes {
   }
 
   /**
-   * Adds name to the catalogue, or replaces its description and example
-   * (a put without an example removes the stored one), and says which.
+   * Adds name to the catalogue, or replaces its description, status,
+   * schema and example (a put without one of them resets it: no example,
+   * no schema, active), and says which. A schema that does not compile is
+   * a Problem invalid_field naming "schema".
    */
   async put(name: string, input: EventTypeInput = {}, call?: CallOptions): Promise<{ eventType: EventType; created: boolean }> {
     const r = { method: "PUT", path: path("v1", "event-types", name), body: input } as const;

@@ -151,7 +151,10 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Add an event type to the catalogue or update its description (admin). */
+        /**
+         * Add an event type to the catalogue or replace its description, status, schema and example (admin).
+         * @description The schema is compiled here: 422 invalid_field schema when it does not compile (the detail says why) or refers outside itself, 422 schema_mismatch when the example does not match it. The next ingest of the type, on every node, is held to the entry as put.
+         */
         put: operations["putEventType"];
         post?: never;
         /**
@@ -400,7 +403,7 @@ export interface paths {
         put?: never;
         /**
          * Ingest an event: 202 means it is on disk and its deliveries are queued.
-         * @description 202 with the event's id, created and its deliveries (one per subscribed endpoint). Not for tenant access tokens.
+         * @description 202 with the event's id, created and its deliveries (one per subscribed endpoint). Not for tenant access tokens. 422 schema_mismatch when the data does not match the type's schema (field: "data" followed by the JSON Pointer at fault, the detail what the validator says), 422 event_type_archived for a type archived in the catalogue; nothing is stored then.
          */
         post: operations["ingest"];
         delete?: never;
@@ -768,7 +771,7 @@ export interface components {
          * @description The stable error code: clients match on it, never on the detail. A code is never renamed once published.
          * @enum {string}
          */
-        ProblemCode: "invalid_json" | "invalid_field" | "unknown_parameter" | "unknown_event_type" | "body_too_large" | "unsupported_media_type" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "tenant_not_found" | "endpoint_not_found" | "event_not_found" | "delivery_not_found" | "idempotency_conflict" | "unavailable" | "overloaded" | "rate_limited" | "tenant_overloaded" | "limit_reached" | "pending_deliveries" | "tenant_deleting" | "not_blocking" | "endpoint_disabled" | "internal";
+        ProblemCode: "invalid_json" | "invalid_field" | "unknown_parameter" | "unknown_event_type" | "body_too_large" | "unsupported_media_type" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "tenant_not_found" | "endpoint_not_found" | "event_not_found" | "delivery_not_found" | "idempotency_conflict" | "unavailable" | "overloaded" | "rate_limited" | "tenant_overloaded" | "limit_reached" | "pending_deliveries" | "tenant_deleting" | "not_blocking" | "endpoint_disabled" | "schema_mismatch" | "event_type_archived" | "internal";
         /** @description An RFC 9457 problem, extended with the stable code and the field at fault. */
         Problem: {
             /** @description urn:webhookd:problem:<code> */
@@ -830,15 +833,33 @@ export interface components {
         EventType: {
             name: string;
             description: string;
+            /**
+             * @description What ingest does with this type's events: active (taken), deprecated (still taken and delivered, counted in webhookd_deprecated_events_total{type} and shown as deprecated in the catalogue and the portal) or archived (refused at ingest: 422 event_type_archived; events already stored are delivered as usual, and endpoints keep their subscriptions).
+             * @enum {string}
+             */
+            status: "active" | "deprecated" | "archived";
+            /** @description Optional: a JSON Schema (draft 2020-12; $schema, if present, must name it) that the data of every event of the type must match: ingest refuses a mismatch with 422 schema_mismatch whose field is "data" followed by the JSON Pointer of the value at fault ("data/lines/1/sku"). An object or a boolean, at most 65536 bytes compacted (stored compacted). References resolve only within the schema (#/$defs/..., an anchor, the $id of a subschema): webhookd fetches nothing, and a reference outside is refused. format is an annotation, not checked. */
+            schema?: {
+                [key: string]: unknown;
+            } | boolean;
             created: components["schemas"]["Timestamp"];
             updated: components["schemas"]["Timestamp"];
             /** @description Optional: the data of an example event of this type, any JSON value (at most 16 KiB compacted). "Send test event" sends it (POST /v1/tenants/{tenant}/endpoints/{id}/test-events). */
             example?: unknown;
         };
-        /** @description The body of PUT /v1/event-types/{type}; optional. */
+        /** @description The body of PUT /v1/event-types/{type}; optional. A put replaces the whole entry but its created time: a field left out is reset (no example, no schema, active). */
         EventTypeInput: {
             description?: string;
-            /** @description Optional: the data of an example event of this type, any JSON value an ingest would take as data, at most 16 KiB compacted; stored compacted. A put without it removes the stored one. */
+            /**
+             * @description Optional, active when absent. What ingest does with this type's events: active (taken), deprecated (still taken and delivered, counted in webhookd_deprecated_events_total{type} and shown as deprecated in the catalogue and the portal) or archived (refused at ingest: 422 event_type_archived; events already stored are delivered as usual, and endpoints keep their subscriptions).
+             * @enum {string}
+             */
+            status?: "active" | "deprecated" | "archived";
+            /** @description Optional: a JSON Schema (draft 2020-12; $schema, if present, must name it) that the data of every event of the type must match: ingest refuses a mismatch with 422 schema_mismatch whose field is "data" followed by the JSON Pointer of the value at fault ("data/lines/1/sku"). An object or a boolean, at most 65536 bytes compacted (stored compacted). References resolve only within the schema (#/$defs/..., an anchor, the $id of a subschema): webhookd fetches nothing, and a reference outside is refused. format is an annotation, not checked. It is compiled at the put: one that does not compile is 422 invalid_field schema saying why. A put without it (or null) removes the stored one. */
+            schema?: {
+                [key: string]: unknown;
+            } | boolean | null;
+            /** @description Optional: the data of an example event of this type, any JSON value an ingest would take as data, at most 16 KiB compacted; stored compacted. With a schema, the example must match it: 422 schema_mismatch, field "example" followed by the pointer at fault. A put without it removes the stored one. */
             example?: unknown;
         };
         /** @description A page of the catalogue, in name order. */
@@ -1570,7 +1591,7 @@ export interface components {
                 };
             };
         };
-        /** @description A field, header or query parameter has a bad value (field names it), or an event type is not in the catalogue. Codes: invalid_field, unknown_event_type. */
+        /** @description A field, header or query parameter has a bad value (field names it), an event type is not in the catalogue, an event's data (or a catalogue example) does not match its type's schema (field: "data" or "example" and the JSON Pointer at fault), or an event's type is archived. Codes: invalid_field, unknown_event_type, schema_mismatch, event_type_archived. */
         Unprocessable: {
             headers: {
                 [name: string]: unknown;
@@ -1578,7 +1599,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {unknown} */
-                    code?: "invalid_field" | "unknown_event_type";
+                    code?: "invalid_field" | "unknown_event_type" | "schema_mismatch" | "event_type_archived";
                 };
             };
         };

@@ -122,6 +122,23 @@ test("every call against the real server", needsServer, async (t) => {
     assert.equal(p.type, "urn:webhookd:problem:unauthorized");
   });
 
+  await t.test("an event type's schema and status", async () => {
+    // A tenant of its own, with no endpoint: the steps below count the flow tenant's events.
+    const own = unique("ts-schema-");
+    await c.tenants.put(own, { name: "Schemas" });
+    const checked = `${ns}.order_checked`;
+    const schema = { type: "object", required: ["id"], properties: { id: { type: "string" } } };
+    const { eventType } = await c.eventTypes.put(checked, { description: "with a schema", status: "deprecated", schema, example: { id: "o_1" } });
+    assert.equal(eventType.status, "deprecated");
+    assert.deepEqual(eventType.schema, schema);
+    await c.events.ingest(own, { type: checked, data: { id: "o_2" } });
+    await rejectsWith(c.events.ingest(own, { type: checked, data: { id: 2 } }), 422, "schema_mismatch", "data/id");
+    await c.eventTypes.put(checked, { status: "archived" });
+    await rejectsWith(c.events.ingest(own, { type: checked, data: {} }), 422, "event_type_archived", "type");
+    await c.eventTypes.delete(checked);
+    await c.tenants.delete(own);
+  });
+
   let eventID = "", okDelivery = "", deadID = "", idemKey = "";
   await t.test("ingest, and an idempotent repeat", async () => {
     const res = await c.events.ingest(tenant, { type: paid, data: { invoice: "in_1", amount: 1.5, note: "é\u2028" } });
