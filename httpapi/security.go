@@ -234,8 +234,17 @@ func (s *server) authorize(sc scope, h httprouter.Handle) httprouter.Handle {
 			return
 		}
 		r = r.WithContext(withPrincipal(r.Context(), p))
-		if err := s.allow(r.Context(), p, sc, ps.ByName("tenant")); err != nil {
+		tenant := ps.ByName("tenant")
+		if err := s.allow(r.Context(), p, sc, tenant); err != nil {
 			s.writeError(w, r, err)
+			return
+		}
+		if tenant != "" && r.Method != http.MethodPut && engine.ValidateTenantID(tenant) != nil {
+			// No request names a tenant by an id that cannot be one: the
+			// reserved engine.OperatorTenant, which exists, stays out of
+			// reach of every tenant route, whatever the route's own
+			// checks. PUT creates: it answers such an id 422.
+			s.writeError(w, r, engine.TenantNotFound())
 			return
 		}
 		h(w, r, ps)
