@@ -40,7 +40,8 @@ type source struct {
 
 // writeSource makes a bbolt file at path through the bbolt store, with
 // secrets sealed with key: tenants, a deleted tenant not yet purged,
-// endpoints (one filtering on channels), events (some on channels) with
+// endpoints (one filtering on channels), the operator's tenant with its
+// operational endpoints and an event, events (some on channels) with
 // deliveries in every state (pending, with and
 // without attempts; succeeded; dead with attempts and a replay; paused),
 // access tokens (one revoked), Idempotency-Keys, and an endpoint made
@@ -92,6 +93,23 @@ func writeSource(t *testing.T, path string, key []byte) source {
 		}
 		must(db.CreateEndpoint(ctx, ep, 0))
 	}
+	// The operator's tenant, its operational endpoints (one from the
+	// API, one [alerts] endpoint stored before sources were) and one of
+	// its events, of a type in no catalogue.
+	_, _, err = db.PutTenant(ctx, engine.Tenant{ID: engine.OperatorTenant, Name: "webhookd operator", Created: migrateT0, Updated: migrateT0})
+	must(err)
+	for _, source := range []engine.EndpointSource{engine.SourceAPI, ""} {
+		must(db.CreateEndpoint(ctx, engine.Endpoint{
+			ID: engine.NewID("ep"), TenantID: engine.OperatorTenant, URL: "https://ops.example.com/" + string(source),
+			EventTypes: []string{"*"}, Created: migrateT0, Updated: migrateT0, Source: source,
+			Secrets: []engine.Secret{{Key: engine.NewSecret()}},
+		}, 0))
+	}
+	_, err = db.AppendEvent(ctx, engine.NewEvent{Event: engine.Event{
+		ID: engine.NewID("evt"), TenantID: engine.OperatorTenant, Type: engine.OpEndpointCreated, Created: migrateT0,
+		APIVersion: "2030-01-01", Body: []byte(`{"type":"endpoint.created","data":{"tenant":"acme"}}`), OrderingKey: "order-1",
+	}})
+	must(err)
 	var ingests []engine.NewEvent
 	for i := range 8 {
 		tenant := []string{"acme", "beta"}[i%2]
@@ -279,8 +297,8 @@ func TestMigrate(t *testing.T) {
 		t.Errorf("the output shows the URL's password:\n%s", out)
 	}
 	for _, want := range []string{
-		"tenants  2  =  2", "deleted tenants (still being purged)  1  =  1", "endpoints  4  =  4",
-		"events  8  =  8", "access tokens  2  =  2", "idempotency keys  3  =  3", "migration complete",
+		"tenants  3  =  3", "deleted tenants (still being purged)  1  =  1", "endpoints  6  =  6",
+		"events  9  =  9", "access tokens  2  =  2", "idempotency keys  3  =  3", "migration complete",
 	} {
 		if !strings.Contains(squeeze(out), want) {
 			t.Errorf("the output has no %q:\n%s", want, out)

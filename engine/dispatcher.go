@@ -74,7 +74,8 @@ type DispatcherOptions struct {
 	// endpoint at once, as Standard Webhooks recommends.
 	KeepGoneEndpoints bool
 	// OnAlert, when set, is told of health transitions: an endpoint's
-	// first failure, its disabling, a delivery's death. It runs on a
+	// first failure, its first success after failing, its disabling, a
+	// delivery's death. It runs on a
 	// worker after the transition is recorded: it must not block.
 	OnAlert func(Alert)
 
@@ -1119,7 +1120,7 @@ func (d *Dispatcher) record(in *AttemptInput, rec *AttemptRecord, ended time.Tim
 			alerts = append(alerts, AlertDeliveryDead)
 		}
 		for _, kind := range alerts {
-			d.opts.OnAlert(Alert{Kind: kind, Delivery: updated, Endpoint: rec.Endpoint, At: rec.At})
+			d.opts.OnAlert(Alert{Kind: kind, Delivery: updated, Endpoint: rec.Endpoint, FailingSince: in.Endpoint.FailingSince, At: rec.At})
 		}
 	}
 	d.FollowLine(updated)

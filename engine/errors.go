@@ -39,6 +39,7 @@ const (
 	CodeEndpointDisabled    Code = "endpoint_disabled"      // a test event for a disabled endpoint: enable it first
 	CodeSchemaMismatch      Code = "schema_mismatch"        // the data (or a catalogue example) does not match its event type's schema; Field is "data" or "example" and the JSON Pointer at fault
 	CodeEventTypeArchived   Code = "event_type_archived"    // an event of an archived type: ingest of it is refused
+	CodeConfigManaged       Code = "config_managed"         // a change through the API of what the config file sets (the [alerts] endpoint's URL, secret, existence)
 	CodeInternal            Code = "internal"               // anything uncoded; details go to the operator log only
 )
 

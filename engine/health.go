@@ -15,16 +15,23 @@ import (
 // before it is disabled.
 const DefaultDisableAfter = 5 * 24 * time.Hour
 
-// Health transitions reported to the operator (see AlertFunc).
+// Health transitions reported to the operator (Dispatcher's OnAlert), as
+// operational events of these types (operational.go).
 const (
-	AlertEndpointFailing  = "endpoint.failing"  // first failure after a success (or ever)
-	AlertEndpointDisabled = "endpoint.disabled" // disabled by a 410 or by failing too long
-	AlertDeliveryDead     = "delivery.dead"     // a delivery moved to the dead letters
+	AlertEndpointFailing   = "endpoint.failing"   // first failure after a success (or ever)
+	AlertEndpointRecovered = "endpoint.recovered" // first success after a failure
+	AlertEndpointDisabled  = "endpoint.disabled"  // disabled by a 410 or by failing too long
+	AlertDeliveryDead      = "delivery.dead"      // a delivery moved to the dead letters
 )
+
+// disabledByRequest begins the DisabledReason of an endpoint a person
+// disabled (SetEndpointEnabled), as opposed to webhookd's health rules.
+const disabledByRequest = "disabled by request"
 
 // healthAfter returns ep's health after an attempt that ended at at with
 // outcome and status (reason: why it failed), and the transitions it made
-// (AlertEndpointFailing, AlertEndpointDisabled). It is pure: the dispatcher
+// (AlertEndpointFailing, AlertEndpointRecovered, AlertEndpointDisabled).
+// It is pure: the dispatcher
 // decides alerts with it and storage applies the same change inside the
 // transaction that records the attempt. disableAfter 0 never disables for
 // failing too long; keepGone leaves an endpoint that answered 410 enabled
@@ -32,8 +39,11 @@ const (
 func healthAfter(ep Endpoint, outcome Outcome, status int, reason string, at time.Time, disableAfter time.Duration, keepGone bool) (Endpoint, []string) {
 	var alerts []string
 	if outcome == OutcomeSuccess {
+		if !ep.FailingSince.IsZero() {
+			alerts = append(alerts, AlertEndpointRecovered)
+		}
 		ep.FailingSince = time.Time{}
-		return ep, nil
+		return ep, alerts
 	}
 	if ep.FailingSince.IsZero() {
 		ep.FailingSince = at
@@ -59,10 +69,13 @@ func healthAfter(ep Endpoint, outcome Outcome, status int, reason string, at tim
 
 // Alert is a health transition for the operator.
 type Alert struct {
-	Kind     string    // AlertEndpointFailing, AlertEndpointDisabled, AlertDeliveryDead
+	Kind     string    // AlertEndpointFailing, AlertEndpointRecovered, AlertEndpointDisabled, AlertDeliveryDead
 	Delivery Delivery  // the delivery whose attempt made the transition
 	Endpoint *Endpoint // the endpoint's health after it; nil when not recorded
-	At       time.Time
+	// FailingSince is, for AlertEndpointRecovered, when the run of
+	// failures the success ended began.
+	FailingSince time.Time
+	At           time.Time
 }
 
 // SetEndpointEnabled enables or disables endpoint id of tenant. Disabling
@@ -76,8 +89,10 @@ func (s *Service) SetEndpointEnabled(ctx context.Context, tenant, id string, ena
 		return Endpoint{}, 0, EndpointNotFound()
 	}
 	now := s.now()
+	changed := false
 	ep, err := s.store.UpdateEndpoint(ctx, tenant, id, func(ep *Endpoint) error {
-		if ep.Disabled == !enabled {
+		changed = ep.Disabled != !enabled
+		if !changed {
 			return nil
 		}
 		ep.Disabled = !enabled
@@ -85,10 +100,17 @@ func (s *Service) SetEndpointEnabled(ctx context.Context, tenant, id string, ena
 		if enabled {
 			ep.DisabledReason, ep.DisabledAt, ep.FailingSince = "", time.Time{}, time.Time{}
 		} else {
-			ep.DisabledReason, ep.DisabledAt = "disabled by request ("+by+")", now
+			ep.DisabledReason, ep.DisabledAt = disabledByRequest+" ("+by+")", now
 		}
 		return nil
 	})
+	switch {
+	case err != nil || !changed:
+	case enabled:
+		s.emitOperational(ctx, OpEndpointEnabled, map[string]any{"tenant": tenant, "endpoint_id": id, "by": by, "deliver_held": deliverHeld, "at": now})
+	default:
+		s.emitOperational(ctx, OpEndpointDisabled, map[string]any{"tenant": tenant, "endpoint_id": id, "reason": ep.DisabledReason, "at": now})
+	}
 	if err != nil || !enabled {
 		return ep, 0, err
 	}

@@ -22,7 +22,8 @@ func TestHealthAfter(t *testing.T) {
 	}{
 		{"first failure", Endpoint{}, OutcomeRetry, 502, t0, []string{AlertEndpointFailing}, "", t0},
 		{"another failure", failing, OutcomeRetry, 502, t0.Add(time.Hour), nil, "", t0},
-		{"success clears", failing, OutcomeSuccess, 200, t0.Add(time.Hour), nil, "", time.Time{}},
+		{"success clears: recovered", failing, OutcomeSuccess, 200, t0.Add(time.Hour), []string{AlertEndpointRecovered}, "", time.Time{}},
+		{"another success", Endpoint{}, OutcomeSuccess, 200, t0.Add(time.Hour), nil, "", time.Time{}},
 		{"410 disables at once", Endpoint{}, OutcomePermanent, 410, t0, []string{AlertEndpointFailing, AlertEndpointDisabled}, "410 Gone", t0},
 		{"failing five days disables", failing, OutcomeRetry, 500, t0.Add(DefaultDisableAfter), []string{AlertEndpointDisabled}, "failing every attempt since", t0},
 		{"just under five days", failing, OutcomeRetry, 500, t0.Add(DefaultDisableAfter - time.Second), nil, "", t0},

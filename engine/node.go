@@ -12,8 +12,11 @@ import (
 type NodeOptions struct {
 	Service    ServiceOptions
 	Dispatcher DispatcherOptions // its OnAlert is the Node's own
-	// Alerts, when set, sends webhookd's own events to the operator's
-	// endpoint (see EnsureOperatorEndpoint and AlertSink).
+	// Alerts, when set, is the config file's [alerts]: the operational
+	// endpoint Start makes sure of (EnsureOperatorEndpoint). Nil: Start
+	// deletes that endpoint if there is one (RemoveOperatorEndpoint).
+	// Operational events are emitted either way, to whatever
+	// operational endpoints there are (OperationalSink).
 	Alerts *AlertOptions
 	// Janitor, when set, prunes what retention no longer keeps and purges
 	// deleted tenants (the store's Maintenance). The deliveries its pruning makes a line's head go to the Dispatcher
@@ -22,23 +25,23 @@ type NodeOptions struct {
 	Logger  *slog.Logger // nil: discard
 }
 
-// AlertOptions say where the operator's alerts go.
+// AlertOptions are the [alerts] endpoint's URL and signing secret.
 type AlertOptions struct {
 	URL, Secret string
 }
 
 // Node is the engine of one webhookd process, wired once for every way
 // webhookd runs (serve, bench): the Service the API calls, the Dispatcher
-// that makes the attempts, the operator alerts and the Janitor. Start and
+// that makes the attempts, the operational events and the Janitor. Start and
 // Stop run them all, in one order.
 type Node struct {
 	Service    *Service
 	Dispatcher *Dispatcher
 
 	store   Store
-	alerts  *AlertSink // nil without NodeOptions.Alerts
-	alertTo *AlertOptions
-	janitor *Janitor // nil without NodeOptions.Janitor
+	ops     *OperationalSink
+	alertTo *AlertOptions // nil without [alerts]
+	janitor *Janitor      // nil without NodeOptions.Janitor
 	log     *slog.Logger
 }
 
@@ -79,32 +82,30 @@ func NewNode(store Store, opts NodeOptions) *Node {
 		}
 	}
 	n.Service = NewService(store, n.Dispatcher, sopts)
-	if opts.Alerts != nil {
-		n.alerts = NewAlertSink(n.Service, func(err error) { n.log.Warn("operator alert", "err", err) })
-	}
+	n.ops = NewOperationalSink(n.Service, func(err error) { n.log.Warn("operational event", "err", err) })
 	return n
 }
 
-// raise is the dispatcher's OnAlert: it hands a to the alert sink, if
-// alerts are on.
+// raise is the dispatcher's OnAlert: it hands a to the operational
+// events.
 func (n *Node) raise(a Alert) {
-	if n.alerts != nil {
-		n.alerts.Put(a)
-	}
+	n.ops.PutAlert(a)
 }
 
-// Start runs the node: the operator's alert endpoint made sure of, the
-// alert sink, the dispatcher (its recovery included: Start returns after
-// it) and the janitor.
+// Start runs the node: the [alerts] endpoint made sure of (or deleted
+// without [alerts]), the operational events, the dispatcher (its
+// recovery included: Start returns after it) and the janitor.
 func (n *Node) Start(ctx context.Context) error {
-	if n.alerts != nil {
+	if n.alertTo != nil {
 		if err := n.Service.EnsureOperatorEndpoint(ctx, n.alertTo.URL, n.alertTo.Secret); err != nil {
 			return fmt.Errorf("alerts: %w", err)
 		}
-		n.alerts.Start()
+	} else if err := n.Service.RemoveOperatorEndpoint(ctx); err != nil {
+		return fmt.Errorf("alerts: remove the [alerts] endpoint: %w", err)
 	}
+	n.ops.Start()
 	if err := n.Dispatcher.Start(ctx); err != nil {
-		n.alerts.stopIfAny()
+		n.ops.Stop()
 		return fmt.Errorf("start dispatcher: %w", err)
 	}
 	if n.janitor != nil {
@@ -114,26 +115,18 @@ func (n *Node) Start(ctx context.Context) error {
 }
 
 // Stop stops the node softly, in this order: the dispatcher (attempts in
-// flight finish and their outcomes are recorded), then the alert sink (it
-// raises the alerts the last attempts queued), then the janitor (its
+// flight finish and their outcomes are recorded), then the operational
+// events (the sink stores those queued, the last attempts' among them),
+// then the janitor (its
 // transaction under way ends). Each waits only until ctx ends: then Stop
 // returns ctx's error, joined with what each part left running (see
 // Dispatcher.Stop). The store is the caller's to close after. Safe to
 // call twice, and before Start.
 func (n *Node) Stop(ctx context.Context) error {
 	err := n.Dispatcher.Stop(ctx)
-	if n.alerts != nil {
-		err = errors.Join(err, n.alerts.stopWithin(ctx))
-	}
+	err = errors.Join(err, n.ops.stopWithin(ctx))
 	if n.janitor != nil {
 		err = errors.Join(err, n.janitor.stopWithin(ctx))
 	}
 	return err
-}
-
-// stopIfAny stops k when there is one.
-func (k *AlertSink) stopIfAny() {
-	if k != nil {
-		k.Stop()
-	}
 }

@@ -51,18 +51,28 @@ type SecretResult struct {
 // key signs. A grace of zero drops the previous key, and every older one, at
 // once: use it when a key leaked.
 func (s *Service) RotateSecret(ctx context.Context, tenant, id string, in RotateInput) (SecretResult, error) {
+	grace, err := in.grace()
+	if err != nil {
+		return SecretResult{}, err
+	}
+	return s.rotate(ctx, tenant, id, grace)
+}
+
+// grace returns the grace window in asks for: DefaultRotationGrace when
+// it names none, CodeInvalidField beyond 0 to MaxRotationGrace.
+func (in RotateInput) grace() (time.Duration, error) {
 	grace := DefaultRotationGrace
 	d, field, given, err := durationInput("grace", in.Grace, in.GraceSeconds, `"24h", "90m" or "0s"`)
 	if err != nil {
-		return SecretResult{}, err
+		return 0, err
 	}
 	if given {
 		grace = d
 	}
 	if grace < 0 || grace > MaxRotationGrace {
-		return SecretResult{}, Errorf(CodeInvalidField, field, "grace must be from 0s to %s (604800 seconds)", "168h")
+		return 0, Errorf(CodeInvalidField, field, "grace must be from 0s to %s (604800 seconds)", "168h")
 	}
-	return s.rotate(ctx, tenant, id, grace)
+	return grace, nil
 }
 
 // RevokeSecret is RotateSecret with no grace: the endpoint gets a new

@@ -29,6 +29,8 @@ type Service struct {
 	ingestRates    keyedLimiters // ServiceOptions.TenantIngestRate, per tenant
 	testEventRates keyedLimiters // TestEventBurst and TestEventInterval, per endpoint
 	schemas        *Schemas      // the catalogue's schemas, compiled (ServiceOptions.Schemas)
+
+	ops *OperationalSink // where emitOperational queues; nil: nothing is emitted
 }
 
 // ServiceOptions configure a Service. The zero value of each field means the
@@ -455,6 +457,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 		}
 		return Endpoint{}, "", err
 	}
+	s.emitOperational(ctx, OpEndpointCreated, map[string]any{"tenant": tenant, "endpoint_id": ep.ID, "at": now})
 	return s.effectivePolicy(ctx, tenant, ep), secret, nil
 }
 
@@ -594,7 +597,10 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 		}
 	}
 	now := s.now()
+	var changed []string
 	ep, err := s.store.UpdateEndpoint(ctx, tenant, id, func(ep *Endpoint) error {
+		before := *ep
+		defer func() { changed = endpointChanges(before, *ep) }()
 		if p.URL != nil {
 			if ep.URL != *p.URL {
 				ep.Verified = time.Time{} // a new URL answers the challenge afresh
@@ -630,6 +636,9 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 		ep.Updated = now
 		return nil
 	})
+	if err == nil && len(changed) > 0 {
+		s.emitOperational(ctx, OpEndpointUpdated, map[string]any{"tenant": tenant, "endpoint_id": id, "changed": changed, "at": now})
+	}
 	if err == nil && p.Disabled != nil {
 		by := p.By
 		if by == "" {
@@ -658,6 +667,7 @@ func (s *Service) DeleteEndpoint(ctx context.Context, tenant, id string) error {
 	if err := s.store.DeleteEndpoint(ctx, tenant, id); err != nil {
 		return err
 	}
+	s.emitOperational(ctx, OpEndpointDeleted, map[string]any{"tenant": tenant, "endpoint_id": id, "at": s.now()})
 	for {
 		at := s.now()
 		ds, err := s.store.UpdateDeliveries(ctx, Selection{Tenant: tenant, State: StatePaused, EndpointID: id}, replayBatch, func(d Delivery) Delivery {

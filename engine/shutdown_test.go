@@ -105,9 +105,9 @@ func (s *hungDisk) RecordOutcome(ctx context.Context, u engine.OutcomeUpdate) (e
 // the disk, Stop returns when its context ends, with an error that says
 // so and what it left running, rather than wait for the disk; a second
 // Stop is as safe. Once the disk answers, what was left ends on its own:
-// the outcome is recorded, and its alert (the endpoint's first failure),
-// which comes after the alert sink stopped, is dropped, not sent on a
-// closed queue.
+// the outcome is recorded, and its operational event (the endpoint's
+// first failure), which comes after the sink stopped, is dropped, not
+// sent on a closed queue.
 func TestNode_StopHonoursItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &hungDisk{Store: memstore.New(), open: make(chan struct{}), waiting: make(chan struct{})}
@@ -159,7 +159,7 @@ func TestNode_StopHonoursItsDeadline(t *testing.T) {
 			t.Errorf("the delivery has %d attempts recorded once the disk answered, want 1", got.CycleAttempts)
 		}
 		synctest.Wait()
-		if !strings.Contains(logs.String(), "the alert sink has stopped") {
+		if !strings.Contains(logs.String(), "endpoint.failing dropped: the sink has stopped") {
 			t.Errorf("no alert dropped after the sink stopped; the log:\n%s", logs.String())
 		}
 	})

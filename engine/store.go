@@ -131,7 +131,8 @@ type Records interface {
 type Log interface {
 	// AppendEvent is ingest, in one transaction: check the tenant exists
 	// (CodeTenantNotFound) and the type is in the catalogue
-	// (CodeUnknownEventType); honour the idempotency key (see NewEvent);
+	// (CodeUnknownEventType; not for OperatorTenant, whose operational
+	// event types are in none); honour the idempotency key (see NewEvent);
 	// append the event to the log at its next place, as
 	// in.Sequenced(n) for n its tenant's next Sequence (one more than
 	// the last event stored for the tenant, ever, deleted or not: no

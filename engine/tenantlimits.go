@@ -126,9 +126,11 @@ func (s *Service) DeleteTenant(ctx context.Context, tenant string, force bool) e
 			return Errorf(CodePendingDeliveries, "", "tenant %s has %d deliveries not yet delivered or dead (%s); deleting it would drop them: wait until they are delivered or dead (replay or skip a blocking one, enable a disabled endpoint), or delete with ?force=true", tenant, n, b)
 		}
 	}
-	if err := s.store.DeleteTenant(ctx, tenant, s.now()); err != nil {
+	now := s.now()
+	if err := s.store.DeleteTenant(ctx, tenant, now); err != nil {
 		return err
 	}
+	s.emitOperational(ctx, OpTenantDeleted, map[string]any{"tenant": tenant, "force": force, "at": now})
 	if s.disp != nil {
 		s.disp.ForgetTenant(tenant)
 	}

@@ -140,6 +140,14 @@ type Endpoint struct {
 	// and on an explicit reveal (Service.RevealSecret), never in an
 	// endpoint's own answer.
 	Secrets []Secret `json:"-"`
+	// Source says who manages an operational endpoint (an endpoint of
+	// OperatorTenant, operational.go): SourceAPI or SourceConfig. ""
+	// for a customer's endpoint, and for an operator endpoint stored
+	// before sources were (the [alerts] endpoint, then the only one: it
+	// is read as SourceConfig). Not in the endpoint's JSON:
+	// OperationalEndpoint shows it.
+	Source EndpointSource `json:"-"`
+
 	// SecretReveals is the audit trail of Service.RevealSecret: who was
 	// shown the secrets and when, oldest first, the latest
 	// MaxSecretReveals only (RecordSecretReveal). Nil when never

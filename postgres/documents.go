@@ -161,6 +161,11 @@ type endpointDoc struct {
 	// RateLimit is the endpoint's own bound on its attempts; absent
 	// when it has none (every document written before rate limits).
 	RateLimit *rateLimitDoc `json:"rate_limit,omitempty"`
+	// Source says who manages an operational endpoint (one of
+	// engine.OperatorTenant): "api" or "config"; absent for a
+	// customer's endpoint (and in every document written before
+	// sources).
+	Source string `json:"source,omitempty"`
 }
 
 // rateLimitDoc is an engine.RateLimit that is not zero.
@@ -195,6 +200,7 @@ func encodeEndpoint(ep engine.Endpoint) ([]byte, error) {
 		Ordering: string(ep.Ordering), OnDead: string(ep.OnDead),
 		Channels:    ep.Channels,
 		RetryPolicy: string(ep.RetryPolicy),
+		Source:      string(ep.Source),
 	}
 	if ep.Ordering == engine.OrderingNone {
 		r.Ordering = orderingNone
@@ -235,6 +241,7 @@ func decodeEndpoint(doc []byte) (engine.Endpoint, error) {
 		VerificationRequired: r.VerificationRequired, Verified: r.Verified,
 		Ordering: engine.Ordering(r.Ordering), OnDead: engine.OnDead(r.OnDead),
 		RetryPolicy: engine.RetryPolicyName(r.RetryPolicy),
+		Source:      engine.EndpointSource(r.Source),
 	}
 	if r.Ordering == orderingNone {
 		ep.Ordering = engine.OrderingNone

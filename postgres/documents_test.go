@@ -88,6 +88,15 @@ var (
 		ep.RateLimit = engine.RateLimit{PerSecond: 2.5, Burst: 4}
 		return ep
 	}()
+	// goldenEndpointOperational is an operational endpoint, which says
+	// who manages it (added in a later release: the older documents
+	// have no "source").
+	goldenEndpointOperational = func() engine.Endpoint {
+		ep := goldenEndpointNew
+		ep.ID, ep.TenantID, ep.Source = "ep_01JH000000000000000000000E", engine.OperatorTenant, engine.SourceConfig
+		ep.EventTypes = []string{engine.OpEndpointFailing, engine.OpEndpointDisabled, engine.OpDeliveryDead}
+		return ep
+	}()
 	// goldenEndpointNew is an endpoint as created: no health, the
 	// default ordering and on_dead.
 	goldenEndpointNew = engine.Endpoint{
@@ -260,6 +269,7 @@ func goldenCases() []goldenCase {
 	add("endpoint-channels", goldenEndpointChannels, dec, enc)
 	add("endpoint-retry-policy", goldenEndpointRetryPolicy, dec, enc)
 	add("endpoint-limited", goldenEndpointLimited, dec, enc)
+	add("endpoint-operational", goldenEndpointOperational, dec, enc)
 	dec, enc = docPair(decodeSecrets, encodeSecrets)
 	add("secrets", goldenSecrets, dec, enc)
 	add("secrets-none", []engine.Secret(nil), dec, enc)

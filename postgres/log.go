@@ -26,8 +26,8 @@ const seqSQL = `(pg_current_xact_id()::text::bigint * 65536 +
 // AppendEvent is ingest, in one transaction (see engine.Store): the
 // tenant must exist (CodeTenantNotFound; DeleteTenant waits for the
 // ingest or the ingest for it) and the type be in the catalogue
-// (CodeUnknownEventType). A live idempotency record with the same
-// request hash gives the first event and its deliveries (Duplicate),
+// (CodeUnknownEventType), unless the tenant is engine.OperatorTenant.
+// A live idempotency record with the same request hash gives the first event and its deliveries (Duplicate),
 // with another hash CodeIdempotencyConflict; a concurrent ingest with
 // the same key waits for the first one's commit and then sees its
 // record. Otherwise the event is appended with the deliveries
@@ -153,10 +153,11 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 	v, _ := s.endpoints.Load(in.Event.TenantID)
 	seen, _ := v.(*endpointsSeen)
 	typ := seenType(&s.types, in.Event.Type)
-	if seen == nil || typ == nil || in.Event.OrderingKey != "" || in.Event.Test {
+	if seen == nil || typ == nil || in.Event.OrderingKey != "" || in.Event.Test || in.Event.TenantID == engine.OperatorTenant {
 		// A keyed event's deliveries name the key's previous sequence
 		// (key_tails), which the full path reads; a test event is rare
-		// and its mark is written by the full path only.
+		// and its mark is written by the full path only; an operational
+		// event's type is in no catalogue, which this path requires.
 		return engine.IngestResult{}, false, nil
 	}
 	if in.CheckType != nil && in.CheckType(typ.et) != nil {
@@ -553,7 +554,7 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 		return engine.IngestResult{}, seen, err
 	case !tenantFound:
 		return engine.IngestResult{}, seen, engine.TenantNotFound()
-	case !known:
+	case !known && ev.TenantID != engine.OperatorTenant:
 		return engine.IngestResult{}, seen, engine.UnknownEventType(ev.Type)
 	case in.IdempotencyKey != "" && !keyClaimed:
 		dup, err := duplicateOf(ctx, tx, in)
@@ -564,11 +565,11 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	case !inserted:
 		return engine.IngestResult{}, seen, fmt.Errorf("postgres: append event %s: event id exists", ev.ID)
 	}
-	et, err := readType(types, ev.Type, cachedType, typeVersion, typeDoc)
-	if err != nil {
-		return engine.IngestResult{}, seen, err
-	}
-	if in.CheckType != nil {
+	if in.CheckType != nil && known { // !known: an operator event of a type not in the catalogue
+		et, err := readType(types, ev.Type, cachedType, typeVersion, typeDoc)
+		if err != nil {
+			return engine.IngestResult{}, seen, err
+		}
 		if err := in.CheckType(et); err != nil {
 			return engine.IngestResult{}, seen, err // rolled back: nothing written
 		}

@@ -197,6 +197,8 @@ type endpointRecord struct {
 	Headers []headerRecord `json:"headers,omitempty"` // absent: none (and before custom headers)
 
 	RateLimit *rateLimitRecord `json:"rate_limit,omitempty"` // absent: none (and before rate limits)
+
+	Source string `json:"source,omitempty"` // an operational endpoint's; absent: a customer's (and before sources)
 }
 
 // headerRecord is one engine.CustomHeader: its value is under "sealed" when it
@@ -378,6 +380,7 @@ func encodeEndpoint(ep engine.Endpoint) ([]byte, error) {
 		Ordering: string(ep.Ordering), OnDead: string(ep.OnDead),
 		Channels:    ep.Channels,
 		RetryPolicy: string(ep.RetryPolicy),
+		Source:      string(ep.Source),
 	}
 	if !ep.RateLimit.IsZero() {
 		r.RateLimit = &rateLimitRecord{PerSecond: ep.RateLimit.PerSecond, Burst: ep.RateLimit.Burst}
@@ -423,6 +426,7 @@ func decodeEndpoint(data []byte) (engine.Endpoint, error) {
 		FailingSince: r.FailingSince, LastFailure: r.LastFailure, LastFailureAt: r.LastFailureAt,
 		Ordering: engine.Ordering(r.Ordering), OnDead: engine.OnDead(r.OnDead),
 		RetryPolicy: engine.RetryPolicyName(r.RetryPolicy),
+		Source:      engine.EndpointSource(r.Source),
 	}
 	if len(r.Channels) > 0 {
 		ep.Channels = r.Channels

@@ -90,6 +90,13 @@ var (
 		t.RetryPolicy = "nightly-long"
 		return t
 	}()
+	// sampleOperationalEndpoint is an operational endpoint, which says
+	// who manages it (engine.Endpoint.Source).
+	sampleOperationalEndpoint = func() engine.Endpoint {
+		ep := sampleEndpoint
+		ep.TenantID, ep.Source = engine.OperatorTenant, engine.SourceAPI
+		return ep
+	}()
 	samplePolicyEndpoint = func() engine.Endpoint {
 		ep := sampleEndpoint
 		ep.RetryPolicy = "extended"
@@ -207,6 +214,9 @@ func TestEncoding_roundTrip(t *testing.T) {
 			func(b []byte) (any, error) { return decodeTenant(b) }},
 		{"endpoint with a retry policy", formatV1, false, samplePolicyEndpoint,
 			func() ([]byte, error) { return encodeEndpoint(samplePolicyEndpoint) },
+			func(b []byte) (any, error) { return decodeEndpoint(b) }},
+		{"operational endpoint", formatV1, false, sampleOperationalEndpoint,
+			func() ([]byte, error) { return encodeEndpoint(sampleOperationalEndpoint) },
 			func(b []byte) (any, error) { return decodeEndpoint(b) }},
 		{"delivery made by a backfill", formatV5, false, sampleDeliveryBackfill,
 			func() ([]byte, error) { return encodeDelivery(sampleDeliveryBackfill) },

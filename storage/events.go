@@ -15,8 +15,8 @@ import (
 
 // AppendEvent is ingest, in one transaction (see engine.Store). The tenant
 // must exist (CodeTenantNotFound) and the type be in the catalogue
-// (CodeUnknownEventType). With an Idempotency-Key that the tenant used
-// before and whose record has not expired at in.Event.Created, nothing is
+// (CodeUnknownEventType), unless the tenant is engine.OperatorTenant.
+// With an Idempotency-Key that the tenant used before and whose record has not expired at in.Event.Created, nothing is
 // appended: the result is the first event and its deliveries (Duplicate)
 // when the request hash matches, CodeIdempotencyConflict when it does not.
 // Then in.CheckType, when set, has its say on the type's entry, in each
@@ -72,7 +72,7 @@ func (db *DB) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Inges
 // replaces, if any. It only reads.
 func checkIngest(tx *bolt.Tx, in engine.NewEvent, types *typeCache) (dup *engine.IngestResult, expired *idempotencyRecord, tenantRecord []byte, err error) {
 	dup, expired, tenantRecord, typeRecord, err := checkIngestKey(tx, in)
-	if err != nil || dup != nil || in.CheckType == nil {
+	if err != nil || dup != nil || in.CheckType == nil || typeRecord == nil { // nil: an operator event of a type not in the catalogue
 		return dup, expired, tenantRecord, err
 	}
 	et, err := types.ingestType(in.Event.Type, typeRecord)
@@ -97,7 +97,7 @@ func checkIngestKey(tx *bolt.Tx, in engine.NewEvent) (dup *engine.IngestResult, 
 		return nil, nil, nil, nil, engine.TenantNotFound()
 	}
 	typeRecord = tx.Bucket(bucketEventTypes).Get([]byte(ev.Type))
-	if typeRecord == nil {
+	if typeRecord == nil && tenant != engine.OperatorTenant {
 		return nil, nil, nil, nil, engine.UnknownEventType(ev.Type)
 	}
 	if in.IdempotencyKey == "" {

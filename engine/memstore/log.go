@@ -11,10 +11,12 @@ import (
 
 // AppendEvent is ingest (see engine.Store): the tenant must exist
 // (CodeTenantNotFound) and the type be in the catalogue
-// (CodeUnknownEventType); a live idempotency record with the same request
-// hash gives the first event and its deliveries as they are now
-// (Duplicate), with another hash CodeIdempotencyConflict. Then
-// in.CheckType, when set, has its say on the type's entry. Otherwise the
+// (CodeUnknownEventType) unless the tenant is engine.OperatorTenant; a
+// live idempotency record with the same request hash gives the first
+// event and its deliveries as they are now (Duplicate), with another hash
+// CodeIdempotencyConflict. Then in.CheckType, when set, has its say on
+// the type's entry (an operator event of a type not in the catalogue
+// has none to be checked against). Otherwise the
 // event gets the next place in the log, its tenant's next Sequence
 // (NewEvent.Sequenced) and the deliveries in.Deliveries
 // returns for the tenant's endpoints (in ID order) and retry policy,
@@ -35,8 +37,8 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 	if !ok {
 		return engine.IngestResult{}, engine.TenantNotFound()
 	}
-	et, ok := s.eventTypes[ev.Type]
-	if !ok {
+	et, known := s.eventTypes[ev.Type]
+	if !known && ev.TenantID != engine.OperatorTenant {
 		return engine.IngestResult{}, engine.UnknownEventType(ev.Type)
 	}
 	key := idempotencyKey{ev.TenantID, in.IdempotencyKey}
@@ -53,7 +55,7 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 	if _, ok := s.events[ev.ID]; ok {
 		return engine.IngestResult{}, fmt.Errorf("memstore: append event %s: event id exists", ev.ID)
 	}
-	if in.CheckType != nil {
+	if in.CheckType != nil && known {
 		if err := in.CheckType(et); err != nil {
 			return engine.IngestResult{}, err
 		}

@@ -99,6 +99,7 @@ func Run(t *testing.T, h Harness) {
 		{"Scheduled", scheduledTests},
 		{"Maintenance", maintenanceTests},
 		{"Held", heldTests},
+		{"Operational", operationalTests},
 		{"Backend", backendTests},
 	}
 	for _, g := range groups {
