@@ -67,6 +67,7 @@ func TestStatusTable_EveryCode(t *testing.T) {
 		engine.CodeEndpointDisabled:    409,
 		engine.CodeSchemaMismatch:      422,
 		engine.CodeEventTypeArchived:   422,
+		engine.CodeConfigManaged:       409,
 		engine.CodeInternal:            500,
 	}
 	if got, want := len(statusTable), len(want); got != want {

@@ -709,6 +709,8 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	e.check(call{method: "GET", path: "/v1/admin/report?last=10", status: 200})
 	e.check(call{method: "GET", path: "/v1/admin/report?last=x", invalid: true, status: 422, code: engine.CodeInvalidField})
 	e.check(call{method: "GET", path: "/v1/admin/report", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	driveOperationalEndpoints(t, e, tok.Token)
+
 	e.check(call{method: "GET", path: "/v1/admin/report", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
 	e.check(call{method: "GET", path: "/v1/admin/report?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
 
@@ -956,8 +958,11 @@ func TestOpenAPI_WebhooksValidate(t *testing.T) {
 		validate(fmt.Sprintf("keyed event %d", i+1), "event", 2)
 	}
 	for name := range o.model.Webhooks.KeysFromOldest() {
-		if !validated[name] {
+		if !validated[name] && !slices.ContainsFunc(engine.OperationalEventTypes, func(op engine.OperationalEventType) bool { return op.Name == name }) {
 			t.Errorf("webhooks.%s is documented but no request of it was validated", name)
 		}
 	}
+	// The operational events' webhooks are validated against what a
+	// running webhookd sends, each caused by its action, in
+	// e2e/operational_test.go.
 }

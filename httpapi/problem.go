@@ -57,6 +57,7 @@ var statusTable = map[engine.Code]statusEntry{
 	engine.CodeEndpointDisabled:    {http.StatusConflict, "Endpoint disabled"},
 	engine.CodeSchemaMismatch:      {http.StatusUnprocessableEntity, "Data does not match the event type's schema"},
 	engine.CodeEventTypeArchived:   {http.StatusUnprocessableEntity, "Event type archived"},
+	engine.CodeConfigManaged:       {http.StatusConflict, "Managed by the config file"},
 	engine.CodeInternal:            {http.StatusInternalServerError, "Internal error"},
 }
 

@@ -184,6 +184,14 @@ func (s *server) routes() {
 	s.handle("DELETE", "/v1/tenants/:tenant/access-tokens/:id", s.auth(s.takes(s.handleRevokeAccessToken)))
 	s.handle("POST", "/v1/tenants/:tenant/portal-links", s.auth(s.takes(s.handleCreatePortalLink)))
 
+	// Operational endpoints (operational.go): admin tokens only.
+	s.handle("POST", "/v1/operational-endpoints", s.auth(s.takes(s.handleCreateOperationalEndpoint)))
+	s.handle("GET", "/v1/operational-endpoints", s.auth(s.takes(s.handleListOperationalEndpoints, "limit", "cursor")))
+	s.handle("GET", "/v1/operational-endpoints/:id", s.auth(s.takes(s.handleGetOperationalEndpoint)))
+	s.handle("PATCH", "/v1/operational-endpoints/:id", s.auth(s.takes(s.handleUpdateOperationalEndpoint)))
+	s.handle("DELETE", "/v1/operational-endpoints/:id", s.auth(s.takes(s.handleDeleteOperationalEndpoint)))
+	s.handle("POST", "/v1/operational-endpoints/:id/secret/rotate", s.auth(s.takes(s.handleRotateOperationalSecret)))
+
 	s.handle("GET", "/v1/admin/backup", s.auth(s.takes(s.handleBackup)))
 	s.handle("GET", "/v1/admin/report", s.auth(s.takes(s.handleReportAll, "last")))
 

@@ -53,7 +53,7 @@ func Load(doc []byte) (*v3.Document, validator.Validator, error) {
 			"$.body.dead_by_reason.**", "$.body.total.dead_by_reason.**", "$.body.tenants[*].dead_by_reason.**",
 			"$.body.attempts[*].response_headers.**", "$.body.data[*].attempts[*].response_headers.**",
 			"$.body.deliveries[*].attempts[*].response_headers.**",
-			"$.body.info.**", "$.body.paths.**", "$.body.paths[**", "$.body.webhooks.**", "$.body.components.**"),
+			"$.body.info.**", "$.body.paths.**", "$.body.paths[**", "$.body.webhooks.**", "$.body.webhooks[**", "$.body.components.**"),
 	)
 	if len(errs) > 0 {
 		return nil, nil, fmt.Errorf("%v", errs)
