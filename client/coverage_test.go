@@ -26,16 +26,25 @@ var (
 		"listDeadLetters": "DeadLetters", "replayDeadLetters": "ReplayDeadLetters",
 		"report": "Report", "reportAll": "ReportAll",
 		"issueAccessToken": "IssueAccessToken", "listAccessTokens": "AccessTokens", "revokeAccessToken": "RevokeAccessToken",
-		"createPortalLink": "CreatePortalLink",
-		"backup":           "Backup",
+		"createPortalLink":          "CreatePortalLink",
+		"backup":                    "Backup",
+		"createOperationalEndpoint": "CreateOperationalEndpoint", "listOperationalEndpoints": "OperationalEndpoints",
+		"getOperationalEndpoint": "OperationalEndpoint", "updateOperationalEndpoint": "UpdateOperationalEndpoint",
+		"deleteOperationalEndpoint": "DeleteOperationalEndpoint", "rotateOperationalSecret": "RotateOperationalSecret",
 	}
 	notCalled = map[string]string{
 		"metrics":              "Prometheus scrapes it, in its own text format",
 		"openapi":              "the document is for generators and validators, not for calls",
 		"webhook":              "webhookd sends it; the receiver's side is package verify",
 		"endpointVerification": "webhookd sends it; verify.ChallengeResponse answers it",
+		"opEndpointCreated":    opEvent, "opEndpointUpdated": opEvent, "opEndpointDeleted": opEvent,
+		"opEndpointDisabled": opEvent, "opEndpointEnabled": opEvent, "opEndpointFailing": opEvent,
+		"opEndpointRecovered": opEvent, "opDeliveryDead": opEvent, "opTenantDeleted": opEvent, "opTaskFinished": opEvent,
 	}
 )
+
+// opEvent is why an operational event's webhook has no client method.
+const opEvent = "webhookd sends it to the operational endpoints; DecodeOperationalEvent reads its data"
 
 // TestClient_CoversEveryOperation fails when the API's document has an
 // operation the client has no method for (or a method named here is

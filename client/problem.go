@@ -43,6 +43,7 @@ const (
 	CodeEndpointDisabled    Code = "endpoint_disabled"      // 409: SendTestEvent to a disabled endpoint: enable it first
 	CodeSchemaMismatch      Code = "schema_mismatch"        // 422: the data (or a catalogue example) does not match its type's schema; Field is "data" (or "example") and the JSON Pointer at fault
 	CodeEventTypeArchived   Code = "event_type_archived"    // 422: the event type is archived: ingest of it is refused
+	CodeConfigManaged       Code = "config_managed"         // 409: a change of what the server's config file sets (the [alerts] endpoint's URL, secret, existence)
 	CodeInternal            Code = "internal"               // 500: the server failed; its operator log says why
 )
 
