@@ -319,4 +319,10 @@ func TestOperational_EveryEventFromItsAction(t *testing.T) {
 	}
 	in.mustCall(404, "GET", "/v1/tenants/_operator", nil, nil)
 	in.mustCall(404, "GET", "/v1/tenants/_operator/endpoints/"+op.ID, nil, nil)
+
+	// The admin's console lists both operational endpoints.
+	status, body := in.consoleGet("/console/operational-endpoints")
+	if status != 200 || !strings.Contains(body, op.ID) || !strings.Contains(body, list.Data[0].ID) || !strings.Contains(body, "config file") {
+		t.Errorf("the console's operational webhooks page: %d\n%s", status, body)
+	}
 }

@@ -161,6 +161,12 @@ func (s *server) consoleRoutes() {
 	s.handle("POST", "/console/portal/:link", s.handlePortalOpen)
 	s.handle("GET", "/console/tenants", s.consoleSession(s.handleTenantsPage))
 	s.handle("POST", "/console/tenants", s.consoleSession(s.handleConsoleCreateTenant))
+	s.handle("GET", "/console/operational-endpoints", s.consoleOperator(s.handleOperationalPage))
+	s.handle("POST", "/console/operational-endpoints", s.consoleOperator(s.handleConsoleCreateOperational))
+	s.handle("POST", "/console/operational-endpoints/:id/disable", s.consoleOperator(s.handleConsoleDisableOperational))
+	s.handle("POST", "/console/operational-endpoints/:id/enable", s.consoleOperator(s.handleConsoleEnableOperational))
+	s.handle("POST", "/console/operational-endpoints/:id/rotate", s.consoleOperator(s.handleConsoleRotateOperational))
+	s.handle("POST", "/console/operational-endpoints/:id/delete", s.consoleOperator(s.handleConsoleDeleteOperational))
 
 	s.handle("GET", "/console/t/:tenant/endpoints", s.consoleTenant(s.handleEndpointsPage))
 	s.handle("POST", "/console/t/:tenant/endpoints", s.consoleTenant(s.handleConsoleCreateEndpoint))
@@ -372,10 +378,11 @@ func (c *console) cookie(r *http.Request, name, value string) *http.Cookie {
 // page is what every console template gets.
 type page struct {
 	Title  string
-	Nav    string        // the active tab: endpoints, event-types, deliveries, dead-letters, report, tenants
+	Nav    string        // the active tab: endpoints, event-types, deliveries, dead-letters, report, tenants, operational
 	Tenant engine.Tenant // zero outside a tenant's pages
 	Who    string        // who is logged in, for the header; "" when nobody
 	Admin  bool          // the principal may pick any tenant
+	Ops    bool          // the principal is an admin of the live environment: the operational webhooks are theirs
 	CSRF   string        // the CSRF token every form carries
 	Notice string        // a success message
 	Error  string        // an error message
@@ -403,6 +410,7 @@ func (s *server) newPage(v *visit, title, nav string) page {
 	default:
 		p.Who = fmt.Sprintf("%s (%s)", v.p.name, v.p.env)
 		p.Admin = true
+		p.Ops = v.p.env == engine.EnvironmentLive
 	}
 	return p
 }

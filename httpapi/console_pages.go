@@ -36,6 +36,9 @@ var noticeMessages = map[string]string{
 	"test-sent":         "Test event sent to this endpoint only, through the normal path: signed, retried, and marked test here and in the API.",
 	"backfilled":        "Backfill: deliveries made for the events of the range this endpoint had none for: %d. Each starts a delivery cycle now; pressing again makes none twice.",
 	"backfilled-some":   "Backfill: deliveries made: %d. The tenant's bound of deliveries not yet delivered was reached before the rest of the range: press Backfill again once these are delivered.",
+	"op-disabled":       "Operational endpoint disabled: its events are held until it is enabled again.",
+	"op-enabled":        "Operational endpoint enabled.",
+	"op-deleted":        "Operational endpoint deleted: its events not yet delivered end dead, \"endpoint deleted\".",
 }
 
 // notice returns the notice for r's ?m= and ?n=, "" when there is none.
