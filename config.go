@@ -338,9 +338,12 @@ type LimitsConfig struct {
 	IngestBurstPerTenant int `toml:"ingest_burst_per_tenant"`
 }
 
-// AlertsConfig is the [alerts] section: an optional operator endpoint that
-// receives webhookd's own signed events endpoint.failing, endpoint.disabled
-// and delivery.dead, delivered by the same engine as any other.
+// AlertsConfig is the [alerts] section: an optional operational endpoint
+// (docs/operations.md, engine.EnsureOperatorEndpoint) made at every
+// start, which receives webhookd's own signed events endpoint.failing,
+// endpoint.disabled and delivery.dead (the API may change its types),
+// delivered by the same engine as any other. Without it, a start deletes
+// the one an earlier start made.
 type AlertsConfig struct {
 	// URL receives the alerts; "": no alerts.
 	URL string `toml:"url"`
