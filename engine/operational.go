@@ -750,27 +750,26 @@ func (k *OperationalSink) run() {
 			} else if a.Kind == AlertEndpointDisabled {
 				delete(last, a.Delivery.EndpointID)
 			}
-			body, err := json.Marshal(alertData(*a))
-			if err != nil {
-				k.onErr(fmt.Errorf("operational event %s: %w", a.Kind, err))
-				continue
-			}
-			it.body = body
 		}
-		if err := k.send(it.typ, it.body); err != nil {
+		if err := k.send(it); err != nil {
 			k.onErr(fmt.Errorf("operational event %s: %w", it.typ, err))
 		}
 	}
 }
 
-// send ingests one event into OperatorTenant, when an operational
-// endpoint subscribes to its type.
-func (k *OperationalSink) send(typ string, body []byte) error {
-	wanted, err := k.subs.wants(k.ctx, typ)
+// send ingests it into OperatorTenant, when an operational endpoint
+// subscribes to its type.
+func (k *OperationalSink) send(it opItem) error {
+	wanted, err := k.subs.wants(k.ctx, it.typ)
 	if err != nil || !wanted {
 		return err
 	}
-	_, err = k.svc.ingest(k.ctx, OperatorTenant, IngestInput{Type: typ, Data: body})
+	if it.alert != nil {
+		if it.body, err = json.Marshal(alertData(*it.alert)); err != nil {
+			return err
+		}
+	}
+	_, err = k.svc.ingest(k.ctx, OperatorTenant, IngestInput{Type: it.typ, Data: it.body})
 	return err
 }
 
