@@ -124,9 +124,13 @@ type OperationalEvent struct {
 	LastStatus int `json:"last_status,omitempty"`
 	// Force says a tenant was deleted with force.
 	Force bool `json:"force,omitempty"`
-	// State and Error are a finished task's.
-	State string `json:"state,omitempty"`
-	Error string `json:"error,omitempty"`
+	// Kind, State and the counts are a finished task's (Reason: why it
+	// failed).
+	Kind    string `json:"kind,omitempty"`
+	State   string `json:"state,omitempty"`
+	Done    int    `json:"done,omitempty"`
+	Skipped int    `json:"skipped,omitempty"`
+	Total   int    `json:"total,omitempty"`
 	// At is when it happened.
 	At time.Time `json:"at"`
 }

@@ -520,36 +520,38 @@ func (s *Service) RemoveOperatorEndpoint(ctx context.Context) error {
 // emitOperational emits an operational event of eventType with data (a
 // JSON object carrying "tenant" — absent for none —, the object's ID
 // field, "reason" where there is one, and "at"), best effort: it queues
-// the event and returns at once, and an event that cannot be queued is
-// dropped (and logged). Call it after the action it tells of has
-// committed. Nothing is emitted about OperatorTenant, nor when the
-// Service has no OperationalSink (a Node gives it one). In a
-// map[string]any, a time.Time value is written in TimeFormat; other data
-// must write its times so itself.
-func (s *Service) emitOperational(ctx context.Context, eventType string, data any) {
+// the event and returns at once. Call it after the action it tells of
+// has committed, and never fail the action for its error: it says the
+// event could not be encoded or queued (and is dropped; the log says so
+// too). Nothing is emitted about OperatorTenant, nor when the Service
+// has no OperationalSink (a Node gives it one). In a map[string]any, a
+// time.Time value is written in TimeFormat; other data must write its
+// times so itself.
+func (s *Service) emitOperational(ctx context.Context, eventType string, data any) error {
 	_ = ctx // the event outlives the request that emits it: the sink has its own
 	if s.ops == nil {
-		return
+		return nil
 	}
 	if m, ok := data.(map[string]any); ok {
 		m = withTimeText(m)
 		if m["tenant"] == OperatorTenant {
-			return
+			return nil
 		}
 		data = m
 	}
 	body, err := json.Marshal(data)
 	if err != nil {
-		s.ops.dropped(fmt.Errorf("operational event %s: %w", eventType, err))
-		return
+		err = fmt.Errorf("operational event %s: %w", eventType, err)
+		s.ops.onErr(err)
+		return err
 	}
 	var about struct {
 		Tenant string `json:"tenant"`
 	}
 	if json.Unmarshal(body, &about) == nil && about.Tenant == OperatorTenant {
-		return
+		return nil
 	}
-	s.ops.Put(opItem{typ: eventType, body: body})
+	return s.ops.Put(opItem{typ: eventType, body: body})
 }
 
 // withTimeText returns m with every time.Time value replaced by its text
@@ -665,8 +667,8 @@ func (k *OperationalSink) PutAlert(a Alert) {
 }
 
 // Put queues it; when opQueue events are already waiting, or the sink
-// has stopped, it drops it (and tells onErr).
-func (k *OperationalSink) Put(it opItem) {
+// has stopped, it drops it, tells onErr and returns why.
+func (k *OperationalSink) Put(it opItem) error {
 	k.mu.Lock()
 	var dropped error
 	switch {
@@ -683,10 +685,8 @@ func (k *OperationalSink) Put(it opItem) {
 	if dropped != nil {
 		k.onErr(dropped)
 	}
+	return dropped
 }
-
-// dropped tells onErr of an event that was not queued.
-func (k *OperationalSink) dropped(err error) { k.onErr(err) }
 
 // Stop ingests what is queued and stops. Call it after the dispatcher
 // has stopped: an event Put after it is dropped. Safe to call twice, and
