@@ -26,6 +26,10 @@ not_called = {
     "webhook": "webhookd sends it; the receiver's side is docs/receiving.md",
     "endpointVerification": "webhookd sends it; the receiver answers it",
 }
+for _op in ("opEndpointCreated", "opEndpointUpdated", "opEndpointDeleted", "opEndpointDisabled",
+            "opEndpointEnabled", "opEndpointFailing", "opEndpointRecovered", "opDeliveryDead",
+            "opTenantDeleted", "opTaskFinished"):
+    not_called[_op] = "webhookd sends it to the operational endpoints; the receiver reads it"
 
 
 def snake(name: str) -> str:

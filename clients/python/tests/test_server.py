@@ -263,6 +263,39 @@ class ServerTest(unittest.TestCase):
         self.receiver.secrets["/ok/rotate"] = revoked["secret"]
         self.assertEqual(len(self.client.get_endpoint(tid, ep["id"]).get("secret_reveals", [])), 2)
 
+    def test_operational_endpoints(self) -> None:
+        path = "/ok/operational/" + unique("op")
+        made = self.client.create_operational_endpoint(
+            {"url": self.receiver.url + path, "event_types": ["endpoint.created"]})
+        self.receiver.secrets[path] = made["secret"]
+        self.assertEqual((made["source"], made["disabled"]), ("api", False))
+        try:
+            self.assertIn(made["id"], [e["id"] for e in self.client.list_operational_endpoints()])
+            tid = self.tenant()
+            ep = self.endpoint(tid, "/ok/operational-customer")
+
+            def told() -> bool:
+                return any(json.loads(r.body)["data"].get("endpoint_id") == ep["id"]
+                           for r in self.receiver.requests(path))
+            wait_for("endpoint.created", told)
+            [got] = [r for r in self.receiver.requests(path)
+                     if json.loads(r.body)["data"].get("endpoint_id") == ep["id"]]
+            self.assertTrue(got.signed_by(made["secret"]))
+            event = json.loads(got.body)
+            self.assertEqual((event["type"], event["data"]["tenant"]), ("endpoint.created", tid))
+            webhookd.parse_time(event["data"]["at"])
+            changed = self.client.update_operational_endpoint(made["id"], {"description": "pager"})
+            self.assertEqual(self.client.get_operational_endpoint(made["id"])["description"], "pager")
+            self.assertEqual(changed["description"], "pager")
+            rot = self.client.rotate_operational_secret(made["id"], 0)
+            self.assertNotEqual(rot["secret"], made["secret"])
+            self.assertNotIn("previous_secret_expires", rot)
+        finally:
+            self.client.delete_operational_endpoint(made["id"])
+        with self.assertRaises(webhookd.Problem) as e:
+            self.client.get_operational_endpoint(made["id"])
+        self.assertProblem(e.exception, 404, "endpoint_not_found", "id")
+
     def test_test_event_and_backfill(self) -> None:
         tid = self.tenant()
         since = datetime.datetime.now(UTC) - datetime.timedelta(seconds=5)

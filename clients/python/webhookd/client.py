@@ -12,12 +12,13 @@ from typing import (Any, BinaryIO, Callable, Dict, Iterator, Mapping, Optional, 
                     cast)
 
 from .errors import MAX_PROBLEM_BODY, Problem, TransportError, WebhookdError
-from .models import (AccessToken, Backfilled, CreatedEndpoint, Delivery, DeliveryState,
-                     Endpoint, EndpointInput, EndpointPatch, EventAnswer, EventType,
-                     EventTypeInput, FeedEntry, Health, IngestAnswer, IngestInput,
-                     IssuedToken, PortalLink, Ready, Report, RetryPolicy, RevealAnswer,
-                     SecretAnswer, Tenant, TenantInput, TenantsReport, TestEventAnswer,
-                     Verification)
+from .models import (AccessToken, Backfilled, CreatedEndpoint, CreatedOperationalEndpoint,
+                     Delivery, DeliveryState, Endpoint, EndpointInput, EndpointPatch,
+                     EventAnswer, EventType, EventTypeInput, FeedEntry, Health, IngestAnswer,
+                     IngestInput, IssuedToken, OperationalEndpoint, OperationalEndpointInput,
+                     OperationalEndpointPatch, OperationalSecretAnswer, PortalLink, Ready,
+                     Report, RetryPolicy, RevealAnswer, SecretAnswer, Tenant, TenantInput,
+                     TenantsReport, TestEventAnswer, Verification)
 
 __all__ = [
     "Client", "Feed", "IngestResult", "format_time", "parse_time",
@@ -475,6 +476,50 @@ class Client:
                                          body=body).json())
 
     # Operations.
+
+    # Operational endpoints: the operator's own, which receive webhookd's
+    # operational events (admin tokens of the live environment only).
+
+    def create_operational_endpoint(
+            self, endpoint: OperationalEndpointInput) -> CreatedOperationalEndpoint:
+        """Make an operational endpoint; return it with its signing secret,
+        which no read shows again."""
+        return cast(CreatedOperationalEndpoint,
+                    self._do("POST", "/v1/operational-endpoints", body=endpoint).json())
+
+    def list_operational_endpoints(self, *, limit: Optional[int] = None,
+                                   cursor: Optional[str] = None) -> Iterator[OperationalEndpoint]:
+        """Walk the operational endpoints, in creation order, the [alerts]
+        one (source "config") among them."""
+        return self._list("/v1/operational-endpoints", {}, limit, cursor)
+
+    def get_operational_endpoint(self, id: str) -> OperationalEndpoint:
+        """Return operational endpoint id."""
+        return cast(OperationalEndpoint, self._get("/v1/operational-endpoints/" + _seg(id)))
+
+    def update_operational_endpoint(self, id: str,
+                                    patch: OperationalEndpointPatch) -> OperationalEndpoint:
+        """Change the members of operational endpoint id that patch has;
+        return it. The [alerts] endpoint's url is the config file's (409
+        config_managed)."""
+        return cast(OperationalEndpoint, self._do("PATCH", "/v1/operational-endpoints/" + _seg(id),
+                                                  body=patch).json())
+
+    def delete_operational_endpoint(self, id: str) -> None:
+        """Delete operational endpoint id (not the [alerts] one: 409
+        config_managed)."""
+        self._do("DELETE", "/v1/operational-endpoints/" + _seg(id))
+
+    def rotate_operational_secret(self, id: str,
+                                  grace: Optional[Duration] = None) -> OperationalSecretAnswer:
+        """Give operational endpoint id a new secret, as rotate_secret does
+        an endpoint's."""
+        body: Dict[str, Any] = {}
+        if grace is not None:
+            body["grace"] = _go_duration(grace)
+        return cast(OperationalSecretAnswer,
+                    self._do("POST", "/v1/operational-endpoints/" + _seg(id) + "/secret/rotate",
+                             body=body).json())
 
     def backup(self, out: BinaryIO) -> int:
         """Stream a consistent copy of the server's database into out and

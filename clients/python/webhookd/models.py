@@ -76,6 +76,33 @@ __all__ = [
     'AccessTokenPage',
     'PortalLinkInput',
     'PortalLink',
+    'OperationalEventType',
+    'OperationalEndpoint',
+    'OperationalEndpointPage',
+    'CreatedOperationalEndpoint',
+    'OperationalSecretAnswer',
+    'OperationalEndpointInput',
+    'OperationalEndpointPatch',
+    'OpEndpointCreatedData',
+    'OpEndpointCreated',
+    'OpEndpointUpdatedData',
+    'OpEndpointUpdated',
+    'OpEndpointDeletedData',
+    'OpEndpointDeleted',
+    'OpEndpointDisabledData',
+    'OpEndpointDisabled',
+    'OpEndpointEnabledData',
+    'OpEndpointEnabled',
+    'OpEndpointFailingData',
+    'OpEndpointFailing',
+    'OpEndpointRecoveredData',
+    'OpEndpointRecovered',
+    'OpDeliveryDeadData',
+    'OpDeliveryDead',
+    'OpTenantDeletedData',
+    'OpTenantDeleted',
+    'OpTaskFinishedData',
+    'OpTaskFinished',
 ]
 
 # An RFC 3339 time in UTC with exactly three fraction digits, the form of
@@ -112,6 +139,7 @@ ProblemCode = Literal[
     'schema_mismatch',
     'event_type_archived',
     'internal',
+    'config_managed',
 ]
 
 # A tenant's environment, fixed when it is created. A test token acts on test
@@ -158,6 +186,73 @@ DeliveryState = Literal[
     'paused',
     'waiting',
 ]
+
+# The type of an operational event: endpoint.created: A customer's endpoint
+# was created (through the API, the console or the portal). endpoint.updated:
+# A customer's endpoint's settings changed: changed names them. Not sent when
+# a change changed nothing, nor for its secret, its enabling
+# (endpoint.disabled, endpoint.enabled) or its health. endpoint.deleted: A
+# customer's endpoint was deleted (not sent for each endpoint of a deleted
+# tenant: tenant.deleted is). endpoint.disabled: An endpoint was disabled: by
+# a request (reason "disabled by request (…)"), or by webhookd when it
+# answered 410 Gone or failed every attempt for [delivery] disable_after. Its
+# deliveries are held until it is enabled. endpoint.enabled: A disabled
+# endpoint was enabled again, by whom (by), its held deliveries sent
+# (deliver_held true) or dead-lettered. endpoint.failing: An endpoint failed
+# an attempt after a success, or for the first time: reason is why,
+# failing_since when the run of failures began. Sent once a minute at most
+# per endpoint. endpoint.recovered: A failing endpoint answered an attempt
+# with success: the run of failures that began at failing_since ended.
+# delivery.dead: A delivery's attempts ended it in the dead letters: retries
+# or the deadline ran out, the endpoint answered a permanent failure, or the
+# receiver aborted. Not sent for deliveries dead-lettered in bulk by a
+# person's action (an endpoint deleted, or enabled without its held
+# deliveries): that action's event tells of it. tenant.deleted: A tenant was
+# deleted, with ?force=true (force) or without; its data is purged after.
+# task.finished: A background task ended: succeeded, or failed (reason says
+# why).
+OperationalEventType = Literal[
+    'endpoint.created',
+    'endpoint.updated',
+    'endpoint.deleted',
+    'endpoint.disabled',
+    'endpoint.enabled',
+    'endpoint.failing',
+    'endpoint.recovered',
+    'delivery.dead',
+    'tenant.deleted',
+    'task.finished',
+]
+
+# The envelope of an operational event of type endpoint.created.
+OpEndpointCreated = Any
+
+# The envelope of an operational event of type endpoint.updated.
+OpEndpointUpdated = Any
+
+# The envelope of an operational event of type endpoint.deleted.
+OpEndpointDeleted = Any
+
+# The envelope of an operational event of type endpoint.disabled.
+OpEndpointDisabled = Any
+
+# The envelope of an operational event of type endpoint.enabled.
+OpEndpointEnabled = Any
+
+# The envelope of an operational event of type endpoint.failing.
+OpEndpointFailing = Any
+
+# The envelope of an operational event of type endpoint.recovered.
+OpEndpointRecovered = Any
+
+# The envelope of an operational event of type delivery.dead.
+OpDeliveryDead = Any
+
+# The envelope of an operational event of type tenant.deleted.
+OpTenantDeleted = Any
+
+# The envelope of an operational event of type task.finished.
+OpTaskFinished = Any
 
 
 class _ProblemRequired(TypedDict):
@@ -1113,3 +1208,286 @@ class _PortalLinkRequired(TypedDict):
 
 class PortalLink(_PortalLinkRequired, total=False):
     return_url: str
+
+
+class _OperationalEndpointRequired(TypedDict):
+    # ep_…
+    id: str
+    url: str
+    # The operational event types it receives; ["*"] is every one, those
+    # added later included.
+    event_types: List[Union[Literal['*'], OperationalEventType]]
+    description: str
+    disabled: bool
+    # api: made through the API or the console, which change and delete
+    # it. config: the config file's [alerts] endpoint: every start sets
+    # its URL and secret from the file (and enables it again if webhookd
+    # had disabled it), and a start without [alerts] deletes it; the API
+    # may change its event_types, description and disabled, which starts
+    # keep, and answers 409 config_managed to the rest.
+    source: Literal['api', 'config']
+    created: Timestamp
+    updated: Timestamp
+
+
+class OperationalEndpoint(_OperationalEndpointRequired, total=False):
+    """
+    An endpoint of the operator's that receives webhookd's operational events,
+    signed and retried (the standard policy) like any delivery. Never shows a
+    secret.
+    """
+    # Who or what disabled it; absent while enabled.
+    disabled_reason: str
+    disabled_at: Timestamp
+    failing_since: Timestamp
+    # Why the latest attempt failed.
+    last_failure: str
+    last_failure_at: Timestamp
+
+
+class OperationalEndpointPage(TypedDict):
+    """A page of the operational endpoints, in id (creation) order."""
+    # This page, [] when empty.
+    data: List[OperationalEndpoint]
+    # The cursor of the next page, for ?cursor=; null on the last page.
+    next_cursor: Optional[str]
+    # Whether an operational endpoint follows the page.
+    has_more: bool
+
+
+class _CreatedOperationalEndpointRequired(TypedDict):
+    # ep_…
+    id: str
+    url: str
+    # The operational event types it receives; ["*"] is every one, those
+    # added later included.
+    event_types: List[Union[Literal['*'], OperationalEventType]]
+    description: str
+    disabled: bool
+    # api: made through the API or the console, which change and delete
+    # it. config: the config file's [alerts] endpoint: every start sets
+    # its URL and secret from the file (and enables it again if webhookd
+    # had disabled it), and a start without [alerts] deletes it; the API
+    # may change its event_types, description and disabled, which starts
+    # keep, and answers 409 config_managed to the rest.
+    source: Literal['api', 'config']
+    created: Timestamp
+    updated: Timestamp
+    secret: Secret
+
+
+class CreatedOperationalEndpoint(_CreatedOperationalEndpointRequired, total=False):
+    """The operational endpoint and its signing secret."""
+    # Who or what disabled it; absent while enabled.
+    disabled_reason: str
+    disabled_at: Timestamp
+    failing_since: Timestamp
+    # Why the latest attempt failed.
+    last_failure: str
+    last_failure_at: Timestamp
+
+
+class _OperationalSecretAnswerRequired(TypedDict):
+    # ep_…
+    id: str
+    url: str
+    # The operational event types it receives; ["*"] is every one, those
+    # added later included.
+    event_types: List[Union[Literal['*'], OperationalEventType]]
+    description: str
+    disabled: bool
+    # api: made through the API or the console, which change and delete
+    # it. config: the config file's [alerts] endpoint: every start sets
+    # its URL and secret from the file (and enables it again if webhookd
+    # had disabled it), and a start without [alerts] deletes it; the API
+    # may change its event_types, description and disabled, which starts
+    # keep, and answers 409 config_managed to the rest.
+    source: Literal['api', 'config']
+    created: Timestamp
+    updated: Timestamp
+    secret: Secret
+
+
+class OperationalSecretAnswer(_OperationalSecretAnswerRequired, total=False):
+    """The operational endpoint and its new secret."""
+    # Who or what disabled it; absent while enabled.
+    disabled_reason: str
+    disabled_at: Timestamp
+    failing_since: Timestamp
+    # Why the latest attempt failed.
+    last_failure: str
+    last_failure_at: Timestamp
+    # When the previous secret stops signing; absent when it stopped at
+    # once.
+    previous_secret_expires: Timestamp
+
+
+class _OperationalEndpointInputRequired(TypedDict):
+    # https://… (http:// and private addresses only under -dev): the same
+    # target policy as every endpoint.
+    url: str
+    # Operational event types, or ["*"] for every one. 422
+    # unknown_event_type event_types[i] for a name that is none.
+    event_types: List[Union[Literal['*'], OperationalEventType]]
+
+
+class OperationalEndpointInput(_OperationalEndpointInputRequired, total=False):
+    description: str
+    # Made disabled: its events are held until it is enabled.
+    disabled: bool
+
+
+class OperationalEndpointPatch(TypedDict, total=False):
+    """Each field optional: an absent field is left as it is."""
+    # 409 config_managed on the [alerts] endpoint (unless unchanged).
+    url: str
+    event_types: List[Union[Literal['*'], OperationalEventType]]
+    description: str
+    disabled: bool
+    # With disabled false: send the events held while it was disabled;
+    # without it they are dead-lettered.
+    deliver_held: bool
+
+
+class OpEndpointCreatedData(TypedDict):
+    """The data of endpoint.created."""
+    # The customer's tenant the event is about.
+    tenant: str
+    # The endpoint.
+    endpoint_id: str
+    # When it happened.
+    at: Timestamp
+
+
+class OpEndpointUpdatedData(TypedDict):
+    """The data of endpoint.updated."""
+    # The customer's tenant the event is about.
+    tenant: str
+    # The endpoint.
+    endpoint_id: str
+    # The settings that changed, as the API names them.
+    changed: List[Literal['url', 'event_types', 'description', 'ordering', 'on_dead', 'channels', 'retry_policy', 'headers', 'rate_limit']]
+    # When it happened.
+    at: Timestamp
+
+
+class OpEndpointDeletedData(TypedDict):
+    """The data of endpoint.deleted."""
+    # The customer's tenant the event is about.
+    tenant: str
+    # The endpoint.
+    endpoint_id: str
+    # When it happened.
+    at: Timestamp
+
+
+class OpEndpointDisabledData(TypedDict):
+    """The data of endpoint.disabled."""
+    # The customer's tenant the event is about.
+    tenant: str
+    # The endpoint.
+    endpoint_id: str
+    # Who or what disabled it: "disabled by request (admin)", "HTTP 410
+    # Gone: …", "failing every attempt since …".
+    reason: str
+    # When it happened.
+    at: Timestamp
+
+
+class OpEndpointEnabledData(TypedDict):
+    """The data of endpoint.enabled."""
+    # The customer's tenant the event is about.
+    tenant: str
+    # The endpoint.
+    endpoint_id: str
+    # Who enabled it: admin, or token tok_… (a tenant token or a portal
+    # session).
+    by: str
+    # Whether the deliveries held while it was disabled were sent (else
+    # dead-lettered).
+    deliver_held: bool
+    # When it happened.
+    at: Timestamp
+
+
+class OpEndpointFailingData(TypedDict):
+    """The data of endpoint.failing."""
+    # The customer's tenant the event is about.
+    tenant: str
+    # The endpoint.
+    endpoint_id: str
+    # Why the attempt failed.
+    reason: str
+    # When the run of failures began.
+    failing_since: Timestamp
+    # When it happened.
+    at: Timestamp
+
+
+class OpEndpointRecoveredData(TypedDict):
+    """The data of endpoint.recovered."""
+    # The customer's tenant the event is about.
+    tenant: str
+    # The endpoint.
+    endpoint_id: str
+    # When the run of failures the success ended began.
+    failing_since: Timestamp
+    # When it happened.
+    at: Timestamp
+
+
+class OpDeliveryDeadData(TypedDict):
+    """The data of delivery.dead."""
+    # The customer's tenant the event is about.
+    tenant: str
+    # The endpoint.
+    endpoint_id: str
+    # The dead delivery.
+    delivery_id: str
+    # Its event.
+    event_id: str
+    # Its event's type.
+    event_type: str
+    # Why it is dead.
+    reason: str
+    # Attempts made in its last cycle.
+    attempts: int
+    # The HTTP status of its last attempt; 0 when none was read.
+    last_status: int
+    # When it happened.
+    at: Timestamp
+
+
+class OpTenantDeletedData(TypedDict):
+    """The data of tenant.deleted."""
+    # The customer's tenant the event is about.
+    tenant: str
+    # Deleted with ?force=true: its deliveries not yet final were
+    # dropped.
+    force: bool
+    # When it happened.
+    at: Timestamp
+
+
+class _OpTaskFinishedDataRequired(TypedDict):
+    # The task.
+    task_id: str
+    state: Literal['succeeded', 'failed']
+    # When it happened.
+    at: Timestamp
+
+
+class OpTaskFinishedData(_OpTaskFinishedDataRequired, total=False):
+    """
+    The data of task.finished: the task's id, its tenant (absent for none), its
+    kind, how it ended and its counts. The task's own answer has the rest.
+    """
+    # The customer's tenant the event is about.
+    tenant: str
+    # What the task did.
+    kind: str
+    done: int
+    skipped: int
+    total: int
+    # Why it failed; absent when it succeeded.
+    reason: str
