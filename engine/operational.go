@@ -100,6 +100,21 @@ func sourceOf(ep Endpoint) EndpointSource {
 	return ep.Source
 }
 
+// CheckStoredSource reports what is wrong with ep's Source as stored: a
+// value the engine never writes, or one on a customer's endpoint (only
+// OperatorTenant's have a source). Check and migrate hold stores to it.
+func CheckStoredSource(ep Endpoint) error {
+	switch {
+	case ep.Source == "":
+		return nil
+	case ep.Source != SourceAPI && ep.Source != SourceConfig:
+		return Errorf(CodeInvalidField, "source", "source %q is none of api, config", ep.Source)
+	case ep.TenantID != OperatorTenant:
+		return Errorf(CodeInvalidField, "source", "source %q on an endpoint of a customer's tenant: only operational endpoints have one", ep.Source)
+	}
+	return nil
+}
+
 // MaxOperationalEndpoints is how many operational endpoints the API may
 // make; the [alerts] endpoint is not counted against it.
 const MaxOperationalEndpoints = 20

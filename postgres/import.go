@@ -313,12 +313,16 @@ func (im *Import) EventType(et engine.EventType) error {
 // header values) in plain; they are stored sealed when the store has a
 // key. Custom headers the API would refuse are refused
 // (engine.CheckStoredHeaders), naming the endpoint, never a value; so is
-// a rate limit the API would refuse (engine.CheckStoredRateLimit).
+// a rate limit the API would refuse (engine.CheckStoredRateLimit), and a
+// source the engine never writes (engine.CheckStoredSource).
 func (im *Import) Endpoint(ep engine.Endpoint) error {
 	if err := engine.CheckStoredHeaders(ep.Headers); err != nil {
 		return im.fail(fmt.Errorf("endpoint %s of %s: custom headers: %w", ep.ID, ep.TenantID, err))
 	}
 	if err := engine.CheckStoredRateLimit(ep.RateLimit); err != nil {
+		return im.fail(fmt.Errorf("endpoint %s of %s: %w", ep.ID, ep.TenantID, err))
+	}
+	if err := engine.CheckStoredSource(ep); err != nil {
 		return im.fail(fmt.Errorf("endpoint %s of %s: %w", ep.ID, ep.TenantID, err))
 	}
 	doc, secrets, err := im.s.endpointDocs(ep)

@@ -114,3 +114,22 @@ func TestImport_RefusesBadRateLimit(t *testing.T) {
 		t.Error("Finish after a refused endpoint succeeded")
 	}
 }
+
+// TestImport_RefusesBadSource: an endpoint whose source is none the
+// engine writes, or a customer's with one, is refused, naming it.
+func TestImport_RefusesBadSource(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	im, _, err := s.Import(ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	feedImport(t, im, 1, false)
+	ep := engine.Endpoint{ID: engine.NewID("ep"), TenantID: "acme", URL: "https://example.com/in", EventTypes: []string{"*"},
+		Created: importT0, Updated: importT0, Secrets: []engine.Secret{{Key: engine.NewSecret()}}, Source: engine.SourceConfig}
+	err = im.Endpoint(ep)
+	if engine.ErrorCode(err) != engine.CodeInvalidField || !strings.Contains(err.Error(), ep.ID) || !strings.Contains(err.Error(), "source") {
+		t.Errorf("Import.Endpoint = %v, want invalid_field naming the endpoint and its source", err)
+	}
+}

@@ -42,8 +42,9 @@ import (
 //   - a delivery's retry policy, when it names one, is a policy name
 //     (engine.ValidRetryPolicyName; whether the configuration has it is
 //     the dispatcher's to say);
-//   - every endpoint decodes, and its custom headers keep their rules and
-//     are sealed iff the file has a key (checkEndpointHeaders).
+//   - every endpoint decodes, its source is one the engine writes
+//     (engine.CheckStoredSource), and its custom headers keep their
+//     rules and are sealed iff the file has a key (checkEndpointHeaders).
 func checkInvariants(tx *bolt.Tx) []error {
 	var errs []error
 	report := func(format string, args ...any) bool {
@@ -305,7 +306,8 @@ func checkInvariants(tx *bolt.Tx) []error {
 // rules (engine.CheckStoredHeaders: canonical, unreserved names, in
 // order, within the count) or the file's key: every value sealed when
 // the meta bucket names a key, none when it does not; and one whose rate
-// limit the API would refuse (engine.CheckStoredRateLimit). It never
+// limit the API would refuse (engine.CheckStoredRateLimit), or a source
+// the engine never writes (engine.CheckStoredSource). It never
 // shows a header's value.
 func checkEndpoints(tx *bolt.Tx, report func(string, ...any) bool) {
 	keyed := tx.Bucket(bucketMeta).Get(keySecretKeyID) != nil
@@ -324,6 +326,11 @@ func checkEndpoints(tx *bolt.Tx, report func(string, ...any) bool) {
 			}
 		}
 		if err := engine.CheckStoredRateLimit(ep.RateLimit); err != nil {
+			if !report("endpoint %s: %v", ep.ID, err) {
+				return
+			}
+		}
+		if err := engine.CheckStoredSource(ep); err != nil {
 			if !report("endpoint %s: %v", ep.ID, err) {
 				return
 			}
