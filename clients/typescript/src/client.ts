@@ -12,6 +12,7 @@ import type {
   Backfilled,
   CallOptions,
   CreatedEndpoint,
+  CreatedOperationalEndpoint,
   Delivery,
   DeliveryFilter,
   Endpoint,
@@ -27,6 +28,10 @@ import type {
   IngestResult,
   IssuedToken,
   Loose,
+  OperationalEndpoint,
+  OperationalEndpointInput,
+  OperationalEndpointPatch,
+  OperationalSecretAnswer,
   Page,
   Paging,
   PortalLink,
@@ -47,6 +52,7 @@ import type {
 } from "./types.js";
 
 const tenants = (tenant: string, ...more: string[]) => path("v1", "tenants", tenant, ...more);
+const operational = (...more: string[]) => path("v1", "operational-endpoints", ...more);
 
 /**
  * A client of one webhookd server. Its calls are grouped by what they act
@@ -72,6 +78,7 @@ export class Client {
   readonly reports: Reports;
   readonly accessTokens: AccessTokens;
   readonly portalLinks: PortalLinks;
+  readonly operationalEndpoints: OperationalEndpoints;
   readonly admin: Admin;
 
   /**
@@ -93,6 +100,7 @@ export class Client {
     this.reports = new Reports(t);
     this.accessTokens = new AccessTokens(t);
     this.portalLinks = new PortalLinks(t);
+    this.operationalEndpoints = new OperationalEndpoints(t);
     this.admin = new Admin(t);
   }
 
@@ -506,6 +514,54 @@ export class AccessTokens {
 }
 
 /** Portal links: one-time URLs that open the console as a tenant, for the customer's browser. */
+/**
+ * The operator's operational endpoints: they receive webhookd's own
+ * events about the customers' endpoints, deliveries and tenants, signed
+ * and retried like any webhook. Admin tokens of the live environment only.
+ */
+export class OperationalEndpoints {
+  readonly #t: Transport;
+  /** @internal */
+  constructor(t: Transport) {
+    this.#t = t;
+  }
+
+  /** Makes an operational endpoint and returns it with its signing secret, which no read shows again. */
+  create(input: OperationalEndpointInput, call?: CallOptions): Promise<CreatedOperationalEndpoint> {
+    return this.#t.json({ method: "POST", path: operational(), body: input }, call);
+  }
+
+  /** Walks the operational endpoints, in creation order, the [alerts] one (source "config") among them. */
+  list(o?: Paging<"listOperationalEndpoints">, call?: CallOptions): Listing<OperationalEndpoint> {
+    return listingOf(this.#t, operational(), o, call);
+  }
+
+  /** One page of the operational endpoints. */
+  page(o?: Paging<"listOperationalEndpoints">, call?: CallOptions): Promise<Answer<"listOperationalEndpoints", 200>> {
+    return onePage(this.#t, operational(), o, call);
+  }
+
+  /** Returns operational endpoint id. */
+  get(id: string, call?: CallOptions): Promise<OperationalEndpoint> {
+    return this.#t.json({ method: "GET", path: operational(id), retry: true }, call);
+  }
+
+  /** Changes the members of operational endpoint id that patch has. The [alerts] endpoint's url is the config file's (409 config_managed). */
+  update(id: string, patch: OperationalEndpointPatch, call?: CallOptions): Promise<OperationalEndpoint> {
+    return this.#t.json({ method: "PATCH", path: operational(id), body: patch }, call);
+  }
+
+  /** Deletes operational endpoint id (not the [alerts] one: 409 config_managed). */
+  async delete(id: string, call?: CallOptions): Promise<void> {
+    await this.#t.json({ method: "DELETE", path: operational(id) }, call);
+  }
+
+  /** Gives operational endpoint id a new secret, as endpoints.rotateSecret does an endpoint's. */
+  rotateSecret(id: string, input: RotateInput = {}, call?: CallOptions): Promise<OperationalSecretAnswer> {
+    return this.#t.json({ method: "POST", path: operational(id, "secret", "rotate"), body: input }, call);
+  }
+}
+
 export class PortalLinks {
   readonly #t: Transport;
   /** @internal */

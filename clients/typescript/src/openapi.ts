@@ -676,6 +676,78 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/operational-endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the operational endpoints (admin), the [alerts] one among them (source config), without their secrets. */
+        get: operations["listOperationalEndpoints"];
+        put?: never;
+        /**
+         * Make an operational endpoint (admin); the answer shows its secret.
+         * @description 201 with the operational endpoint and its signing secret (whsec_…), which no read shows again. It receives the operational events of the types it subscribes to (webhooks: endpoint.created … task.finished), signed with Standard Webhooks headers and retried with the standard policy. At most 20 (409 limit_reached); the [alerts] endpoint is not counted.
+         */
+        post: operations["createOperationalEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/operational-endpoints/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The operational endpoint id (ep_…). */
+                id: components["parameters"]["operationalEndpoint"];
+            };
+            cookie?: never;
+        };
+        /** Read an operational endpoint (admin). */
+        get: operations["getOperationalEndpoint"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete an operational endpoint (admin).
+         * @description Its pending deliveries are dead-lettered. The [alerts] endpoint is deleted by a start without [alerts] only (409 config_managed).
+         */
+        delete: operations["deleteOperationalEndpoint"];
+        options?: never;
+        head?: never;
+        /**
+         * Change an operational endpoint; enable or disable it (admin).
+         * @description The [alerts] endpoint (source config) takes event_types, description and disabled, which starts keep; its url is the config file's (409 config_managed).
+         */
+        patch: operations["updateOperationalEndpoint"];
+        trace?: never;
+    };
+    "/v1/operational-endpoints/{id}/secret/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The operational endpoint id (ep_…). */
+                id: components["parameters"]["operationalEndpoint"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a new current secret for an operational endpoint (admin); the previous one signs beside it for the grace window.
+         * @description 200 with the new secret and previous_secret_expires, as rotateSecret. The [alerts] endpoint's secret is the config file's (409 config_managed).
+         */
+        post: operations["rotateOperationalSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/report": {
         parameters: {
             query?: never;
@@ -758,6 +830,206 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "endpoint.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Operational event endpoint.created, to the operational endpoints that subscribe to it.
+         * @description A customer's endpoint was created (through the API, the console or the portal). Operational events are webhookd's own, about the customers' tenants: sent, best effort, after the action they tell of has committed, signed and retried with the standard policy like any delivery (see webhooks.event), and never about the operator's own endpoints.
+         */
+        post: operations["opEndpointCreated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "endpoint.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Operational event endpoint.updated, to the operational endpoints that subscribe to it.
+         * @description A customer's endpoint's settings changed: changed names them. Not sent when a change changed nothing, nor for its secret, its enabling (endpoint.disabled, endpoint.enabled) or its health. Operational events are webhookd's own, about the customers' tenants: sent, best effort, after the action they tell of has committed, signed and retried with the standard policy like any delivery (see webhooks.event), and never about the operator's own endpoints.
+         */
+        post: operations["opEndpointUpdated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "endpoint.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Operational event endpoint.deleted, to the operational endpoints that subscribe to it.
+         * @description A customer's endpoint was deleted (not sent for each endpoint of a deleted tenant: tenant.deleted is). Operational events are webhookd's own, about the customers' tenants: sent, best effort, after the action they tell of has committed, signed and retried with the standard policy like any delivery (see webhooks.event), and never about the operator's own endpoints.
+         */
+        post: operations["opEndpointDeleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "endpoint.disabled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Operational event endpoint.disabled, to the operational endpoints that subscribe to it.
+         * @description An endpoint was disabled: by a request (reason "disabled by request (…)"), or by webhookd when it answered 410 Gone or failed every attempt for [delivery] disable_after. Its deliveries are held until it is enabled. Operational events are webhookd's own, about the customers' tenants: sent, best effort, after the action they tell of has committed, signed and retried with the standard policy like any delivery (see webhooks.event), and never about the operator's own endpoints.
+         */
+        post: operations["opEndpointDisabled"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "endpoint.enabled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Operational event endpoint.enabled, to the operational endpoints that subscribe to it.
+         * @description A disabled endpoint was enabled again, by whom (by), its held deliveries sent (deliver_held true) or dead-lettered. Operational events are webhookd's own, about the customers' tenants: sent, best effort, after the action they tell of has committed, signed and retried with the standard policy like any delivery (see webhooks.event), and never about the operator's own endpoints.
+         */
+        post: operations["opEndpointEnabled"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "endpoint.failing": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Operational event endpoint.failing, to the operational endpoints that subscribe to it.
+         * @description An endpoint failed an attempt after a success, or for the first time: reason is why, failing_since when the run of failures began. Sent once a minute at most per endpoint. Operational events are webhookd's own, about the customers' tenants: sent, best effort, after the action they tell of has committed, signed and retried with the standard policy like any delivery (see webhooks.event), and never about the operator's own endpoints.
+         */
+        post: operations["opEndpointFailing"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "endpoint.recovered": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Operational event endpoint.recovered, to the operational endpoints that subscribe to it.
+         * @description A failing endpoint answered an attempt with success: the run of failures that began at failing_since ended. Operational events are webhookd's own, about the customers' tenants: sent, best effort, after the action they tell of has committed, signed and retried with the standard policy like any delivery (see webhooks.event), and never about the operator's own endpoints.
+         */
+        post: operations["opEndpointRecovered"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.dead": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Operational event delivery.dead, to the operational endpoints that subscribe to it.
+         * @description A delivery's attempts ended it in the dead letters: retries or the deadline ran out, the endpoint answered a permanent failure, or the receiver aborted. Not sent for deliveries dead-lettered in bulk by a person's action (an endpoint deleted, or enabled without its held deliveries): that action's event tells of it. Operational events are webhookd's own, about the customers' tenants: sent, best effort, after the action they tell of has committed, signed and retried with the standard policy like any delivery (see webhooks.event), and never about the operator's own endpoints.
+         */
+        post: operations["opDeliveryDead"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "tenant.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Operational event tenant.deleted, to the operational endpoints that subscribe to it.
+         * @description A tenant was deleted, with ?force=true (force) or without; its data is purged after. Operational events are webhookd's own, about the customers' tenants: sent, best effort, after the action they tell of has committed, signed and retried with the standard policy like any delivery (see webhooks.event), and never about the operator's own endpoints.
+         */
+        post: operations["opTenantDeleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "task.finished": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Operational event task.finished, to the operational endpoints that subscribe to it.
+         * @description A background task ended: succeeded, or failed (reason says why). Operational events are webhookd's own, about the customers' tenants: sent, best effort, after the action they tell of has committed, signed and retried with the standard policy like any delivery (see webhooks.event), and never about the operator's own endpoints.
+         */
+        post: operations["opTaskFinished"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -771,7 +1043,7 @@ export interface components {
          * @description The stable error code: clients match on it, never on the detail. A code is never renamed once published.
          * @enum {string}
          */
-        ProblemCode: "invalid_json" | "invalid_field" | "unknown_parameter" | "unknown_event_type" | "body_too_large" | "unsupported_media_type" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "tenant_not_found" | "endpoint_not_found" | "event_not_found" | "delivery_not_found" | "idempotency_conflict" | "unavailable" | "overloaded" | "rate_limited" | "tenant_overloaded" | "limit_reached" | "pending_deliveries" | "tenant_deleting" | "not_blocking" | "endpoint_disabled" | "schema_mismatch" | "event_type_archived" | "internal";
+        ProblemCode: "invalid_json" | "invalid_field" | "unknown_parameter" | "unknown_event_type" | "body_too_large" | "unsupported_media_type" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "tenant_not_found" | "endpoint_not_found" | "event_not_found" | "delivery_not_found" | "idempotency_conflict" | "unavailable" | "overloaded" | "rate_limited" | "tenant_overloaded" | "limit_reached" | "pending_deliveries" | "tenant_deleting" | "not_blocking" | "endpoint_disabled" | "schema_mismatch" | "event_type_archived" | "internal" | "config_managed";
         /** @description An RFC 9457 problem, extended with the stable code and the field at fault. */
         Problem: {
             /** @description urn:webhookd:problem:<code> */
@@ -1455,6 +1727,303 @@ export interface components {
             expires: components["schemas"]["Timestamp"];
             return_url?: string;
         };
+        /**
+         * @description The type of an operational event: endpoint.created: A customer's endpoint was created (through the API, the console or the portal). endpoint.updated: A customer's endpoint's settings changed: changed names them. Not sent when a change changed nothing, nor for its secret, its enabling (endpoint.disabled, endpoint.enabled) or its health. endpoint.deleted: A customer's endpoint was deleted (not sent for each endpoint of a deleted tenant: tenant.deleted is). endpoint.disabled: An endpoint was disabled: by a request (reason "disabled by request (…)"), or by webhookd when it answered 410 Gone or failed every attempt for [delivery] disable_after. Its deliveries are held until it is enabled. endpoint.enabled: A disabled endpoint was enabled again, by whom (by), its held deliveries sent (deliver_held true) or dead-lettered. endpoint.failing: An endpoint failed an attempt after a success, or for the first time: reason is why, failing_since when the run of failures began. Sent once a minute at most per endpoint. endpoint.recovered: A failing endpoint answered an attempt with success: the run of failures that began at failing_since ended. delivery.dead: A delivery's attempts ended it in the dead letters: retries or the deadline ran out, the endpoint answered a permanent failure, or the receiver aborted. Not sent for deliveries dead-lettered in bulk by a person's action (an endpoint deleted, or enabled without its held deliveries): that action's event tells of it. tenant.deleted: A tenant was deleted, with ?force=true (force) or without; its data is purged after. task.finished: A background task ended: succeeded, or failed (reason says why).
+         * @enum {string}
+         */
+        OperationalEventType: "endpoint.created" | "endpoint.updated" | "endpoint.deleted" | "endpoint.disabled" | "endpoint.enabled" | "endpoint.failing" | "endpoint.recovered" | "delivery.dead" | "tenant.deleted" | "task.finished";
+        /** @description An endpoint of the operator's that receives webhookd's operational events, signed and retried (the standard policy) like any delivery. Never shows a secret. */
+        OperationalEndpoint: {
+            /** @description ep_… */
+            id: string;
+            /** Format: uri */
+            url: string;
+            /** @description The operational event types it receives; ["*"] is every one, those added later included. */
+            event_types: ("*" | components["schemas"]["OperationalEventType"])[];
+            description: string;
+            disabled: boolean;
+            /**
+             * @description api: made through the API or the console, which change and delete it. config: the config file's [alerts] endpoint: every start sets its URL and secret from the file (and enables it again if webhookd had disabled it), and a start without [alerts] deletes it; the API may change its event_types, description and disabled, which starts keep, and answers 409 config_managed to the rest.
+             * @enum {string}
+             */
+            source: "api" | "config";
+            /** @description Who or what disabled it; absent while enabled. */
+            disabled_reason?: string;
+            disabled_at?: components["schemas"]["Timestamp"];
+            failing_since?: components["schemas"]["Timestamp"];
+            /** @description Why the latest attempt failed. */
+            last_failure?: string;
+            last_failure_at?: components["schemas"]["Timestamp"];
+            created: components["schemas"]["Timestamp"];
+            updated: components["schemas"]["Timestamp"];
+        };
+        /** @description A page of the operational endpoints, in id (creation) order. */
+        OperationalEndpointPage: {
+            /** @description This page, [] when empty. */
+            data: components["schemas"]["OperationalEndpoint"][];
+            /** @description The cursor of the next page, for ?cursor=; null on the last page. */
+            next_cursor: string | null;
+            /** @description Whether an operational endpoint follows the page. */
+            has_more: boolean;
+        };
+        /** @description The operational endpoint and its signing secret. */
+        CreatedOperationalEndpoint: {
+            /** @description ep_… */
+            id: string;
+            /** Format: uri */
+            url: string;
+            /** @description The operational event types it receives; ["*"] is every one, those added later included. */
+            event_types: ("*" | components["schemas"]["OperationalEventType"])[];
+            description: string;
+            disabled: boolean;
+            /**
+             * @description api: made through the API or the console, which change and delete it. config: the config file's [alerts] endpoint: every start sets its URL and secret from the file (and enables it again if webhookd had disabled it), and a start without [alerts] deletes it; the API may change its event_types, description and disabled, which starts keep, and answers 409 config_managed to the rest.
+             * @enum {string}
+             */
+            source: "api" | "config";
+            /** @description Who or what disabled it; absent while enabled. */
+            disabled_reason?: string;
+            disabled_at?: components["schemas"]["Timestamp"];
+            failing_since?: components["schemas"]["Timestamp"];
+            /** @description Why the latest attempt failed. */
+            last_failure?: string;
+            last_failure_at?: components["schemas"]["Timestamp"];
+            created: components["schemas"]["Timestamp"];
+            updated: components["schemas"]["Timestamp"];
+            secret: components["schemas"]["Secret"];
+        };
+        /** @description The operational endpoint and its new secret. */
+        OperationalSecretAnswer: {
+            /** @description ep_… */
+            id: string;
+            /** Format: uri */
+            url: string;
+            /** @description The operational event types it receives; ["*"] is every one, those added later included. */
+            event_types: ("*" | components["schemas"]["OperationalEventType"])[];
+            description: string;
+            disabled: boolean;
+            /**
+             * @description api: made through the API or the console, which change and delete it. config: the config file's [alerts] endpoint: every start sets its URL and secret from the file (and enables it again if webhookd had disabled it), and a start without [alerts] deletes it; the API may change its event_types, description and disabled, which starts keep, and answers 409 config_managed to the rest.
+             * @enum {string}
+             */
+            source: "api" | "config";
+            /** @description Who or what disabled it; absent while enabled. */
+            disabled_reason?: string;
+            disabled_at?: components["schemas"]["Timestamp"];
+            failing_since?: components["schemas"]["Timestamp"];
+            /** @description Why the latest attempt failed. */
+            last_failure?: string;
+            last_failure_at?: components["schemas"]["Timestamp"];
+            created: components["schemas"]["Timestamp"];
+            updated: components["schemas"]["Timestamp"];
+            secret: components["schemas"]["Secret"];
+            /** @description When the previous secret stops signing; absent when it stopped at once. */
+            previous_secret_expires?: components["schemas"]["Timestamp"];
+        };
+        OperationalEndpointInput: {
+            /** @description https://… (http:// and private addresses only under -dev): the same target policy as every endpoint. */
+            url: string;
+            /** @description Operational event types, or ["*"] for every one. 422 unknown_event_type event_types[i] for a name that is none. */
+            event_types: ("*" | components["schemas"]["OperationalEventType"])[];
+            description?: string;
+            /** @description Made disabled: its events are held until it is enabled. */
+            disabled?: boolean;
+        };
+        /** @description Each field optional: an absent field is left as it is. */
+        OperationalEndpointPatch: {
+            /** @description 409 config_managed on the [alerts] endpoint (unless unchanged). */
+            url?: string;
+            event_types?: ("*" | components["schemas"]["OperationalEventType"])[];
+            description?: string;
+            disabled?: boolean;
+            /** @description With disabled false: send the events held while it was disabled; without it they are dead-lettered. */
+            deliver_held?: boolean;
+        };
+        /** @description The data of endpoint.created. */
+        OpEndpointCreatedData: {
+            /** @description The customer's tenant the event is about. */
+            tenant: string;
+            /** @description The endpoint. */
+            endpoint_id: string;
+            /** @description When it happened. */
+            at: components["schemas"]["Timestamp"];
+        };
+        /** @description The envelope of an operational event of type endpoint.created. */
+        OpEndpointCreated: components["schemas"]["Envelope"] & {
+            /** @constant */
+            type?: "endpoint.created";
+            data?: components["schemas"]["OpEndpointCreatedData"];
+        };
+        /** @description The data of endpoint.updated. */
+        OpEndpointUpdatedData: {
+            /** @description The customer's tenant the event is about. */
+            tenant: string;
+            /** @description The endpoint. */
+            endpoint_id: string;
+            /** @description The settings that changed, as the API names them. */
+            changed: ("url" | "event_types" | "description" | "ordering" | "on_dead" | "channels" | "retry_policy" | "headers" | "rate_limit")[];
+            /** @description When it happened. */
+            at: components["schemas"]["Timestamp"];
+        };
+        /** @description The envelope of an operational event of type endpoint.updated. */
+        OpEndpointUpdated: components["schemas"]["Envelope"] & {
+            /** @constant */
+            type?: "endpoint.updated";
+            data?: components["schemas"]["OpEndpointUpdatedData"];
+        };
+        /** @description The data of endpoint.deleted. */
+        OpEndpointDeletedData: {
+            /** @description The customer's tenant the event is about. */
+            tenant: string;
+            /** @description The endpoint. */
+            endpoint_id: string;
+            /** @description When it happened. */
+            at: components["schemas"]["Timestamp"];
+        };
+        /** @description The envelope of an operational event of type endpoint.deleted. */
+        OpEndpointDeleted: components["schemas"]["Envelope"] & {
+            /** @constant */
+            type?: "endpoint.deleted";
+            data?: components["schemas"]["OpEndpointDeletedData"];
+        };
+        /** @description The data of endpoint.disabled. */
+        OpEndpointDisabledData: {
+            /** @description The customer's tenant the event is about. */
+            tenant: string;
+            /** @description The endpoint. */
+            endpoint_id: string;
+            /** @description Who or what disabled it: "disabled by request (admin)", "HTTP 410 Gone: …", "failing every attempt since …". */
+            reason: string;
+            /** @description When it happened. */
+            at: components["schemas"]["Timestamp"];
+        };
+        /** @description The envelope of an operational event of type endpoint.disabled. */
+        OpEndpointDisabled: components["schemas"]["Envelope"] & {
+            /** @constant */
+            type?: "endpoint.disabled";
+            data?: components["schemas"]["OpEndpointDisabledData"];
+        };
+        /** @description The data of endpoint.enabled. */
+        OpEndpointEnabledData: {
+            /** @description The customer's tenant the event is about. */
+            tenant: string;
+            /** @description The endpoint. */
+            endpoint_id: string;
+            /** @description Who enabled it: admin, or token tok_… (a tenant token or a portal session). */
+            by: string;
+            /** @description Whether the deliveries held while it was disabled were sent (else dead-lettered). */
+            deliver_held: boolean;
+            /** @description When it happened. */
+            at: components["schemas"]["Timestamp"];
+        };
+        /** @description The envelope of an operational event of type endpoint.enabled. */
+        OpEndpointEnabled: components["schemas"]["Envelope"] & {
+            /** @constant */
+            type?: "endpoint.enabled";
+            data?: components["schemas"]["OpEndpointEnabledData"];
+        };
+        /** @description The data of endpoint.failing. */
+        OpEndpointFailingData: {
+            /** @description The customer's tenant the event is about. */
+            tenant: string;
+            /** @description The endpoint. */
+            endpoint_id: string;
+            /** @description Why the attempt failed. */
+            reason: string;
+            /** @description When the run of failures began. */
+            failing_since: components["schemas"]["Timestamp"];
+            /** @description When it happened. */
+            at: components["schemas"]["Timestamp"];
+        };
+        /** @description The envelope of an operational event of type endpoint.failing. */
+        OpEndpointFailing: components["schemas"]["Envelope"] & {
+            /** @constant */
+            type?: "endpoint.failing";
+            data?: components["schemas"]["OpEndpointFailingData"];
+        };
+        /** @description The data of endpoint.recovered. */
+        OpEndpointRecoveredData: {
+            /** @description The customer's tenant the event is about. */
+            tenant: string;
+            /** @description The endpoint. */
+            endpoint_id: string;
+            /** @description When the run of failures the success ended began. */
+            failing_since: components["schemas"]["Timestamp"];
+            /** @description When it happened. */
+            at: components["schemas"]["Timestamp"];
+        };
+        /** @description The envelope of an operational event of type endpoint.recovered. */
+        OpEndpointRecovered: components["schemas"]["Envelope"] & {
+            /** @constant */
+            type?: "endpoint.recovered";
+            data?: components["schemas"]["OpEndpointRecoveredData"];
+        };
+        /** @description The data of delivery.dead. */
+        OpDeliveryDeadData: {
+            /** @description The customer's tenant the event is about. */
+            tenant: string;
+            /** @description The endpoint. */
+            endpoint_id: string;
+            /** @description The dead delivery. */
+            delivery_id: string;
+            /** @description Its event. */
+            event_id: string;
+            /** @description Its event's type. */
+            event_type: string;
+            /** @description Why it is dead. */
+            reason: string;
+            /** @description Attempts made in its last cycle. */
+            attempts: number;
+            /** @description The HTTP status of its last attempt; 0 when none was read. */
+            last_status: number;
+            /** @description When it happened. */
+            at: components["schemas"]["Timestamp"];
+        };
+        /** @description The envelope of an operational event of type delivery.dead. */
+        OpDeliveryDead: components["schemas"]["Envelope"] & {
+            /** @constant */
+            type?: "delivery.dead";
+            data?: components["schemas"]["OpDeliveryDeadData"];
+        };
+        /** @description The data of tenant.deleted. */
+        OpTenantDeletedData: {
+            /** @description The customer's tenant the event is about. */
+            tenant: string;
+            /** @description Deleted with ?force=true: its deliveries not yet final were dropped. */
+            force: boolean;
+            /** @description When it happened. */
+            at: components["schemas"]["Timestamp"];
+        };
+        /** @description The envelope of an operational event of type tenant.deleted. */
+        OpTenantDeleted: components["schemas"]["Envelope"] & {
+            /** @constant */
+            type?: "tenant.deleted";
+            data?: components["schemas"]["OpTenantDeletedData"];
+        };
+        /** @description The data of task.finished: the task's id, its tenant (absent for none), its kind, how it ended and its counts. The task's own answer has the rest. */
+        OpTaskFinishedData: {
+            /** @description The task. */
+            task_id: string;
+            /** @description The customer's tenant the event is about. */
+            tenant?: string;
+            /** @description What the task did. */
+            kind?: string;
+            /** @enum {string} */
+            state: "succeeded" | "failed";
+            done?: number;
+            skipped?: number;
+            total?: number;
+            /** @description Why it failed; absent when it succeeded. */
+            reason?: string;
+            /** @description When it happened. */
+            at: components["schemas"]["Timestamp"];
+        };
+        /** @description The envelope of an operational event of type task.finished. */
+        OpTaskFinished: components["schemas"]["Envelope"] & {
+            /** @constant */
+            type?: "task.finished";
+            data?: components["schemas"]["OpTaskFinishedData"];
+        };
     };
     responses: {
         /** @description The body is not one JSON object, or a query parameter is one the route does not take. Codes: invalid_json, unknown_parameter. */
@@ -1641,6 +2210,18 @@ export interface components {
                 };
             };
         };
+        /** @description The operational endpoint comes from [alerts] in the config file: its URL and secret are set there at every start, and it is deleted by a start without [alerts], so the API does not change them (field: url, secret, or id for a deletion). Code: config_managed. */
+        ConfigManaged: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {unknown} */
+                    code?: "config_managed";
+                };
+            };
+        };
     };
     parameters: {
         /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
@@ -1678,6 +2259,18 @@ export interface components {
         until: string;
         /** @description The same key with the same body within the idempotency window answers the first event again (Idempotent-Replayed: true); with another body, 409 idempotency_conflict. */
         "Idempotency-Key": string;
+        /** @description The operational endpoint id (ep_…). */
+        operationalEndpoint: string;
+        /** @description The event id: the same on every attempt and replay, the idempotency key. */
+        webhookId: string;
+        /** @description Unix seconds when this attempt was signed. */
+        webhookTimestamp: string;
+        /** @description Standard Webhooks: space-separated v1,<base64 HMAC-SHA256(key, id.timestamp.body)>, one per signing key (two during a rotation's grace window); key = base64-decode of the operational endpoint's secret after whsec_. */
+        webhookSignature: string;
+        /** @description The envelope's sequence: operational events are numbered like any tenant's. Not signed. */
+        webhookSequence: string;
+        /** @description Stripe's scheme: t=<unix>,v1=<hex HMAC-SHA256(secret, t.body)>[,v1=…], keyed with the whole secret string. */
+        xWebhookSignature: string;
     };
     requestBodies: never;
     headers: {
@@ -2954,6 +3547,202 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    listOperationalEndpoints: {
+        parameters: {
+            query?: {
+                /** @description Page size: 1 to 1000; default 100. */
+                limit?: components["parameters"]["limit"];
+                /** @description A page's next_cursor: start after it. */
+                cursor?: components["parameters"]["cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of operational endpoints. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OperationalEndpointPage"];
+                };
+            };
+            400: components["responses"]["BadQuery"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["Unprocessable"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    createOperationalEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OperationalEndpointInput"];
+            };
+        };
+        responses: {
+            /** @description Created. */
+            201: {
+                headers: {
+                    Location: components["headers"]["Location"];
+                    "Cache-Control": components["headers"]["No-Store"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedOperationalEndpoint"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["Unprocessable"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getOperationalEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The operational endpoint id (ep_…). */
+                id: components["parameters"]["operationalEndpoint"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The operational endpoint. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OperationalEndpoint"];
+                };
+            };
+            400: components["responses"]["BadQuery"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    deleteOperationalEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The operational endpoint id (ep_…). */
+                id: components["parameters"]["operationalEndpoint"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadQuery"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["ConfigManaged"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateOperationalEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The operational endpoint id (ep_…). */
+                id: components["parameters"]["operationalEndpoint"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OperationalEndpointPatch"];
+            };
+        };
+        responses: {
+            /** @description The operational endpoint. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OperationalEndpoint"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["ConfigManaged"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["Unprocessable"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    rotateOperationalSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The operational endpoint id (ep_…). */
+                id: components["parameters"]["operationalEndpoint"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RotateInput"];
+            };
+        };
+        responses: {
+            /** @description The operational endpoint and its new secret. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["No-Store"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OperationalSecretAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["ConfigManaged"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["Unprocessable"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     reportAll: {
         parameters: {
             query?: {
@@ -3103,6 +3892,406 @@ export interface operations {
                 content?: never;
             };
             /** @description Not passed: the endpoint stays unverified and its deliveries held; the challenge is sent again on the retry schedule. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    opEndpointCreated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every attempt and replay, the idempotency key. */
+                "webhook-id": components["parameters"]["webhookId"];
+                /** @description The envelope's sequence: operational events are numbered like any tenant's. Not signed. */
+                "webhook-sequence"?: components["parameters"]["webhookSequence"];
+                /** @description Unix seconds when this attempt was signed. */
+                "webhook-timestamp": components["parameters"]["webhookTimestamp"];
+                /** @description Standard Webhooks: space-separated v1,<base64 HMAC-SHA256(key, id.timestamp.body)>, one per signing key (two during a rotation's grace window); key = base64-decode of the operational endpoint's secret after whsec_. */
+                "webhook-signature": components["parameters"]["webhookSignature"];
+                /** @description Stripe's scheme: t=<unix>,v1=<hex HMAC-SHA256(secret, t.body)>[,v1=…], keyed with the whole secret string. */
+                "X-Webhook-Signature": components["parameters"]["xWebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OpEndpointCreated"];
+            };
+        };
+        responses: {
+            /** @description Received. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, or dead-lettered, as any delivery (see webhooks.event). */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    opEndpointUpdated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every attempt and replay, the idempotency key. */
+                "webhook-id": components["parameters"]["webhookId"];
+                /** @description The envelope's sequence: operational events are numbered like any tenant's. Not signed. */
+                "webhook-sequence"?: components["parameters"]["webhookSequence"];
+                /** @description Unix seconds when this attempt was signed. */
+                "webhook-timestamp": components["parameters"]["webhookTimestamp"];
+                /** @description Standard Webhooks: space-separated v1,<base64 HMAC-SHA256(key, id.timestamp.body)>, one per signing key (two during a rotation's grace window); key = base64-decode of the operational endpoint's secret after whsec_. */
+                "webhook-signature": components["parameters"]["webhookSignature"];
+                /** @description Stripe's scheme: t=<unix>,v1=<hex HMAC-SHA256(secret, t.body)>[,v1=…], keyed with the whole secret string. */
+                "X-Webhook-Signature": components["parameters"]["xWebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OpEndpointUpdated"];
+            };
+        };
+        responses: {
+            /** @description Received. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, or dead-lettered, as any delivery (see webhooks.event). */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    opEndpointDeleted: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every attempt and replay, the idempotency key. */
+                "webhook-id": components["parameters"]["webhookId"];
+                /** @description The envelope's sequence: operational events are numbered like any tenant's. Not signed. */
+                "webhook-sequence"?: components["parameters"]["webhookSequence"];
+                /** @description Unix seconds when this attempt was signed. */
+                "webhook-timestamp": components["parameters"]["webhookTimestamp"];
+                /** @description Standard Webhooks: space-separated v1,<base64 HMAC-SHA256(key, id.timestamp.body)>, one per signing key (two during a rotation's grace window); key = base64-decode of the operational endpoint's secret after whsec_. */
+                "webhook-signature": components["parameters"]["webhookSignature"];
+                /** @description Stripe's scheme: t=<unix>,v1=<hex HMAC-SHA256(secret, t.body)>[,v1=…], keyed with the whole secret string. */
+                "X-Webhook-Signature": components["parameters"]["xWebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OpEndpointDeleted"];
+            };
+        };
+        responses: {
+            /** @description Received. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, or dead-lettered, as any delivery (see webhooks.event). */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    opEndpointDisabled: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every attempt and replay, the idempotency key. */
+                "webhook-id": components["parameters"]["webhookId"];
+                /** @description The envelope's sequence: operational events are numbered like any tenant's. Not signed. */
+                "webhook-sequence"?: components["parameters"]["webhookSequence"];
+                /** @description Unix seconds when this attempt was signed. */
+                "webhook-timestamp": components["parameters"]["webhookTimestamp"];
+                /** @description Standard Webhooks: space-separated v1,<base64 HMAC-SHA256(key, id.timestamp.body)>, one per signing key (two during a rotation's grace window); key = base64-decode of the operational endpoint's secret after whsec_. */
+                "webhook-signature": components["parameters"]["webhookSignature"];
+                /** @description Stripe's scheme: t=<unix>,v1=<hex HMAC-SHA256(secret, t.body)>[,v1=…], keyed with the whole secret string. */
+                "X-Webhook-Signature": components["parameters"]["xWebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OpEndpointDisabled"];
+            };
+        };
+        responses: {
+            /** @description Received. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, or dead-lettered, as any delivery (see webhooks.event). */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    opEndpointEnabled: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every attempt and replay, the idempotency key. */
+                "webhook-id": components["parameters"]["webhookId"];
+                /** @description The envelope's sequence: operational events are numbered like any tenant's. Not signed. */
+                "webhook-sequence"?: components["parameters"]["webhookSequence"];
+                /** @description Unix seconds when this attempt was signed. */
+                "webhook-timestamp": components["parameters"]["webhookTimestamp"];
+                /** @description Standard Webhooks: space-separated v1,<base64 HMAC-SHA256(key, id.timestamp.body)>, one per signing key (two during a rotation's grace window); key = base64-decode of the operational endpoint's secret after whsec_. */
+                "webhook-signature": components["parameters"]["webhookSignature"];
+                /** @description Stripe's scheme: t=<unix>,v1=<hex HMAC-SHA256(secret, t.body)>[,v1=…], keyed with the whole secret string. */
+                "X-Webhook-Signature": components["parameters"]["xWebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OpEndpointEnabled"];
+            };
+        };
+        responses: {
+            /** @description Received. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, or dead-lettered, as any delivery (see webhooks.event). */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    opEndpointFailing: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every attempt and replay, the idempotency key. */
+                "webhook-id": components["parameters"]["webhookId"];
+                /** @description The envelope's sequence: operational events are numbered like any tenant's. Not signed. */
+                "webhook-sequence"?: components["parameters"]["webhookSequence"];
+                /** @description Unix seconds when this attempt was signed. */
+                "webhook-timestamp": components["parameters"]["webhookTimestamp"];
+                /** @description Standard Webhooks: space-separated v1,<base64 HMAC-SHA256(key, id.timestamp.body)>, one per signing key (two during a rotation's grace window); key = base64-decode of the operational endpoint's secret after whsec_. */
+                "webhook-signature": components["parameters"]["webhookSignature"];
+                /** @description Stripe's scheme: t=<unix>,v1=<hex HMAC-SHA256(secret, t.body)>[,v1=…], keyed with the whole secret string. */
+                "X-Webhook-Signature": components["parameters"]["xWebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OpEndpointFailing"];
+            };
+        };
+        responses: {
+            /** @description Received. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, or dead-lettered, as any delivery (see webhooks.event). */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    opEndpointRecovered: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every attempt and replay, the idempotency key. */
+                "webhook-id": components["parameters"]["webhookId"];
+                /** @description The envelope's sequence: operational events are numbered like any tenant's. Not signed. */
+                "webhook-sequence"?: components["parameters"]["webhookSequence"];
+                /** @description Unix seconds when this attempt was signed. */
+                "webhook-timestamp": components["parameters"]["webhookTimestamp"];
+                /** @description Standard Webhooks: space-separated v1,<base64 HMAC-SHA256(key, id.timestamp.body)>, one per signing key (two during a rotation's grace window); key = base64-decode of the operational endpoint's secret after whsec_. */
+                "webhook-signature": components["parameters"]["webhookSignature"];
+                /** @description Stripe's scheme: t=<unix>,v1=<hex HMAC-SHA256(secret, t.body)>[,v1=…], keyed with the whole secret string. */
+                "X-Webhook-Signature": components["parameters"]["xWebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OpEndpointRecovered"];
+            };
+        };
+        responses: {
+            /** @description Received. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, or dead-lettered, as any delivery (see webhooks.event). */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    opDeliveryDead: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every attempt and replay, the idempotency key. */
+                "webhook-id": components["parameters"]["webhookId"];
+                /** @description The envelope's sequence: operational events are numbered like any tenant's. Not signed. */
+                "webhook-sequence"?: components["parameters"]["webhookSequence"];
+                /** @description Unix seconds when this attempt was signed. */
+                "webhook-timestamp": components["parameters"]["webhookTimestamp"];
+                /** @description Standard Webhooks: space-separated v1,<base64 HMAC-SHA256(key, id.timestamp.body)>, one per signing key (two during a rotation's grace window); key = base64-decode of the operational endpoint's secret after whsec_. */
+                "webhook-signature": components["parameters"]["webhookSignature"];
+                /** @description Stripe's scheme: t=<unix>,v1=<hex HMAC-SHA256(secret, t.body)>[,v1=…], keyed with the whole secret string. */
+                "X-Webhook-Signature": components["parameters"]["xWebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OpDeliveryDead"];
+            };
+        };
+        responses: {
+            /** @description Received. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, or dead-lettered, as any delivery (see webhooks.event). */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    opTenantDeleted: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every attempt and replay, the idempotency key. */
+                "webhook-id": components["parameters"]["webhookId"];
+                /** @description The envelope's sequence: operational events are numbered like any tenant's. Not signed. */
+                "webhook-sequence"?: components["parameters"]["webhookSequence"];
+                /** @description Unix seconds when this attempt was signed. */
+                "webhook-timestamp": components["parameters"]["webhookTimestamp"];
+                /** @description Standard Webhooks: space-separated v1,<base64 HMAC-SHA256(key, id.timestamp.body)>, one per signing key (two during a rotation's grace window); key = base64-decode of the operational endpoint's secret after whsec_. */
+                "webhook-signature": components["parameters"]["webhookSignature"];
+                /** @description Stripe's scheme: t=<unix>,v1=<hex HMAC-SHA256(secret, t.body)>[,v1=…], keyed with the whole secret string. */
+                "X-Webhook-Signature": components["parameters"]["xWebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OpTenantDeleted"];
+            };
+        };
+        responses: {
+            /** @description Received. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, or dead-lettered, as any delivery (see webhooks.event). */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    opTaskFinished: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every attempt and replay, the idempotency key. */
+                "webhook-id": components["parameters"]["webhookId"];
+                /** @description The envelope's sequence: operational events are numbered like any tenant's. Not signed. */
+                "webhook-sequence"?: components["parameters"]["webhookSequence"];
+                /** @description Unix seconds when this attempt was signed. */
+                "webhook-timestamp": components["parameters"]["webhookTimestamp"];
+                /** @description Standard Webhooks: space-separated v1,<base64 HMAC-SHA256(key, id.timestamp.body)>, one per signing key (two during a rotation's grace window); key = base64-decode of the operational endpoint's secret after whsec_. */
+                "webhook-signature": components["parameters"]["webhookSignature"];
+                /** @description Stripe's scheme: t=<unix>,v1=<hex HMAC-SHA256(secret, t.body)>[,v1=…], keyed with the whole secret string. */
+                "X-Webhook-Signature": components["parameters"]["xWebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OpTaskFinished"];
+            };
+        };
+        responses: {
+            /** @description Received. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, or dead-lettered, as any delivery (see webhooks.event). */
             default: {
                 headers: {
                     [name: string]: unknown;

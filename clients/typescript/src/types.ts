@@ -85,6 +85,12 @@ export type AccessTokenInput = Schemas["AccessTokenInput"];
 export type IssuedToken = Schemas["IssuedToken"];
 export type PortalLinkInput = Schemas["PortalLinkInput"];
 export type PortalLink = Schemas["PortalLink"];
+export type OperationalEventType = Schemas["OperationalEventType"];
+export type OperationalEndpoint = Schemas["OperationalEndpoint"];
+export type OperationalEndpointInput = Schemas["OperationalEndpointInput"];
+export type OperationalEndpointPatch = Schemas["OperationalEndpointPatch"];
+export type CreatedOperationalEndpoint = Schemas["CreatedOperationalEndpoint"];
+export type OperationalSecretAnswer = Schemas["OperationalSecretAnswer"];
 
 export type TenantPage = Answer<"listTenants", 200>;
 export type EventTypePage = Answer<"listEventTypes", 200>;
@@ -93,6 +99,7 @@ export type EndpointPage = Answer<"listEndpoints", 200>;
 export type DeliveryPage = Answer<"listDeliveries", 200>;
 export type DeadLetterPage = Answer<"listDeadLetters", 200>;
 export type AccessTokenPage = Answer<"listAccessTokens", 200>;
+export type OperationalEndpointPage = Answer<"listOperationalEndpoints", 200>;
 
 /** Paging of the listings that take no filter. */
 export type ListOptions = Paging<"listTenants">;

@@ -17,6 +17,16 @@ const notCalled = {
   openapi: "the document is for generators and validators, not for calls",
   webhook: "webhookd sends it; the receiver's side is a verifier",
   endpointVerification: "webhookd sends it; the receiver answers it",
+  opEndpointCreated: "webhookd sends it to the operational endpoints",
+  opEndpointUpdated: "webhookd sends it to the operational endpoints",
+  opEndpointDeleted: "webhookd sends it to the operational endpoints",
+  opEndpointDisabled: "webhookd sends it to the operational endpoints",
+  opEndpointEnabled: "webhookd sends it to the operational endpoints",
+  opEndpointFailing: "webhookd sends it to the operational endpoints",
+  opEndpointRecovered: "webhookd sends it to the operational endpoints",
+  opDeliveryDead: "webhookd sends it to the operational endpoints",
+  opTenantDeleted: "webhookd sends it to the operational endpoints",
+  opTaskFinished: "webhookd sends it to the operational endpoints",
 } as const;
 
 /**
@@ -62,6 +72,12 @@ const calls: Record<Exclude<keyof operations, keyof typeof notCalled>, (c: Clien
   listAccessTokens: (c) => c.accessTokens.list,
   revokeAccessToken: (c) => c.accessTokens.revoke,
   createPortalLink: (c) => c.portalLinks.create,
+  createOperationalEndpoint: (c) => c.operationalEndpoints.create,
+  listOperationalEndpoints: (c) => c.operationalEndpoints.list,
+  getOperationalEndpoint: (c) => c.operationalEndpoints.get,
+  updateOperationalEndpoint: (c) => c.operationalEndpoints.update,
+  deleteOperationalEndpoint: (c) => c.operationalEndpoints.delete,
+  rotateOperationalSecret: (c) => c.operationalEndpoints.rotateSecret,
   backup: (c) => c.admin.backup,
 };
 
