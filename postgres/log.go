@@ -565,13 +565,17 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	case !inserted:
 		return engine.IngestResult{}, seen, fmt.Errorf("postgres: append event %s: event id exists", ev.ID)
 	}
-	if in.CheckType != nil && known { // !known: an operator event of a type not in the catalogue
+	if known { // !known: an operator event of a type not in the catalogue, nothing to check
+		// Read (and cached for appendCached) whether or not there is a
+		// check to make.
 		et, err := readType(types, ev.Type, cachedType, typeVersion, typeDoc)
 		if err != nil {
 			return engine.IngestResult{}, seen, err
 		}
-		if err := in.CheckType(et); err != nil {
-			return engine.IngestResult{}, seen, err // rolled back: nothing written
+		if in.CheckType != nil {
+			if err := in.CheckType(et); err != nil {
+				return engine.IngestResult{}, seen, err // rolled back: nothing written
+			}
 		}
 	}
 	ds, err := makeDeliveries(stored, in, seen.policy, eps)
