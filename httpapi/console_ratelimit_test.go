@@ -111,7 +111,7 @@ func TestConsole_EndpointRateLimit(t *testing.T) {
 	editPath := "/console/t/acme/endpoints/" + ep.ID + "/edit"
 	effective := regexp.MustCompile(`(?s)<span id="rate-effective">(.*?)</span>`)
 	edit := b.get(editPath)
-	for _, want := range []string{`name="rate_per_second" type="number" min="0.01" max="10000" step="any" placeholder="no limit" value="5"`, `name="rate_burst" type="number" min="1" max="10000" step="1" placeholder="one second's" value="5"`} {
+	for _, want := range []string{`name="rate_per_second" type="number" min="0.01" max="10000" step="any" placeholder="no limit" value="5"`, `name="rate_burst" type="number" min="1" max="10000" step="1" placeholder="= rate" value="5"`} {
 		if !strings.Contains(edit.body, want) {
 			t.Errorf("the edit form lacks %s", want)
 		}
