@@ -378,7 +378,7 @@ func TestMigrate(t *testing.T) {
 	}
 	purged := 0
 	for range 10 {
-		res, err := pg.PurgeDeletedTenants(ctx, 0)
+		res, err := pg.PurgeDeletedTenants(ctx, "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -315,7 +315,7 @@ func TestRun_targetCleansUp(t *testing.T) {
 	// What is left of the tenant goes with the purge, which main runs in
 	// the background; run it here.
 	for {
-		res, err := target.db.PurgeDeletedTenants(ctx, 0)
+		res, err := target.db.PurgeDeletedTenants(ctx, "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}

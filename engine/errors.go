@@ -26,6 +26,7 @@ const (
 	CodeEndpointNotFound    Code = "endpoint_not_found"     // no such endpoint in this tenant
 	CodeEventNotFound       Code = "event_not_found"        // no such event in this tenant
 	CodeDeliveryNotFound    Code = "delivery_not_found"     // no such delivery in this tenant
+	CodeTaskNotFound        Code = "task_not_found"         // no such task (of this tenant)
 	CodeUnknownEventType    Code = "unknown_event_type"     // event type not in the catalogue
 	CodeIdempotencyConflict Code = "idempotency_conflict"   // Idempotency-Key reused with another body
 	CodeUnavailable         Code = "unavailable"            // storage cannot take writes now; retry later

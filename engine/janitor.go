@@ -88,13 +88,21 @@ type Maintenance interface {
 	// it reports in Promoted.
 	PruneEvents(ctx context.Context, cursor uint64, r Retention, max int) (PruneResult, error)
 	// PurgeDeletedTenants deletes what a deleted tenant left (see
-	// Records.DeleteTenant); a zero Tenant means none is left. A line it
-	// cuts between two calls goes on with its lowest waiting member, as
-	// Store says, which it does not report: every delivery of a deleted
-	// tenant is on its way out and no request is ever made for one (its
-	// endpoint went with the tenant: an attempt that claims it first
-	// finds it deleted).
-	PurgeDeletedTenants(ctx context.Context, max int) (PurgeResult, error)
+	// Records.DeleteTenant): of tenant, or of the first deleted tenant
+	// when tenant is ""; a zero Tenant means none is left (tenant is not
+	// a deleted tenant being purged: its purge is done, or it was never
+	// deleted). A line it cuts between two calls goes on with its lowest
+	// waiting member, as Store says, which it does not report: every
+	// delivery of a deleted tenant is on its way out and no request is
+	// ever made for one (its endpoint went with the tenant: an attempt
+	// that claims it first finds it deleted). The tenant's tasks go in
+	// the call that reports Done, but for its purge task, which is the
+	// operator's (Tenant "").
+	PurgeDeletedTenants(ctx context.Context, tenant string, max int) (PurgeResult, error)
+	// PruneTasks deletes tasks that finished (succeeded or failed)
+	// before before; fewer than max deleted means no more. A running
+	// task is never pruned.
+	PruneTasks(ctx context.Context, before time.Time, max int) (int, error)
 }
 
 // JanitorOptions configure a Janitor. A zero field means the default
@@ -103,6 +111,7 @@ type JanitorOptions struct {
 	Succeeded time.Duration // keep an event this long after its last delivery succeeded; zero: 720h
 	Dead      time.Duration // keep a dead letter this long after it died; zero: 720h
 	TokenKeep time.Duration // list an expired access token this long before deleting it; zero: 168h
+	Tasks     time.Duration // keep a finished task this long after it finished; zero: 720h
 	Every     time.Duration // between passes; zero: a minute
 	Now       func() time.Time
 	Logger    *slog.Logger // nil: discard
@@ -115,7 +124,8 @@ type JanitorOptions struct {
 
 // Janitor deletes, every JanitorOptions.Every and in small transactions,
 // what retention no longer keeps: expired idempotency records, access
-// tokens expired for TokenKeep, finished events past retention; and what
+// tokens expired for TokenKeep, tasks finished for Tasks, finished events
+// past retention; and what
 // deleted tenants left, at once when Wake says one was deleted. Like the
 // dispatcher, it runs from Start to Stop.
 type Janitor struct {
@@ -140,6 +150,9 @@ func NewJanitor(store Maintenance, opts JanitorOptions) *Janitor {
 	}
 	if opts.TokenKeep == 0 {
 		opts.TokenKeep = 7 * 24 * time.Hour
+	}
+	if opts.Tasks == 0 {
+		opts.Tasks = 720 * time.Hour
 	}
 	if opts.Every == 0 {
 		opts.Every = time.Minute
@@ -228,7 +241,8 @@ func (j *Janitor) Wake() {
 const janitorBatch = 500
 
 // RunOnce makes one full pass at now: expired idempotency records, access
-// tokens expired more than TokenKeep ago, what deleted tenants left, then
+// tokens expired more than TokenKeep ago, tasks finished more than Tasks
+// ago, what deleted tenants left, then
 // finished events past retention, telling Promoted of the deliveries
 // that their deletion made a line's head.
 func (j *Janitor) RunOnce(ctx context.Context, now time.Time) error {
@@ -243,6 +257,15 @@ func (j *Janitor) RunOnce(ctx context.Context, now time.Time) error {
 	}
 	for {
 		n, err := j.store.PruneAccessTokens(ctx, now.Add(-j.opts.TokenKeep), janitorBatch)
+		if err != nil {
+			return err
+		}
+		if n < janitorBatch {
+			break
+		}
+	}
+	for {
+		n, err := j.store.PruneTasks(ctx, now.Add(-j.opts.Tasks), janitorBatch)
 		if err != nil {
 			return err
 		}
@@ -272,10 +295,11 @@ func (j *Janitor) RunOnce(ctx context.Context, now time.Time) error {
 }
 
 // PurgeDeletedTenants deletes everything deleted tenants left, a batch to
-// a transaction.
+// a transaction: what a tenant's purge task left (it failed, or its
+// process stopped), and what tenants deleted before purge tasks left.
 func (j *Janitor) PurgeDeletedTenants(ctx context.Context) error {
 	for {
-		res, err := j.store.PurgeDeletedTenants(ctx, janitorBatch)
+		res, err := j.store.PurgeDeletedTenants(ctx, "", janitorBatch)
 		if err != nil || res.Tenant == "" {
 			return err
 		}

@@ -212,7 +212,7 @@ type hungPurge struct {
 	open, waiting chan struct{}
 }
 
-func (s *hungPurge) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeResult, error) {
+func (s *hungPurge) PurgeDeletedTenants(ctx context.Context, tenant string, max int) (engine.PurgeResult, error) {
 	close(s.waiting)
 	<-s.open
 	return engine.PurgeResult{}, nil

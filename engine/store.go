@@ -68,8 +68,9 @@ type Store interface {
 }
 
 // Records are the plain records a sender configures: tenants, the event
-// catalogue, endpoints, and tenant access tokens (tokens.go): create,
-// read, update, delete, each method one transaction. A delivery changes
+// catalogue, endpoints, tenant access tokens (tokens.go) and background
+// tasks (tasks.go): create, read, update, delete, each method one
+// transaction. A delivery changes
 // only through DeleteTenant, whose deliveries go with it (at once, or in
 // Maintenance's purge).
 type Records interface {
@@ -86,10 +87,10 @@ type Records interface {
 	// Tenants lists every tenant by ID.
 	Tenants(ctx context.Context) ([]Tenant, error)
 	// DeleteTenant deletes a tenant with its endpoints and access tokens
-	// at once, and its events, deliveries and idempotency keys soon after
-	// (the store purges them in small steps); until that is done, PutTenant
-	// of the id is CodeTenantDeleting. CodeTenantNotFound when there is
-	// none.
+	// at once, and its events, deliveries, idempotency keys and tasks
+	// soon after (the store purges them in small steps); until that is
+	// done, PutTenant of the id is CodeTenantDeleting. CodeTenantNotFound
+	// when there is none.
 	DeleteTenant(ctx context.Context, id string, at time.Time) error
 
 	// PutEventType creates a catalogue entry or replaces its
@@ -121,6 +122,7 @@ type Records interface {
 	DeleteEndpoint(ctx context.Context, tenant, id string) error
 
 	TokenStore // tenant access tokens (tokens.go)
+	TaskStore  // background tasks (tasks.go)
 }
 
 // Log is the transactional core: the event log, the deliveries and every

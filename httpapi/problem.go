@@ -45,6 +45,7 @@ var statusTable = map[engine.Code]statusEntry{
 	engine.CodeEndpointNotFound:    {http.StatusNotFound, "Endpoint not found"},
 	engine.CodeEventNotFound:       {http.StatusNotFound, "Event not found"},
 	engine.CodeDeliveryNotFound:    {http.StatusNotFound, "Delivery not found"},
+	engine.CodeTaskNotFound:        {http.StatusNotFound, "Task not found"},
 	engine.CodeIdempotencyConflict: {http.StatusConflict, "Idempotency key reused"},
 	engine.CodeUnavailable:         {http.StatusServiceUnavailable, "Service unavailable"},
 	engine.CodeOverloaded:          {http.StatusServiceUnavailable, "Too many deliveries pending"},

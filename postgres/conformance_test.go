@@ -66,7 +66,7 @@ func TestConformance(t *testing.T) {
 				},
 				Purge: func(ctx context.Context, s engine.Store) error {
 					for {
-						res, err := s.PurgeDeletedTenants(ctx, 0)
+						res, err := s.PurgeDeletedTenants(ctx, "", 0)
 						if err != nil || res.Tenant == "" {
 							return err
 						}

@@ -608,3 +608,86 @@ func decodeDelivery(doc []byte) (engine.Delivery, error) {
 	d.DeliverAt = r.DeliverAt
 	return d, nil
 }
+
+// taskDoc is a background task (engine/tasks.go), the runner's fields
+// (cursor, owner, lease) included. Its state and its finish time are
+// columns too (tasks.state, tasks.finished), written from it.
+type taskDoc struct {
+	V          int           `json:"v,omitempty"`
+	ID         string        `json:"id"`
+	Tenant     string        `json:"tenant,omitempty"`
+	Kind       string        `json:"kind"`
+	State      string        `json:"state"`
+	Params     taskParamsDoc `json:"params"`
+	Done       int           `json:"done,omitempty"`
+	Skipped    int           `json:"skipped,omitempty"`
+	Total      *int          `json:"total,omitempty"`
+	Waiting    string        `json:"waiting,omitempty"`
+	Errors     []taskErrDoc  `json:"errors,omitempty"`
+	Error      string        `json:"error,omitempty"`
+	By         string        `json:"by,omitempty"`
+	Resumed    int           `json:"resumed,omitempty"`
+	Started    time.Time     `json:"started"`
+	Updated    time.Time     `json:"updated"`
+	Finished   time.Time     `json:"finished,omitzero"`
+	Cursor     string        `json:"cursor,omitempty"`
+	Owner      string        `json:"owner,omitempty"`
+	LeaseUntil time.Time     `json:"lease_until,omitzero"`
+}
+
+type taskParamsDoc struct {
+	Since    time.Time `json:"since,omitzero"`
+	Until    time.Time `json:"until,omitzero"`
+	Endpoint string    `json:"endpoint,omitempty"`
+	Tenant   string    `json:"tenant,omitempty"`
+	Force    bool      `json:"force,omitempty"`
+}
+
+type taskErrDoc struct {
+	At      time.Time `json:"at"`
+	Message string    `json:"message"`
+}
+
+func encodeTask(t engine.Task) ([]byte, error) {
+	d := taskDoc{
+		ID: t.ID, Tenant: t.Tenant, Kind: string(t.Kind), State: string(t.State),
+		Params: taskParamsDoc{Since: t.Params.Since, Until: t.Params.Until, Endpoint: t.Params.Endpoint, Tenant: t.Params.Tenant, Force: t.Params.Force},
+		Done:   t.Done, Skipped: t.Skipped, Total: t.Total, Waiting: t.Waiting, Error: t.Error, By: t.By, Resumed: t.Resumed,
+		Started: t.Started, Updated: t.Updated, Finished: t.Finished,
+		Cursor: t.Cursor, Owner: t.Owner, LeaseUntil: t.LeaseUntil,
+	}
+	for _, e := range t.Errors {
+		d.Errors = append(d.Errors, taskErrDoc{At: e.At, Message: e.Message})
+	}
+	return json.Marshal(d)
+}
+
+func decodeTask(doc []byte) (engine.Task, error) {
+	var d taskDoc
+	if err := unmarshalDoc("task", doc, &d); err != nil {
+		return engine.Task{}, err
+	}
+	if err := checkFormat("task", d.V); err != nil {
+		return engine.Task{}, err
+	}
+	if d.ID == "" || d.Kind == "" {
+		return engine.Task{}, errors.New("postgres: stored task has no id or kind")
+	}
+	switch engine.TaskState(d.State) {
+	case engine.TaskRunning, engine.TaskSucceeded, engine.TaskFailed:
+	default:
+		return engine.Task{}, fmt.Errorf("postgres: stored task %s has state %q", d.ID, d.State)
+	}
+	t := engine.Task{
+		ID: d.ID, Tenant: d.Tenant, Kind: engine.TaskKind(d.Kind), State: engine.TaskState(d.State),
+		Params: engine.TaskParams{Since: d.Params.Since, Until: d.Params.Until, Endpoint: d.Params.Endpoint, Tenant: d.Params.Tenant, Force: d.Params.Force},
+		Done:   d.Done, Skipped: d.Skipped, Total: d.Total, Waiting: d.Waiting, Error: d.Error, By: d.By, Resumed: d.Resumed,
+		Started: d.Started, Updated: d.Updated, Finished: d.Finished,
+		Cursor: d.Cursor, Owner: d.Owner, LeaseUntil: d.LeaseUntil,
+		Errors: make([]engine.TaskError, 0, len(d.Errors)),
+	}
+	for _, e := range d.Errors {
+		t.Errors = append(t.Errors, engine.TaskError{At: e.At, Message: e.Message})
+	}
+	return t, nil
+}

@@ -217,6 +217,28 @@ var (
 		d.CycleStart, d.NextAttemptAt, d.DeliverAt = goldenT1, goldenT1, goldenT1
 		return d
 	}()
+	// goldenTask is a backfill task that failed after a resume, with
+	// every field set (tasks, added in a later release).
+	goldenTask = func() engine.Task {
+		total := 12
+		return engine.Task{
+			ID: "task_01JH000000000000000000000E", Tenant: "acme", Kind: engine.TaskBackfill, State: engine.TaskFailed,
+			Params: engine.TaskParams{Since: goldenT0, Until: goldenT1, Endpoint: "ep_01JH0000000000000000000002"},
+			Done:   10, Skipped: 2, Total: &total, Waiting: "pending_per_tenant",
+			Errors: []engine.TaskError{{At: goldenT1, Message: "the database cannot take writes now; retry later"}},
+			Error:  "no such endpoint", By: "token tok_01JH0000000000000000000003", Resumed: 1,
+			Started: goldenT0, Updated: goldenT2, Finished: goldenT2,
+			Cursor: "8589934592", Owner: "node_01JH000000000000000000000F", LeaseUntil: goldenT2,
+		}
+	}()
+	// goldenTaskPurge is the operator's purge of a tenant, running, as
+	// made.
+	goldenTaskPurge = engine.Task{
+		ID: "task_01JH000000000000000000000G", Kind: engine.TaskPurge, State: engine.TaskRunning,
+		Params: engine.TaskParams{Tenant: "gone", Force: true}, Errors: []engine.TaskError{},
+		By: "admin", Started: goldenT0, Updated: goldenT0,
+		Owner: "node_01JH000000000000000000000F", LeaseUntil: goldenT1,
+	}
 	// goldenSequence is the Sequence the one-round-trip ingest puts in
 	// front of goldenDeliveryPending's document (insertDeliveriesSQL,
 	// sequencedDoc).
@@ -288,6 +310,9 @@ func goldenCases() []goldenCase {
 	add("delivery-scheduled", goldenDeliveryScheduled, dec, enc)
 	add("delivery-retry-policy", goldenDeliveryRetryPolicy, dec, enc)
 	add("delivery-backfill", goldenDeliveryBackfill, dec, enc)
+	dec, enc = docPair(decodeTask, encodeTask)
+	add("task", goldenTask, dec, enc)
+	add("task-purge", goldenTaskPurge, dec, enc)
 	return cases
 }
 
@@ -488,4 +513,8 @@ func FuzzDecodeEventType(f *testing.F) {
 
 func FuzzDecodeAccessToken(f *testing.F) {
 	fuzzDocument(f, decodeAccessToken, encodeAccessToken, "access-token", "access-token-plain")
+}
+
+func FuzzDecodeTask(f *testing.F) {
+	fuzzDocument(f, decodeTask, encodeTask, "task", "task-purge")
 }

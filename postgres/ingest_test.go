@@ -99,7 +99,7 @@ func TestAppendEvent_EndpointsChangedOnAnotherNode(t *testing.T) {
 		t.Fatalf("ingest for a deleted tenant: %v; want %s", err, engine.CodeTenantNotFound)
 	}
 	for {
-		res, err := b.PurgeDeletedTenants(ctx, 0)
+		res, err := b.PurgeDeletedTenants(ctx, "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}

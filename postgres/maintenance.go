@@ -146,11 +146,12 @@ func (s *Store) PruneEvents(ctx context.Context, cursor uint64, r engine.Retenti
 }
 
 // PurgeDeletedTenants deletes, in one transaction, at most max (0: 500)
-// events of the first deleted tenant, each with its deliveries (whatever
-// their state); once none is left, at most max of its idempotency keys;
-// once none is left either, the tenant's row, which frees its id. Call it
-// until it returns a zero Tenant.
-func (s *Store) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeResult, error) {
+// events of deleted tenant tenant ("": the first deleted tenant), each
+// with its deliveries (whatever their state); once none is left, at most
+// max of its idempotency keys; once none is left either, its tasks and
+// the tenant's row, which frees its id. Call it until it returns a zero
+// Tenant.
+func (s *Store) PurgeDeletedTenants(ctx context.Context, tenant string, max int) (engine.PurgeResult, error) {
 	max = orDefault(max)
 	var res engine.PurgeResult
 	err := s.tx(ctx, func(tx pgx.Tx) error {
@@ -158,7 +159,7 @@ func (s *Store) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeR
 		// Not SKIP LOCKED: a PutTenant of the id (refused while this
 		// purge lasts) locks the row for a moment, and a purge that
 		// skipped it then found nothing and slept till the next pass.
-		err := tx.QueryRow(ctx, "SELECT id FROM tenants WHERE deleted_at IS NOT NULL ORDER BY id LIMIT 1 FOR UPDATE").Scan(&res.Tenant)
+		err := tx.QueryRow(ctx, "SELECT id FROM tenants WHERE deleted_at IS NOT NULL AND ($1 = '' OR id = $1) ORDER BY id LIMIT 1 FOR UPDATE", tenant).Scan(&res.Tenant)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -197,6 +198,9 @@ func (s *Store) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeR
 			return err
 		}
 		if _, err := tx.Exec(ctx, "DELETE FROM key_tails WHERE tenant_id = $1", res.Tenant); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM tasks WHERE tenant_id = $1", res.Tenant); err != nil {
 			return err
 		}
 		res.Done = true

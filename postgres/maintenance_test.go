@@ -135,7 +135,7 @@ func TestPurgeDeletedTenants_WaitsForALockedRow(t *testing.T) {
 	}
 	done := make(chan engine.PurgeResult, 1)
 	go func() {
-		res, err := s.PurgeDeletedTenants(ctx, 0)
+		res, err := s.PurgeDeletedTenants(ctx, "", 0)
 		if err != nil {
 			t.Error(err)
 		}

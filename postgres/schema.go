@@ -83,6 +83,8 @@ import (
 //     only the head is ever pending, so only one node attempts a line at a
 //     time. Every transaction that changes a line's membership holds the
 //     line's lock (lines.go).
+//   - tasks holds the background tasks (migration 10; tasks.go), each a
+//     document with its tenant, state and finish time beside it.
 var migrations = []string{
 	1: `
 CREATE TABLE meta (
@@ -245,6 +247,22 @@ BEGIN
 END $$;
 CREATE TRIGGER event_type_changed BEFORE UPDATE ON event_types
 	FOR EACH ROW EXECUTE FUNCTION event_type_changed();
+`,
+	// 10: background tasks (engine.Task; tasks.go). tenant_id '': the
+	// operator's; finished NULL while the task runs. A task of a tenant
+	// goes when the tenant is purged.
+	10: `
+CREATE TABLE tasks (
+	id        text COLLATE "C" PRIMARY KEY,
+	tenant_id text COLLATE "C" NOT NULL,
+	state     text NOT NULL,
+	finished  bigint,
+	doc       bytea NOT NULL,
+	CHECK ((state = 'running') = (finished IS NULL))
+);
+CREATE INDEX tasks_tenant ON tasks (tenant_id, id);
+CREATE INDEX tasks_running ON tasks (id) WHERE state = 'running';
+CREATE INDEX tasks_finished ON tasks (finished) WHERE state <> 'running';
 `,
 }
 

@@ -33,6 +33,8 @@ import (
 //   - every idempotency record has exactly its idempotency_expiry entry;
 //   - every access token is in tenant_access_tokens under its tenant and
 //     ID with its hash, and nothing else is;
+//   - every task is in the indexes its tenant and state put it in, and
+//     nothing else is (checkTasks);
 //   - a delivery is in line_waiting iff it is waiting, and its line then
 //     has a head; it is in line_heads, as its line's head, iff it holds
 //     its line (engine.HoldsLine), so a line has at most one head;
@@ -288,6 +290,10 @@ func checkInvariants(tx *bolt.Tx) []error {
 
 	// Access tokens against their tenant index (tokens.go).
 	checkAccessTokens(tx, report)
+	// Tasks against their indexes (tasks.go).
+	if len(errs) < maxCheckErrors {
+		checkTasks(tx, report)
+	}
 
 	// Held counts against the indexes (held.go).
 	if len(errs) < maxCheckErrors {

@@ -37,6 +37,10 @@
 //	line_waiting        endpoint ID ‖ 0x00 ‖ line ‖ 0x00 ‖ sequence(8) ‖ dlv ID   empty (a line's waiting deliveries, next first)
 //	key_tails           endpoint ID ‖ 0x00 ‖ ordering key            Sequence(8) of the key's last delivery to the endpoint (schema 6); gone with that delivery
 //	tenant_held         tenant ID                                    v1 ‖ waiting(8) ‖ paused(8) ‖ blocking(8): the tenant's held deliveries (schema 9); absent: none
+//	tasks               task ID                                      task record (v1 ‖ JSON; tasks.go)
+//	tenant_tasks        tenant ‖ 0x00 ‖ task ID                      empty (a tenant's tasks, creation order; the operator's are not here)
+//	running_tasks       task ID                                      the task's tenant: the running tasks
+//	finished_tasks      finished(8) ‖ task ID                        the task's tenant: the finished tasks, by when they finished
 //
 // Schema 2 added tenant_events and tenant_deliveries (the delivery log and
 // the reconciliation feed page by them); Open fills them from the log when

@@ -53,6 +53,12 @@ var (
 	// (schema 9; held.go).
 	bucketTenantHeld = []byte("tenant_held")
 
+	// Background tasks (tasks.go): each task, and its indexes.
+	bucketTasks         = []byte("tasks")
+	bucketTenantTasks   = []byte("tenant_tasks")
+	bucketRunningTasks  = []byte("running_tasks")
+	bucketFinishedTasks = []byte("finished_tasks")
+
 	allBuckets = [][]byte{
 		bucketMeta, bucketTenants, bucketEventTypes, bucketEndpoints,
 		bucketEvents, bucketEventIDs, bucketDeliveries,
@@ -61,6 +67,7 @@ var (
 		bucketAccessTokens, bucketTenantAccessTokens, bucketDeletedTenants,
 		bucketTenantSequences, bucketLineHeads, bucketLineWaiting, bucketKeyTails,
 		bucketTenantHeld,
+		bucketTasks, bucketTenantTasks, bucketRunningTasks, bucketFinishedTasks,
 	}
 )
 

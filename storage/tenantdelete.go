@@ -54,12 +54,13 @@ func (db *DB) DeleteTenant(ctx context.Context, id string, at time.Time) error {
 }
 
 // PurgeDeletedTenants deletes, in one transaction, at most max (0: 500)
-// events of the first deleted tenant, each with its deliveries (whatever
-// their state) and every index entry of theirs; once none is left, at most
-// max of its idempotency keys; once none is left either, the tenant's
-// entry in deleted_tenants, which frees its id. Call it until it returns
-// a zero Tenant.
-func (db *DB) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeResult, error) {
+// events of deleted tenant tenant ("": the first deleted tenant), each
+// with its deliveries (whatever their state) and every index entry of
+// theirs; once none is left, at most max of its idempotency keys; once
+// none is left either, its tasks and the tenant's entry in
+// deleted_tenants, which frees its id. Call it until it returns a zero
+// Tenant.
+func (db *DB) PurgeDeletedTenants(ctx context.Context, tenant string, max int) (engine.PurgeResult, error) {
 	if max <= 0 {
 		max = defaultPruneMax
 	}
@@ -67,6 +68,11 @@ func (db *DB) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeRes
 	err := db.update(ctx, func(tx *bolt.Tx) error {
 		res = engine.PurgeResult{}
 		k, _ := tx.Bucket(bucketDeletedTenants).Cursor().First()
+		if tenant != "" {
+			if k = []byte(tenant); tx.Bucket(bucketDeletedTenants).Get(k) == nil {
+				return nil
+			}
+		}
 		if k == nil {
 			return nil
 		}
@@ -86,6 +92,9 @@ func (db *DB) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeRes
 			if err := deletePrefix(tx.Bucket(b), prefix); err != nil {
 				return err
 			}
+		}
+		if err := purgeTasks(tx, res.Tenant); err != nil {
+			return err
 		}
 		res.Done = true
 		return tx.Bucket(bucketDeletedTenants).Delete(k)

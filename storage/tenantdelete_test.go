@@ -94,7 +94,7 @@ func TestDB_DeleteTenant(t *testing.T) {
 		if step > 20 {
 			t.Fatal("purge did not finish in 20 steps")
 		}
-		res, err := db.PurgeDeletedTenants(ctx, 1)
+		res, err := db.PurgeDeletedTenants(ctx, "", 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -107,7 +107,7 @@ func (s *Store) PruneEvents(ctx context.Context, cursor uint64, r engine.Retenti
 
 // PurgeDeletedTenants finds nothing to purge: DeleteTenant purges before
 // it returns.
-func (s *Store) PurgeDeletedTenants(ctx context.Context, max int) (engine.PurgeResult, error) {
+func (s *Store) PurgeDeletedTenants(ctx context.Context, tenant string, max int) (engine.PurgeResult, error) {
 	return engine.PurgeResult{}, ctx.Err()
 }
 

@@ -55,6 +55,7 @@ type Store struct {
 	// made for that key to that endpoint; its PreviousSequence source
 	// while the delivery is stored.
 	keyTails map[keyTail]string
+	tasks    map[string]engine.Task // by ID
 }
 
 type keyTail struct{ endpointID, orderingKey string }
@@ -89,6 +90,7 @@ func New() *Store {
 		idempotency: map[idempotencyKey]idempotencyRecord{},
 		keyTails:    map[keyTail]string{},
 		sequences:   map[string]uint64{},
+		tasks:       map[string]engine.Task{},
 	}
 }
 

@@ -96,6 +96,7 @@ func (s *Store) DeleteTenant(ctx context.Context, id string, _ time.Time) error 
 			delete(s.idempotency, k)
 		}
 	}
+	s.deleteTasks(id)
 	return nil
 }
 

@@ -23,6 +23,7 @@ var maintenanceTests = []test{
 	{"a tenant's purge in small batches cuts its lines anywhere and leaves nothing", testPurgeAcrossLines},
 	{"a deleted tenant's waiting, paused and blocking deliveries go in its purge", testPurgeWaiting},
 	{"expired idempotency keys and access tokens are pruned, max a call", testPruneKeysAndTokens},
+	{"a purge of one deleted tenant purges that tenant only", testPurgeOneTenant},
 }
 
 // prune runs retention r over the whole log, max events a call, as the
@@ -67,7 +68,7 @@ func (f *fixture) purge(t *testing.T, max int) {
 		if calls > 1000 {
 			t.Fatalf("PurgeDeletedTenants still goes on after %d calls", calls)
 		}
-		res, err := f.s.PurgeDeletedTenants(t.Context(), max)
+		res, err := f.s.PurgeDeletedTenants(t.Context(), "", max)
 		if err != nil {
 			t.Fatalf("PurgeDeletedTenants: %v", err)
 		}
@@ -388,5 +389,57 @@ func testPruneKeysAndTokens(t *testing.T, f *fixture) {
 	in.IdempotencyKey, in.RequestHash, in.IdempotencyExpires = "key-2", [32]byte{2}, now.Add(time.Hour)
 	if res := f.ingest(t, in); !res.Duplicate {
 		t.Error("a live idempotency key was pruned")
+	}
+}
+
+func testPurgeOneTenant(t *testing.T, f *fixture) {
+	for _, id := range []string{"acme", "globex", "initech"} {
+		f.tenant(t, id)
+		_, typ := f.lane(t, id)
+		for range 5 {
+			f.ingest(t, newEvent(id, typ, `{"n":1}`))
+		}
+	}
+	for _, id := range []string{"acme", "globex"} {
+		if err := f.s.DeleteTenant(t.Context(), id, t0.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A live tenant, or one never made, has nothing to purge.
+	for _, id := range []string{"initech", "nobody"} {
+		if res, err := f.s.PurgeDeletedTenants(t.Context(), id, 0); err != nil || res != (engine.PurgeResult{}) {
+			t.Errorf("PurgeDeletedTenants(%s) = %+v, %v; want nothing done", id, res, err)
+		}
+	}
+	events := 0
+	for calls := 0; ; calls++ {
+		if calls > 100 {
+			t.Fatal("the purge of globex does not end")
+		}
+		res, err := f.s.PurgeDeletedTenants(t.Context(), "globex", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.check(t)
+		if res.Tenant == "" {
+			break
+		}
+		if res.Tenant != "globex" {
+			t.Fatalf("PurgeDeletedTenants(globex) purged %s", res.Tenant)
+		}
+		events += res.Events
+	}
+	if f.h.Purge == nil {
+		return // DeleteTenant purged both at once
+	}
+	if events != 5 {
+		t.Errorf("the purge of globex deleted %d events, want its 5", events)
+	}
+	f.tenant(t, "globex") // its id is free again
+	_, _, err := f.s.PutTenant(t.Context(), engine.Tenant{ID: "acme", Name: "again", Environment: engine.EnvironmentLive, Created: t0, Updated: t0})
+	wantError(t, err, engine.TenantDeleting("acme"))
+	res, err := f.s.PurgeDeletedTenants(t.Context(), "", 0)
+	if err != nil || res.Tenant != "acme" || res.Events != 5 {
+		t.Errorf("the next purge of any tenant = %+v, %v; want acme's 5 events", res, err)
 	}
 }

@@ -84,6 +84,7 @@ func Run(t *testing.T, h Harness) {
 		{"Records", recordTests},
 		{"EventTypeChecks", schemaTests},
 		{"AccessTokens", tokenTests},
+		{"Tasks", taskTests},
 		{"Ingest", ingestTests},
 		{"Deliveries", deliveryTests},
 		{"Listings", listingTests},
