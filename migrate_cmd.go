@@ -117,6 +117,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		{"events", src.Events, got.Events},
 		{"deliveries", src.Deliveries, got.Deliveries},
 		{"idempotency keys", src.IdempotencyKeys, got.IdempotencyKeys},
+		{"tasks", src.Tasks, got.Tasks},
 	} {
 		eq := "="
 		if r.src != r.got {

@@ -36,6 +36,7 @@ type source struct {
 	tokens    map[[sha256.Size]byte]engine.AccessToken
 	idem      []engine.NewEvent // ingests with an Idempotency-Key
 	pending   []string          // IDs of the pending deliveries
+	tasks     []engine.Task     // every task, in ID order
 }
 
 // writeSource makes a bbolt file at path through the bbolt store, with
@@ -44,7 +45,8 @@ type source struct {
 // operational endpoints and an event, events (some on channels) with
 // deliveries in every state (pending, with and
 // without attempts; succeeded; dead with attempts and a replay; paused),
-// access tokens (one revoked), Idempotency-Keys, and an endpoint made
+// access tokens (one revoked), Idempotency-Keys, tasks (running and
+// finished, a tenant's and the operator's), and an endpoint made
 // after the events and backfilled.
 func writeSource(t *testing.T, path string, key []byte) source {
 	t.Helper()
@@ -191,9 +193,26 @@ func writeSource(t *testing.T, path string, key []byte) source {
 			must(err)
 		}
 	}
+	// Tasks: a running backfill part way (its cursor and lease), a
+	// finished replay, and the operator's purge of gone, running.
+	total := 3
+	tasks := []engine.Task{
+		{ID: engine.NewID("task"), Tenant: "acme", Kind: engine.TaskBackfill, State: engine.TaskRunning,
+			Params: engine.TaskParams{Since: migrateT0, Until: migrateT0.Add(time.Hour), Endpoint: late.ID}, Done: 4, Skipped: 1,
+			Errors: []engine.TaskError{{At: migrateT0.Add(time.Second), Message: "storage cannot write now; retry later"}},
+			By:     "admin", Started: migrateT0, Updated: migrateT0.Add(time.Minute), Cursor: "17", Owner: "node_x", LeaseUntil: migrateT0.Add(2 * time.Minute)},
+		{ID: engine.NewID("task"), Tenant: "beta", Kind: engine.TaskReplay, State: engine.TaskSucceeded,
+			Params: engine.TaskParams{Since: migrateT0}, Done: 3, Total: &total, Errors: []engine.TaskError{},
+			By: "token tok_x", Started: migrateT0, Updated: migrateT0.Add(time.Minute), Finished: migrateT0.Add(time.Minute)},
+		{ID: engine.NewID("task"), Kind: engine.TaskPurge, State: engine.TaskRunning, Params: engine.TaskParams{Tenant: "gone"},
+			Errors: []engine.TaskError{}, By: "admin", Started: migrateT0.Add(time.Hour), Updated: migrateT0.Add(time.Hour)},
+	}
+	for _, tk := range tasks {
+		must(db.CreateTask(ctx, tk, 0))
+	}
 	must(db.DeleteTenant(ctx, "gone", migrateT0.Add(time.Hour)))
 
-	src := source{endpoints: map[string][]engine.Endpoint{}, events: map[string][]engine.Event{}, dlvs: map[string][]engine.Delivery{},
+	src := source{tasks: tasks, endpoints: map[string][]engine.Endpoint{}, events: map[string][]engine.Event{}, dlvs: map[string][]engine.Delivery{},
 		tokens: map[[sha256.Size]byte]engine.AccessToken{}, idem: ingests}
 	states := map[engine.State]int{}
 	policies := map[engine.RetryPolicyName]int{}
@@ -298,7 +317,7 @@ func TestMigrate(t *testing.T) {
 	}
 	for _, want := range []string{
 		"tenants  3  =  3", "deleted tenants (still being purged)  1  =  1", "endpoints  6  =  6",
-		"events  9  =  9", "access tokens  2  =  2", "idempotency keys  3  =  3", "migration complete",
+		"events  9  =  9", "access tokens  2  =  2", "idempotency keys  3  =  3", "tasks  3  =  3", "migration complete",
 	} {
 		if !strings.Contains(squeeze(out), want) {
 			t.Errorf("the output has no %q:\n%s", want, out)
@@ -363,6 +382,11 @@ func TestMigrate(t *testing.T) {
 	for hash, want := range src.tokens {
 		if got, ok, err := pg.AccessTokenByHash(ctx, hash); err != nil || !ok || !reflect.DeepEqual(got, want) {
 			t.Errorf("token %x: %+v %v %v, want %+v", hash[:4], got, ok, err, want)
+		}
+	}
+	for _, want := range src.tasks {
+		if got, err := pg.Task(ctx, want.ID); err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("task %s: %+v %v, want %+v", want.ID, got, err, want)
 		}
 	}
 	for _, in := range src.idem {

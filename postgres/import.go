@@ -57,11 +57,11 @@ type Import struct {
 	conn   *pgxpool.Conn // holds the import's advisory lock
 	source string
 
-	tenants, sequences, types, endpoints, tokens, idempotency copyBatch
-	events                                                    []pendingEvent
-	eventBytes                                                int
-	wrote                                                     Counts
-	err                                                       error
+	tenants, sequences, types, endpoints, tokens, tasks, idempotency copyBatch
+	events                                                           []pendingEvent
+	eventBytes                                                       int
+	wrote                                                            Counts
+	err                                                              error
 
 	// KeepRefused, when set, is told of each event that ingest would
 	// refuse (engine.CheckEvent's error), which is then imported as it
@@ -76,6 +76,7 @@ type Import struct {
 type Counts struct {
 	Tenants, DeletedTenants, EventTypes, Endpoints, AccessTokens int
 	Events, Deliveries, IdempotencyKeys                          int
+	Tasks                                                        int
 }
 
 // importLock is the advisory lock (with the schema's hashtext) an import
@@ -100,7 +101,7 @@ var ErrCountMismatch = errors.New("the schema's row counts are not the source's"
 const metaMigration = "migration"
 
 // importTables are the tables an import fills (and a rerun empties).
-var importTables = []string{"tenants", "tenant_sequences", "event_types", "endpoints", "access_tokens", "events", "deliveries", "idempotency", "key_tails"}
+var importTables = []string{"tenants", "tenant_sequences", "event_types", "endpoints", "access_tokens", "events", "deliveries", "idempotency", "key_tails", "tasks"}
 
 // migrationMark is the value of meta's "migration" row.
 type migrationMark struct {
@@ -141,6 +142,7 @@ func (s *Store) Import(ctx context.Context, source string) (im *Import, restarte
 	im.types = copyBatch{table: "event_types", cols: []string{"name", "doc"}}
 	im.endpoints = copyBatch{table: "endpoints", cols: []string{"tenant_id", "id", "doc", "secrets"}}
 	im.tokens = copyBatch{table: "access_tokens", cols: []string{"hash", "tenant_id", "id", "expires", "doc"}}
+	im.tasks = copyBatch{table: "tasks", cols: []string{"id", "tenant_id", "state", "finished", "doc"}}
 	im.idempotency = copyBatch{table: "idempotency", cols: []string{"tenant_id", "key", "request_hash", "event_id", "expires"}}
 	return im, restarted, nil
 }
@@ -344,6 +346,19 @@ func (im *Import) AccessToken(hash [sha256.Size]byte, t engine.AccessToken) erro
 	return im.add(&im.tokens, len(doc), hash[:], t.TenantID, t.ID, t.Expires.UnixNano(), doc)
 }
 
+// Task imports a background task as it is stored: a running one keeps
+// its progress and its lease (long ended: the source is stopped), so the
+// first node to look claims it and goes on from its cursor.
+func (im *Import) Task(t engine.Task) error {
+	t = normalizeTask(t)
+	doc, err := encodeTask(t)
+	if err != nil {
+		return im.fail(err)
+	}
+	im.wrote.Tasks++
+	return im.add(&im.tasks, len(doc), t.ID, t.Tenant, string(t.State), finishedNS(t), doc)
+}
+
 // pendingEvent is an event waiting for its batch, with its deliveries'
 // rows but their event_seq (set when the batch's transaction is known).
 type pendingEvent struct {
@@ -470,7 +485,7 @@ func (im *Import) fail(err error) error {
 // with an error wrapping ErrCountMismatch and leaves the import marked
 // running. Close the import after.
 func (im *Import) Finish(want Counts) (Counts, error) {
-	for _, b := range []*copyBatch{&im.tenants, &im.sequences, &im.types, &im.endpoints, &im.tokens, &im.idempotency} {
+	for _, b := range []*copyBatch{&im.tenants, &im.sequences, &im.types, &im.endpoints, &im.tokens, &im.tasks, &im.idempotency} {
 		if err := im.flush(b); err != nil {
 			return Counts{}, err
 		}
@@ -497,8 +512,9 @@ func (im *Import) Finish(want Counts) (Counts, error) {
 			(SELECT count(*) FROM access_tokens),
 			(SELECT count(*) FROM events),
 			(SELECT count(*) FROM deliveries),
-			(SELECT count(*) FROM idempotency)`).Scan(&got.Tenants, &got.DeletedTenants, &got.EventTypes, &got.Endpoints,
-			&got.AccessTokens, &got.Events, &got.Deliveries, &got.IdempotencyKeys)
+			(SELECT count(*) FROM idempotency),
+			(SELECT count(*) FROM tasks)`).Scan(&got.Tenants, &got.DeletedTenants, &got.EventTypes, &got.Endpoints,
+			&got.AccessTokens, &got.Events, &got.Deliveries, &got.IdempotencyKeys, &got.Tasks)
 		if err != nil {
 			return err
 		}

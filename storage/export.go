@@ -38,6 +38,9 @@ type ExportSink interface {
 	// AccessToken is a tenant access token under hash, the token's
 	// SHA-256 (the token itself is never stored).
 	AccessToken(hash [sha256.Size]byte, t engine.AccessToken) error
+	// Task is a background task, as stored (a running one with its
+	// progress and lease: the target's runner resumes it).
+	Task(engine.Task) error
 	// Event is an event, in log order, its Seq its place in this file's
 	// log and its Body the stored bytes verbatim, with its deliveries
 	// (every state, with their attempts and replays) in ID order.
@@ -51,13 +54,14 @@ type ExportSink interface {
 type ExportCounts struct {
 	Tenants, DeletedTenants, EventTypes, Endpoints, AccessTokens int
 	Events, Deliveries, IdempotencyKeys                          int
+	Tasks                                                        int
 }
 
 // Export reads everything of the stopped database file at path that a
 // copy into another store needs, in one read transaction, and hands it to
 // sink: tenants (and tenants deleted but not purged yet), the event-type
-// catalogue, endpoints, access tokens, events in log order with their
-// deliveries, and idempotency records. It never writes to the file.
+// catalogue, endpoints, access tokens, tasks, events in log order with
+// their deliveries, and idempotency records. It never writes to the file.
 //
 // The file is opened read-only under its shared lock (opts.LockTimeout;
 // the other fields of opts but SecretKey are ignored): while a webhookd
@@ -192,6 +196,17 @@ func exportAll(tx *bolt.Tx, sealer *sealing.Sealer, sink ExportSink, n *ExportCo
 		}
 		n.AccessTokens++
 		return sink.AccessToken([sha256.Size]byte(k), t)
+	})
+	if err != nil {
+		return err
+	}
+	err = forEach(tx, bucketTasks, func(k, v []byte) error {
+		t, err := decodeTask(v)
+		if err != nil {
+			return fmt.Errorf("task %q: %w", k, err)
+		}
+		n.Tasks++
+		return sink.Task(t)
 	})
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ type recordingSink struct {
 	types       []engine.EventType
 	endpoints   []engine.Endpoint
 	tokens      map[[sha256.Size]byte]engine.AccessToken
+	tasks       []engine.Task
 	events      []engine.Event
 	deliveries  map[string][]engine.Delivery
 	idempotency []idemRow
@@ -56,6 +57,10 @@ func (r *recordingSink) Endpoint(ep engine.Endpoint) error {
 }
 func (r *recordingSink) AccessToken(h [sha256.Size]byte, t engine.AccessToken) error {
 	r.tokens[h] = t
+	return nil
+}
+func (r *recordingSink) Task(t engine.Task) error {
+	r.tasks = append(r.tasks, t)
 	return nil
 }
 func (r *recordingSink) Event(ev engine.Event, ds []engine.Delivery) error {
@@ -121,6 +126,15 @@ func TestExport(t *testing.T) {
 	if err := db.CreateAccessToken(ctx, hash, tok); err != nil {
 		t.Fatal(err)
 	}
+	running := sampleTask
+	running.State, running.Finished, running.Error = engine.TaskRunning, time.Time{}, ""
+	purge := engine.Task{ID: engine.NewID("task"), Kind: engine.TaskPurge, State: engine.TaskRunning, Params: engine.TaskParams{Tenant: "gone"},
+		Started: t0, Updated: t0, Errors: []engine.TaskError{}}
+	for _, tk := range []engine.Task{running, purge} {
+		if err := db.CreateTask(ctx, tk, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := db.DeleteTenant(ctx, "gone", t0.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +170,7 @@ func TestExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (ExportCounts{Tenants: 1, DeletedTenants: 1, EventTypes: 1, Endpoints: 1, AccessTokens: 1, Events: 4, Deliveries: 4, IdempotencyKeys: 1}); n != want {
+	if want := (ExportCounts{Tenants: 1, DeletedTenants: 1, EventTypes: 1, Endpoints: 1, AccessTokens: 1, Events: 4, Deliveries: 4, IdempotencyKeys: 1, Tasks: 2}); n != want {
 		t.Errorf("counts %+v, want %+v", n, want)
 	}
 	if !reflect.DeepEqual(sink.tenants, wantTenants) {
@@ -171,6 +185,9 @@ func TestExport(t *testing.T) {
 	if !reflect.DeepEqual(sink.endpoints, wantEndpoints) || sink.endpoints[0].Secrets[0].Key != ep.Secrets[0].Key ||
 		len(sink.endpoints[0].Headers) != 1 || sink.endpoints[0].Headers[0].Value != "Bearer exported-in-plain" || sink.endpoints[0].RateLimit.IsZero() {
 		t.Errorf("endpoints %+v, want %+v with its secret in plain", sink.endpoints, wantEndpoints)
+	}
+	if want := []engine.Task{running, purge}; !reflect.DeepEqual(sink.tasks, want) {
+		t.Errorf("tasks %+v, want %+v, running as they were", sink.tasks, want)
 	}
 	if got := sink.tokens[hash]; !reflect.DeepEqual(got, tok) {
 		t.Errorf("token %+v, want %+v", got, tok)
