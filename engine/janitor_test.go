@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/engine"
+	"github.com/webhookd/webhookd/engine/memstore"
 	"github.com/webhookd/webhookd/storage"
 )
 
@@ -76,8 +77,9 @@ func testJanitor(t *testing.T) {
 			t.Fatalf("PutTenant of deleted %s: %v (%s)", tenant, err, why)
 		}
 	}
-	// Deleted before Start: Start's own purge frees it.
-	if err := svc.DeleteTenant(ctx, "gone", false); err != nil {
+	// Deleted before Start (by the store: a Service's DeleteTenant purges
+	// in a task of its own): Start's own purge frees it.
+	if err := db.DeleteTenant(ctx, "gone", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	j.Start()
@@ -85,7 +87,7 @@ func testJanitor(t *testing.T) {
 	free("gone", "the purge at Start did not run")
 	// Deleted after that purge, an hour before the next pass: only Wake
 	// frees it in time.
-	if err := svc.DeleteTenant(ctx, "gone", false); err != nil {
+	if err := db.DeleteTenant(ctx, "gone", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	j.Wake()
@@ -93,5 +95,45 @@ func testJanitor(t *testing.T) {
 	j.Stop() // twice is safe
 	if err := db.Check(); err != nil {
 		t.Errorf("Check: %v", err)
+	}
+}
+
+// TestJanitor_PrunesTasks: a pass deletes the tasks that finished before
+// [retention] tasks, and keeps the newer ones and every running one,
+// however old.
+func TestJanitor_PrunesTasks(t *testing.T) {
+	ctx := context.Background()
+	db := memstore.New()
+	svc := engine.NewService(db, nil, engine.ServiceOptions{})
+	if _, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	keep := 24 * time.Hour
+	task := func(state engine.TaskState, finished time.Time) engine.Task {
+		tk := engine.Task{ID: engine.NewID("task"), Tenant: "acme", Kind: engine.TaskReplay, State: state,
+			Started: now.Add(-100 * keep), Updated: finished, Finished: finished, Errors: []engine.TaskError{}}
+		if err := db.CreateTask(ctx, tk, 0); err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	old := task(engine.TaskSucceeded, now.Add(-keep-time.Minute))
+	failed := task(engine.TaskFailed, now.Add(-keep-time.Minute))
+	young := task(engine.TaskSucceeded, now.Add(-keep+time.Minute))
+	running := task(engine.TaskRunning, time.Time{})
+	j := engine.NewJanitor(db, engine.JanitorOptions{Tasks: keep})
+	if err := j.RunOnce(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range []engine.Task{old, failed} {
+		if _, err := db.Task(ctx, tk.ID); engine.ErrorCode(err) != engine.CodeTaskNotFound {
+			t.Errorf("a task that finished before retention: %v, want it pruned", err)
+		}
+	}
+	for _, tk := range []engine.Task{young, running} {
+		if _, err := db.Task(ctx, tk.ID); err != nil {
+			t.Errorf("a %s task within retention, or running: %v", tk.State, err)
+		}
 	}
 }

@@ -31,9 +31,10 @@ type AlertOptions struct {
 }
 
 // Node is the engine of one webhookd process, wired once for every way
-// webhookd runs (serve, bench): the Service the API calls, the Dispatcher
-// that makes the attempts, the operational events and the Janitor. Start and
-// Stop run them all, in one order.
+// webhookd runs (serve, bench): the Service the API calls and its
+// background tasks, the Dispatcher that makes the attempts, the
+// operational events and the Janitor. Start and Stop run them all, in one
+// order.
 type Node struct {
 	Service    *Service
 	Dispatcher *Dispatcher
@@ -72,14 +73,11 @@ func NewNode(store Store, opts NodeOptions) *Node {
 	}
 	n.Dispatcher = NewDispatcher(store, dopts)
 	sopts := opts.Service
-	if n.janitor != nil {
-		deleted := sopts.TenantDeleted
-		sopts.TenantDeleted = func(tenant string) {
-			n.janitor.Wake()
-			if deleted != nil {
-				deleted(tenant)
-			}
-		}
+	if _, shared := dopts.Scheduler.(SharedScheduler); shared {
+		sopts.Tasks.Shared = true // other processes run tasks on the store
+	}
+	if sopts.Tasks.Logger == nil {
+		sopts.Tasks.Logger = opts.Logger
 	}
 	n.Service = NewService(store, n.Dispatcher, sopts)
 	n.ops = NewOperationalSink(n.Service, func(err error) { n.log.Warn("operational event", "err", err) })
@@ -94,7 +92,8 @@ func (n *Node) raise(a Alert) {
 
 // Start runs the node: the [alerts] endpoint made sure of (or deleted
 // without [alerts]), the operational events, the dispatcher (its
-// recovery included: Start returns after it) and the janitor.
+// recovery included: Start returns after it), the tasks left running
+// (Service.ResumeTasks) and the janitor.
 func (n *Node) Start(ctx context.Context) error {
 	if n.alertTo != nil {
 		if err := n.Service.EnsureOperatorEndpoint(ctx, n.alertTo.URL, n.alertTo.Secret); err != nil {
@@ -108,22 +107,31 @@ func (n *Node) Start(ctx context.Context) error {
 		n.ops.Stop()
 		return fmt.Errorf("start dispatcher: %w", err)
 	}
+	if resumed, err := n.Service.ResumeTasks(ctx); err != nil {
+		n.Dispatcher.Stop(context.WithoutCancel(ctx))
+		n.ops.Stop()
+		return err
+	} else if resumed > 0 {
+		n.log.Info("tasks resumed", "count", resumed)
+	}
 	if n.janitor != nil {
 		n.janitor.Start()
 	}
 	return nil
 }
 
-// Stop stops the node softly, in this order: the dispatcher (attempts in
-// flight finish and their outcomes are recorded), then the operational
-// events (the sink stores those queued, the last attempts' among them),
-// then the janitor (its
+// Stop stops the node softly, in this order: the tasks (each after its
+// step under way, left running in the store for the next process), the
+// dispatcher (attempts in flight finish and their outcomes are
+// recorded), then the operational events (the sink stores those queued,
+// the last attempts' and tasks' among them), then the janitor (its
 // transaction under way ends). Each waits only until ctx ends: then Stop
 // returns ctx's error, joined with what each part left running (see
 // Dispatcher.Stop). The store is the caller's to close after. Safe to
 // call twice, and before Start.
 func (n *Node) Stop(ctx context.Context) error {
-	err := n.Dispatcher.Stop(ctx)
+	err := n.Service.StopTasks(ctx)
+	err = errors.Join(err, n.Dispatcher.Stop(ctx))
 	err = errors.Join(err, n.ops.stopWithin(ctx))
 	if n.janitor != nil {
 		err = errors.Join(err, n.janitor.stopWithin(ctx))

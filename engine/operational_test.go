@@ -76,7 +76,7 @@ func wantEvents(t *testing.T, got []opEvent, ep string, types ...string) []opEve
 		if ev.Data["tenant"] != "acme" {
 			t.Errorf("%s is about tenant %v, want acme", ev.Type, ev.Data["tenant"])
 		}
-		if ev.Type != engine.OpTenantDeleted && ev.Data["endpoint_id"] != ep {
+		if ev.Type != engine.OpTenantDeleted && ev.Type != engine.OpTaskFinished && ev.Data["endpoint_id"] != ep {
 			t.Errorf("%s is about endpoint %v, want %s", ev.Type, ev.Data["endpoint_id"], ep)
 		}
 		if at, _ := ev.Data["at"].(string); !milliseconds.MatchString(at) {
@@ -183,11 +183,16 @@ func TestOperational_EventsOfActions(t *testing.T) {
 		if err := svc.DeleteEndpoint(ctx, "acme", ep.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := svc.DeleteTenant(ctx, "acme", true); err != nil {
+		purge, err := svc.DeleteTenant(ctx, "acme", true, "admin")
+		if err != nil {
 			t.Fatal(err)
 		}
 		settle()
-		wantEvents(t, rc.take(), ep.ID, engine.OpEndpointDeleted, engine.OpTenantDeleted)
+		// The deletion, then its purge's task as it ends.
+		evs = wantEvents(t, rc.take(), ep.ID, engine.OpEndpointDeleted, engine.OpTenantDeleted, engine.OpTaskFinished)
+		if evs[1].Data["task_id"] != purge.ID || evs[2].Data["task_id"] != purge.ID || evs[2].Data["kind"] != "tenant.purge" || evs[2].Data["state"] != "succeeded" {
+			t.Errorf("tenant.deleted %v and task.finished %v, want both to name the purge %s", evs[1].Data, evs[2].Data, purge.ID)
+		}
 	})
 }
 

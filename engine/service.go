@@ -31,6 +31,8 @@ type Service struct {
 	schemas        *Schemas      // the catalogue's schemas, compiled (ServiceOptions.Schemas)
 
 	ops *OperationalSink // where emitOperational queues; nil: nothing is emitted
+
+	tasks *taskRunner // runs the background tasks (taskrunner.go)
 }
 
 // ServiceOptions configure a Service. The zero value of each field means the
@@ -85,7 +87,7 @@ type ServiceOptions struct {
 	TenantIngestBurst int
 
 	// TenantDeleted, when set, is told of every tenant DeleteTenant
-	// deleted, after the store did (main wakes the purge with it). It
+	// deleted, after the store did (its purge task is about to run). It
 	// must not block.
 	TenantDeleted func(tenant string)
 
@@ -104,6 +106,9 @@ type ServiceOptions struct {
 	// deprecated type stored (not an idempotent repeat): main counts
 	// them (webhookd_deprecated_events_total). It must not block.
 	DeprecatedEvent func(eventType string)
+	// Tasks configure the background tasks (tasks.go): their bound per
+	// tenant, their lease, whether the store is shared.
+	Tasks TaskOptions
 }
 
 // NewService returns a Service over store that hands work to disp.
@@ -131,6 +136,7 @@ func NewService(store Store, disp *Dispatcher, opts ServiceOptions) *Service {
 		}
 	}
 	s := &Service{store: store, disp: disp, opts: opts, schemas: NewSchemas(opts.Schemas)}
+	s.tasks = newTaskRunner(s, opts.Tasks)
 	s.ingestRates.init(opts.TenantIngestRate, opts.TenantIngestBurst)
 	s.testEventRates.init(1/TestEventInterval.Seconds(), TestEventBurst)
 	return s

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -178,3 +179,109 @@ func TaskLimitReached(limit int) *Error {
 
 // Ended reports whether t has ended: succeeded or failed.
 func (t Task) Ended() bool { return t.State == TaskSucceeded || t.State == TaskFailed }
+
+// StartReplay stores a task that replays tenant's dead letters that died
+// in [since, until) (until zero, or after now: now), of endpointID when
+// set, and runs it in the background (replayStep), recording each replay
+// with by; it returns the task as stored, running. The range and the
+// endpoint are checked first, as ReplayDeadLetters checks them
+// (CodeInvalidField naming since or until, CodeEndpointNotFound naming
+// endpoint), and a tenant at its bound of running tasks is refused
+// (CodeLimitReached). A dead letter that dies again while the task runs
+// died after until, so the task does not replay it twice.
+func (s *Service) StartReplay(ctx context.Context, tenant string, since, until time.Time, endpointID, by string) (Task, error) {
+	if _, err := s.Tenant(ctx, tenant); err != nil {
+		return Task{}, err
+	}
+	since, until, err := s.timeRange(since, until)
+	if err != nil {
+		return Task{}, err
+	}
+	if now := s.now(); until.After(now) {
+		until = now
+	}
+	if endpointID != "" {
+		if _, err := s.Endpoint(ctx, tenant, endpointID); err != nil {
+			return Task{}, Errorf(CodeEndpointNotFound, "endpoint", "no such endpoint")
+		}
+	}
+	return s.tasks.create(ctx, s.tasks.newTask(tenant, TaskReplay, TaskParams{Since: since, Until: until, Endpoint: endpointID}, by))
+}
+
+// StartBackfill stores a task that backfills endpoint endpointID of
+// tenant with the events of [since, until) (until zero: now), as
+// Backfill does, and runs it in the background (backfillStep); it
+// returns the task as stored, running. Unlike Backfill it leaves nothing
+// for a later call: at a pending bound it waits for the backlog to go
+// down (Task.Waiting) and goes on. The range and the endpoint are
+// checked first (CodeInvalidField naming since or until,
+// CodeEndpointNotFound), and a tenant at its bound of running tasks is
+// refused (CodeLimitReached).
+func (s *Service) StartBackfill(ctx context.Context, tenant, endpointID string, since, until time.Time, by string) (Task, error) {
+	if _, err := s.Tenant(ctx, tenant); err != nil {
+		return Task{}, err
+	}
+	since, until, err := s.timeRange(since, until)
+	if err != nil {
+		return Task{}, err
+	}
+	if _, err := s.Endpoint(ctx, tenant, endpointID); err != nil {
+		return Task{}, err
+	}
+	return s.tasks.create(ctx, s.tasks.newTask(tenant, TaskBackfill, TaskParams{Since: since, Until: until, Endpoint: endpointID}, by))
+}
+
+// Task returns task id, of any tenant or the operator's (an admin's
+// read); TaskNotFound.
+func (s *Service) Task(ctx context.Context, id string) (Task, error) {
+	if !validTaskID(id) {
+		return Task{}, TaskNotFound()
+	}
+	return s.store.Task(ctx, id)
+}
+
+// TenantTask returns task id of tenant; TaskNotFound when tenant has no
+// such task (another tenant's, or the operator's, included).
+func (s *Service) TenantTask(ctx context.Context, tenant, id string) (Task, error) {
+	if _, err := s.Tenant(ctx, tenant); err != nil {
+		return Task{}, err
+	}
+	t, err := s.Task(ctx, id)
+	if err != nil {
+		return Task{}, err
+	}
+	if t.Tenant != tenant {
+		return Task{}, TaskNotFound()
+	}
+	return t, nil
+}
+
+// Tasks pages through every task, the operator's included, newest first
+// (an admin's listing); TenantTasks through one tenant's. The cursor is
+// one a page returned ("": the first page); limit 0 is DefaultPageLimit.
+func (s *Service) Tasks(ctx context.Context, cursor string, limit int) ([]Task, string, error) {
+	return s.listTasks(ctx, TaskFilter{Cursor: cursor, Limit: limit})
+}
+
+// TenantTasks pages through tenant's tasks, newest first.
+func (s *Service) TenantTasks(ctx context.Context, tenant, cursor string, limit int) ([]Task, string, error) {
+	if _, err := s.Tenant(ctx, tenant); err != nil {
+		return nil, "", err
+	}
+	return s.listTasks(ctx, TaskFilter{Tenant: tenant, Cursor: cursor, Limit: limit})
+}
+
+func (s *Service) listTasks(ctx context.Context, f TaskFilter) ([]Task, string, error) {
+	if f.Limit, _ = pageLimit(f.Limit); f.Limit == 0 {
+		return nil, "", Errorf(CodeInvalidField, "limit", "limit must be from 1 to %d", MaxPageLimit)
+	}
+	if f.Cursor != "" && !validTaskID(f.Cursor) {
+		return nil, "", InvalidCursor()
+	}
+	return s.store.ListTasks(ctx, f)
+}
+
+// validTaskID reports whether id is shaped like a task's ID (NewID("task")).
+func validTaskID(id string) bool {
+	return strings.HasPrefix(id, "task_") && validID(id)
+}

@@ -96,46 +96,57 @@ func (s *Service) checkTenantRate(tenant string) error {
 }
 
 // DeleteTenant deletes tenant: at once its record, endpoints and access
-// tokens (the API knows it no more, and its ingest is refused), and soon
-// after, in small steps, its events, deliveries, dead letters and
-// idempotency keys; until those are gone the id cannot be used again
-// (CodeTenantDeleting). While the tenant has deliveries that are not
-// final (its backlog, backlog.go: pending, waiting behind their line's
-// head, paused for a disabled endpoint, or dead and blocking their
-// line), deletion would drop them and is refused with
+// tokens (the API knows it no more, and its ingest is refused), and
+// after, in small steps, its events, deliveries, dead letters,
+// idempotency keys and tasks, by the task it returns (TaskPurge, the
+// operator's, running; purgeStep); until those are gone the id cannot
+// be used again (CodeTenantDeleting). While the tenant has deliveries
+// that are not final (its backlog, backlog.go: pending, waiting behind
+// their line's head, paused for a disabled endpoint, or dead and
+// blocking their line), deletion would drop them and is refused with
 // CodePendingDeliveries, which counts each, unless force: then they are
 // dropped, never attempted again. Its other dead letters go with the
-// tenant either way.
-func (s *Service) DeleteTenant(ctx context.Context, tenant string, force bool) error {
+// tenant either way. by is who asks ("": "admin").
+//
+// The task is stored before the tenant is deleted, so that a purge never
+// goes untracked; a process that stops between the two leaves a task
+// that fails, saying the tenant was not deleted, when it resumes.
+func (s *Service) DeleteTenant(ctx context.Context, tenant string, force bool, by string) (Task, error) {
 	if err := ValidateTenantID(tenant); err != nil {
-		return TenantNotFound()
+		return Task{}, TenantNotFound()
 	}
 	if _, err := s.store.Tenant(ctx, tenant); err != nil {
-		return err
+		return Task{}, err
 	}
 	if !force {
 		var b Backlog
 		var err error
 		if b.Held, _, err = s.store.Held(ctx, tenant); err != nil {
-			return err
+			return Task{}, err
 		}
 		if s.disp != nil {
 			b.Pending = s.disp.TenantPending(tenant)
 		}
 		if n := b.Total(); n > 0 {
-			return Errorf(CodePendingDeliveries, "", "tenant %s has %d deliveries not yet delivered or dead (%s); deleting it would drop them: wait until they are delivered or dead (replay or skip a blocking one, enable a disabled endpoint), or delete with ?force=true", tenant, n, b)
+			return Task{}, Errorf(CodePendingDeliveries, "", "tenant %s has %d deliveries not yet delivered or dead (%s); deleting it would drop them: wait until they are delivered or dead (replay or skip a blocking one, enable a disabled endpoint), or delete with ?force=true", tenant, n, b)
 		}
+	}
+	t := s.tasks.newTask("", TaskPurge, TaskParams{Tenant: tenant, Force: force}, by)
+	if err := s.store.CreateTask(ctx, t, 0); err != nil {
+		return Task{}, err
 	}
 	now := s.now()
 	if err := s.store.DeleteTenant(ctx, tenant, now); err != nil {
-		return err
+		s.tasks.finish(t, err) // it has nothing to purge: it ends failed, as the request does
+		return Task{}, err
 	}
-	s.emitOperational(ctx, OpTenantDeleted, map[string]any{"tenant": tenant, "force": force, "at": now})
+	s.emitOperational(ctx, OpTenantDeleted, map[string]any{"tenant": tenant, "force": force, "task_id": t.ID, "at": now})
 	if s.disp != nil {
 		s.disp.ForgetTenant(tenant)
 	}
 	if s.opts.TenantDeleted != nil {
 		s.opts.TenantDeleted(tenant)
 	}
-	return nil
+	s.tasks.run(t)
+	return t, nil
 }

@@ -65,7 +65,8 @@ func newAPIEnv(t *testing.T) *apiEnv {
 			t.Error(err)
 		}
 	})
-	svc := engine.NewService(db, nil, engine.ServiceOptions{LookupHost: publicLookup}) // no DNS in tests
+	svc := engine.NewService(db, nil, engine.ServiceOptions{LookupHost: publicLookup, Tasks: engine.TaskOptions{MaxPerTenant: maxTasks}}) // no DNS in tests
+	t.Cleanup(func() { svc.StopTasks(context.Background()) })                                                                             // before the store closes
 	logs := new(syncBuffer)
 	h := httpapi.New(svc, httpapi.Options{
 		Tokens:  []string{"another-token", testToken},
@@ -248,7 +249,7 @@ func (e *apiEnv) fixture() endpointJSON {
 func (e *apiEnv) snapshot() string {
 	e.t.Helper()
 	var b strings.Builder
-	for _, p := range []string{"/v1/tenants/acme", "/v1/event-types", "/v1/tenants/acme/endpoints", "/v1/tenants/acme/dead-letters", "/v1/tenants/nobody"} {
+	for _, p := range []string{"/v1/tenants/acme", "/v1/event-types", "/v1/tenants/acme/endpoints", "/v1/tenants/acme/dead-letters", "/v1/tenants/nobody", "/v1/tasks"} {
 		r := e.do(req{method: "GET", path: p})
 		b.WriteString(p + " " + http.StatusText(r.status) + " " + string(r.body) + "\n")
 	}

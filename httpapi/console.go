@@ -167,6 +167,8 @@ func (s *server) consoleRoutes() {
 	s.handle("POST", "/console/operational-endpoints/:id/enable", s.consoleOperator(s.handleConsoleEnableOperational))
 	s.handle("POST", "/console/operational-endpoints/:id/rotate", s.consoleOperator(s.handleConsoleRotateOperational))
 	s.handle("POST", "/console/operational-endpoints/:id/delete", s.consoleOperator(s.handleConsoleDeleteOperational))
+	s.handle("GET", "/console/tasks", s.consoleSession(s.handleTasksPage))
+	s.handle("GET", "/console/tasks/:id", s.consoleSession(s.handleTaskPage))
 
 	s.handle("GET", "/console/t/:tenant/endpoints", s.consoleTenant(s.handleEndpointsPage))
 	s.handle("POST", "/console/t/:tenant/endpoints", s.consoleTenant(s.handleConsoleCreateEndpoint))
@@ -191,6 +193,8 @@ func (s *server) consoleRoutes() {
 	s.handle("POST", "/console/t/:tenant/replay-selected", s.consoleTenant(s.handleConsoleReplaySelected))
 	s.handle("GET", "/console/t/:tenant/events", s.consoleTenant(s.handleEventsPage))
 	s.handle("GET", "/console/t/:tenant/events/:id", s.consoleTenant(s.handleEventPage))
+	s.handle("GET", "/console/t/:tenant/tasks", s.consoleTenant(s.handleTenantTasksPage))
+	s.handle("GET", "/console/t/:tenant/tasks/:id", s.consoleTenant(s.handleTenantTaskPage))
 }
 
 // visit is one console request of a logged-in principal.
@@ -378,7 +382,7 @@ func (c *console) cookie(r *http.Request, name, value string) *http.Cookie {
 // page is what every console template gets.
 type page struct {
 	Title  string
-	Nav    string        // the active tab: endpoints, event-types, deliveries, dead-letters, report, tenants, operational
+	Nav    string        // the active tab: endpoints, event-types, deliveries, dead-letters, report, tasks, tenants, all-tasks, operational
 	Tenant engine.Tenant // zero outside a tenant's pages
 	Who    string        // who is logged in, for the header; "" when nobody
 	Admin  bool          // the principal may pick any tenant
@@ -708,6 +712,7 @@ var consoleFuncs = template.FuncMap{
 	"count":  countOf,
 	"wrap":   wrapAt,
 	"join":   strings.Join,
+	"kind":   taskKind,
 	"epLabel": func(e *engine.Endpoint) string {
 		if e.Description == "" {
 			return shorten(e.URL, 60)

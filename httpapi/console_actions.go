@@ -93,8 +93,9 @@ func (s *server) handleConsoleSkip(w http.ResponseWriter, r *http.Request, ps ht
 	redirectNotice(w, r, tenantPath(v.tenant.ID, "deliveries", d.ID), "skipped", -1)
 }
 
-// handleConsoleReplayRange replays the dead letters that died in
-// [since, until) (until empty: now), of one endpoint when chosen.
+// handleConsoleReplayRange starts the replay of the dead letters that
+// died in [since, until) (until empty: now), of one endpoint when
+// chosen, and goes to its task's page.
 func (s *server) handleConsoleReplayRange(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
 	since, err := parseFormTime("since", r.PostForm.Get("since"))
 	if err == nil && since.IsZero() {
@@ -104,20 +105,20 @@ func (s *server) handleConsoleReplayRange(w http.ResponseWriter, r *http.Request
 	if err == nil {
 		until, err = parseFormTime("until", r.PostForm.Get("until"))
 	}
-	var n int
+	var t engine.Task
 	if err == nil {
-		n, err = s.svc.ReplayDeadLetters(r.Context(), v.tenant.ID, since, until, r.PostForm.Get("endpoint"), v.p.name)
+		t, err = s.svc.StartReplay(r.Context(), v.tenant.ID, since, until, r.PostForm.Get("endpoint"), v.p.name)
 	}
 	if err != nil {
 		s.consoleError(w, r, v, err)
 		return
 	}
-	redirectNotice(w, r, tenantPath(v.tenant.ID, "dead-letters"), "replayed", n)
+	s.logTaskStarted(r, "dead letters replay started", t)
+	redirectNotice(w, r, tenantPath(v.tenant.ID, "tasks", t.ID), "replay-started", -1)
 }
 
-// handleConsoleBackfill backfills an endpoint over [since, until)
-// (until empty: now) and goes back to its page with how many deliveries
-// it made, and whether the pending bound left some for later.
+// handleConsoleBackfill starts the backfill of an endpoint over [since,
+// until) (until empty: now) and goes to its task's page.
 func (s *server) handleConsoleBackfill(w http.ResponseWriter, r *http.Request, ps httprouter.Params, v *visit) {
 	since, err := parseFormTime("since", r.PostForm.Get("since"))
 	if err == nil && since.IsZero() {
@@ -127,19 +128,16 @@ func (s *server) handleConsoleBackfill(w http.ResponseWriter, r *http.Request, p
 	if err == nil {
 		until, err = parseFormTime("until", r.PostForm.Get("until"))
 	}
-	var res engine.BackfillCounts
+	var t engine.Task
 	if err == nil {
-		res, err = s.backfill(r.Context(), v.tenant.ID, ps.ByName("id"), since, until, v.p.name)
+		t, err = s.svc.StartBackfill(r.Context(), v.tenant.ID, ps.ByName("id"), since, until, v.p.name)
 	}
 	if err != nil {
 		s.consoleError(w, r, v, err)
 		return
 	}
-	m := "backfilled"
-	if res.Remaining > 0 {
-		m = "backfilled-some"
-	}
-	redirectNotice(w, r, tenantPath(v.tenant.ID, "endpoints", ps.ByName("id"), "edit"), m, res.Created)
+	s.logTaskStarted(r, "endpoint backfill started", t)
+	redirectNotice(w, r, tenantPath(v.tenant.ID, "tasks", t.ID), "backfill-started", -1)
 }
 
 // rotatedData is the page that shows a rotated secret, once.

@@ -11,9 +11,11 @@ import (
 )
 
 // TestConsole_Backfill: the endpoint's page has a Backfill form (since
-// and until as datetime-local, a confirm); it makes the deliveries the
-// endpoint is missing and comes back with how many, a second press makes
-// none, and a missing since is the form's error and changes nothing.
+// and until as datetime-local, a confirm); it starts a task that makes
+// the deliveries the endpoint is missing and goes to the task's page,
+// which shows how many, as the tenant's tasks page lists it; a second
+// press makes none, and a missing since is the form's error and changes
+// nothing.
 func TestConsole_Backfill(t *testing.T) {
 	e := newConsoleEnv(t)
 	since := time.Now().UTC().Add(-time.Minute)
@@ -45,23 +47,35 @@ func TestConsole_Backfill(t *testing.T) {
 
 	form := url.Values{"csrf": {csrf}, "since": {since.Format("2006-01-02T15:04:05")}}
 	p := post(form)
-	if p.status != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/console/t/acme/endpoints/"+late.ID+"/edit?") {
-		t.Fatalf("backfill: %d to %q\n%s", p.status, p.header.Get("Location"), p.body)
+	loc := p.header.Get("Location")
+	if p.status != http.StatusSeeOther || !strings.HasPrefix(loc, "/console/t/acme/tasks/task_") || !strings.Contains(loc, "m=backfill-started") {
+		t.Fatalf("backfill: %d to %q\n%s", p.status, loc, p.body)
 	}
+	taskPage := strings.SplitN(loc, "?", 2)[0]
+	id := strings.TrimPrefix(taskPage, "/console/t/acme/tasks/")
+	e.waitTask(taskJSON{ID: id, location: "/v1/tenants/acme/tasks/" + id})
 	var page struct{ Data []struct{ ID string } }
 	e.must(req{method: "GET", path: "/v1/tenants/acme/deliveries?endpoint=" + late.ID}, 200, &page)
 	if len(page.Data) < 2 { // the two above, and any the fixture ingested
 		t.Errorf("%d deliveries to the endpoint after a backfill, want at least 2", len(page.Data))
 	}
-	want := "Backfill: deliveries made for the events of the range this endpoint had none for: " + strconv.Itoa(len(page.Data)) + "."
-	if back := b.get(p.header.Get("Location")); !strings.Contains(back.body, want) {
-		t.Errorf("the page after a backfill does not say %q:\n%s", want, back.body)
+	back := b.get(loc)
+	for _, want := range []string{"Backfill started", "Backfill of an endpoint", `id="task-state">succeeded<`, `id="task-done">` + strconv.Itoa(len(page.Data)) + " deliveries made", late.ID} {
+		if !strings.Contains(back.body, want) {
+			t.Errorf("the task's page does not say %q:\n%s", want, back.body)
+		}
+	}
+	if p := b.get("/console/t/acme/tasks"); !strings.Contains(p.body, `data-task="`+id+`"`) {
+		t.Errorf("the tenant's tasks page does not list the backfill:\n%s", p.body)
 	}
 	p = post(form)
-	if back := b.get(p.header.Get("Location")); !strings.Contains(back.body, "had none for: 0.") {
+	second := p.header.Get("Location")
+	sid := strings.TrimPrefix(strings.SplitN(second, "?", 2)[0], "/console/t/acme/tasks/")
+	e.waitTask(taskJSON{ID: sid, location: "/v1/tenants/acme/tasks/" + sid})
+	if back := b.get(second); !strings.Contains(back.body, `id="task-done">0 deliveries made`) || !strings.Contains(back.body, `id="task-skipped">`+strconv.Itoa(len(page.Data))) {
 		t.Errorf("a second backfill does not say none were made:\n%s", back.body)
 	}
-	if !strings.Contains(e.logs.String(), "endpoint backfilled") {
+	if !strings.Contains(e.logs.String(), "endpoint backfill started") {
 		t.Errorf("the operator's log has no line for the console's backfill:\n%s", e.logs.String())
 	}
 }

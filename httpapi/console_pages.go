@@ -27,18 +27,17 @@ var noticeMessages = map[string]string{
 	"skipped":           "Skipped: its line goes on without it; the next delivery of the line is sent now.",
 	"endpoint-updated":  "Endpoint saved.",
 	"tenant-created":    "Tenant created. Add its endpoints with POST /v1/tenants/{tenant}/endpoints; give its people a portal link or an access token.",
-	"replayed":          "Range replay: dead letters queued for a new delivery cycle: %d.",
+	"replay-started":    "Range replay started: this page shows how far it got as it goes. Each dead letter of the range starts a new delivery cycle; one replayed is no longer dead, so starting it twice sends nothing twice.",
 	"replayed-selected": "Replayed the selected deliveries: %d, each in a new delivery cycle (one of an ordered line in its line's order).",
 	"disabled":          "Endpoint disabled: its deliveries are held (paused) until it is enabled again.",
 	"enabled-held":      "Endpoint enabled: held deliveries queued for delivery: %d.",
 	"enabled-new":       "Endpoint enabled from now on: held deliveries moved to the dead letters, where each can still be replayed: %d.",
 	"endpoint-deleted":  "Endpoint deleted: its deliveries that were not finished end dead, \"endpoint deleted\"; its delivery history stays.",
 	"test-sent":         "Test event sent to this endpoint only, through the normal path: signed, retried, and marked test here and in the API.",
-	"backfilled":        "Backfill: deliveries made for the events of the range this endpoint had none for: %d. Each starts a delivery cycle now; pressing again makes none twice.",
-	"backfilled-some":   "Backfill: deliveries made: %d. The tenant's bound of deliveries not yet delivered was reached before the rest of the range: press Backfill again once these are delivered.",
 	"op-disabled":       "Operational endpoint disabled: its events are held until it is enabled again.",
 	"op-enabled":        "Operational endpoint enabled.",
 	"op-deleted":        "Operational endpoint deleted: its events not yet delivered end dead, \"endpoint deleted\".",
+	"backfill-started":  "Backfill started: this page shows how far it got as it goes. It makes a delivery for each event of the range the endpoint had none for, each starting a delivery cycle; starting it twice makes none twice.",
 }
 
 // notice returns the notice for r's ?m= and ?n=, "" when there is none.

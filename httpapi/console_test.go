@@ -445,10 +445,13 @@ func TestConsole_Pages(t *testing.T) {
 	t.Run("range replay", func(t *testing.T) {
 		csrf := b.get("/console/t/acme/dead-letters").field(t, csrfField)
 		p := b.do("POST", "/console/t/acme/dead-letters/replay", url.Values{"csrf": {csrf}, "since": {"2020-01-01T00:00"}, "endpoint": {e.endpoint.ID}})
-		if p.status != http.StatusSeeOther || !strings.Contains(p.header.Get("Location"), "n=1") {
-			t.Fatalf("range replay: %d %q\n%s", p.status, p.header.Get("Location"), p.body)
+		loc := p.header.Get("Location")
+		if p.status != http.StatusSeeOther || !strings.HasPrefix(loc, "/console/t/acme/tasks/task_") || !strings.Contains(loc, "m=replay-started") {
+			t.Fatalf("range replay: %d %q\n%s", p.status, loc, p.body)
 		}
-		if p := b.get(p.header.Get("Location")); !strings.Contains(p.body, "queued for a new delivery cycle: 1.") {
+		id := strings.TrimPrefix(strings.SplitN(loc, "?", 2)[0], "/console/t/acme/tasks/")
+		e.waitTask(taskJSON{ID: id, location: "/v1/tenants/acme/tasks/" + id})
+		if p := b.get(loc); !strings.Contains(p.body, "Range replay started") || !strings.Contains(p.body, `id="task-done">1 dead letters replayed`) {
 			t.Errorf("no count:\n%s", p.body)
 		}
 		if p := b.do("POST", "/console/t/acme/dead-letters/replay", url.Values{"csrf": {csrf}}); p.status != 422 {

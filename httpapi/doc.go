@@ -16,7 +16,7 @@
 //	GET    /v1/tenants                                ?cursor=&limit= (admin) → 200 a page of tenants
 //	PUT    /v1/tenants/:tenant                        {"name"} (body optional) → 201 created / 200 updated, the tenant; 409 tenant_deleting while a deleted tenant of that id is purged
 //	GET    /v1/tenants/:tenant                        → 200 the tenant
-//	DELETE /v1/tenants/:tenant                        ?force=true → 204; 409 pending_deliveries while deliveries are pending, unless forced
+//	DELETE /v1/tenants/:tenant                        ?force=true → 202 {"task"}: its purge; 409 pending_deliveries while deliveries are pending, unless forced
 //	PUT    /v1/event-types/:type                      {"description"} (body optional) → 201 / 200, the event type
 //	DELETE /v1/event-types/:type                      → 204
 //	GET    /v1/event-types                            ?cursor=&limit= → 200 a page of event types
@@ -35,15 +35,20 @@
 //	POST   /v1/tenants/:tenant/deliveries/:id/replay  → 202 the delivery, replayed by "admin" or "token tok_…"
 //	POST   /v1/tenants/:tenant/deliveries/:id/skip    → 200 the delivery, its line going on without it; 409 not_blocking unless it is a dead head blocking its line
 //	GET    /v1/tenants/:tenant/dead-letters           ?cursor=&limit= → 200 a page of dead deliveries
-//	POST   /v1/tenants/:tenant/dead-letters/replay    {"since","until","endpoint"} → 202 {"queued"}
+//	POST   /v1/tenants/:tenant/dead-letters/replay    {"since","until","endpoint"} → 202 {"task"}, Location; 409 limit_reached at the tenant's bound of running tasks
+//	POST   /v1/tenants/:tenant/endpoints/:id/backfill {"since","until"} → 202 {"task"}, Location; 409 limit_reached likewise
 //	GET    /v1/tenants/:tenant/deliveries             ?state=&type=&endpoint=&since=&until=&limit=&cursor= → 200 newest first
 //	GET    /v1/tenants/:tenant/events                 ?cursor=&type=&since=&limit= → 200 the reconciliation feed, log order
 //	GET    /v1/tenants/:tenant/report                 ?last=1000 → 200 the delivery report
+//	GET    /v1/tenants/:tenant/tasks                  ?cursor=&limit= → 200 a page of the tenant's tasks, newest first
+//	GET    /v1/tenants/:tenant/tasks/:id              → 200 the task; 404 task_not_found for one not the tenant's
 //	POST   /v1/tenants/:tenant/access-tokens          {"ttl"} (admin) → 201 the token, shown once
 //	GET    /v1/tenants/:tenant/access-tokens          ?cursor=&limit= (admin) → 200 a page of tokens, without their values
 //	DELETE /v1/tenants/:tenant/access-tokens/:id      (admin) → 204
 //	GET    /v1/admin/report                           ?last=1000 (admin) → 200 {"tenants": [...], "total"}
 //	GET    /v1/admin/backup                           (admin) → 200 a consistent copy of the database file
+//	GET    /v1/tasks                                  ?cursor=&limit= (admin) → 200 a page of every task, the operator's included
+//	GET    /v1/tasks/:id                              (admin) → 200 any task
 //	GET    /readyz, /metrics                          no token
 //	GET    /v1/openapi.json                           no token → 200 the OpenAPI 3.1 document
 //	GET    /console/...                               the web console (console.go)

@@ -202,7 +202,8 @@ func (s *server) handlePutTenant(w http.ResponseWriter, r *http.Request, ps http
 	s.writeJSON(w, r, createdOrOK(created), t)
 }
 
-// handleDeleteTenant: DELETE /v1/tenants/:tenant?force=
+// handleDeleteTenant: DELETE /v1/tenants/:tenant?force= → 202 {"task"}:
+// the tenant is deleted, and the task purges what it left.
 func (s *server) handleDeleteTenant(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	q := &query{v: r.URL.Query()}
 	force := q.bool("force")
@@ -210,11 +211,13 @@ func (s *server) handleDeleteTenant(w http.ResponseWriter, r *http.Request, ps h
 		s.writeError(w, r, q.err)
 		return
 	}
-	if err := s.svc.DeleteTenant(r.Context(), ps.ByName("tenant"), force); err != nil {
+	t, err := s.svc.DeleteTenant(r.Context(), ps.ByName("tenant"), force, replayedBy(r))
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	s.logTaskStarted(r, "tenant deleted", t)
+	s.writeTask(w, r, t)
 }
 
 // handleListTenants: GET /v1/tenants?limit=&cursor= (admin), in ID order.

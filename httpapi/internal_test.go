@@ -54,6 +54,7 @@ func TestStatusTable_EveryCode(t *testing.T) {
 		engine.CodeTenantNotFound:      404,
 		engine.CodeEndpointNotFound:    404,
 		engine.CodeEventNotFound:       404,
+		engine.CodeTaskNotFound:        404,
 		engine.CodeDeliveryNotFound:    404,
 		engine.CodeIdempotencyConflict: 409,
 		engine.CodeUnavailable:         503,

@@ -317,7 +317,7 @@ var notDriven = map[string]string{
 func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	o := loadOpenAPI(t)
 	policies := map[string]engine.RetryPolicy{engine.StandardRetryPolicy: engine.DefaultRetryPolicy(), engine.ExtendedRetryPolicyName: engine.ExtendedRetryPolicy()}
-	e := newContractEnv(t, engine.ServiceOptions{MaxEndpointsPerTenant: 3, RetryPolicies: policies, Schemas: jsonschema.Compiler{}}, httpapi.Options{}, o)
+	e := newContractEnv(t, engine.ServiceOptions{MaxEndpointsPerTenant: 3, RetryPolicies: policies, Schemas: jsonschema.Compiler{}, Tasks: engine.TaskOptions{MaxPerTenant: 3}}, httpapi.Options{}, o)
 	noAuth := map[string]string{"Authorization": "-"}
 	tenantTok := func(tok string) map[string]string { return bearer(tok) }
 
@@ -699,6 +699,50 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	e.check(call{method: "GET", path: "/v1/tenants/acme/events?channel=a%2Fb", invalid: true, status: 422, code: engine.CodeInvalidField})
 	e.check(call{method: "PATCH", path: epPath, body: `{"channels":[]}`, status: 200})
 
+	// Tasks: the ones the replays and backfills above started.
+	var tasks struct {
+		Data []struct {
+			ID    string `json:"id"`
+			State string `json:"state"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(e.check(call{method: "GET", path: "/v1/tenants/acme/tasks?limit=10", header: tenantTok(tok.Token), status: 200}).body, &tasks); err != nil || len(tasks.Data) == 0 {
+		t.Fatalf("acme's tasks: %v %+v", err, tasks)
+	}
+	taskPath := "/v1/tenants/acme/tasks/" + tasks.Data[0].ID
+	e.check(call{method: "GET", path: "/v1/tenants/acme/tasks?limit=1&cursor=" + tasks.Data[0].ID, status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/tasks?cursor=x", status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "GET", path: "/v1/tenants/nobody/tasks", status: 404, code: engine.CodeTenantNotFound})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/tasks", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/tasks", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/tasks?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "GET", path: taskPath, header: tenantTok(tok.Token), status: 200})
+	e.check(call{method: "GET", path: "/v1/tenants/acme/tasks/task_nope", status: 404, code: engine.CodeTaskNotFound})
+	e.check(call{method: "GET", path: taskPath, header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: taskPath, header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: taskPath + "?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "GET", path: "/v1/tasks?limit=2", status: 200})
+	e.check(call{method: "GET", path: "/v1/tasks?limit=1001", invalid: true, status: 422, code: engine.CodeInvalidField})
+	e.check(call{method: "GET", path: "/v1/tasks", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: "/v1/tasks", header: tenantTok(tok.Token), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: "/v1/tasks?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	e.check(call{method: "GET", path: "/v1/tasks/" + tasks.Data[0].ID, status: 200})
+	e.check(call{method: "GET", path: "/v1/tasks/task_nope", status: 404, code: engine.CodeTaskNotFound})
+	e.check(call{method: "GET", path: "/v1/tasks/task_nope", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
+	e.check(call{method: "GET", path: "/v1/tasks/task_nope", header: tenantTok(tok.Token), status: 403, code: engine.CodeForbidden})
+	e.check(call{method: "GET", path: "/v1/tasks/task_nope?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
+	// At the tenant's bound of running tasks (3, tasks no process runs
+	// here), a replay or a backfill is 409 limit_reached.
+	for range 3 {
+		now := time.Now().UTC()
+		if err := e.db.CreateTask(t.Context(), engine.Task{ID: engine.NewID("task"), Tenant: "acme", Kind: engine.TaskReplay, State: engine.TaskRunning,
+			Started: now, Updated: now, Errors: []engine.TaskError{}}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.check(call{method: "POST", path: "/v1/tenants/acme/dead-letters/replay", body: `{"since":"2020-01-01T00:00:00Z"}`, status: 409, code: engine.CodeLimitReached})
+	e.check(call{method: "POST", path: epPath + "/backfill", body: `{"since":"2020-01-01T00:00:00Z"}`, status: 409, code: engine.CodeLimitReached})
+
 	// Reports.
 	e.check(call{method: "GET", path: "/v1/tenants/acme/report?last=10", header: tenantTok(tok.Token), status: 200})
 	e.check(call{method: "GET", path: "/v1/tenants/acme/report?last=0", invalid: true, status: 422, code: engine.CodeInvalidField})
@@ -736,9 +780,14 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	e.check(call{method: "DELETE", path: "/v1/tenants/acme", header: noAuth, invalid: true, status: 401, code: engine.CodeUnauthorized})
 	e.check(call{method: "DELETE", path: "/v1/tenants/acme", header: bearer(testEnvTk), status: 403, code: engine.CodeForbidden})
 	e.check(call{method: "DELETE", path: "/v1/tenants/acme?x=1", invalid: true, status: 400, code: engine.CodeUnknownParameter})
-	e.check(call{method: "DELETE", path: "/v1/tenants/acme?force=true", status: 204})
+	e.check(call{method: "DELETE", path: "/v1/tenants/acme?force=true", status: 202})
 	e.check(call{method: "DELETE", path: "/v1/tenants/acme", status: 404, code: engine.CodeTenantNotFound})
-	e.check(call{method: "PUT", path: "/v1/tenants/acme", status: 409, code: engine.CodeTenantDeleting}) // no janitor purges it here
+	// A tenant deleted by the store alone: no task purges it.
+	e.check(call{method: "PUT", path: "/v1/tenants/gone", status: 201})
+	if err := e.db.DeleteTenant(t.Context(), "gone", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	e.check(call{method: "PUT", path: "/v1/tenants/gone", status: 409, code: engine.CodeTenantDeleting})
 
 	// Answers outside any route.
 	e.checkProblemSchema("GET", "/v1/nowhere", 404, engine.CodeNotFound)

@@ -47,6 +47,7 @@ func newSecurityEnv(t *testing.T, sopts engine.ServiceOptions, opts httpapi.Opti
 		sopts.Schemas = jsonschema.Compiler{} // as main wires it
 	}
 	svc := engine.NewService(db, nil, sopts)
+	t.Cleanup(func() { svc.StopTasks(context.Background()) }) // before the store closes
 	logs := new(syncBuffer)
 	opts.Tokens = append(opts.Tokens, testToken, liveToken)
 	opts.TestTokens = append(opts.TestTokens, testEnvTk)

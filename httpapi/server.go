@@ -177,6 +177,8 @@ func (s *server) routes() {
 	s.handle("GET", "/v1/tenants/:tenant/deliveries", s.tenantAuth(s.takes(s.handleListDeliveries, "state", "type", "endpoint", "status", "since", "until", "limit", "cursor", "channel")))
 	s.handle("GET", "/v1/tenants/:tenant/events", s.tenantAuth(s.takes(s.handleListEvents, "cursor", "type", "since", "limit", "channel")))
 	s.handle("GET", "/v1/tenants/:tenant/report", s.tenantAuth(s.takes(s.handleReport, "last")))
+	s.handle("GET", "/v1/tenants/:tenant/tasks", s.tenantAuth(s.takes(s.handleListTenantTasks, "limit", "cursor")))
+	s.handle("GET", "/v1/tenants/:tenant/tasks/:id", s.tenantAuth(s.takes(s.handleGetTenantTask)))
 
 	// Tenant access tokens (access_tokens.go): admin tokens only.
 	s.handle("POST", "/v1/tenants/:tenant/access-tokens", s.auth(s.takes(s.handleIssueAccessToken)))
@@ -194,6 +196,10 @@ func (s *server) routes() {
 
 	s.handle("GET", "/v1/admin/backup", s.auth(s.takes(s.handleBackup)))
 	s.handle("GET", "/v1/admin/report", s.auth(s.takes(s.handleReportAll, "last")))
+
+	// Background tasks (tasks.go): every tenant's and the operator's.
+	s.handle("GET", "/v1/tasks", s.auth(s.takes(s.handleListTasks, "limit", "cursor")))
+	s.handle("GET", "/v1/tasks/:id", s.auth(s.takes(s.handleGetTask)))
 
 	// The web console (console.go): HTML, its own session and CSRF checks.
 	s.consoleRoutes()

@@ -2,10 +2,8 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -161,12 +159,13 @@ func (s *server) handleReplayDeadLetters(w http.ResponseWriter, r *http.Request,
 		s.writeError(w, r, err)
 		return
 	}
-	n, err := s.svc.ReplayDeadLetters(r.Context(), ps.ByName("tenant"), in.Since, in.Until, in.Endpoint, replayedBy(r))
+	t, err := s.svc.StartReplay(r.Context(), ps.ByName("tenant"), in.Since, in.Until, in.Endpoint, replayedBy(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusAccepted, map[string]int{"queued": n})
+	s.logTaskStarted(r, "dead letters replay started", t)
+	s.writeTask(w, r, t)
 }
 
 // backfillInput is the body of POST .../endpoints/:id/backfill.
@@ -182,32 +181,13 @@ func (s *server) handleBackfill(w http.ResponseWriter, r *http.Request, ps httpr
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.backfill(r.Context(), ps.ByName("tenant"), ps.ByName("id"), in.Since, in.Until, replayedBy(r))
+	t, err := s.svc.StartBackfill(r.Context(), ps.ByName("tenant"), ps.ByName("id"), in.Since, in.Until, replayedBy(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusAccepted, res)
-}
-
-// backfill backfills endpoint id of tenant for by (the principal's
-// name), as the API and the console do: the engine records the backfill
-// on each delivery it makes, and the operator's log gets one info line
-// with the tenant, the endpoint, the range, by and the counts.
-func (s *server) backfill(ctx context.Context, tenant, id string, since, until time.Time, by string) (engine.BackfillCounts, error) {
-	res, err := s.svc.Backfill(ctx, tenant, id, since, until, by)
-	if err != nil {
-		return res, err
-	}
-	end := slog.String("until", "now")
-	if !until.IsZero() {
-		end = slog.Time("until", until)
-	}
-	s.log.InfoContext(ctx, "endpoint backfilled",
-		slog.String("tenant", tenant), slog.String("endpoint", id), slog.String("by", by),
-		slog.Time("since", since), end,
-		slog.Int("created", res.Created), slog.Int("skipped_existing", res.SkippedExisting), slog.Int("remaining", res.Remaining))
-	return res, nil
+	s.logTaskStarted(r, "endpoint backfill started", t)
+	s.writeTask(w, r, t)
 }
 
 // handleReport: GET /v1/tenants/:tenant/report?last=1000
