@@ -43,16 +43,17 @@ func (c *Client) Tenant(ctx context.Context, id string) (Tenant, error) {
 	return t, err
 }
 
-// DeleteTenant deletes tenant id and everything of it. A tenant with
-// deliveries pending is refused (CodePendingDeliveries) unless force is
-// set, which drops them.
-func (c *Client) DeleteTenant(ctx context.Context, id string, force bool) error {
+// DeleteTenant deletes tenant id and everything of it: the tenant, its
+// endpoints and tokens at once, the rest by the task it returns (TaskPurge,
+// the operator's: WaitTask follows it); until that ends, PutTenant of the
+// id is CodeTenantDeleting. A tenant with deliveries pending is refused
+// (CodePendingDeliveries) unless force is set, which drops them.
+func (c *Client) DeleteTenant(ctx context.Context, id string, force bool) (Task, error) {
 	var q url.Values
 	if force {
 		q = url.Values{"force": {"true"}}
 	}
-	_, _, err := c.do(ctx, request{method: http.MethodDelete, path: tenantPath(id), query: q}, nil)
-	return err
+	return c.startTask(ctx, request{method: http.MethodDelete, path: tenantPath(id), query: q})
 }
 
 // PutEventType adds name to the catalogue, or updates its description,
@@ -237,32 +238,30 @@ func (c *Client) Skip(ctx context.Context, tenant, id string) (Delivery, error) 
 	return d, err
 }
 
-// ReplayDeadLetters sends again every dead letter of tenant in r and
-// returns how many it queued.
-func (c *Client) ReplayDeadLetters(ctx context.Context, tenant string, r DeadLetterRange) (int, error) {
-	var out struct {
-		Queued int `json:"queued"`
-	}
-	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "dead-letters", "replay"), body: r}, &out)
-	return out.Queued, err
+// ReplayDeadLetters starts the replay of every dead letter of tenant in
+// r and returns its task, running (WaitTask follows it; its Done counts
+// the dead letters replayed). A tenant at its bound of running tasks is
+// refused (CodeLimitReached).
+func (c *Client) ReplayDeadLetters(ctx context.Context, tenant string, r DeadLetterRange) (Task, error) {
+	return c.startTask(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "dead-letters", "replay"), body: r})
 }
 
-// Backfill delivers to endpoint endpointID of tenant every retained
-// event created in [since, until) (until zero: now; since is required)
-// that the endpoint receives (its types and channels; test events never)
-// and that has no delivery to it yet, each in a new cycle that starts
-// now: Svix's "replay missing", for an endpoint made after its events.
-// A second call makes none twice (SkippedExisting counts them). It makes
-// no more than the tenant's pending bound leaves room for: Remaining
-// counts the rest, and Bound names the bound; call again later.
-func (c *Client) Backfill(ctx context.Context, tenant, endpointID string, since, until time.Time) (Backfilled, error) {
-	var out Backfilled
+// Backfill starts the delivery to endpoint endpointID of tenant of every
+// retained event created in [since, until) (until zero: now; since is
+// required) that the endpoint receives (its types and channels; test
+// events never) and that has no delivery to it yet, each in a new cycle:
+// Svix's "replay missing", for an endpoint made after its events. It
+// returns the task, running (WaitTask follows it): its Done counts the
+// deliveries made, its Skipped the events that had one, so a second
+// backfill makes none twice. At the tenant's pending bound the task waits
+// (Waiting) and goes on by itself. A tenant at its bound of running tasks
+// is refused (CodeLimitReached).
+func (c *Client) Backfill(ctx context.Context, tenant, endpointID string, since, until time.Time) (Task, error) {
 	body := struct {
 		Since time.Time `json:"since,omitzero"`
 		Until time.Time `json:"until,omitzero"`
 	}{since, until}
-	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "endpoints", seg(endpointID), "backfill"), body: body}, &out)
-	return out, err
+	return c.startTask(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "endpoints", seg(endpointID), "backfill"), body: body})
 }
 
 // Report returns the delivery report over tenant's last events (0: the

@@ -167,9 +167,12 @@ func TestClient_EveryRoute(t *testing.T) {
 	if d := waitDelivery(t, c, deadID); d.State != client.StateDead || d.Cycle != 2 {
 		t.Fatalf("replayed delivery = %+v, want dead again in cycle 2", d)
 	}
-	n, err := c.ReplayDeadLetters(ctx, "acme", client.DeadLetterRange{Since: time.Now().Add(-time.Hour), Endpoint: bad.ID})
-	if err != nil || n != 1 {
-		t.Fatalf("ReplayDeadLetters = %d, %v; want 1", n, err)
+	task, err := c.ReplayDeadLetters(ctx, "acme", client.DeadLetterRange{Since: time.Now().Add(-time.Hour), Endpoint: bad.ID})
+	if err != nil || task.Kind != client.TaskReplay || task.State != client.TaskRunning || task.Tenant != "acme" || task.Params.Endpoint != bad.ID {
+		t.Fatalf("ReplayDeadLetters = %+v, %v; want its task, running", task, err)
+	}
+	if task, err = c.WaitTask(ctx, task, 10*time.Millisecond); err != nil || task.State != client.TaskSucceeded || task.Done != 1 || task.Total == nil || *task.Total != 1 {
+		t.Fatalf("WaitTask = %+v, %v; want 1 replayed", task, err)
 	}
 	waitDelivery(t, c, deadID)
 
@@ -291,11 +294,18 @@ func TestClient_EveryRoute(t *testing.T) {
 	if got := collect(t, c.Tenants(ctx, client.ListOptions{})); len(got) != 1 || got[0].ID != "acme" {
 		t.Fatalf("Tenants = %+v", got)
 	}
-	if err := c.DeleteTenant(ctx, "acme", true); err != nil {
-		t.Fatal(err)
+	purge, err := c.DeleteTenant(ctx, "acme", true)
+	if err != nil || purge.Kind != client.TaskPurge || purge.Tenant != "" || purge.Params.Tenant != "acme" || !purge.Params.Force {
+		t.Fatalf("DeleteTenant = %+v, %v; want its purge, the operator's", purge, err)
 	}
 	if _, err := c.Tenant(ctx, "acme"); client.CodeOf(err) != client.CodeTenantNotFound && client.CodeOf(err) != client.CodeTenantDeleting {
 		t.Fatalf("Tenant after delete: %v, want tenant_not_found", err)
+	}
+	if purge, err = c.WaitTask(ctx, purge, 10*time.Millisecond); err != nil || purge.State != client.TaskSucceeded {
+		t.Fatalf("the purge = %+v, %v; want succeeded", purge, err)
+	}
+	if got := collect(t, c.Tasks(ctx, client.ListOptions{Limit: 1})); len(got) == 0 || got[0].ID != purge.ID {
+		t.Fatalf("Tasks = %+v, want the purge first", got)
 	}
 }
 
@@ -572,9 +582,10 @@ func TestClient_Channels(t *testing.T) {
 	}
 }
 
-// TestClient_Backfill: Backfill makes a late endpoint's missing
-// deliveries, a second call none, each shows the backfill that made it,
-// and a bad range is a 422 naming since.
+// TestClient_Backfill: Backfill starts a task that makes a late
+// endpoint's missing deliveries, WaitTask waits for it, a second one
+// makes none, each delivery shows the backfill that made it, the
+// tenant's tasks list both, and a bad range is a 422 naming since.
 func TestClient_Backfill(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -591,13 +602,28 @@ func TestClient_Backfill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := c.Backfill(ctx, "acme", late.ID, since, time.Time{})
-	if err != nil || got != (client.Backfilled{Created: 2}) {
-		t.Fatalf("Backfill = %+v, %v; want 2 created", got, err)
+	first, err := c.Backfill(ctx, "acme", late.ID, since, time.Time{})
+	if err != nil || first.Kind != client.TaskBackfill || first.Params.Endpoint != late.ID {
+		t.Fatalf("Backfill = %+v, %v; want its task", first, err)
 	}
-	got, err = c.Backfill(ctx, "acme", late.ID, since, time.Now().Add(time.Minute))
-	if err != nil || got != (client.Backfilled{SkippedExisting: 2}) {
-		t.Fatalf("second Backfill = %+v, %v; want 2 skipped", got, err)
+	if got, err := c.WaitTask(ctx, first, 10*time.Millisecond); err != nil || got.State != client.TaskSucceeded || got.Done != 2 || got.Skipped != 0 {
+		t.Fatalf("the backfill = %+v, %v; want 2 made", got, err)
+	}
+	second, err := c.Backfill(ctx, "acme", late.ID, since, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.WaitTask(ctx, second, 10*time.Millisecond); err != nil || got.Done != 0 || got.Skipped != 2 || *got.Total != 2 {
+		t.Fatalf("the second backfill = %+v, %v; want 2 skipped", got, err)
+	}
+	if got := collect(t, c.TenantTasks(ctx, "acme", client.ListOptions{Limit: 1})); len(got) != 2 || got[0].ID != second.ID || got[1].ID != first.ID {
+		t.Fatalf("TenantTasks = %+v, want both, newest first", got)
+	}
+	if got, err := c.TenantTask(ctx, "acme", first.ID); err != nil || got.ID != first.ID {
+		t.Fatalf("TenantTask = %+v, %v", got, err)
+	}
+	if _, err := c.TenantTask(ctx, "acme", "task_nope"); client.CodeOf(err) != client.CodeTaskNotFound {
+		t.Fatalf("TenantTask of no task: %v, want task_not_found", err)
 	}
 	ds := collect(t, c.Deliveries(ctx, "acme", client.DeliveryFilter{Endpoint: late.ID}))
 	if len(ds) != 2 {

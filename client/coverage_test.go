@@ -31,6 +31,7 @@ var (
 		"createOperationalEndpoint": "CreateOperationalEndpoint", "listOperationalEndpoints": "OperationalEndpoints",
 		"getOperationalEndpoint": "OperationalEndpoint", "updateOperationalEndpoint": "UpdateOperationalEndpoint",
 		"deleteOperationalEndpoint": "DeleteOperationalEndpoint", "rotateOperationalSecret": "RotateOperationalSecret",
+		"listTasks": "Tasks", "getTask": "Task", "listTenantTasks": "TenantTasks", "getTenantTask": "TenantTask",
 	}
 	notCalled = map[string]string{
 		"metrics":              "Prometheus scrapes it, in its own text format",

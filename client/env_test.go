@@ -62,6 +62,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { disp.Stop(context.Background()) })
+	t.Cleanup(func() { svc.StopTasks(context.Background()) }) // before the dispatcher stops and the store closes
 	return e
 }
 
@@ -175,6 +176,7 @@ func startExampleServer() (baseURL, token string, stop func()) {
 	api := httptest.NewServer(httpapi.New(svc, httpapi.Options{Tokens: []string{adminToken}}))
 	stop = func() {
 		api.Close()
+		svc.StopTasks(context.Background())
 		db.Close()
 		os.RemoveAll(dir)
 	}

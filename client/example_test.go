@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/webhookd/webhookd/client"
 )
@@ -45,6 +46,36 @@ func ExampleClient_Ingest() {
 	// Output:
 	// 1 delivery pending
 	// same event: true replayed: true
+}
+
+// Start a background task (here a range replay of dead letters; a
+// backfill and a tenant's deletion answer one too) and wait for it: the
+// call answers at once, the task goes on in the server, across its
+// restarts, and WaitTask reads it until it has ended.
+func ExampleClient_WaitTask() {
+	baseURL, token, stop := startExampleServer()
+	defer stop()
+	ctx := context.Background()
+	c, err := client.New(baseURL, client.Options{Token: token})
+	if err != nil {
+		log.Fatal(err)
+	}
+	task, err := c.ReplayDeadLetters(ctx, "acme", client.DeadLetterRange{Since: time.Now().Add(-time.Hour)})
+	if err != nil {
+		log.Fatal(err) // CodeLimitReached: the tenant runs as many tasks as it may
+	}
+	fmt.Println(task.Kind, task.State)
+	task, err = c.WaitTask(ctx, task, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if task.State == client.TaskFailed {
+		log.Fatal(task.Error)
+	}
+	fmt.Println(task.State, "replayed:", task.Done, "of", *task.Total)
+	// Output:
+	// dead_letters.replay running
+	// succeeded replayed: 0 of 0
 }
 
 // Walk the delivery log. The iterator fetches a page at a time (Limit

@@ -31,6 +31,7 @@ const (
 	CodeEndpointNotFound    Code = "endpoint_not_found"     // 404
 	CodeEventNotFound       Code = "event_not_found"        // 404
 	CodeDeliveryNotFound    Code = "delivery_not_found"     // 404
+	CodeTaskNotFound        Code = "task_not_found"         // 404: no such task (of this tenant)
 	CodeIdempotencyConflict Code = "idempotency_conflict"   // 409: the Idempotency-Key was used with another body
 	CodeUnavailable         Code = "unavailable"            // 503: storage cannot take writes now; retry after Retry-After
 	CodeOverloaded          Code = "overloaded"             // 503: too many deliveries pending; retry after Retry-After

@@ -530,16 +530,6 @@ type Backfill struct {
 	By string    `json:"by"` // "admin" or "token tok_…"
 }
 
-// Backfilled is what a backfill made and counted (Client.Backfill).
-type Backfilled struct {
-	Created         int `json:"created"`
-	SkippedExisting int `json:"skipped_existing"`
-	// Remaining counts the events it had room for none of: the pending
-	// bound Bound ("pending_per_tenant" or "max_pending") was reached.
-	Remaining int    `json:"remaining"`
-	Bound     string `json:"bound,omitempty"`
-}
-
 // Skip records that a dead ordered delivery let its line go on without
 // it: By is who asked (Skip), or "on_dead skip" (it died on a line whose
 // endpoint has on_dead skip), or "held, not sent".

@@ -768,15 +768,15 @@ func (lc *lifecycle) backlogs() map[string]int {
 func (lc *lifecycle) deleteUmbrella() {
 	tn := lc.tenants["umbrella"]
 	notFinal := lc.notFinal(tn.id)
-	err := lc.api.DeleteTenant(lc.ctx, tn.id, false)
+	_, err := lc.api.DeleteTenant(lc.ctx, tn.id, false)
 	switch code := client.CodeOf(err); {
 	case err == nil:
-		lc.note("a tenant with deliveries not finished is deleted only with force", "DELETE /v1/tenants/%s without force answered 204 while %d of its deliveries were not finished (%s)", tn.id, sum(notFinal), describe(notFinal))
+		lc.note("a tenant with deliveries not finished is deleted only with force", "DELETE /v1/tenants/%s without force answered 202 while %d of its deliveries were not finished (%s)", tn.id, sum(notFinal), describe(notFinal))
 	case code != client.CodePendingDeliveries:
 		lc.note("a tenant with deliveries not finished is deleted only with force", "DELETE without force: %v", err)
 	}
 	if err != nil {
-		if err := lc.api.DeleteTenant(lc.ctx, tn.id, true); err != nil {
+		if _, err := lc.api.DeleteTenant(lc.ctx, tn.id, true); err != nil {
 			lc.t.Fatalf("DELETE /v1/tenants/%s?force=true: %v", tn.id, err)
 		}
 	}
@@ -875,11 +875,14 @@ func (lc *lifecycle) initechBack(since float64) {
 			lc.note("a disabled endpoint can be enabled with its held deliveries", "initech: %v", err)
 		}
 	}
-	n, err := lc.api.ReplayDeadLetters(lc.ctx, tn.id, client.DeadLetterRange{Since: lc.clock.wall(since), Endpoint: ep.id})
-	if err != nil {
-		lc.note("dead letters can be replayed as a range", "%s: %v", tn.id, err)
+	task, err := lc.api.ReplayDeadLetters(lc.ctx, tn.id, client.DeadLetterRange{Since: lc.clock.wall(since), Endpoint: ep.id})
+	if err == nil {
+		task, err = lc.api.WaitTask(lc.ctx, task, 10*time.Millisecond)
 	}
-	lc.stats["replayed as a range"] += n
+	if err != nil || task.State != client.TaskSucceeded {
+		lc.note("dead letters can be replayed as a range", "%s: %v (task %+v)", tn.id, err, task)
+	}
+	lc.stats["replayed as a range"] += task.Done
 	lc.sweep() // what was dead is pending now, kept for its new cycle
 }
 
@@ -926,18 +929,25 @@ func (lc *lifecycle) addAcmeC(o float64) {
 	ep := lc.addEndpoint(acme, "acme-c", client.EndpointInput{EventTypes: []string{"order.paid"}, RateLimit: &limit}, outages, false)
 	since, until := lc.clock.wall(o+19), time.Now()
 	want := lc.led.eventsOf(acme.id, "order.paid", since, until)
-	got, err := lc.api.Backfill(lc.ctx, acme.id, ep.id, since, until)
-	if err != nil {
-		lc.note("a new endpoint can be backfilled", "acme C: %v", err)
+	backfill := func() (client.Task, error) {
+		t, err := lc.api.Backfill(lc.ctx, acme.id, ep.id, since, until)
+		if err == nil {
+			t, err = lc.api.WaitTask(lc.ctx, t, 10*time.Millisecond)
+		}
+		return t, err
+	}
+	got, err := backfill()
+	if err != nil || got.State != client.TaskSucceeded {
+		lc.note("a new endpoint can be backfilled", "acme C: %v (task %+v)", err, got)
 		return
 	}
-	lc.stats["backfilled"] += got.Created
-	if got.Created != len(want) || got.Remaining != 0 {
-		lc.note("a backfill delivers exactly the missing events", "acme C, the day before: created %d (%d remaining), want the %d order.paid events acknowledged then", got.Created, got.Remaining, len(want))
+	lc.stats["backfilled"] += got.Done
+	if got.Done != len(want) {
+		lc.note("a backfill delivers exactly the missing events", "acme C, the day before: made %d, want the %d order.paid events acknowledged then", got.Done, len(want))
 	}
-	again, err := lc.api.Backfill(lc.ctx, acme.id, ep.id, since, until)
-	if err != nil || again.Created != 0 || again.SkippedExisting != got.Created {
-		lc.note("a second backfill adds nothing", "acme C: created %d, skipped %d (%v), want 0 and %d", again.Created, again.SkippedExisting, err, got.Created)
+	again, err := backfill()
+	if err != nil || again.Done != 0 || again.Skipped != got.Done {
+		lc.note("a second backfill adds nothing", "acme C: made %d, skipped %d (%v), want 0 and %d", again.Done, again.Skipped, err, got.Done)
 	}
 	// The ledger expects each backfilled delivery delivered like the others.
 	ds, _, err := lc.api.deliveries(lc.ctx, acme.id, url.Values{"endpoint": {ep.id}})
