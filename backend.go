@@ -27,7 +27,12 @@ type backend struct {
 	// claimAhead is the dispatcher's ClaimAhead: a node of a cluster
 	// claims only what its workers can start soon.
 	claimAhead int
-	size       func() int64 // the database file's size; nil: not measured here
+	// taskLease is how long a node holds a background task without
+	// renewing it, on a database shared by nodes (the deliveries'
+	// [storage] lease); zero: the engine's default, of no use to a node
+	// alone on its file.
+	taskLease time.Duration
+	size      func() int64 // the database file's size; nil: not measured here
 	// disk is what the store's commits wrote to the file: pages, and the
 	// time spent writing and syncing them; nil: not measured here.
 	disk func() (pages int64, writing time.Duration)
@@ -122,6 +127,7 @@ func openPostgres(ctx context.Context, cfg Config, key []byte, getenv func(strin
 		Backend:    st,
 		sched:      sched,
 		claimAhead: 2 * cfg.Delivery.Workers,
+		taskLease:  cfg.Storage.Lease.Duration,
 		stalls:     st.Stalls,
 		where:      redactURL(dsn) + " schema " + cfg.Storage.Schema,
 		stop:       sched.Close,

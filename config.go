@@ -123,6 +123,10 @@ type RetentionConfig struct {
 	// to 24h. A pass reads the events older than both retentions, so a
 	// shorter interval costs reads, not writes.
 	Interval Duration `toml:"interval"`
+	// Tasks is how long a background task (a range replay, a backfill,
+	// a tenant's purge) is kept after it ended, at least 1h: its answer
+	// of GET …/tasks/{id} until then.
+	Tasks Duration `toml:"tasks"`
 }
 
 // ServerConfig is the [server] section: the HTTP listener.
@@ -336,6 +340,10 @@ type LimitsConfig struct {
 	// once above IngestRatePerTenant, 0 to 1000000. Zero: the rate
 	// rounded up.
 	IngestBurstPerTenant int `toml:"ingest_burst_per_tenant"`
+	// TasksPerTenant is the most background tasks (range replays,
+	// backfills) a tenant may have running at once; one more is 409
+	// limit_reached until one ends.
+	TasksPerTenant int `toml:"tasks_per_tenant"`
 }
 
 // AlertsConfig is the [alerts] section: an optional operational endpoint
@@ -424,6 +432,7 @@ func defaultConfig() Config {
 			PendingPerTenant:     250_000,
 			IngestRatePerTenant:  1000,
 			IngestBurstPerTenant: 0,
+			TasksPerTenant:       4,
 		},
 		Log: LogConfig{
 			Level:  "info",
@@ -433,6 +442,7 @@ func defaultConfig() Config {
 			Succeeded: Duration{30 * 24 * time.Hour},
 			Dead:      Duration{30 * 24 * time.Hour},
 			Interval:  Duration{time.Minute},
+			Tasks:     Duration{30 * 24 * time.Hour},
 		},
 		Console: ConsoleConfig{
 			SessionTTL:     Duration{time.Hour},
@@ -754,6 +764,9 @@ func (c Config) validate(name string) error {
 	if l.IngestBurstPerTenant < 0 || l.IngestBurstPerTenant > 1_000_000 {
 		v.add("limits.ingest_burst_per_tenant", l.IngestBurstPerTenant, "must be 0 to 1000000 (0: the rate rounded up)")
 	}
+	if l.TasksPerTenant < 0 || l.TasksPerTenant > 1000 {
+		v.add("limits.tasks_per_tenant", l.TasksPerTenant, "must be 0 to 1000 (0: no limit)")
+	}
 
 	if c.Delivery.DisableAfter.Duration < 0 {
 		v.add("delivery.disable_after", c.Delivery.DisableAfter, `must not be negative ("0s": never)`)
@@ -793,6 +806,9 @@ func (c Config) validate(name string) error {
 	}
 	if i := c.Retention.Interval.Duration; i < time.Second || i > 24*time.Hour {
 		v.add("retention.interval", c.Retention.Interval, "must be from 1s to 24h")
+	}
+	if c.Retention.Tasks.Duration < time.Hour {
+		v.add("retention.tasks", c.Retention.Tasks, "must be at least 1h, so that a finished task can be read after it ends")
 	}
 
 	switch c.Log.Level {

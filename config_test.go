@@ -188,6 +188,8 @@ func TestLoadConfig_Invalid(t *testing.T) {
 		{"api_version empty", "[ingest]\napi_version = \"\"", `ingest.api_version = "": must be 1 to 64 characters`},
 		{"retention interval under a second", "[retention]\ninterval = \"500ms\"", `retention.interval = "500ms": must be from 1s to 24h`},
 		{"retention interval over a day", "[retention]\ninterval = \"25h\"", `retention.interval = "25h0m0s": must be from 1s to 24h`},
+		{"tasks kept under an hour", "[retention]\ntasks = \"30m\"", `retention.tasks = "30m0s": must be at least 1h`},
+		{"negative tasks per tenant", "[limits]\ntasks_per_tenant = -1", `limits.tasks_per_tenant = -1: must be 0 to 1000 (0: no limit)`},
 		{"api_version long", "[ingest]\napi_version = \"" + strings.Repeat("v", 65) + "\"", `ingest.api_version = "vvvv`},
 		{"max_pending negative", "[ingest]\nmax_pending = -1", `ingest.max_pending = -1: must be at least 0 (0: no bound)`},
 		{"memory_limit under the default backlog's heap", "[server]\nmemory_limit = \"256MiB\"", `server.memory_limit = "256MiB": must be 0 (Go's defaults) or at least 434MiB with ingest.max_pending 1000000`},

@@ -323,6 +323,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			MaxPendingPerTenant:   cfg.Limits.PendingPerTenant,
 			TenantIngestRate:      cfg.Limits.IngestRatePerTenant,
 			TenantIngestBurst:     cfg.Limits.IngestBurstPerTenant,
+			Tasks:                 engine.TaskOptions{MaxPerTenant: cfg.Limits.TasksPerTenant, Lease: be.taskLease},
 
 			Targets:                     cfg.Delivery.targetPolicy(*dev),
 			DefaultEnvironment:          engine.Environment(cfg.API.DefaultEnvironment),
@@ -331,8 +332,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Schemas:         jsonschema.Compiler{},
 			DeprecatedEvent: m.observeDeprecated,
 		},
-		Alerts:  alerts,
-		Janitor: &engine.JanitorOptions{Succeeded: cfg.Retention.Succeeded.Duration, Dead: cfg.Retention.Dead.Duration, Every: cfg.Retention.Interval.Duration},
+		Alerts: alerts,
+		Janitor: &engine.JanitorOptions{Succeeded: cfg.Retention.Succeeded.Duration, Dead: cfg.Retention.Dead.Duration, Every: cfg.Retention.Interval.Duration,
+			Tasks: cfg.Retention.Tasks.Duration},
 	})
 	svc := node.Service
 	m.watch(node.Dispatcher, be)
