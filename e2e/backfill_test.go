@@ -10,10 +10,10 @@ import (
 
 // TestBackfill_DeliversExactlyTheMissing runs the binary with a loopback
 // receiver behind an endpoint made after some events were stored, and
-// backfills it: the receiver gets exactly the events of its type that it
-// had not received (count and IDs), signed, once each; an event of
-// another type is not sent; a second backfill makes nothing and sends
-// nothing more.
+// backfills it (a task, waited for): the receiver gets exactly the events
+// of its type that it had not received (count and IDs), signed, once
+// each; an event of another type is not sent; a second backfill makes
+// nothing and sends nothing more.
 func TestBackfill_DeliversExactlyTheMissing(t *testing.T) {
 	t.Parallel()
 	in := startInstance(t, t.TempDir(), testConfig)
@@ -36,16 +36,10 @@ func TestBackfill_DeliversExactlyTheMissing(t *testing.T) {
 	}
 	in.waitState(live.Deliveries[0].ID, "succeeded")
 
-	type backfilled struct {
-		Created         int `json:"created"`
-		SkippedExisting int `json:"skipped_existing"`
-		Remaining       int `json:"remaining"`
-	}
 	path := "/v1/tenants/acme/endpoints/" + ep.ID + "/backfill"
-	var got backfilled
-	in.mustCall(202, "POST", path, map[string]any{"since": since.Format(time.RFC3339Nano)}, &got)
-	if want := (backfilled{Created: before, SkippedExisting: 1}); got != want {
-		t.Fatalf("backfill answered %+v, want %+v", got, want)
+	got := in.waitTask(in.startTask("POST", path, map[string]any{"since": since.Format(time.RFC3339Nano)}))
+	if got.State != "succeeded" || got.Done != before || got.Skipped != 1 || got.Total == nil || *got.Total != before+1 {
+		t.Fatalf("the backfill ended %+v, want %d made and 1 skipped", got, before)
 	}
 
 	var log struct {
@@ -96,9 +90,9 @@ func TestBackfill_DeliversExactlyTheMissing(t *testing.T) {
 	rc.checkSignatures()
 
 	// A second backfill, over a range that reaches past now: nothing.
-	in.mustCall(202, "POST", path, map[string]any{"since": since.Format(time.RFC3339Nano), "until": time.Now().UTC().Add(time.Minute).Format(time.RFC3339Nano)}, &got)
-	if want := (backfilled{SkippedExisting: before + 1}); got != want {
-		t.Errorf("second backfill answered %+v, want %+v", got, want)
+	got = in.waitTask(in.startTask("POST", path, map[string]any{"since": since.Format(time.RFC3339Nano), "until": time.Now().UTC().Add(time.Minute).Format(time.RFC3339Nano)}))
+	if got.State != "succeeded" || got.Done != 0 || got.Skipped != before+1 {
+		t.Errorf("second backfill ended %+v, want %d skipped", got, before+1)
 	}
 	in.mustCall(200, "GET", "/v1/tenants/acme/deliveries?endpoint="+ep.ID, nil, &log)
 	if len(log.Data) != before+1 {

@@ -217,8 +217,11 @@ func TestConsole_Browser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("notice")),
 		shot("7-range-replayed"),
 	)
-	if notice := text("#notice"); !strings.Contains(notice, "queued for a new delivery cycle: 1.") {
+	if notice := text("#notice"); !strings.Contains(notice, "Range replay started") {
 		t.Errorf("notice after the range replay: %q", notice)
+	}
+	if kind := text("h1"); kind != "Replay of dead letters" {
+		t.Errorf("the range replay went to %q, want its task's page", kind)
 	}
 	in.waitState(second, "succeeded")
 

@@ -185,7 +185,7 @@ func TestTenantDelete_NotFinal(t *testing.T) {
 		if n := in.countList("/v1/tenants/" + c.tenant + "/deliveries"); n == 0 {
 			t.Errorf("%s has no deliveries left after the refusal", c.tenant)
 		}
-		if resp, raw := del(c.tenant, "?force=true"); resp.StatusCode != 204 {
+		if resp, raw := del(c.tenant, "?force=true"); resp.StatusCode != 202 {
 			t.Errorf("DELETE %s?force=true: %d %s", c.tenant, resp.StatusCode, raw)
 		}
 	}

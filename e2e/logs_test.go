@@ -8,8 +8,9 @@ import (
 
 // TestTenantDelete_ForcedLogsOneLine: a forced delete drops the
 // deliveries in flight, which is what force asks for and no error: the
-// node logs one info line naming the tenant (its purge), not an error
-// per attempt whose outcome finds its delivery gone.
+// node logs one info line for the delete (who asked, with force) and one
+// for its purge's task as it ends, not an error per attempt whose outcome
+// finds its delivery gone.
 func TestTenantDelete_ForcedLogsOneLine(t *testing.T) {
 	t.Parallel()
 	in, held, release := startHeld(t)
@@ -22,11 +23,11 @@ func TestTenantDelete_ForcedLogsOneLine(t *testing.T) {
 		}
 	}
 	waitFor(t, "the attempts to hang", func() bool { return len(held.got()) >= n })
-	in.mustCall(204, "DELETE", "/v1/tenants/gone?force=true", nil, nil)
+	in.mustCall(202, "DELETE", "/v1/tenants/gone?force=true", nil, nil)
 	// Once the purge is done (and logged), the attempts' outcomes find
 	// nothing to record.
 	waitFor(t, "the purge", func() bool {
-		return strings.Contains(in.logs.String(), `msg="deleted tenant purged" tenant=gone`)
+		return strings.Contains(in.logs.String(), `msg="task finished"`) && strings.Contains(in.logs.String(), `kind=tenant.purge tenant=gone state=succeeded`)
 	})
 	release()
 	waitFor(t, "the attempts to end", func() bool {
@@ -46,7 +47,7 @@ func TestTenantDelete_ForcedLogsOneLine(t *testing.T) {
 			t.Errorf("an info line per delivery: %s", line)
 		}
 	}
-	if len(about) != 1 {
-		t.Errorf("%d info lines name the deleted tenant, want 1:\n%s", len(about), strings.Join(about, "\n"))
+	if len(about) != 2 || !strings.Contains(about[0], `msg="tenant deleted"`) || !strings.Contains(about[0], "force=true") || !strings.Contains(about[1], `msg="task finished"`) {
+		t.Errorf("%d info lines name the deleted tenant, want the delete's and its purge's end:\n%s", len(about), strings.Join(about, "\n"))
 	}
 }

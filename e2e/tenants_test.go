@@ -251,7 +251,7 @@ func TestTenantDelete(t *testing.T) {
 	in.mustCall(200, "GET", "/v1/tenants/gone", nil, nil) // refused: nothing changed
 	resp, raw = del("?force=maybe")
 	wantProblem(t, resp, raw, 422, "invalid_field", "")
-	if resp, raw = del("?force=true"); resp.StatusCode != 204 {
+	if resp, raw = del("?force=true"); resp.StatusCode != 202 {
 		t.Fatalf("DELETE ?force=true: %d %s", resp.StatusCode, raw)
 	}
 	before := len(held.got())
@@ -264,8 +264,13 @@ func TestTenantDelete(t *testing.T) {
 		t.Errorf("the deleted tenant's token: %d, want 401", code)
 	}
 
-	// The purge runs at once, in the background; until it is done the id
-	// is refused with 409 tenant_deleting, then it can be used again.
+	// The purge runs at once, in the background, in the task the delete
+	// answered; until it is done the id is refused with 409
+	// tenant_deleting, then it can be used again.
+	var purge struct{ Task struct{ ID string } }
+	if err := json.Unmarshal(raw, &purge); err != nil || purge.Task.ID == "" {
+		t.Fatalf("DELETE answered %s, want its task", raw)
+	}
 	waitFor(t, "the id to be free again", func() bool {
 		return in.call("PUT", "/v1/tenants/gone", map[string]string{"name": "again"}, nil) == 201
 	})
@@ -275,6 +280,17 @@ func TestTenantDelete(t *testing.T) {
 	in.mustCall(200, "GET", "/v1/tenants/gone/events", nil, &feed)
 	if len(feed.Data) != 0 {
 		t.Errorf("the new tenant of that id sees %d events of the deleted one", len(feed.Data))
+	}
+	var task struct {
+		State string `json:"state"`
+		Done  int    `json:"done"`
+	}
+	in.mustCall(200, "GET", "/v1/tasks/"+purge.Task.ID, nil, &task)
+	if task.State != "succeeded" || task.Done != 3 {
+		t.Errorf("the purge task: %+v, want succeeded with the 3 events deleted", task)
+	}
+	if n := in.countList("/v1/tenants/gone/tasks"); n != 0 {
+		t.Errorf("the new tenant of that id has %d tasks, want none (the purge is the operator's)", n)
 	}
 	release()
 	// Nothing may reach the receiver during this window, which is what is

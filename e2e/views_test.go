@@ -117,11 +117,10 @@ func TestSubscriberViews(t *testing.T) {
 		healthy.Store(true)
 		before := len(flaky.got())
 		body := fmt.Sprintf(`{"since":%q,"endpoint":%q}`, start.Add(-time.Minute).Format(time.RFC3339Nano), epFlaky.ID)
-		var first, second map[string]int
-		in.mustCall(202, "POST", "/v1/tenants/acme/dead-letters/replay", body, &first)
-		in.mustCall(202, "POST", "/v1/tenants/acme/dead-letters/replay", body, &second)
-		if first["queued"] != 3 || second["queued"] != 0 {
-			t.Fatalf("queued %v then %v, want 3 then 0", first, second)
+		first, second := in.startTask("POST", "/v1/tenants/acme/dead-letters/replay", body), in.startTask("POST", "/v1/tenants/acme/dead-letters/replay", body)
+		a, b := in.waitTask(first), in.waitTask(second)
+		if a.State != "succeeded" || b.State != "succeeded" || a.Done+b.Done != 3 {
+			t.Fatalf("the replays ended %+v and %+v, want 3 replayed in all", a, b)
 		}
 		for _, ev := range events {
 			for _, d := range ev.Deliveries {

@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// taskView is a background task as the API answers it.
+type taskView struct {
+	ID      string `json:"id"`
+	Tenant  string `json:"tenant"`
+	Kind    string `json:"kind"`
+	State   string `json:"state"`
+	Done    int    `json:"done"`
+	Skipped int    `json:"skipped"`
+	Total   *int   `json:"total"`
+	Waiting string `json:"waiting"`
+	Error   string `json:"error"`
+	Resumed int    `json:"resumed"`
+	Errors  []struct {
+		Message string `json:"message"`
+	} `json:"errors"`
+}
+
+// startTask sends a request that starts a task: 202 {"task": …}, running.
+func (in *instance) startTask(method, path string, body any) taskView {
+	in.t.Helper()
+	var got struct{ Task taskView }
+	in.mustCall(202, method, path, body, &got)
+	if !strings.HasPrefix(got.Task.ID, "task_") || got.Task.State != "running" {
+		in.t.Fatalf("%s %s started %+v, want a running task", method, path, got.Task)
+	}
+	return got.Task
+}
+
+// task reads tk as it is now.
+func (in *instance) task(tk taskView) taskView {
+	in.t.Helper()
+	path := "/v1/tasks/" + tk.ID
+	if tk.Tenant != "" {
+		path = "/v1/tenants/" + tk.Tenant + "/tasks/" + tk.ID
+	}
+	var got taskView
+	in.mustCall(200, "GET", path, nil, &got)
+	return got
+}
+
+// waitTask reads tk until it has ended, failing the test after a minute.
+func (in *instance) waitTask(tk taskView) taskView {
+	in.t.Helper()
+	var got taskView
+	if !poll(time.Minute, func() bool { got = in.task(tk); return got.State != "running" }) {
+		in.t.Fatalf("task %s still runs after a minute: %+v", tk.ID, got)
+	}
+	return got
+}
+
+// TestTasks_SurviveKillNine: a backfill of 200 events, paced by a
+// tenant's bound of 50 pending deliveries, is killed with SIGKILL part
+// way; the node started again on the same database (on PostgreSQL, once
+// the dead node's lease of the task has ended) takes the task over from
+// its saved cursor and ends it: every event of the range gets exactly one
+// delivery to the endpoint, counted once in done or skipped, and each
+// arrives at the receiver, signed. The task says it was resumed.
+func TestTasks_SurviveKillNine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	config := configWith(t, testConfig, map[string]any{"limits.pending_per_tenant": 50})
+	in := startInstance(t, dir, config)
+	in.setup()
+	since := time.Now().UTC().Add(-time.Second)
+	const n = 200
+	var events []string
+	for i := range n {
+		events = append(events, in.ingest("payment.succeeded", fmt.Sprintf(`{"n":%d}`, i)).ID)
+	}
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(25 * time.Millisecond) // four at once: about 160 a second
+		w.WriteHeader(http.StatusOK)
+	})
+	ep := in.createEndpoint(rc.srv.URL+"/hooks", "payment.succeeded")
+	rc.setSecret(ep.Secret)
+
+	tk := in.startTask("POST", "/v1/tenants/acme/endpoints/"+ep.ID+"/backfill", map[string]any{"since": since.Format(time.RFC3339Nano)})
+	var before taskView
+	waitFor(t, "the backfill to get a quarter of the way", func() bool {
+		before = in.task(tk)
+		return before.Done >= n/4 || before.State != "running"
+	})
+	if before.State != "running" || before.Done >= n {
+		t.Fatalf("the backfill ended before the kill: %+v (make the receiver slower)", before)
+	}
+	node := in.node
+	in.node = nil // killed here, not stopped at the end
+	node.kill()
+	t.Logf("killed with the task at %d made, %d skipped", before.Done, before.Skipped)
+
+	again := startInstance(t, dir, config)
+	done := again.waitTask(tk)
+	if done.State != "succeeded" || done.Resumed < 1 || done.Total == nil || *done.Total != n || done.Done+done.Skipped != n {
+		t.Fatalf("the task after the restart: %+v, want succeeded, resumed, every one of %d events counted once", done, n)
+	}
+	if done.Done < before.Done {
+		t.Errorf("the task counts %d made after the restart, fewer than the %d saved before the kill", done.Done, before.Done)
+	}
+	if !strings.Contains(again.logs.String(), `msg="task resumed"`) {
+		t.Errorf("the new node does not log the task it resumed:\n%s", again.logs.String())
+	}
+
+	// Exactly one delivery per event of the range, whatever the kill cut.
+	perEvent := map[string]int{}
+	cursor := ""
+	for {
+		var page struct {
+			Data []struct {
+				EventID string `json:"event_id"`
+			} `json:"data"`
+			Next *string `json:"next_cursor"`
+		}
+		q := url.Values{"endpoint": {ep.ID}, "limit": {"1000"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		again.mustCall(200, "GET", "/v1/tenants/acme/deliveries?"+q.Encode(), nil, &page)
+		for _, d := range page.Data {
+			perEvent[d.EventID]++
+		}
+		if page.Next == nil {
+			break
+		}
+		cursor = *page.Next
+	}
+	for _, id := range events {
+		if perEvent[id] != 1 {
+			t.Errorf("event %s has %d deliveries to the endpoint, want 1", id, perEvent[id])
+		}
+	}
+	if len(perEvent) != n {
+		t.Errorf("deliveries to %d events, want the %d of the range", len(perEvent), n)
+	}
+	// Each arrives (an attempt in flight at the kill may arrive twice).
+	arrived := func() []string {
+		var ids []string
+		for _, r := range rc.got() {
+			var env struct{ ID string }
+			if err := json.Unmarshal(r.body, &env); err == nil && !slices.Contains(ids, env.ID) {
+				ids = append(ids, env.ID)
+			}
+		}
+		return ids
+	}
+	if !poll(time.Minute, func() bool { return len(arrived()) == n }) {
+		t.Errorf("the receiver got %d of the %d events", len(arrived()), n)
+	}
+	rc.checkSignatures()
+}
