@@ -112,7 +112,9 @@
 // by several processes) and memstore.Store (memory, for tests). What a
 // store must implement is engine.Backend, every method of it: the Store
 // by role (store.go) — Log, the transactional core; Records, the plain
-// records; Listings, reads only; Maintenance, what the janitor deletes —
+// records and the background tasks (tasks.go: the engine claims, renews
+// and ends a task through UpdateTask, so a store keeps no lease logic of
+// its own); Listings, reads only; Maintenance, what the janitor deletes —
 // and Backend's own (backend.go): Writable, OldestDue, SecretKeyID,
 // Backup (nil when there is none), Close. The engine finds no capability
 // of a store by type assertion; a Backend that compiles has them all.
