@@ -233,7 +233,11 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(dead[0].get("last_status"), 400)
         self.assertEqual([d["id"] for d in self.client.list_deliveries(tid, state="dead", status="4xx",
                                                                         endpoint=ep["id"], since=start)], [did])
-        self.assertEqual(self.client.replay_dead_letters(tid, start, endpoint=ep["id"]), 1)
+        task = self.client.replay_dead_letters(tid, start, endpoint=ep["id"])
+        self.assertEqual((task["kind"], task["state"], task["params"].get("endpoint")),
+                         ("dead_letters.replay", "running", ep["id"]))
+        task = self.client.wait_task(task, poll=0.02, timeout=30)
+        self.assertEqual((task["state"], task["done"], task["total"]), ("succeeded", 1, 1))
         with self.assertRaises(webhookd.Problem) as cm:
             self.client.skip_delivery(tid, did)
         self.assertProblem(cm.exception, 409, "not_blocking", "id")
@@ -306,8 +310,15 @@ class ServerTest(unittest.TestCase):
         self.wait_state(tid, sent["deliveries"][0]["id"], "succeeded")
         [got] = self.receiver.requests("/ok/test-event", sent["id"])
         self.assertEqual(json.loads(got.body)["data"], {"id": "in_example"})
-        filled = self.client.backfill_endpoint(tid, ep["id"], since)
-        self.assertEqual((filled["created"], filled["skipped_existing"]), (1, 0))
+        filled = self.client.wait_task(self.client.backfill_endpoint(tid, ep["id"], since),
+                                       poll=0.02, timeout=30)
+        self.assertEqual((filled["kind"], filled["state"], filled["done"], filled["skipped"]),
+                         ("endpoint.backfill", "succeeded", 1, 0))
+        self.assertEqual([t["id"] for t in self.client.list_tenant_tasks(tid, limit=1)], [filled["id"]])
+        self.assertEqual(self.client.get_tenant_task(tid, filled["id"])["done"], 1)
+        with self.assertRaises(webhookd.Problem) as cm:
+            self.client.get_tenant_task(tid, "task_nope")
+        self.assertProblem(cm.exception, 404, "task_not_found", "id")
         wait_for("the backfilled event", lambda: bool(self.receiver.requests("/ok/test-event", first["id"])))
 
     def test_tokens_and_portal(self) -> None:
@@ -331,10 +342,15 @@ class ServerTest(unittest.TestCase):
     def test_delete_tenant(self) -> None:
         tid = self.tenant()
         self.endpoint(tid, "/fail/delete")
-        self.client.delete_tenant(tid, force=True)
+        purge = self.client.delete_tenant(tid, force=True)
+        self.assertEqual((purge["kind"], purge.get("tenant"), purge["params"].get("tenant")),
+                         ("tenant.purge", None, tid))
         with self.assertRaises(webhookd.Problem) as cm:
             self.client.get_tenant(tid)
         self.assertEqual(cm.exception.status, 404)
+        self.assertEqual(self.client.wait_task(purge, poll=0.02, timeout=30)["state"], "succeeded")
+        self.assertEqual(self.client.get_task(purge["id"])["id"], purge["id"])
+        self.assertIn(purge["id"], [t["id"] for t in self.client.list_tasks(limit=1000)])
 
     def test_readme_example(self) -> None:
         # The README's example runs as it is, on this server.

@@ -12,12 +12,12 @@ from typing import (Any, BinaryIO, Callable, Dict, Iterator, Mapping, Optional, 
                     cast)
 
 from .errors import MAX_PROBLEM_BODY, Problem, TransportError, WebhookdError
-from .models import (AccessToken, Backfilled, CreatedEndpoint, CreatedOperationalEndpoint,
+from .models import (AccessToken, CreatedEndpoint, CreatedOperationalEndpoint,
                      Delivery, DeliveryState, Endpoint, EndpointInput, EndpointPatch,
                      EventAnswer, EventType, EventTypeInput, FeedEntry, Health, IngestAnswer,
                      IngestInput, IssuedToken, OperationalEndpoint, OperationalEndpointInput,
                      OperationalEndpointPatch, OperationalSecretAnswer, PortalLink, Ready,
-                     Report, RetryPolicy, RevealAnswer, SecretAnswer, Tenant, TenantInput,
+                     Report, RetryPolicy, RevealAnswer, SecretAnswer, Task, Tenant, TenantInput,
                      TenantsReport, TestEventAnswer, Verification)
 
 __all__ = [
@@ -220,11 +220,14 @@ class Client:
         """Return tenant id."""
         return cast(Tenant, self._get(_tenant(id)))
 
-    def delete_tenant(self, id: str, *, force: bool = False) -> None:
-        """Delete tenant id and everything of it. A tenant with deliveries
-        pending is refused (pending_deliveries) unless force is set, which
-        drops them."""
-        self._do("DELETE", _tenant(id), {"force": "true"} if force else None)
+    def delete_tenant(self, id: str, *, force: bool = False) -> Task:
+        """Delete tenant id and everything of it: the tenant, its endpoints
+        and tokens at once, the rest by the task returned (kind
+        tenant.purge, the operator's: wait_task follows it). A tenant with
+        deliveries pending is refused (pending_deliveries) unless force is
+        set, which drops them."""
+        a = self._do("DELETE", _tenant(id), {"force": "true"} if force else None)
+        return cast(Task, a.json()["task"])
 
     # The catalogue and the retry policies.
 
@@ -323,15 +326,19 @@ class Client:
                                               body=body).json())
 
     def backfill_endpoint(self, tenant: str, id: str, since: Time,
-                          until: Optional[Time] = None) -> Backfilled:
-        """Deliver to endpoint id every retained event created in [since,
-        until) (until None: now) that it receives and has no delivery of
-        yet, each in a new cycle. A second call makes none twice."""
+                          until: Optional[Time] = None) -> Task:
+        """Start delivering to endpoint id every retained event created in
+        [since, until) (until None: now) that it receives and has no
+        delivery of yet, each in a new cycle; return the task, running
+        (wait_task follows it: its done counts the deliveries made, its
+        skipped the events that had one, so a second backfill makes none
+        twice). A tenant at its bound of running tasks is refused
+        (limit_reached)."""
         body = {"since": format_time(since)}
         if until is not None:
             body["until"] = format_time(until)
-        return cast(Backfilled, self._do("POST", _endpoint_path(tenant, id, "backfill"),
-                                         body=body).json())
+        a = self._do("POST", _endpoint_path(tenant, id, "backfill"), body=body)
+        return cast(Task, a.json()["task"])
 
     # Events.
 
@@ -416,17 +423,59 @@ class Client:
         return self._list(_tenant(tenant, "dead-letters"), {}, limit, cursor)
 
     def replay_dead_letters(self, tenant: str, since: Time, until: Optional[Time] = None,
-                            endpoint: Optional[str] = None) -> int:
-        """Send again every dead letter of tenant that died in [since,
-        until) (until None: now), of endpoint or of all; return how many
-        were queued."""
+                            endpoint: Optional[str] = None) -> Task:
+        """Start sending again every dead letter of tenant that died in
+        [since, until) (until None: now), of endpoint or of all; return the
+        task, running (wait_task follows it: its done counts the dead
+        letters replayed). A tenant at its bound of running tasks is
+        refused (limit_reached)."""
         body = {"since": format_time(since)}
         if until is not None:
             body["until"] = format_time(until)
         if endpoint is not None:
             body["endpoint"] = endpoint
-        out = self._do("POST", _tenant(tenant, "dead-letters", "replay"), body=body).json()
-        return int(out["queued"])
+        a = self._do("POST", _tenant(tenant, "dead-letters", "replay"), body=body)
+        return cast(Task, a.json()["task"])
+
+    # Background tasks.
+
+    def list_tenant_tasks(self, tenant: str, *, limit: Optional[int] = None,
+                          cursor: Optional[str] = None) -> Iterator[Task]:
+        """Walk tenant's tasks (its range replays and backfills), newest
+        first."""
+        return self._list(_tenant(tenant, "tasks"), {}, limit, cursor)
+
+    def get_tenant_task(self, tenant: str, id: str) -> Task:
+        """Return task id of tenant (task_not_found for one not the
+        tenant's)."""
+        return cast(Task, self._get(_tenant(tenant, "tasks", _seg(id))))
+
+    def list_tasks(self, *, limit: Optional[int] = None,
+                   cursor: Optional[str] = None) -> Iterator[Task]:
+        """Walk every task, the operator's included (a tenant's purge),
+        newest first. Admin tokens only."""
+        return self._list("/v1/tasks", {}, limit, cursor)
+
+    def get_task(self, id: str) -> Task:
+        """Return any task, the operator's included. Admin tokens only."""
+        return cast(Task, self._get("/v1/tasks/" + _seg(id)))
+
+    def wait_task(self, task: Task, *, poll: float = 0.5,
+                  timeout: Optional[float] = None) -> Task:
+        """Read task every poll seconds until it has ended (state
+        succeeded or failed, which the caller checks: error says why it
+        failed) and return it as it ended. A tenant's task is read through
+        its tenant's route, so its tenant's token may wait for it; the
+        operator's through the admin's. With timeout, raise TimeoutError
+        once that many seconds passed with the task still running."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while task["state"] == "running":
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"webhookd: task {task['id']} still runs after {timeout} s")
+            self._sleep(poll)
+            tenant = task.get("tenant")
+            task = self.get_tenant_task(tenant, task["id"]) if tenant else self.get_task(task["id"])
+        return task
 
     # Reports.
 

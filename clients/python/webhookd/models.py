@@ -64,9 +64,14 @@ __all__ = [
     'FeedEntry',
     'FeedPage',
     'ReplayRangeInput',
-    'Queued',
     'BackfillInput',
-    'Backfilled',
+    'TaskKind',
+    'TaskState',
+    'TaskParams',
+    'TaskError',
+    'Task',
+    'TaskAnswer',
+    'TaskPage',
     'ReportCheck',
     'Report',
     'TenantsReport',
@@ -126,6 +131,7 @@ ProblemCode = Literal[
     'endpoint_not_found',
     'event_not_found',
     'delivery_not_found',
+    'task_not_found',
     'idempotency_conflict',
     'unavailable',
     'overloaded',
@@ -186,6 +192,19 @@ DeliveryState = Literal[
     'paused',
     'waiting',
 ]
+
+# What a task does: a range replay of dead letters (POST
+# …/dead-letters/replay), a backfill of an endpoint (POST
+# …/endpoints/{id}/backfill), the purge of a deleted tenant (DELETE
+# /v1/tenants/{tenant}). A later release may add kinds: a client shows one it
+# does not know by its name.
+TaskKind = Literal['dead_letters.replay', 'endpoint.backfill', 'tenant.purge']
+
+# running until it ends (across restarts: a process that stops or dies leaves
+# it running, and the next one to start, or on PostgreSQL another node once
+# its lease has ended, resumes it from its saved progress); then succeeded,
+# or failed with error. succeeded and failed are final.
+TaskState = Literal['running', 'succeeded', 'failed']
 
 # The type of an operational event: endpoint.created: A customer's endpoint
 # was created (through the API, the console or the portal). endpoint.updated:
@@ -1037,10 +1056,6 @@ class ReplayRangeInput(_ReplayRangeInputRequired, total=False):
     endpoint: str
 
 
-class Queued(TypedDict):
-    queued: int
-
-
 class _BackfillInputRequired(TypedDict):
     # The range's start: events created at or after it (RFC 3339).
     since: str
@@ -1051,20 +1066,92 @@ class BackfillInput(_BackfillInputRequired, total=False):
     until: str
 
 
-class _BackfilledRequired(TypedDict):
-    # Deliveries made.
-    created: int
-    # Events of the range the endpoint receives that had a delivery to it
-    # already.
-    skipped_existing: int
-    # Events that had none and got none: the pending bound was reached.
-    # Call again later.
-    remaining: int
+class TaskParams(TypedDict, total=False):
+    """What the task was asked to do."""
+    # The start of the range (a replay: of the deaths; a backfill: of the
+    # events' creation).
+    since: Timestamp
+    # The end of the range, excluded: as asked, or the time of the
+    # request when none was given (a replay's, too, when it was later).
+    until: Timestamp
+    # A backfill's endpoint, or the one endpoint a replay is limited to.
+    endpoint: str
+    # The tenant a purge purges.
+    tenant: str
+    # A purge's tenant was deleted with force=true: its deliveries not
+    # yet delivered were dropped.
+    force: bool
 
 
-class Backfilled(_BackfilledRequired, total=False):
-    # The bound that left remaining; absent when remaining is 0.
-    bound: Literal['pending_per_tenant', 'max_pending']
+class TaskError(TypedDict):
+    at: Timestamp
+    message: str
+
+
+class _TaskRequired(TypedDict):
+    id: str
+    kind: TaskKind
+    state: TaskState
+    params: TaskParams
+    # What it did so far: dead letters replayed, deliveries a backfill
+    # made, events a purge deleted. After a process died, the step it
+    # made last may be missing here (it is not done twice).
+    done: int
+    # What it found done already: the events of a backfill's range that
+    # had a delivery to the endpoint.
+    skipped: int
+    # done + skipped when it succeeded; null until then: a task counts
+    # what it does as it goes, and knows its total only at its end.
+    total: Optional[int]
+    # The errors its steps met and that it went on after (a database that
+    # could not take writes for a while), the last 10, oldest first; []
+    # when none.
+    errors: List[TaskError]
+    # Who asked: admin, token tok_…, or the console's user.
+    by: str
+    started: Timestamp
+    # When its progress was last saved.
+    updated: Timestamp
+
+
+class Task(_TaskRequired, total=False):
+    """
+    A background task: an operation that can outlive its request, answered at
+    once and run by webhookd, whose progress is saved after each step so that
+    it goes on across a restart.
+    """
+    # The tenant whose task it is, listed under GET
+    # /v1/tenants/{tenant}/tasks; absent for the operator's (a tenant's
+    # purge: the tenant is params.tenant).
+    tenant: str
+    # A running backfill at that pending bound: it waits for the backlog
+    # to go down and goes on by itself. Absent when not waiting.
+    waiting: Literal['pending_per_tenant', 'max_pending']
+    # Why it failed; absent unless failed.
+    error: str
+    # How many times a process took it over from one that stopped or
+    # died; absent when never.
+    resumed: int
+    # When it ended; absent while running.
+    finished: Timestamp
+
+
+class TaskAnswer(TypedDict):
+    """
+    The answer of a route that started a task: the task, running (follow it
+    with GET on the Location).
+    """
+    task: Task
+
+
+class TaskPage(TypedDict):
+    """A page of tasks, newest first."""
+    # This page, [] when empty.
+    data: List[Task]
+    # The cursor of the next page, for ?cursor=; null on the last page.
+    next_cursor: Optional[str]
+    # Whether a task follows the page.
+    has_more: bool
 
 
 class _ReportCheckRequired(TypedDict):
@@ -1458,8 +1545,7 @@ class OpDeliveryDeadData(TypedDict):
     at: Timestamp
 
 
-class OpTenantDeletedData(TypedDict):
-    """The data of tenant.deleted."""
+class _OpTenantDeletedDataRequired(TypedDict):
     # The customer's tenant the event is about.
     tenant: str
     # Deleted with ?force=true: its deliveries not yet final were
@@ -1467,6 +1553,13 @@ class OpTenantDeletedData(TypedDict):
     force: bool
     # When it happened.
     at: Timestamp
+
+
+class OpTenantDeletedData(_OpTenantDeletedDataRequired, total=False):
+    """The data of tenant.deleted."""
+    # The task that purges what the tenant left (GET /v1/tasks/{id}); its
+    # end is task.finished.
+    task_id: str
 
 
 class _OpTaskFinishedDataRequired(TypedDict):
@@ -1484,10 +1577,14 @@ class OpTaskFinishedData(_OpTaskFinishedDataRequired, total=False):
     """
     # The customer's tenant the event is about.
     tenant: str
-    # What the task did.
-    kind: str
+    kind: TaskKind
+    # What it did: dead letters replayed, deliveries made, events
+    # deleted.
     done: int
+    # What it found done already: a backfill's events that had a
+    # delivery.
     skipped: int
+    # done + skipped; present when it succeeded.
     total: int
     # Why it failed; absent when it succeeded.
     reason: str
