@@ -8,7 +8,7 @@ import (
 // Backfill is Svix's "replay missing": an endpoint made after some events
 // were stored (or whose types or channels changed since) gets the
 // retained events of a time range that it would have received and that it
-// has no delivery for. The engine decides which events (BackfillStep.Wants,
+// has no delivery for (Service.StartBackfill, a task: backfillStep). The engine decides which events (BackfillStep.Wants,
 // the rule ingest fans out by) and what each delivery is
 // (BackfillStep.Delivery); a store reads the tenant's log in steps and, in
 // the transaction of each step, makes a delivery for every wanted event
@@ -110,95 +110,6 @@ func (b BackfillStep) Delivery(ev Event, ep Endpoint) (Delivery, bool) {
 	}
 	d.Backfill = &Backfill{At: b.At, By: b.By}
 	return d, true
-}
-
-// BackfillCounts is the answer of a backfill (Service.Backfill).
-type BackfillCounts struct {
-	// Created counts the deliveries it made.
-	Created int `json:"created"`
-	// SkippedExisting counts the events of the range the endpoint
-	// receives that had a delivery to it already.
-	SkippedExisting int `json:"skipped_existing"`
-	// Remaining counts those that had none and got none because the
-	// pending bound named by Bound was reached: call again once the
-	// backlog has gone down.
-	Remaining int    `json:"remaining"`
-	Bound     string `json:"bound,omitempty"` // "pending_per_tenant" or "max_pending", when Remaining is not 0
-}
-
-// Backfill delivers to endpoint endpointID of tenant every retained event
-// of the tenant created in [since, until) (until zero: now) that the
-// endpoint receives (its types and channels, by the rule of ingest; test
-// events never) and that has no delivery to it, each in a new cycle that
-// starts now, recording by (Delivery.Backfill), and hands them to the
-// dispatcher. since is required and before until (CodeInvalidField
-// naming since or until, as a range replay); the range needs no other
-// bound, since only what retention kept is read.
-//
-// It is idempotent: an event that has a delivery to the endpoint
-// (counted in SkippedExisting) gets none, checked in the transaction
-// that makes it, so a second call, or two at once, make each delivery
-// once. It makes no more than the pending bounds leave room for
-// (MaxPendingPerTenant, MaxPending: the backlog less than the bound, as
-// of the call's start) and counts the rest in Remaining, naming the
-// bound; a later call makes them. An ordered endpoint's deliveries are
-// made in log order and settled in their lines as ingest's are: a line
-// without a head gets the first as its head, the others wait behind the
-// head, and the waiting are promoted lowest Sequence first, so they go
-// before the line's newer events that wait.
-//
-// On an error the deliveries made before it stay made and handed over;
-// the same call again makes the rest.
-func (s *Service) Backfill(ctx context.Context, tenant, endpointID string, since, until time.Time, by string) (BackfillCounts, error) {
-	var out BackfillCounts
-	t, err := s.Tenant(ctx, tenant)
-	if err != nil {
-		return out, err
-	}
-	since, until, err = s.timeRange(since, until)
-	if err != nil {
-		return out, err
-	}
-	if _, err := s.Endpoint(ctx, tenant, endpointID); err != nil {
-		return out, err
-	}
-	if by == "" {
-		by = "admin"
-	}
-	room, bound, err := s.backfillRoom(ctx, tenant)
-	if err != nil {
-		return out, err
-	}
-	step := BackfillStep{Tenant: tenant, EndpointID: endpointID, Since: since, Until: until, Scan: backfillScan, At: s.now(), By: by, TenantPolicy: t.RetryPolicy}
-	for {
-		step.Max = backfillScan
-		if room >= 0 {
-			step.Max = min(room, backfillScan)
-		}
-		res, err := s.store.Backfill(ctx, step)
-		if err != nil {
-			return out, err
-		}
-		for _, d := range res.Created {
-			if s.disp != nil && d.State == StatePending { // a waiting one is handed over when its line reaches it
-				s.disp.Enqueue(d.ID, d.TenantID, d.EndpointID, d.NextAttemptAt)
-			}
-		}
-		out.Created += len(res.Created)
-		out.SkippedExisting += res.Existing
-		out.Remaining += res.Missing
-		if room >= 0 {
-			room = max(room-len(res.Created), 0)
-		}
-		if res.Next == 0 {
-			break
-		}
-		step.After = res.Next
-	}
-	if out.Remaining > 0 {
-		out.Bound = bound
-	}
-	return out, nil
 }
 
 // backfillRoom returns how many deliveries the pending bounds leave room

@@ -11,10 +11,10 @@ import (
 	"github.com/webhookd/webhookd/storage"
 )
 
-// TestService_Backfill: a backfill makes what the pending bound leaves
-// room for and says how many are left and why, hands what it made to the
-// dispatcher, records who asked, and validates its range like a range
-// replay.
+// TestService_Backfill: a backfill's task makes what the pending bound
+// leaves room for and then waits, saying for which bound; it hands what
+// it made to the dispatcher and records who asked; a backfill's range is
+// validated like a range replay's before any task is made.
 func TestService_Backfill(t *testing.T) {
 	ctx := context.Background()
 	db, err := storage.Open(filepath.Join(t.TempDir(), "db"), storage.Options{})
@@ -57,12 +57,15 @@ func TestService_Backfill(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got, err := svc.Backfill(ctx, "acme", ep.ID, since, time.Time{}, "token tok_1")
+	defer svc.StopTasks(ctx)
+	tk, err := svc.StartBackfill(ctx, "acme", ep.ID, since, time.Time{}, "token tok_1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (engine.BackfillCounts{Created: 3, Remaining: 2, Bound: "pending_per_tenant"}); got != want {
-		t.Errorf("first backfill = %+v, want %+v", got, want)
+	// The attempts are a day away: the bound stays full once it is.
+	got := pollTaskUntil(t, svc, tk.ID, func(tk engine.Task) bool { return tk.Waiting != "" })
+	if got.Done != 3 || got.Waiting != "pending_per_tenant" || got.State != engine.TaskRunning {
+		t.Errorf("the backfill at the bound: %+v, want 3 made, waiting for pending_per_tenant", got)
 	}
 	ds, _, err := svc.ListDeliveries(ctx, "acme", engine.DeliveryFilter{EndpointID: ep.ID})
 	if err != nil {
@@ -78,14 +81,6 @@ func TestService_Backfill(t *testing.T) {
 		if !disp.Holds(d.ID) {
 			t.Errorf("the dispatcher does not hold backfilled delivery %s", d.ID)
 		}
-	}
-	// The bound is full: nothing more, and the call says so.
-	got, err = svc.Backfill(ctx, "acme", ep.ID, since, time.Time{}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (engine.BackfillCounts{SkippedExisting: 3, Remaining: 2, Bound: "pending_per_tenant"}); got != want {
-		t.Errorf("second backfill = %+v, want %+v", got, want)
 	}
 
 	for _, tt := range []struct {
@@ -103,7 +98,7 @@ func TestService_Backfill(t *testing.T) {
 		{"unknown tenant", "nobody", ep.ID, since, now, engine.CodeTenantNotFound, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := svc.Backfill(ctx, tt.tenant, tt.id, tt.since, tt.until, "admin")
+			_, err := svc.StartBackfill(ctx, tt.tenant, tt.id, tt.since, tt.until, "admin")
 			if engine.ErrorCode(err) != tt.code || tt.field != "" && errorField(err) != tt.field {
 				t.Errorf("error %v (field %q), want %s naming %q", err, errorField(err), tt.code, tt.field)
 			}
@@ -111,9 +106,9 @@ func TestService_Backfill(t *testing.T) {
 	}
 }
 
-// TestService_BackfillUnbounded: without a pending bound a backfill
-// makes every missing delivery, over more than one step, and a second
-// makes none.
+// TestService_BackfillUnbounded: without a pending bound a backfill's
+// task makes every missing delivery, over more than one step, and a
+// second makes none.
 func TestService_BackfillUnbounded(t *testing.T) {
 	ctx := context.Background()
 	db, err := storage.Open(filepath.Join(t.TempDir(), "db"), storage.Options{})
@@ -139,12 +134,15 @@ func TestService_BackfillUnbounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := svc.Backfill(ctx, "acme", ep.ID, since, time.Time{}, "admin")
-	if err != nil || got != (engine.BackfillCounts{Created: n}) {
-		t.Fatalf("backfill = %+v, %v; want %d created", got, err, n)
-	}
-	got, err = svc.Backfill(ctx, "acme", ep.ID, since, time.Time{}, "admin")
-	if err != nil || got != (engine.BackfillCounts{SkippedExisting: n}) {
-		t.Fatalf("second backfill = %+v, %v; want %d skipped", got, err, n)
+	defer svc.StopTasks(ctx)
+	for _, want := range []struct{ done, skipped int }{{n, 0}, {0, n}} {
+		tk, err := svc.StartBackfill(ctx, "acme", ep.ID, since, time.Time{}, "admin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := pollTask(t, svc, tk.ID)
+		if got.State != engine.TaskSucceeded || got.Done != want.done || got.Skipped != want.skipped || got.Cursor == "" {
+			t.Fatalf("backfill = %+v; want %d made, %d skipped, in more than one step", got, want.done, want.skipped)
+		}
 	}
 }

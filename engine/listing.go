@@ -235,52 +235,9 @@ func (s *Service) ListEvents(ctx context.Context, tenant string, f EventFilter) 
 	return s.store.ListEvents(ctx, tenant, f)
 }
 
-// replayBatch is how many dead letters one range-replay transaction moves.
+// replayBatch is how many dead letters one step of a range replay
+// (replayStep) moves, in one transaction.
 const replayBatch = 500
-
-// ReplayDeadLetters replays tenant's dead letters that died in [since,
-// until), of endpointID when set, and returns how many it queued. Each
-// replay is recorded on its delivery with by. Ordered ones are replayed
-// in their lines' order (engine.CompareLineOrder) within each batch of
-// replayBatch: the lowest Sequence of a line becomes its head (unless the
-// line has one) and the others wait behind it. A line whose dead letters
-// span batches gets them in batch order, which is the order they died in.
-func (s *Service) ReplayDeadLetters(ctx context.Context, tenant string, since, until time.Time, endpointID, by string) (int, error) {
-	if _, err := s.Tenant(ctx, tenant); err != nil {
-		return 0, err
-	}
-	since, until, err := s.timeRange(since, until)
-	if err != nil {
-		return 0, err
-	}
-	if endpointID != "" {
-		if _, err := s.Endpoint(ctx, tenant, endpointID); err != nil {
-			return 0, Errorf(CodeEndpointNotFound, "endpoint", "no such endpoint")
-		}
-	}
-	policyOf, err := s.cyclePolicies(ctx, tenant)
-	if err != nil {
-		return 0, err
-	}
-	total := 0
-	for {
-		r := Replay{At: s.now(), By: by}
-		sel := Selection{Tenant: tenant, State: StateDead, EndpointID: endpointID, Since: since, Until: until}
-		ds, err := s.store.UpdateDeliveries(ctx, sel, replayBatch, func(d Delivery) Delivery { return ReplayDelivery(d, r, policyOf(d.EndpointID)) })
-		if err != nil {
-			return total, err
-		}
-		for _, d := range ds {
-			if s.disp != nil && d.State == StatePending { // an ordered one may wait behind its line's head
-				s.disp.Enqueue(d.ID, d.TenantID, d.EndpointID, d.NextAttemptAt)
-			}
-		}
-		total += len(ds)
-		if len(ds) == 0 {
-			return total, nil
-		}
-	}
-}
 
 // timeRange checks the time range [since, until) of a request (a range
 // replay, a backfill): since is required, until is now when zero and

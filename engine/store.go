@@ -187,7 +187,7 @@ type Log interface {
 	// delivery resumed): a caller that loops until none come back then
 	// meets each once. It returns none only when none is selected.
 	UpdateDeliveries(ctx context.Context, sel Selection, max int, fn func(Delivery) Delivery) ([]Delivery, error)
-	// Backfill is one step of a backfill (Service.Backfill), in one
+	// Backfill is one step of a backfill (Service.StartBackfill), in one
 	// transaction: read endpoint step.EndpointID of step.Tenant
 	// (CodeEndpointNotFound when it or its tenant is gone) and the
 	// tenant's events in log order after step.After, at most step.Scan

@@ -487,9 +487,14 @@ func (s *Service) taskStep(kind TaskKind) taskStep {
 	return nil
 }
 
-// replayStep replays up to replayBatch of the range's dead letters (see
-// ReplayDeadLetters); done when none is left. A replayed dead letter is
-// no longer dead, so a step made again replays none twice.
+// replayStep replays up to replayBatch of the range's dead letters, each
+// recorded with the task's By; done when none is left. A replayed dead
+// letter is no longer dead, so a step made again replays none twice.
+// Ordered ones are replayed in their lines' order (CompareLineOrder)
+// within each step: the lowest Sequence of a line becomes its head
+// (unless the line has one) and the others wait behind it; a line whose
+// dead letters span steps gets them in step order, the order they died
+// in.
 func (s *Service) replayStep(ctx context.Context, t *Task) (stepResult, error) {
 	if _, err := s.store.Tenant(ctx, t.Tenant); err != nil {
 		return stepResult{}, err

@@ -184,9 +184,9 @@ func (t Task) Ended() bool { return t.State == TaskSucceeded || t.State == TaskF
 // in [since, until) (until zero, or after now: now), of endpointID when
 // set, and runs it in the background (replayStep), recording each replay
 // with by; it returns the task as stored, running. The range and the
-// endpoint are checked first, as ReplayDeadLetters checks them
-// (CodeInvalidField naming since or until, CodeEndpointNotFound naming
-// endpoint), and a tenant at its bound of running tasks is refused
+// endpoint are checked first (CodeInvalidField naming since or until,
+// CodeEndpointNotFound naming endpoint), and a tenant at its bound of
+// running tasks is refused
 // (CodeLimitReached). A dead letter that dies again while the task runs
 // died after until, so the task does not replay it twice.
 func (s *Service) StartReplay(ctx context.Context, tenant string, since, until time.Time, endpointID, by string) (Task, error) {
@@ -209,11 +209,11 @@ func (s *Service) StartReplay(ctx context.Context, tenant string, since, until t
 }
 
 // StartBackfill stores a task that backfills endpoint endpointID of
-// tenant with the events of [since, until) (until zero: now), as
-// Backfill does, and runs it in the background (backfillStep); it
-// returns the task as stored, running. Unlike Backfill it leaves nothing
-// for a later call: at a pending bound it waits for the backlog to go
-// down (Task.Waiting) and goes on. The range and the endpoint are
+// tenant (backfill.go) with the events of [since, until) (until zero:
+// now), and runs it in the background (backfillStep); it returns the
+// task as stored, running. At a pending bound it waits for the backlog
+// to go down (Task.Waiting) and goes on: it leaves nothing for a later
+// call. The range and the endpoint are
 // checked first (CodeInvalidField naming since or until,
 // CodeEndpointNotFound), and a tenant at its bound of running tasks is
 // refused (CodeLimitReached).

@@ -431,13 +431,20 @@ func TestPurgeTask(t *testing.T) {
 // ten seconds for task id to end.
 func pollTask(t *testing.T, svc *engine.Service, id string) engine.Task {
 	t.Helper()
+	return pollTaskUntil(t, svc, id, ended)
+}
+
+// pollTaskUntil waits, in real time, at most ten seconds for task id to
+// be as cond says, and returns it as it is then.
+func pollTaskUntil(t *testing.T, svc *engine.Service, id string, cond func(engine.Task) bool) engine.Task {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		tk, err := svc.Task(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tk.Ended() || time.Now().After(deadline) {
+		if cond(tk) || time.Now().After(deadline) {
 			return tk
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -371,7 +371,7 @@ type Delivery struct {
 	// on a line whose endpoint's on_dead is skip). Nil when none.
 	Skips []Skip `json:"skips,omitempty"`
 	// Backfill, when set, records that a backfill made the delivery
-	// (Service.Backfill) for an event stored before: who asked and when,
+	// (Service.StartBackfill) for an event stored before: who asked and when,
 	// which is when its first cycle began. Nil for a delivery made at
 	// ingest. Created is its event's Created either way.
 	Backfill *Backfill `json:"backfill,omitempty"`

@@ -42,7 +42,7 @@ func backfillStep(ep engine.Endpoint, since, until, at time.Time) engine.Backfil
 	}
 }
 
-// backfill runs step and the steps after it, as Service.Backfill does
+// backfill runs step and the steps after it, as a backfill task does
 // (with the same Max each), and returns what they made and counted.
 func (f *fixture) backfill(t *testing.T, step engine.BackfillStep) (created []engine.Delivery, existing, missing int) {
 	t.Helper()
