@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/httpapi"
 )
 
@@ -53,6 +54,25 @@ func TestConsole_Tasks(t *testing.T) {
 	}
 	if p := tenant.get("/console/t/acme/tasks"); !strings.Contains(p.body, `data-task="`+replay.ID+`"`) || strings.Contains(p.body, purge.ID) {
 		t.Errorf("acme's tasks page lists its replay only:\n%s", p.body)
+	}
+
+	// A running task's page reloads itself, and says what it waits for;
+	// an ended one's does not reload.
+	now := time.Now().UTC()
+	running := engine.Task{ID: engine.NewID("task"), Tenant: "acme", Kind: engine.TaskBackfill, State: engine.TaskRunning,
+		Params: engine.TaskParams{Since: now.Add(-time.Hour), Until: now, Endpoint: e.endpoint.ID}, Done: 7, Waiting: "pending_per_tenant",
+		Started: now, Updated: now, Errors: []engine.TaskError{{At: now, Message: "storage cannot write now; retry later"}}}
+	if err := e.db.CreateTask(t.Context(), running, 0); err != nil {
+		t.Fatal(err)
+	}
+	p := tenant.get("/console/t/acme/tasks/" + running.ID)
+	for _, want := range []string{`data-refresh="2"`, `id="task-state">running<`, "waiting for the tenant's deliveries not yet delivered to go down", `id="task-total">not known until it ends`, "storage cannot write now; retry later"} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("a running task's page has no %s:\n%s", want, p.body)
+		}
+	}
+	if p := tenant.get("/console/t/acme/tasks/" + replay.ID); strings.Contains(p.body, "data-refresh") {
+		t.Errorf("an ended task's page reloads itself:\n%s", p.body)
 	}
 }
 
