@@ -9,7 +9,6 @@ import type {
   AccessTokenInput,
   Answer,
   BackfillInput,
-  Backfilled,
   CallOptions,
   CreatedEndpoint,
   CreatedOperationalEndpoint,
@@ -43,12 +42,14 @@ import type {
   RevealAnswer,
   RotateInput,
   SecretAnswer,
+  Task,
   Tenant,
   TenantInput,
   TenantsReport,
   TestEventAnswer,
   TestEventInput,
   Verification,
+  WaitOptions,
 } from "./types.js";
 
 const tenants = (tenant: string, ...more: string[]) => path("v1", "tenants", tenant, ...more);
@@ -79,6 +80,7 @@ export class Client {
   readonly accessTokens: AccessTokens;
   readonly portalLinks: PortalLinks;
   readonly operationalEndpoints: OperationalEndpoints;
+  readonly tasks: Tasks;
   readonly admin: Admin;
 
   /**
@@ -101,6 +103,7 @@ export class Client {
     this.accessTokens = new AccessTokens(t);
     this.portalLinks = new PortalLinks(t);
     this.operationalEndpoints = new OperationalEndpoints(t);
+    this.tasks = new Tasks(t);
     this.admin = new Admin(t);
   }
 
@@ -172,12 +175,15 @@ export class Tenants {
   }
 
   /**
-   * Deletes tenant id and everything of it. A tenant with deliveries
-   * pending is refused (pending_deliveries) unless force is set, which
-   * drops them.
+   * Deletes tenant id and everything of it: the tenant, its endpoints and
+   * tokens at once, the rest by the task it returns (kind tenant.purge,
+   * the operator's: client.tasks.wait follows it). A tenant with
+   * deliveries pending is refused (pending_deliveries) unless force is
+   * set, which drops them.
    */
-  async delete(id: string, o: Loose<Query<"deleteTenant">> = {}, call?: CallOptions): Promise<void> {
-    await this.#t.json({ method: "DELETE", path: tenants(id), query: o }, call);
+  async delete(id: string, o: Loose<Query<"deleteTenant">> = {}, call?: CallOptions): Promise<Task> {
+    const a = await this.#t.json<Answer<"deleteTenant", 202>>({ method: "DELETE", path: tenants(id), query: o }, call);
+    return a.task;
   }
 }
 
@@ -315,14 +321,21 @@ export class Endpoints {
   }
 
   /**
-   * Delivers to endpoint id every retained event created in [since, until)
-   * that it receives and that has no delivery to it yet, each in a new
-   * cycle that starts now. A second call makes none twice
-   * (skipped_existing); remaining counts what the tenant's pending bound
-   * left no room for: call again later.
+   * Starts delivering to endpoint id every retained event created in
+   * [since, until) that it receives and that has no delivery to it yet,
+   * each in a new cycle, and returns the task, running
+   * (client.tasks.wait follows it): its done counts the deliveries made,
+   * its skipped the events that had one, so a second backfill makes none
+   * twice. At the tenant's pending bound the task waits and goes on by
+   * itself. A tenant at its bound of running tasks is refused
+   * (limit_reached).
    */
-  backfill(tenant: string, id: string, input: BackfillInput, call?: CallOptions): Promise<Backfilled> {
-    return this.#t.json({ method: "POST", path: tenants(tenant, "endpoints", id, "backfill"), body: input }, call);
+  async backfill(tenant: string, id: string, input: BackfillInput, call?: CallOptions): Promise<Task> {
+    const a = await this.#t.json<Answer<"backfillEndpoint", 202>>(
+      { method: "POST", path: tenants(tenant, "endpoints", id, "backfill"), body: input },
+      call,
+    );
+    return a.task;
   }
 }
 
@@ -455,14 +468,100 @@ export class DeadLetters {
     return onePage(this.#t, tenants(tenant, "dead-letters"), o, call);
   }
 
-  /** Sends again every dead letter of tenant that died in [since, until) (of one endpoint, or all), and returns how many it queued. */
-  async replay(tenant: string, range: ReplayRangeInput, call?: CallOptions): Promise<number> {
+  /**
+   * Starts sending again every dead letter of tenant that died in [since,
+   * until) (of one endpoint, or all), and returns the task, running
+   * (client.tasks.wait follows it: its done counts the dead letters
+   * replayed). A tenant at its bound of running tasks is refused
+   * (limit_reached).
+   */
+  async replay(tenant: string, range: ReplayRangeInput, call?: CallOptions): Promise<Task> {
     const a = await this.#t.json<Answer<"replayDeadLetters", 202>>(
       { method: "POST", path: tenants(tenant, "dead-letters", "replay"), body: range },
       call,
     );
-    return a.queued;
+    return a.task;
   }
+}
+
+/**
+ * Background tasks: a range replay, a backfill, the purge of a deleted
+ * tenant, run by the server from the call that started them until they
+ * end, across its restarts.
+ */
+export class Tasks {
+  readonly #t: Transport;
+  /** @internal */
+  constructor(t: Transport) {
+    this.#t = t;
+  }
+
+  /** Walks every task, newest first, the operator's (a tenant's purge) included. Admin tokens only. */
+  list(o?: Paging<"listTasks">, call?: CallOptions): Listing<Task> {
+    return listingOf(this.#t, path("v1", "tasks"), o, call);
+  }
+
+  /** One page of every task. */
+  page(o?: Paging<"listTasks">, call?: CallOptions): Promise<Answer<"listTasks", 200>> {
+    return onePage(this.#t, path("v1", "tasks"), o, call);
+  }
+
+  /** Returns any task, the operator's included. Admin tokens only. */
+  get(id: string, call?: CallOptions): Promise<Task> {
+    return this.#t.json({ method: "GET", path: path("v1", "tasks", id), retry: true }, call);
+  }
+
+  /** Walks tenant's tasks (its range replays and backfills), newest first. */
+  listOfTenant(tenant: string, o?: Paging<"listTenantTasks">, call?: CallOptions): Listing<Task> {
+    return listingOf(this.#t, tenants(tenant, "tasks"), o, call);
+  }
+
+  /** One page of tenant's tasks. */
+  pageOfTenant(tenant: string, o?: Paging<"listTenantTasks">, call?: CallOptions): Promise<Answer<"listTenantTasks", 200>> {
+    return onePage(this.#t, tenants(tenant, "tasks"), o, call);
+  }
+
+  /** Returns task id of tenant (task_not_found for one not the tenant's). */
+  getOfTenant(tenant: string, id: string, call?: CallOptions): Promise<Task> {
+    return this.#t.json({ method: "GET", path: tenants(tenant, "tasks", id), retry: true }, call);
+  }
+
+  /**
+   * Reads task every o.pollMs (500) until it has ended, and returns it as
+   * it ended: succeeded or failed (state; error says why). A tenant's task
+   * is read through its tenant's route, so its tenant's token may wait
+   * for it; the operator's through the admin's. It rejects when a read
+   * does, or with the signal's reason when it aborts.
+   */
+  async wait(task: Task, o: WaitOptions = {}): Promise<Task> {
+    const call: CallOptions = { signal: o.signal };
+    const pollMs = o.pollMs ?? 500;
+    let t = task;
+    while (t.state === "running") {
+      await sleep(pollMs, o.signal);
+      t = t.tenant !== undefined ? await this.getOfTenant(t.tenant, t.id, call) : await this.get(t.id, call);
+    }
+    return t;
+  }
+}
+
+/** Resolves after ms, or rejects with signal's reason when it aborts first. */
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
 }
 
 /** Delivery reports: how a tenant's last events were delivered, with consistency checks. */

@@ -1,7 +1,7 @@
 // @webhookd/client: a typed client of webhookd's HTTP API. ESM, no runtime
 // dependencies, Node 18's fetch. See README.md.
 
-export { Client, Tenants, EventTypes, RetryPolicies, Endpoints, Events, Deliveries, DeadLetters, Reports, AccessTokens, PortalLinks, OperationalEndpoints, Admin } from "./client.js";
+export { Client, Tenants, EventTypes, RetryPolicies, Endpoints, Events, Deliveries, DeadLetters, Reports, AccessTokens, PortalLinks, OperationalEndpoints, Tasks, Admin } from "./client.js";
 export { Problem, WebhookdError, parseRetryAfter } from "./problem.js";
 export type { Code, ProblemInit } from "./problem.js";
 export { Listing, Feed } from "./paging.js";

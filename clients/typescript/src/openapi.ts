@@ -115,7 +115,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a tenant and all its data (admin).
-         * @description 204. At once: the tenant, its endpoints and access tokens (its routes answer 404, its ingest is refused, its tokens stop working). Soon after, in small transactions: its events, deliveries, dead letters and idempotency keys; until that is done, PUT of the id is 409 tenant_deleting. While it has deliveries not yet delivered or dead (pending, waiting behind the head of an ordered line, paused for a disabled endpoint, or dead and blocking their line), 409 pending_deliveries, whose detail counts each, unless force=true, which drops them (never attempted again). Its other dead letters go with it.
+         * @description 202 {task}. At once: the tenant, its endpoints and access tokens (its routes answer 404, its ingest is refused, its tokens stop working). Then, in small transactions, by the task (kind tenant.purge, the operator's: GET /v1/tasks/{id}): its events, deliveries, dead letters, idempotency keys and tasks; until that is done, PUT of the id is 409 tenant_deleting. The task's done counts the events deleted. While it has deliveries not yet delivered or dead (pending, waiting behind the head of an ordered line, paused for a disabled endpoint, or dead and blocking their line), 409 pending_deliveries, whose detail counts each, unless force=true, which drops them (never attempted again). Its other dead letters go with it.
          */
         delete: operations["deleteTenant"];
         options?: never;
@@ -376,7 +376,7 @@ export interface paths {
         put?: never;
         /**
          * Deliver to the endpoint the retained events of a time range that it has no delivery for (Svix's "replay missing").
-         * @description Every retained event of the tenant created in [since, until) that the endpoint receives (its event types and its channels, by the rule of ingest; test events never) and that has no delivery to it gets one, in a new cycle that starts now, recorded on the delivery as backfill {at, by}. A second call makes none of them twice, even at once (skipped_existing counts them). It makes no more than the tenant's pending bound ([limits] pending_per_tenant, and [ingest] max_pending) leaves room for: the rest are counted in remaining, with the bound that stopped it; call again once the backlog has gone down. On an ordered endpoint they join its lines in sequence order behind the line's head. 202 {created, skipped_existing, remaining}. 422 invalid_field since (missing) or until (not after since); 404 endpoint_not_found.
+         * @description 202 {task}: a task (kind endpoint.backfill) that gives, in the background, every retained event of the tenant created in [since, until) that the endpoint receives (its event types and its channels, by the rule of ingest; test events never) and that has no delivery to it, one, in a new cycle that starts when it is made, recorded on the delivery as backfill {at, by}. An event that has a delivery to the endpoint gets none, even with two backfills at once (the task's skipped counts them). It makes no more at once than the tenant's pending bound ([limits] pending_per_tenant, and [ingest] max_pending) leaves room for: at the bound it waits (waiting names the bound) and goes on as the backlog goes down. On an ordered endpoint they join its lines in sequence order behind the line's head. 422 invalid_field since (missing) or until (not after since); 404 endpoint_not_found; 409 limit_reached when the tenant has [limits] tasks_per_tenant tasks running. The task's done counts the deliveries made.
          */
         post: operations["backfillEndpoint"];
         delete?: never;
@@ -569,7 +569,7 @@ export interface paths {
         put?: never;
         /**
          * Replay the dead letters that died in a time range.
-         * @description 202 {queued}: how many were queued. A second call while the first runs queues none of them twice.
+         * @description 202 {task}: a task (kind dead_letters.replay) that replays, in the background, each dead letter that died in [since, until), of one endpoint when endpoint is set: each starts a new cycle now, recorded with who asked. until defaults to now, and a later until is now: a dead letter that dies again while the task runs is not replayed twice. A replayed dead letter is no longer dead, so a second call while the first runs replays none of them twice. 422 invalid_field since (missing) or until (not after since); 404 endpoint_not_found (field endpoint); 409 limit_reached when the tenant has [limits] tasks_per_tenant tasks running. The task's done counts the dead letters replayed.
          */
         post: operations["replayDeadLetters"];
         delete?: never;
@@ -593,6 +593,54 @@ export interface paths {
          * @description Over the tenant's last N events, each delivery in one bucket: first-attempt and retry successes, replayed, pending, waiting, paused and dead (by reason); the effective delivery rate, duplicate deliveries, and the report's own checks.
          */
         get: operations["report"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{tenant}/tasks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                tenant: components["parameters"]["tenant"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the tenant's tasks, newest first.
+         * @description Its range replays and backfills, running and ended (kept [retention] tasks after they end), each with its progress. A tenant's purge is the operator's task (GET /v1/tasks).
+         */
+        get: operations["listTenantTasks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{tenant}/tasks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                tenant: components["parameters"]["tenant"];
+                /** @description The task id. */
+                id: components["parameters"]["task"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read one of the tenant's tasks: its state and progress.
+         * @description kind, state, params, done, skipped, total (null until it ends), waiting, errors, started, updated, finished. 404 task_not_found for a task that is not the tenant's.
+         */
+        get: operations["getTenantTask"];
         put?: never;
         post?: never;
         delete?: never;
@@ -780,6 +828,49 @@ export interface paths {
          * @description The copy is taken in one read transaction into a temporary file beside the database, then sent: ingest and delivery go on. 503 unavailable without free space for the copy. 404 not_found when the server has no backup.
          */
         get: operations["backup"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tasks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List every task, the operator's included, newest first (admin).
+         * @description Every tenant's tasks and the purges of deleted tenants, running and ended.
+         */
+        get: operations["listTasks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tasks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The task id. */
+                id: components["parameters"]["task"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read any task: its state and progress (admin).
+         * @description A tenant's task, or the operator's (a tenant's purge).
+         */
+        get: operations["getTask"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1043,7 +1134,7 @@ export interface components {
          * @description The stable error code: clients match on it, never on the detail. A code is never renamed once published.
          * @enum {string}
          */
-        ProblemCode: "invalid_json" | "invalid_field" | "unknown_parameter" | "unknown_event_type" | "body_too_large" | "unsupported_media_type" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "tenant_not_found" | "endpoint_not_found" | "event_not_found" | "delivery_not_found" | "idempotency_conflict" | "unavailable" | "overloaded" | "rate_limited" | "tenant_overloaded" | "limit_reached" | "pending_deliveries" | "tenant_deleting" | "not_blocking" | "endpoint_disabled" | "schema_mismatch" | "event_type_archived" | "internal" | "config_managed";
+        ProblemCode: "invalid_json" | "invalid_field" | "unknown_parameter" | "unknown_event_type" | "body_too_large" | "unsupported_media_type" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "tenant_not_found" | "endpoint_not_found" | "event_not_found" | "delivery_not_found" | "task_not_found" | "idempotency_conflict" | "unavailable" | "overloaded" | "rate_limited" | "tenant_overloaded" | "limit_reached" | "pending_deliveries" | "tenant_deleting" | "not_blocking" | "endpoint_disabled" | "schema_mismatch" | "event_type_archived" | "internal" | "config_managed";
         /** @description An RFC 9457 problem, extended with the stable code and the field at fault. */
         Problem: {
             /** @description urn:webhookd:problem:<code> */
@@ -1598,9 +1689,6 @@ export interface components {
             /** @description Only this endpoint's dead letters. */
             endpoint?: string;
         };
-        Queued: {
-            queued: number;
-        };
         BackfillInput: {
             /**
              * Format: date-time
@@ -1613,18 +1701,78 @@ export interface components {
              */
             until?: string;
         };
-        Backfilled: {
-            /** @description Deliveries made. */
-            created: number;
-            /** @description Events of the range the endpoint receives that had a delivery to it already. */
-            skipped_existing: number;
-            /** @description Events that had none and got none: the pending bound was reached. Call again later. */
-            remaining: number;
+        /**
+         * @description What a task does: a range replay of dead letters (POST …/dead-letters/replay), a backfill of an endpoint (POST …/endpoints/{id}/backfill), the purge of a deleted tenant (DELETE /v1/tenants/{tenant}). A later release may add kinds: a client shows one it does not know by its name.
+         * @enum {string}
+         */
+        TaskKind: "dead_letters.replay" | "endpoint.backfill" | "tenant.purge";
+        /**
+         * @description running until it ends (across restarts: a process that stops or dies leaves it running, and the next one to start, or on PostgreSQL another node once its lease has ended, resumes it from its saved progress); then succeeded, or failed with error. succeeded and failed are final.
+         * @enum {string}
+         */
+        TaskState: "running" | "succeeded" | "failed";
+        /** @description What the task was asked to do. */
+        TaskParams: {
+            /** @description The start of the range (a replay: of the deaths; a backfill: of the events' creation). */
+            since?: components["schemas"]["Timestamp"];
+            /** @description The end of the range, excluded: as asked, or the time of the request when none was given (a replay's, too, when it was later). */
+            until?: components["schemas"]["Timestamp"];
+            /** @description A backfill's endpoint, or the one endpoint a replay is limited to. */
+            endpoint?: string;
+            /** @description The tenant a purge purges. */
+            tenant?: string;
+            /** @description A purge's tenant was deleted with force=true: its deliveries not yet delivered were dropped. */
+            force?: boolean;
+        };
+        TaskError: {
+            at: components["schemas"]["Timestamp"];
+            message: string;
+        };
+        /** @description A background task: an operation that can outlive its request, answered at once and run by webhookd, whose progress is saved after each step so that it goes on across a restart. */
+        Task: {
+            id: string;
+            /** @description The tenant whose task it is, listed under GET /v1/tenants/{tenant}/tasks; absent for the operator's (a tenant's purge: the tenant is params.tenant). */
+            tenant?: string;
+            kind: components["schemas"]["TaskKind"];
+            state: components["schemas"]["TaskState"];
+            params: components["schemas"]["TaskParams"];
+            /** @description What it did so far: dead letters replayed, deliveries a backfill made, events a purge deleted. After a process died, the step it made last may be missing here (it is not done twice). */
+            done: number;
+            /** @description What it found done already: the events of a backfill's range that had a delivery to the endpoint. */
+            skipped: number;
+            /** @description done + skipped when it succeeded; null until then: a task counts what it does as it goes, and knows its total only at its end. */
+            total: number | null;
             /**
-             * @description The bound that left remaining; absent when remaining is 0.
+             * @description A running backfill at that pending bound: it waits for the backlog to go down and goes on by itself. Absent when not waiting.
              * @enum {string}
              */
-            bound?: "pending_per_tenant" | "max_pending";
+            waiting?: "pending_per_tenant" | "max_pending";
+            /** @description The errors its steps met and that it went on after (a database that could not take writes for a while), the last 10, oldest first; [] when none. */
+            errors: components["schemas"]["TaskError"][];
+            /** @description Why it failed; absent unless failed. */
+            error?: string;
+            /** @description Who asked: admin, token tok_…, or the console's user. */
+            by: string;
+            /** @description How many times a process took it over from one that stopped or died; absent when never. */
+            resumed?: number;
+            started: components["schemas"]["Timestamp"];
+            /** @description When its progress was last saved. */
+            updated: components["schemas"]["Timestamp"];
+            /** @description When it ended; absent while running. */
+            finished?: components["schemas"]["Timestamp"];
+        };
+        /** @description The answer of a route that started a task: the task, running (follow it with GET on the Location). */
+        TaskAnswer: {
+            task: components["schemas"]["Task"];
+        };
+        /** @description A page of tasks, newest first. */
+        TaskPage: {
+            /** @description This page, [] when empty. */
+            data: components["schemas"]["Task"][];
+            /** @description The cursor of the next page, for ?cursor=; null on the last page. */
+            next_cursor: string | null;
+            /** @description Whether a task follows the page. */
+            has_more: boolean;
         };
         ReportCheck: {
             name: string;
@@ -1991,6 +2139,8 @@ export interface components {
             tenant: string;
             /** @description Deleted with ?force=true: its deliveries not yet final were dropped. */
             force: boolean;
+            /** @description The task that purges what the tenant left (GET /v1/tasks/{id}); its end is task.finished. */
+            task_id?: string;
             /** @description When it happened. */
             at: components["schemas"]["Timestamp"];
         };
@@ -2006,12 +2156,14 @@ export interface components {
             task_id: string;
             /** @description The customer's tenant the event is about. */
             tenant?: string;
-            /** @description What the task did. */
-            kind?: string;
+            kind?: components["schemas"]["TaskKind"];
             /** @enum {string} */
             state: "succeeded" | "failed";
+            /** @description What it did: dead letters replayed, deliveries made, events deleted. */
             done?: number;
+            /** @description What it found done already: a backfill's events that had a delivery. */
             skipped?: number;
+            /** @description done + skipped; present when it succeeded. */
             total?: number;
             /** @description Why it failed; absent when it succeeded. */
             reason?: string;
@@ -2075,7 +2227,7 @@ export interface components {
                 };
             };
         };
-        /** @description No such resource (or, for a route, no such path). Codes: not_found, tenant_not_found, endpoint_not_found, event_not_found, delivery_not_found. */
+        /** @description No such resource (or, for a route, no such path). Codes: not_found, tenant_not_found, endpoint_not_found, event_not_found, delivery_not_found, task_not_found. */
         NotFound: {
             headers: {
                 [name: string]: unknown;
@@ -2083,7 +2235,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {unknown} */
-                    code?: "not_found" | "tenant_not_found" | "endpoint_not_found" | "event_not_found" | "delivery_not_found";
+                    code?: "not_found" | "tenant_not_found" | "endpoint_not_found" | "event_not_found" | "delivery_not_found" | "task_not_found";
                 };
             };
         };
@@ -2232,6 +2384,8 @@ export interface components {
         event: string;
         /** @description The delivery id. */
         delivery: string;
+        /** @description The task id. */
+        task: string;
         /** @description The access token id (tok_…). */
         token: string;
         /** @description The event type, resource.action. */
@@ -2278,6 +2432,8 @@ export interface components {
         "Retry-After": string;
         /** @description The path of the created resource. */
         Location: string;
+        /** @description The path of the task: GET it to follow the task. */
+        TaskLocation: string;
         /** @description The body carries a secret or a token. */
         "No-Store": "no-store";
     };
@@ -2501,12 +2657,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Done; no body. */
-            204: {
+            /** @description Deleted; the task purges what it left. */
+            202: {
                 headers: {
+                    Location: components["headers"]["TaskLocation"];
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["TaskAnswer"];
+                };
             };
             400: components["responses"]["BadQuery"];
             401: components["responses"]["Unauthorized"];
@@ -3034,19 +3193,21 @@ export interface operations {
             };
         };
         responses: {
-            /** @description What the backfill made and counted. */
+            /** @description The task, running. */
             202: {
                 headers: {
+                    Location: components["headers"]["TaskLocation"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Backfilled"];
+                    "application/json": components["schemas"]["TaskAnswer"];
                 };
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
@@ -3358,19 +3519,21 @@ export interface operations {
             };
         };
         responses: {
-            /** @description How many were queued. */
+            /** @description The task, running. */
             202: {
                 headers: {
+                    Location: components["headers"]["TaskLocation"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Queued"];
+                    "application/json": components["schemas"]["TaskAnswer"];
                 };
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
@@ -3407,6 +3570,70 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["Unprocessable"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listTenantTasks: {
+        parameters: {
+            query?: {
+                /** @description Page size: 1 to 1000; default 100. */
+                limit?: components["parameters"]["limit"];
+                /** @description A page's next_cursor: start after it. */
+                cursor?: components["parameters"]["cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                tenant: components["parameters"]["tenant"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of tasks. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaskPage"];
+                };
+            };
+            400: components["responses"]["BadQuery"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getTenantTask: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                tenant: components["parameters"]["tenant"];
+                /** @description The task id. */
+                id: components["parameters"]["task"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The task. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Task"];
+                };
+            };
+            400: components["responses"]["BadQuery"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
         };
     };
@@ -3797,6 +4024,64 @@ export interface operations {
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    listTasks: {
+        parameters: {
+            query?: {
+                /** @description Page size: 1 to 1000; default 100. */
+                limit?: components["parameters"]["limit"];
+                /** @description A page's next_cursor: start after it. */
+                cursor?: components["parameters"]["cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of tasks. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaskPage"];
+                };
+            };
+            400: components["responses"]["BadQuery"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["Unprocessable"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getTask: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The task id. */
+                id: components["parameters"]["task"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The task. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Task"];
+                };
+            };
+            400: components["responses"]["BadQuery"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
         };
     };
     webhook: {

@@ -67,7 +67,6 @@ export type Verification = Schemas["Verification"];
 export type TestEventInput = Schemas["TestEventInput"];
 export type TestEventAnswer = Schemas["TestEventAnswer"];
 export type BackfillInput = Schemas["BackfillInput"];
-export type Backfilled = Schemas["Backfilled"];
 export type IngestInput = Schemas["IngestInput"];
 export type IngestAnswer = Schemas["IngestAnswer"];
 export type DeliveryRef = Schemas["DeliveryRef"];
@@ -91,6 +90,10 @@ export type OperationalEndpointInput = Schemas["OperationalEndpointInput"];
 export type OperationalEndpointPatch = Schemas["OperationalEndpointPatch"];
 export type CreatedOperationalEndpoint = Schemas["CreatedOperationalEndpoint"];
 export type OperationalSecretAnswer = Schemas["OperationalSecretAnswer"];
+export type Task = Schemas["Task"];
+export type TaskKind = Schemas["TaskKind"];
+export type TaskState = Schemas["TaskState"];
+export type TaskParams = Schemas["TaskParams"];
 
 export type TenantPage = Answer<"listTenants", 200>;
 export type EventTypePage = Answer<"listEventTypes", 200>;
@@ -100,6 +103,7 @@ export type DeliveryPage = Answer<"listDeliveries", 200>;
 export type DeadLetterPage = Answer<"listDeadLetters", 200>;
 export type AccessTokenPage = Answer<"listAccessTokens", 200>;
 export type OperationalEndpointPage = Answer<"listOperationalEndpoints", 200>;
+export type TaskPage = Answer<"listTasks", 200>;
 
 /** Paging of the listings that take no filter. */
 export type ListOptions = Paging<"listTenants">;
@@ -107,6 +111,12 @@ export type ListOptions = Paging<"listTenants">;
 export type DeliveryFilter = Paging<"listDeliveries">;
 /** What the reconciliation feed is filtered by, and its page size; cursor resumes it after an event. */
 export type FeedFilter = Paging<"listEvents">;
+
+/** What Client.tasks.wait takes besides the task. */
+export interface WaitOptions extends CallOptions {
+  /** Milliseconds between two reads of the task; undefined: 500. */
+  pollMs?: number | undefined;
+}
 
 /** What every call takes besides its arguments. */
 export interface CallOptions {

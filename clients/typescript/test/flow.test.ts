@@ -202,7 +202,10 @@ test("every call against the real server", needsServer, async (t) => {
     assert.equal(rep.replays[0]?.by, "admin");
     const again = await waitState(c, tenant, deadID, "dead");
     assert.equal(again.cycle, 2);
-    assert.equal(await c.deadLetters.replay(tenant, { since: hourAgo, endpoint: badID }), 1);
+    const replay = await c.deadLetters.replay(tenant, { since: hourAgo, endpoint: badID });
+    assert.equal(replay.kind, "dead_letters.replay");
+    const replayed = await c.tasks.wait(replay, { pollMs: 20 });
+    assert.deepEqual([replayed.state, replayed.done, replayed.total], ["succeeded", 1, 1]);
     const third = await waitState(c, tenant, deadID, "dead");
     assert.equal(third.cycle, 3);
   });
@@ -350,11 +353,14 @@ test("every call against the real server", needsServer, async (t) => {
     const late = await receiver();
     const e = await c.endpoints.create(tenant, { url: `${late.url}/late`, event_types: [voided] });
     late.secrets = [e.secret];
-    const b = await c.endpoints.backfill(tenant, e.id, { since: hourAgo });
-    assert.deepEqual(b, { created: 10, skipped_existing: 0, remaining: 0 });
-    const again = await c.endpoints.backfill(tenant, e.id, { since: hourAgo });
-    assert.equal(again.created, 0);
-    assert.equal(again.skipped_existing, 10);
+    const b = await c.tasks.wait(await c.endpoints.backfill(tenant, e.id, { since: hourAgo }), { pollMs: 20 });
+    assert.deepEqual([b.kind, b.state, b.done, b.skipped], ["endpoint.backfill", "succeeded", 10, 0]);
+    const again = await c.tasks.wait(await c.endpoints.backfill(tenant, e.id, { since: hourAgo }), { pollMs: 20 });
+    assert.equal(again.done, 0);
+    assert.equal(again.skipped, 10);
+    assert.deepEqual((await c.tasks.listOfTenant(tenant, { limit: 1 }).all()).slice(0, 2).map((x) => x.id), [again.id, b.id]);
+    assert.equal((await c.tasks.getOfTenant(tenant, b.id)).done, 10);
+    assert.equal((await c.tasks.get(b.id)).id, b.id);
     await poll("the late endpoint to get 10 events", async () => (late.got.length >= 10 ? true : undefined));
     assert.ok(late.got.every((r) => r.verifiedWith.length === 1));
     const made = await c.deliveries.list(tenant, { endpoint: e.id }).all();
@@ -443,7 +449,10 @@ test("every call against the real server", needsServer, async (t) => {
     await rejectsWith(c.endpoints.get(tenant, badID), 404, "endpoint_not_found");
     await c.eventTypes.delete(ordered);
     await rejectsWith(c.events.ingest(tenant, { type: ordered, data: {} }), 422, "unknown_event_type", "type");
-    await c.tenants.delete(tenant, { force: true });
+    const purge = await c.tenants.delete(tenant, { force: true });
+    assert.equal(purge.kind, "tenant.purge");
+    assert.equal((await c.tasks.wait(purge, { pollMs: 20 })).state, "succeeded");
+    assert.ok((await c.tasks.list({ limit: 1000 }).all()).some((x) => x.id === purge.id));
     await rejectsWith(c.tenants.get(tenant), 404, "tenant_not_found").catch(async () => {
       await rejectsWith(c.tenants.get(tenant), 409, "tenant_deleting");
     });

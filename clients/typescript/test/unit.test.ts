@@ -78,6 +78,10 @@ const calls: Record<Exclude<keyof operations, keyof typeof notCalled>, (c: Clien
   updateOperationalEndpoint: (c) => c.operationalEndpoints.update,
   deleteOperationalEndpoint: (c) => c.operationalEndpoints.delete,
   rotateOperationalSecret: (c) => c.operationalEndpoints.rotateSecret,
+  listTasks: (c) => c.tasks.list,
+  getTask: (c) => c.tasks.get,
+  listTenantTasks: (c) => c.tasks.listOfTenant,
+  getTenantTask: (c) => c.tasks.getOfTenant,
   backup: (c) => c.admin.backup,
 };
 
