@@ -18,11 +18,11 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
-// The operational event types a test can cause here, by their actions.
-// task.finished is emitted by background tasks, tested with them.
+// The operational event types a test can cause here, by their actions
+// (task.finished: the end of a deleted tenant's purge task).
 var operationalTypes = []string{
 	"endpoint.created", "endpoint.updated", "endpoint.deleted", "endpoint.disabled", "endpoint.enabled",
-	"endpoint.failing", "endpoint.recovered", "delivery.dead", "tenant.deleted",
+	"endpoint.failing", "endpoint.recovered", "delivery.dead", "tenant.deleted", "task.finished",
 }
 
 // opDelivery is one operational event an operator's receiver got.
@@ -273,9 +273,14 @@ func TestOperational_EveryEventFromItsAction(t *testing.T) {
 	alerts.wait("endpoint.disabled", about("acme", goneEp.ID))
 
 	// A tenant's deletion.
-	in.mustCall(204, "DELETE", "/v1/tenants/globex?force=true", nil, nil)
-	if got := ops.wait("tenant.deleted", about("globex", "")); string(got.Data["force"]) != "true" {
-		t.Errorf("tenant.deleted: %s", got.body)
+	var purge struct{ Task struct{ ID string } }
+	in.mustCall(202, "DELETE", "/v1/tenants/globex?force=true", nil, &purge)
+	if got := ops.wait("tenant.deleted", about("globex", "")); string(got.Data["force"]) != "true" || got.str("task_id") != purge.Task.ID {
+		t.Errorf("tenant.deleted: %s, want force and its purge's task %s", got.body, purge.Task.ID)
+	}
+	// Its purge's task, as it ends.
+	if got := ops.wait("task.finished", about("globex", "")); got.str("task_id") != purge.Task.ID || got.str("kind") != "tenant.purge" || got.str("state") != "succeeded" {
+		t.Errorf("task.finished of the purge: %s, want task %s succeeded", got.body, purge.Task.ID)
 	}
 
 	// Every type came, each once per action: none about the operator's
