@@ -86,8 +86,9 @@ var keySchema = []byte("schema")
 // event_deliveries (an event's deliveries are listed by tenant_deliveries);
 // schema 9 counts each tenant's held deliveries (tenant_held, meta "held");
 // schema 10 keeps attempts' response headers (delivery records in
-// formatV6).
-const schemaVersion = 10
+// formatV6); schema 11 keeps background tasks (tasks, tenant_tasks,
+// running_tasks, finished_tasks).
+const schemaVersion = 11
 
 // sep ends a variable-length key part (a tenant ID, an event ID) that is
 // followed by more key. Tenant and event IDs never contain it.

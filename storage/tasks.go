@@ -27,6 +27,14 @@ import (
 // otherwise, under its Finished, so retention (PruneTasks) reads only
 // what it deletes.
 
+func init() {
+	// Schema 10 to 11: the task buckets, which Open creates. A file of
+	// an older webhookd has no task, so there is nothing to write; the
+	// version is there so that a webhookd without tasks refuses a file
+	// whose tasks it would leave running forever.
+	migrations[10] = func(*bolt.Tx) error { return nil }
+}
+
 // taskRecord is the on-disk form of an engine.Task.
 type taskRecord struct {
 	ID         string            `json:"id"`

@@ -2,6 +2,8 @@ package storage
 
 import (
 	"context"
+	"encoding/binary"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -86,4 +88,42 @@ func TestCheck_tasks(t *testing.T) {
 		}
 		mustCheck(t, db)
 	}
+}
+
+// TestOpen_migratesSchema10: a file of schema 10, before tasks, has none
+// of their buckets; Open makes them, moves it to the current schema, and
+// the store takes and lists tasks, its Check passing.
+func TestOpen_migratesSchema10(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	db := mustOpenDBAt(t, path)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawUpdate(t, path, func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketTasks, bucketTenantTasks, bucketRunningTasks, bucketFinishedTasks} {
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(keySchema, u64(10))
+	})
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.bolt.View(func(tx *bolt.Tx) error {
+		if got := binary.BigEndian.Uint64(tx.Bucket(bucketMeta).Get(keySchema)); got != schemaVersion {
+			t.Errorf("schema %d after Open, want %d", got, schemaVersion)
+		}
+		for _, b := range [][]byte{bucketTasks, bucketTenantTasks, bucketRunningTasks, bucketFinishedTasks} {
+			if tx.Bucket(b) == nil {
+				t.Errorf("no bucket %s after Open", b)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mustCheck(t, db)
 }
