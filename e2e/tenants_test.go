@@ -285,7 +285,12 @@ func TestTenantDelete(t *testing.T) {
 		State string `json:"state"`
 		Done  int    `json:"done"`
 	}
-	in.mustCall(200, "GET", "/v1/tasks/"+purge.Task.ID, nil, &task)
+	// The task records its end in a write of its own, a moment after
+	// the purge that frees the id.
+	waitFor(t, "the purge task to end", func() bool {
+		in.mustCall(200, "GET", "/v1/tasks/"+purge.Task.ID, nil, &task)
+		return task.State != "running"
+	})
 	if task.State != "succeeded" || task.Done != 3 {
 		t.Errorf("the purge task: %+v, want succeeded with the 3 events deleted", task)
 	}
