@@ -102,7 +102,9 @@ func testScheduledDue(t *testing.T, f *fixture) {
 	if !slices.Equal(workIDs(got), []string{id}) {
 		t.Fatalf("after its time: offered %v, want %s", workIDs(got), id)
 	}
-	if el := time.Since(start); el < 1500*time.Millisecond {
+	// Not 1.5 s: under load a store may open well before start, and its
+	// clock runs from then (CI once saw 1.38 s).
+	if el := time.Since(start); el < time.Second {
 		t.Errorf("offered %s after start, before its time (about 2 s)", el)
 	}
 }
