@@ -352,7 +352,7 @@ type EventInput struct {
 	// *Problem with Code "invalid_json" and Field "data".
 	Data any `json:"data"`
 	// OrderingKey, optional, names what the event is about (an order, a
-	// customer; at most 255 bytes, with no control or invisible
+	// customer; at most 255 characters, with no control or invisible
 	// formatting character): events of a tenant with the same key
 	// are in sequence order, and an endpoint that asks for ordering gets
 	// them in that order.

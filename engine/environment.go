@@ -55,7 +55,7 @@ func (s *Service) putTenant(ctx context.Context, id string, in TenantInput) (Ten
 	if err := ValidateTenantID(id); err != nil {
 		return Tenant{}, false, err
 	}
-	if err := ValidateText("name", in.Name, 256, IdentifierText); err != nil {
+	if err := ValidateText("name", in.Name, MaxTenantNameLen, IdentifierText); err != nil {
 		return Tenant{}, false, err
 	}
 	if in.Environment != "" {

@@ -34,7 +34,7 @@ const (
 	// DefaultPortalSessionTTL is the lifetime of the session a link
 	// opens when the caller gives none ([console] session_ttl).
 	DefaultPortalSessionTTL = time.Hour
-	// MaxReturnURL bounds a link's return_url, in bytes.
+	// MaxReturnURL bounds a link's return_url, in characters.
 	MaxReturnURL = 2048
 )
 
@@ -74,7 +74,7 @@ func (s *Service) IssuePortalLink(ctx context.Context, tenant string, in PortalL
 }
 
 // validReturnURL accepts "" or an absolute http(s) URL with a host, no
-// user info, at most MaxReturnURL bytes, that ValidateText takes as
+// user info, at most MaxReturnURL characters, that ValidateText takes as
 // identifier-like text.
 func validReturnURL(raw string) error {
 	if raw == "" {
@@ -84,8 +84,8 @@ func validReturnURL(raw string) error {
 		return err
 	}
 	u, err := url.Parse(raw)
-	if err != nil || len(raw) > MaxReturnURL || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
-		return Errorf(CodeInvalidField, "return_url", "return_url must be an absolute http or https URL of your app, like https://app.example.com/settings/webhooks, without user info, at most %d bytes", MaxReturnURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return Errorf(CodeInvalidField, "return_url", "return_url must be an absolute http or https URL of your app, like https://app.example.com/settings/webhooks, without user info, at most %d characters", MaxReturnURL)
 	}
 	return nil
 }

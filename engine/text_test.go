@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/webhookd/webhookd/engine"
@@ -171,5 +172,99 @@ func TestService_TextFields(t *testing.T) {
 				t.Errorf("%q: %v, want it taken", f.valid, err)
 			}
 		})
+	}
+}
+
+// TestService_TextLengths: a text's bound counts characters (Unicode
+// code points), as JSON Schema's maxLength in openapi.json does, not
+// bytes: a text of the bound's number of characters that UTF-8 writes in
+// two, three or four bytes each is taken, and one more character is
+// refused, invalid_field naming the field, on every path that sets it.
+func TestService_TextLengths(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	svc := engine.NewService(store, nil, engine.ServiceOptions{Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}})
+	if _, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{Name: "Acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.PutEventType(ctx, "order.created", engine.EventTypeInput{}); err != nil {
+		t.Fatal(err)
+	}
+	ep, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: "http://127.0.0.1:9/in", EventTypes: []string{"*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := svc.CreateOperationalEndpoint(ctx, engine.OperationalEndpointInput{URL: "http://127.0.0.1:9/ops", EventTypes: []string{"*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	ingest := func(in engine.IngestInput) error {
+		n++
+		in.Type, in.Data = "order.created", json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))
+		_, err := svc.Ingest(ctx, "acme", in)
+		return err
+	}
+	const url = "http://127.0.0.1:9/"
+	for _, f := range []struct {
+		field  string
+		max    int
+		prefix string // ASCII the value starts with
+		set    func(s string) error
+	}{
+		{"name", engine.MaxTenantNameLen, "", func(s string) error {
+			_, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{Name: s})
+			return err
+		}},
+		{"description", engine.MaxDescriptionLen, "", func(s string) error {
+			_, _, err := svc.PutEventType(ctx, "order.created", engine.EventTypeInput{Description: s})
+			return err
+		}},
+		{"description", engine.MaxDescriptionLen, "", func(s string) error {
+			_, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: url, EventTypes: []string{"*"}, Description: s})
+			return err
+		}},
+		{"description", engine.MaxDescriptionLen, "", func(s string) error {
+			_, err := svc.UpdateEndpoint(ctx, "acme", ep.ID, engine.EndpointPatch{Description: &s})
+			return err
+		}},
+		{"description", engine.MaxDescriptionLen, "", func(s string) error {
+			_, err := svc.UpdateOperationalEndpoint(ctx, op.Endpoint.ID, engine.OperationalEndpointPatch{Description: &s})
+			return err
+		}},
+		{"url", engine.MaxURLLen, url, func(s string) error {
+			_, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: s, EventTypes: []string{"*"}})
+			return err
+		}},
+		{"url", engine.MaxURLLen, url, func(s string) error {
+			_, err := svc.UpdateEndpoint(ctx, "acme", ep.ID, engine.EndpointPatch{URL: &s})
+			return err
+		}},
+		{"url", engine.MaxURLLen, url, func(s string) error {
+			_, err := svc.UpdateOperationalEndpoint(ctx, op.Endpoint.ID, engine.OperationalEndpointPatch{URL: &s})
+			return err
+		}},
+		{"return_url", engine.MaxReturnURL, url, func(s string) error {
+			_, _, err := svc.IssuePortalLink(ctx, "acme", engine.PortalLinkInput{ReturnURL: s})
+			return err
+		}},
+		{"ordering_key", engine.MaxOrderingKey, "", func(s string) error { return ingest(engine.IngestInput{OrderingKey: s}) }},
+		{"api_version", engine.MaxAPIVersionLen, "", func(s string) error { return ingest(engine.IngestInput{APIVersion: s}) }},
+		{"Idempotency-Key", engine.MaxIdempotencyKey, "", func(s string) error { return ingest(engine.IngestInput{IdempotencyKey: s}) }},
+	} {
+		for _, char := range []string{"é", "株", "😀"} {
+			t.Run(f.field+" "+char, func(t *testing.T) {
+				text := func(chars int) string { return f.prefix + strings.Repeat(char, chars-len(f.prefix)) }
+				if err := f.set(text(f.max)); err != nil {
+					t.Errorf("%d characters (%d bytes): %v, want it taken", f.max, len(text(f.max)), err)
+				}
+				err := f.set(text(f.max + 1))
+				if e, ok := err.(*engine.Error); !ok || e.Code != engine.CodeInvalidField || e.Field != f.field {
+					t.Errorf("%d characters: error %v, want invalid_field %s", f.max+1, err, f.field)
+				} else if !strings.Contains(e.Message, fmt.Sprintf("%d characters", f.max)) {
+					t.Errorf("%d characters: %q does not say the bound in characters", f.max+1, e.Message)
+				}
+			})
+		}
 	}
 }

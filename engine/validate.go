@@ -14,8 +14,11 @@ import (
 
 var idPattern = regexp.MustCompile(`^[a-z]{2,4}_[0-9a-z]{26}$`)
 
-// Limits on names and free text.
+// Limits on names and free text. A text's (ValidateText) counts
+// characters, Unicode code points, as JSON Schema's maxLength does; the
+// others bound ASCII, where a byte is a character.
 const (
+	MaxTenantNameLen  = 256
 	MaxEventTypeLen   = 128
 	MaxDescriptionLen = 1024
 	MaxURLLen         = 2048
@@ -140,9 +143,6 @@ func ValidateEndpointURL(raw string) error {
 	if raw == "" {
 		return bad("url is required")
 	}
-	if len(raw) > MaxURLLen {
-		return bad("url is longer than 2048 characters")
-	}
 	if err := ValidateText("url", raw, MaxURLLen, IdentifierText); err != nil {
 		return err
 	}
@@ -186,7 +186,8 @@ const (
 )
 
 // ValidateText reports a CodeInvalidField error for field unless s is at
-// most max bytes of valid UTF-8 holding no character of Unicode category
+// most max characters (Unicode code points, which JSON Schema's
+// maxLength counts: up to 4*max bytes) of valid UTF-8 holding no character of Unicode category
 // Cc (controls: C0, DEL, C1 such as NEL and CSI) or Cf (invisible
 // formatting: bidi marks, embeddings, overrides and isolates, zero-width
 // characters, the BOM, tags), no line or paragraph separator (U+2028,
@@ -198,10 +199,14 @@ const (
 // shown (the console, a log line, a terminal, a receiver's own logs),
 // which lets one string pass for another.
 func ValidateText(field, s string, max int, kind TextKind) error {
-	if len(s) > max {
-		return Errorf(CodeInvalidField, field, "%s is longer than %d bytes", field, max)
+	tooLong := func() error { return Errorf(CodeInvalidField, field, "%s is longer than %d characters", field, max) }
+	if len(s) > utf8.UTFMax*max {
+		return tooLong()
 	}
-	for i := 0; i < len(s); {
+	for i, chars := 0, 0; i < len(s); chars++ {
+		if chars == max {
+			return tooLong()
+		}
 		if c := s[i]; c < utf8.RuneSelf {
 			if c < 0x20 && !(kind == FreeText && (c == '\t' || c == '\n' || c == '\r')) || c == 0x7f {
 				return badTextChar(field, rune(c), i, kind)

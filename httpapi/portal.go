@@ -35,11 +35,12 @@ func ValidOrigin(o string) error {
 }
 
 // ValidBrand reports what is wrong with b, naming the field: a name of
-// at most 60 bytes that engine.ValidateText takes as identifier-like text,
-// an accent "#rrggbb", a logo at an absolute http or https URL.
+// at most 60 characters that engine.ValidateText takes as
+// identifier-like text, an accent "#rrggbb", a logo at an absolute http
+// or https URL.
 func ValidBrand(b Brand) (field string, err error) {
 	if engine.ValidateText("name", b.Name, 60, engine.IdentifierText) != nil {
-		return "name", errors.New("must be at most 60 bytes of visible characters and spaces: no control characters, no invisible formatting")
+		return "name", errors.New("must be at most 60 visible characters and spaces: no control characters, no invisible formatting")
 	}
 	if b.Accent != "" && !accentRE.MatchString(b.Accent) {
 		return "accent", errors.New(`must be a colour like "#2456c7"`)
