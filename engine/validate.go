@@ -18,6 +18,7 @@ var idPattern = regexp.MustCompile(`^[a-z]{2,4}_[0-9a-z]{26}$`)
 // characters, Unicode code points, as JSON Schema's maxLength does; the
 // others bound ASCII, where a byte is a character.
 const (
+	MaxTenantIDLen    = 64
 	MaxTenantNameLen  = 256
 	MaxEventTypeLen   = 128
 	MaxDescriptionLen = 1024
@@ -51,7 +52,7 @@ func ValidateEventType(field, name string) error {
 }
 
 // validTenantID reports whether id matches ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$.
-func validTenantID(id string) bool { return validName(id, 64, false) }
+func validTenantID(id string) bool { return validName(id, MaxTenantIDLen, false) }
 
 // validChannel reports whether ch matches ^[A-Za-z0-9_.-]{1,128}$: the
 // tenant ID's characters, as Svix takes them in a channel (any of them

@@ -318,6 +318,8 @@ class Tenant(TypedDict):
 
 class TenantInput(TypedDict, total=False):
     """The body of PUT /v1/tenants/{tenant}; optional."""
+    # The tenant's name, shown in the console: at most 256 characters of
+    # identifier-like text.
     name: str
     # Set when the tenant is created ("": the server's default); on an
     # update it must be "" or unchanged.
@@ -380,6 +382,8 @@ class EventTypeInput(TypedDict, total=False):
     entry but its created time: a field left out is reset (no example, no
     schema, active).
     """
+    # Free text for people, at most 1024 characters; it may hold tab and
+    # line breaks.
     description: str
     # Optional, active when absent. What ingest does with this type's
     # events: active (taken), deprecated (still taken and delivered,
@@ -690,13 +694,16 @@ class PreviousSecret(TypedDict):
 
 
 class _EndpointInputRequired(TypedDict):
-    # https://… (http:// and private addresses only under -dev).
+    # https://… (http:// and private addresses only under -dev), at most
+    # 2048 characters.
     url: str
-    # Catalogue entries, or ["*"].
+    # Catalogue entries (at most 256, each once), or ["*"] alone for
+    # every type.
     event_types: List[str]
 
 
 class EndpointInput(_EndpointInputRequired, total=False):
+    # Free text for people, at most 1024 characters.
     description: str
     ordering: Ordering
     on_dead: OnDead
@@ -726,7 +733,10 @@ class EndpointInput(_EndpointInputRequired, total=False):
 class EndpointPatch(TypedDict, total=False):
     """Each field optional: an absent field is left as it is."""
     url: str
+    # Catalogue entries (at most 256, each once), or ["*"] alone for
+    # every type.
     event_types: List[str]
+    # Free text for people, at most 1024 characters.
     description: str
     ordering: Ordering
     on_dead: OnDead
@@ -757,7 +767,7 @@ class RotateInput(TypedDict, total=False):
     # duration ("24h", "90m"); "0s" drops it at once. Default 24h, at
     # most 168h.
     grace: str
-    # grace as whole seconds; give one or the other.
+    # grace as whole seconds, 0 to 604800 (168h); give one or the other.
     grace_seconds: int
 
 
@@ -797,7 +807,7 @@ class TestEventAnswer(TypedDict):
 
 
 class _IngestInputRequired(TypedDict):
-    # A catalogue entry.
+    # A catalogue entry: resource.action, at most 128 characters.
     type: str
     # Any I-JSON value (RFC 7493): the event's payload, delivered with
     # only the whitespace between tokens removed. Refused with
@@ -810,13 +820,14 @@ class _IngestInputRequired(TypedDict):
 
 
 class IngestInput(_IngestInputRequired, total=False):
-    # Default: the server's (v1).
+    # At most 64 characters of identifier-like text; default: the
+    # server's (v1).
     api_version: str
     # Optional: what the event is about (an order, a customer), at most
-    # 255 bytes with no control character, invisible formatting character
-    # (Unicode Cc, Cf), line or paragraph separator or noncharacter.
-    # Events of one tenant with the same key are in sequence order; it is
-    # in the envelope as ordering_key.
+    # 255 characters with no control character, invisible formatting
+    # character (Unicode Cc, Cf), line or paragraph separator or
+    # noncharacter. Events of one tenant with the same key are in
+    # sequence order; it is in the envelope as ordering_key.
     ordering_key: str
     # Optional: the channels the event is sent on. Not in the envelope;
     # shown in the event's and its deliveries' answers. A repeat of an
@@ -1256,7 +1267,7 @@ class AccessTokenInput(TypedDict, total=False):
     # A Go duration ("24h"); default [api] tenant_token_ttl, at most
     # 720h.
     ttl: str
-    # ttl as whole seconds; give one or the other.
+    # ttl as whole seconds, 1 to 2592000 (720h); give one or the other.
     ttl_seconds: int
 
 
@@ -1277,10 +1288,10 @@ class PortalLinkInput(TypedDict, total=False):
     # How long the link may be opened, a Go duration; default 10m, at
     # most 1h.
     ttl: str
-    # ttl as whole seconds; give one or the other.
+    # ttl as whole seconds, 1 to 3600 (1h); give one or the other.
     ttl_seconds: int
-    # Optional: an absolute http or https URL of your app; the console
-    # shows a link back to it.
+    # Optional: an absolute http or https URL of your app, at most 2048
+    # characters; the console shows a link back to it.
     return_url: str
 
 

@@ -100,7 +100,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -145,7 +145,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The event type, resource.action. */
+                /** @description The event type, resource.action: lowercase words of letters, digits and '_' joined by dots, at most 128 characters; otherwise 422 invalid_field type. */
                 type: components["parameters"]["type"];
             };
             cookie?: never;
@@ -192,7 +192,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -216,7 +216,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The endpoint id (ep_…). */
                 id: components["parameters"]["endpoint"];
@@ -240,7 +240,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The endpoint id (ep_…). */
                 id: components["parameters"]["endpoint"];
@@ -265,7 +265,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The endpoint id (ep_…). */
                 id: components["parameters"]["endpoint"];
@@ -290,7 +290,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The endpoint id (ep_…). */
                 id: components["parameters"]["endpoint"];
@@ -315,7 +315,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The endpoint id (ep_…). */
                 id: components["parameters"]["endpoint"];
@@ -340,7 +340,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The endpoint id (ep_…). */
                 id: components["parameters"]["endpoint"];
@@ -365,7 +365,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The endpoint id (ep_…). */
                 id: components["parameters"]["endpoint"];
@@ -390,7 +390,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -417,7 +417,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The event id (evt_…). */
                 id: components["parameters"]["event"];
@@ -439,7 +439,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -462,7 +462,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The delivery id. */
                 id: components["parameters"]["delivery"];
@@ -487,7 +487,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The delivery id. */
                 id: components["parameters"]["delivery"];
@@ -512,7 +512,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The delivery id. */
                 id: components["parameters"]["delivery"];
@@ -537,7 +537,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -560,7 +560,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -583,7 +583,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -654,7 +654,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -681,7 +681,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The access token id (tok_…). */
                 id: components["parameters"]["token"];
@@ -706,7 +706,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -1174,6 +1174,7 @@ export interface components {
         };
         /** @description The body of PUT /v1/tenants/{tenant}; optional. */
         TenantInput: {
+            /** @description The tenant's name, shown in the console: at most 256 characters of identifier-like text. */
             name?: string;
             /**
              * @description Set when the tenant is created ("": the server's default); on an update it must be "" or unchanged.
@@ -1212,6 +1213,7 @@ export interface components {
         };
         /** @description The body of PUT /v1/event-types/{type}; optional. A put replaces the whole entry but its created time: a field left out is reset (no example, no schema, active). */
         EventTypeInput: {
+            /** @description Free text for people, at most 1024 characters; it may hold tab and line breaks. */
             description?: string;
             /**
              * @description Optional, active when absent. What ingest does with this type's events: active (taken), deprecated (still taken and delivered, counted in webhookd_deprecated_events_total{type} and shown as deprecated in the catalogue and the portal) or archived (refused at ingest: 422 event_type_archived; events already stored are delivered as usual, and endpoints keep their subscriptions).
@@ -1443,10 +1445,11 @@ export interface components {
             expires: components["schemas"]["Timestamp"];
         };
         EndpointInput: {
-            /** @description https://… (http:// and private addresses only under -dev). */
+            /** @description https://… (http:// and private addresses only under -dev), at most 2048 characters. */
             url: string;
-            /** @description Catalogue entries, or ["*"]. */
+            /** @description Catalogue entries (at most 256, each once), or ["*"] alone for every type. */
             event_types: string[];
+            /** @description Free text for people, at most 1024 characters. */
             description?: string;
             ordering?: components["schemas"]["Ordering"];
             on_dead?: components["schemas"]["OnDead"];
@@ -1464,7 +1467,9 @@ export interface components {
         /** @description Each field optional: an absent field is left as it is. */
         EndpointPatch: {
             url?: string;
+            /** @description Catalogue entries (at most 256, each once), or ["*"] alone for every type. */
             event_types?: string[];
+            /** @description Free text for people, at most 1024 characters. */
             description?: string;
             ordering?: components["schemas"]["Ordering"];
             on_dead?: components["schemas"]["OnDead"];
@@ -1486,7 +1491,7 @@ export interface components {
         RotateInput: {
             /** @description How long the current secret keeps signing beside the new one, a Go duration ("24h", "90m"); "0s" drops it at once. Default 24h, at most 168h. */
             grace?: string;
-            /** @description grace as whole seconds; give one or the other. */
+            /** @description grace as whole seconds, 0 to 604800 (168h); give one or the other. */
             grace_seconds?: number;
         };
         /** @description An empty object; the body is optional. */
@@ -1514,13 +1519,13 @@ export interface components {
             test: true;
         };
         IngestInput: {
-            /** @description A catalogue entry. */
+            /** @description A catalogue entry: resource.action, at most 128 characters. */
             type: string;
             /** @description Any I-JSON value (RFC 7493): the event's payload, delivered with only the whitespace between tokens removed. Refused with invalid_json: a name twice in an object, a lone surrogate escape, a Unicode noncharacter (raw or escaped), a number no IEEE 754 double holds (one that overflows to Infinity, such as 1e400); numbers that only lose precision (2^53+1, 1e-400) are kept as sent. At most 64 levels deep. */
             data: unknown;
-            /** @description Default: the server's (v1). */
+            /** @description At most 64 characters of identifier-like text; default: the server's (v1). */
             api_version?: string;
-            /** @description Optional: what the event is about (an order, a customer), at most 255 bytes with no control character, invisible formatting character (Unicode Cc, Cf), line or paragraph separator or noncharacter. Events of one tenant with the same key are in sequence order; it is in the envelope as ordering_key. */
+            /** @description Optional: what the event is about (an order, a customer), at most 255 characters with no control character, invisible formatting character (Unicode Cc, Cf), line or paragraph separator or noncharacter. Events of one tenant with the same key are in sequence order; it is in the envelope as ordering_key. */
             ordering_key?: string;
             /** @description Optional: the channels the event is sent on. Not in the envelope; shown in the event's and its deliveries' answers. A repeat of an Idempotency-Key with other channels (in any order) is idempotency_conflict. */
             channels?: components["schemas"]["Channels"];
@@ -1847,7 +1852,7 @@ export interface components {
         AccessTokenInput: {
             /** @description A Go duration ("24h"); default [api] tenant_token_ttl, at most 720h. */
             ttl?: string;
-            /** @description ttl as whole seconds; give one or the other. */
+            /** @description ttl as whole seconds, 1 to 2592000 (720h); give one or the other. */
             ttl_seconds?: number;
         };
         /** @description A page of a tenant's tokens, without their values. */
@@ -1862,9 +1867,9 @@ export interface components {
         PortalLinkInput: {
             /** @description How long the link may be opened, a Go duration; default 10m, at most 1h. */
             ttl?: string;
-            /** @description ttl as whole seconds; give one or the other. */
+            /** @description ttl as whole seconds, 1 to 3600 (1h); give one or the other. */
             ttl_seconds?: number;
-            /** @description Optional: an absolute http or https URL of your app; the console shows a link back to it. */
+            /** @description Optional: an absolute http or https URL of your app, at most 2048 characters; the console shows a link back to it. */
             return_url?: string;
         };
         PortalLink: {
@@ -2376,7 +2381,7 @@ export interface components {
         };
     };
     parameters: {
-        /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+        /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
         tenant: string;
         /** @description The endpoint id (ep_…). */
         endpoint: string;
@@ -2388,30 +2393,30 @@ export interface components {
         task: string;
         /** @description The access token id (tok_…). */
         token: string;
-        /** @description The event type, resource.action. */
+        /** @description The event type, resource.action: lowercase words of letters, digits and '_' joined by dots, at most 128 characters; otherwise 422 invalid_field type. */
         type: string;
         /** @description Page size: 1 to 1000; default 100. */
         limit: number;
         /** @description A page's next_cursor: start after it. */
         cursor: string;
-        /** @description How many of the latest events to report on; default 1000. */
+        /** @description How many of the latest events to report on: 1 to 100000; default 1000. */
         last: number;
         /** @description Delete even with deliveries pending: they are dropped. */
         force: boolean;
         state: components["schemas"]["DeliveryState"];
-        /** @description Only this event type. */
+        /** @description Only this event type (an event type's name, else 422 invalid_field type); empty: every type. */
         filterType: string;
         /** @description Only this endpoint's. */
         filterEndpoint: string;
         /** @description Only those whose last attempt got a status of this class: 2xx, 3xx, 4xx or 5xx, or none, no response (a timeout, a connection or TLS error, no request made). The last attempt is the one whose status is last_status; a delivery never attempted is in no class, and a replayed one stays in its last attempt's until its new cycle's first. */
         filterStatus: "2xx" | "3xx" | "4xx" | "5xx" | "none";
-        /** @description Only events on this channel (for deliveries: whose event is on it). */
+        /** @description Only events on this channel (for deliveries: whose event is on it); empty: every event. */
         filterChannel: string;
         /** @description RFC 3339; created at or after. */
         since: string;
         /** @description RFC 3339; created before. */
         until: string;
-        /** @description The same key with the same body within the idempotency window answers the first event again (Idempotent-Replayed: true); with another body, 409 idempotency_conflict. */
+        /** @description At most 255 characters of identifier-like text (no control or invisible formatting character). The same key with the same body within the idempotency window answers the first event again (Idempotent-Replayed: true); with another body, 409 idempotency_conflict. */
         "Idempotency-Key": string;
         /** @description The operational endpoint id (ep_…). */
         operationalEndpoint: string;
@@ -2574,7 +2579,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -2602,7 +2607,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -2650,7 +2655,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -2711,7 +2716,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The event type, resource.action. */
+                /** @description The event type, resource.action: lowercase words of letters, digits and '_' joined by dots, at most 128 characters; otherwise 422 invalid_field type. */
                 type: components["parameters"]["type"];
             };
             cookie?: never;
@@ -2755,7 +2760,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The event type, resource.action. */
+                /** @description The event type, resource.action: lowercase words of letters, digits and '_' joined by dots, at most 128 characters; otherwise 422 invalid_field type. */
                 type: components["parameters"]["type"];
             };
             cookie?: never;
@@ -2817,7 +2822,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -2846,7 +2851,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -2885,7 +2890,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The endpoint id (ep_…). */
                 id: components["parameters"]["endpoint"];
@@ -2915,7 +2920,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The endpoint id (ep_…). */
                 id: components["parameters"]["endpoint"];
@@ -2944,7 +2949,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The endpoint id (ep_…). */
                 id: components["parameters"]["endpoint"];
@@ -2982,7 +2987,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The endpoint id (ep_…). */
                 id: components["parameters"]["endpoint"];
@@ -3021,7 +3026,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The endpoint id (ep_…). */
                 id: components["parameters"]["endpoint"];
@@ -3060,7 +3065,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The endpoint id (ep_…). */
                 id: components["parameters"]["endpoint"];
@@ -3099,7 +3104,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The endpoint id (ep_…). */
                 id: components["parameters"]["endpoint"];
@@ -3139,7 +3144,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The endpoint id (ep_…). */
                 id: components["parameters"]["endpoint"];
@@ -3180,7 +3185,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The endpoint id (ep_…). */
                 id: components["parameters"]["endpoint"];
@@ -3220,18 +3225,18 @@ export interface operations {
             query?: {
                 /** @description A page's next_cursor: start after it. */
                 cursor?: components["parameters"]["cursor"];
-                /** @description Only this event type. */
+                /** @description Only this event type (an event type's name, else 422 invalid_field type); empty: every type. */
                 type?: components["parameters"]["filterType"];
                 /** @description RFC 3339; created at or after. */
                 since?: components["parameters"]["since"];
                 /** @description Page size: 1 to 1000; default 100. */
                 limit?: components["parameters"]["limit"];
-                /** @description Only events on this channel (for deliveries: whose event is on it). */
+                /** @description Only events on this channel (for deliveries: whose event is on it); empty: every event. */
                 channel?: components["parameters"]["filterChannel"];
             };
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -3259,11 +3264,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The same key with the same body within the idempotency window answers the first event again (Idempotent-Replayed: true); with another body, 409 idempotency_conflict. */
+                /** @description At most 255 characters of identifier-like text (no control or invisible formatting character). The same key with the same body within the idempotency window answers the first event again (Idempotent-Replayed: true); with another body, 409 idempotency_conflict. */
                 "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -3304,7 +3309,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The event id (evt_…). */
                 id: components["parameters"]["event"];
@@ -3333,7 +3338,7 @@ export interface operations {
         parameters: {
             query?: {
                 state?: components["parameters"]["state"];
-                /** @description Only this event type. */
+                /** @description Only this event type (an event type's name, else 422 invalid_field type); empty: every type. */
                 type?: components["parameters"]["filterType"];
                 /** @description Only this endpoint's. */
                 endpoint?: components["parameters"]["filterEndpoint"];
@@ -3347,12 +3352,12 @@ export interface operations {
                 limit?: components["parameters"]["limit"];
                 /** @description A page's next_cursor: start after it. */
                 cursor?: components["parameters"]["cursor"];
-                /** @description Only events on this channel (for deliveries: whose event is on it). */
+                /** @description Only events on this channel (for deliveries: whose event is on it); empty: every event. */
                 channel?: components["parameters"]["filterChannel"];
             };
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -3381,7 +3386,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The delivery id. */
                 id: components["parameters"]["delivery"];
@@ -3411,7 +3416,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The delivery id. */
                 id: components["parameters"]["delivery"];
@@ -3442,7 +3447,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The delivery id. */
                 id: components["parameters"]["delivery"];
@@ -3479,7 +3484,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -3508,7 +3513,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -3544,12 +3549,12 @@ export interface operations {
     report: {
         parameters: {
             query?: {
-                /** @description How many of the latest events to report on; default 1000. */
+                /** @description How many of the latest events to report on: 1 to 100000; default 1000. */
                 last?: components["parameters"]["last"];
             };
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -3647,7 +3652,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -3676,7 +3681,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -3713,7 +3718,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The access token id (tok_…). */
                 id: components["parameters"]["token"];
@@ -3742,7 +3747,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -3973,7 +3978,7 @@ export interface operations {
     reportAll: {
         parameters: {
             query?: {
-                /** @description How many of the latest events to report on; default 1000. */
+                /** @description How many of the latest events to report on: 1 to 100000; default 1000. */
                 last?: components["parameters"]["last"];
             };
             header?: never;
