@@ -592,6 +592,8 @@ func TestAPI_BadInput(t *testing.T) {
 		{"misspelled filter", req{method: "GET", path: "/v1/tenants/acme/dead-letters?limt=5"}, 400, engine.CodeUnknownParameter, "limt", "takes limit, cursor", [2]string{}},
 		{"ingest with a query", req{method: "POST", path: "/v1/tenants/acme/events?dry_run=true", body: `{"type":"payment.succeeded","data":{}}`}, 400, engine.CodeUnknownParameter, "dry_run", "takes none", [2]string{}},
 		{"delete with a misspelled force", req{method: "DELETE", path: "/v1/tenants/acme?forced=true"}, 400, engine.CodeUnknownParameter, "forced", "takes force", [2]string{}},
+		{"liveness with a query", req{method: "GET", path: "/healthz?verbose=1", header: noAuth}, 400, engine.CodeUnknownParameter, "verbose", "takes none", [2]string{}},
+		{"readiness with a query", req{method: "GET", path: "/readyz?full", header: noAuth}, 400, engine.CodeUnknownParameter, "full", "takes none", [2]string{}},
 		{"unknown parameter, no token", req{method: "GET", path: "/v1/tenants/acme/deliveries?iterator=abc", header: noAuth}, 401, engine.CodeUnauthorized, "", "", [2]string{}},
 	}
 	for _, tt := range tests {

@@ -328,12 +328,12 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	}
 	e.check(call{method: "GET", path: "/v1/openapi.json?x=1", header: noAuth, invalid: true, status: 400, code: engine.CodeUnknownParameter})
 	e.check(call{method: "GET", path: "/healthz", header: noAuth, status: 200})
-	e.check(call{method: "GET", path: "/healthz?verbose=1", header: noAuth, invalid: true, status: 200}) // not under /v1: extra parameters are ignored
+	e.check(call{method: "GET", path: "/healthz?verbose=1", header: noAuth, invalid: true, status: 400, code: engine.CodeUnknownParameter})
 	e.check(call{method: "GET", path: "/readyz", header: noAuth, status: 200})
 	e.notReady.Store(true)
 	r = e.check(call{method: "GET", path: "/readyz", header: noAuth, status: 503, code: engine.CodeUnavailable})
 	e.notReady.Store(false)
-	e.check(call{method: "GET", path: "/readyz?x=1", header: noAuth, invalid: true, status: 200}) // not under /v1: extra parameters are ignored
+	e.check(call{method: "GET", path: "/readyz?x=1", header: noAuth, invalid: true, status: 400, code: engine.CodeUnknownParameter})
 	e.check(call{method: "GET", path: "/metrics", header: noAuth, status: 200})
 	e.check(call{method: "GET", path: "/metrics?x=1", header: noAuth, invalid: true, status: 200}) // not under /v1: extra parameters are ignored
 

@@ -138,8 +138,10 @@ func New(svc *engine.Service, opts Options) http.Handler {
 // static segment beside a :param at the same position; the paths are laid
 // out so that never happens.
 func (s *server) routes() {
-	s.handle("GET", "/healthz", s.handleHealth)
-	s.handle("GET", "/readyz", s.handleReady)
+	// The probes take no parameter, as every route of the API: a probe
+	// configured with one (?verbose, ?full) learns it is not read.
+	s.handle("GET", "/healthz", s.takes(s.handleHealth))
+	s.handle("GET", "/readyz", s.takes(s.handleReady))
 	s.handle("GET", "/metrics", s.handleMetrics)
 	s.handle("GET", "/v1/openapi.json", s.takes(s.handleOpenAPI))
 

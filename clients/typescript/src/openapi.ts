@@ -2464,6 +2464,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            400: components["responses"]["BadQuery"];
             500: components["responses"]["Internal"];
         };
     };
@@ -2485,6 +2486,7 @@ export interface operations {
                     "application/json": components["schemas"]["Ready"];
                 };
             };
+            400: components["responses"]["BadQuery"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
