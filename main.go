@@ -378,7 +378,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		// piece (httpapi's handleBackup), so this does not cut it.
 		WriteTimeout:   cfg.Server.WriteTimeout.Duration,
 		IdleTimeout:    cfg.Server.IdleTimeout.Duration,
-		MaxHeaderBytes: 64 << 10,
+		MaxHeaderBytes: httpapi.ServerMaxHeaderBytes, // httpapi answers above httpapi.MaxHeaderBytes
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	serveErr := make(chan error, 1)

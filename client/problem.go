@@ -22,6 +22,7 @@ const (
 	CodeUnknownParameter    Code = "unknown_parameter"      // 400: a query parameter the route does not take; Field names it
 	CodeUnknownEventType    Code = "unknown_event_type"     // 422: the event type is not in the catalogue
 	CodeBodyTooLarge        Code = "body_too_large"         // 413: the body is over the server's [ingest] max_body
+	CodeHeadersTooLarge     Code = "headers_too_large"      // 431: the request line and headers are over 64 KiB
 	CodeUnsupportedMedia    Code = "unsupported_media_type" // 415: the body is not application/json
 	CodeUnauthorized        Code = "unauthorized"           // 401: missing, wrong, expired or revoked bearer token
 	CodeForbidden           Code = "forbidden"              // 403: the token is valid but not for this route or tenant

@@ -17,6 +17,7 @@ const (
 	CodeInvalidField        Code = "invalid_field"          // a field has a bad value; Field names it
 	CodeUnknownParameter    Code = "unknown_parameter"      // a query parameter the route does not take; Field names it
 	CodeBodyTooLarge        Code = "body_too_large"         // request body over the configured limit
+	CodeHeadersTooLarge     Code = "headers_too_large"      // request line and headers over the bound (httpapi.MaxHeaderBytes)
 	CodeUnauthorized        Code = "unauthorized"           // missing or wrong bearer token
 	CodeForbidden           Code = "forbidden"              // token valid, but not for this resource
 	CodeUnsupportedMedia    Code = "unsupported_media_type" // request body is not application/json

@@ -46,6 +46,7 @@ func TestStatusTable_EveryCode(t *testing.T) {
 		engine.CodeUnknownParameter:    400,
 		engine.CodeUnknownEventType:    422,
 		engine.CodeBodyTooLarge:        413,
+		engine.CodeHeadersTooLarge:     431,
 		engine.CodeUnsupportedMedia:    415,
 		engine.CodeUnauthorized:        401,
 		engine.CodeForbidden:           403,

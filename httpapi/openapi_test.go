@@ -818,6 +818,14 @@ func TestOpenAPI_EveryAnswerValidates(t *testing.T) {
 	full := &contractEnv{apiEnv: newSecurityEnv(t, engine.ServiceOptions{}, httpapi.Options{Backup: noRoom{}}), o: o, driven: e.driven}
 	full.check(call{method: "GET", path: "/v1/admin/backup", status: 503, code: engine.CodeUnavailable})
 
+	// A head over httpapi.MaxHeaderBytes, on every route: 431 before
+	// anything else is looked at (the token, the path's ids, the body).
+	pad := map[string]string{"X-Padding": strings.Repeat("p", httpapi.MaxHeaderBytes)}
+	ids := strings.NewReplacer("{tenant}", "acme", "{type}", "payment.succeeded", "{id}", "ep_00000000000000000000000000")
+	for _, r := range o.documentedRoutes() {
+		e.check(call{method: r.method, path: ids.Replace(r.path), header: pad, invalid: true, status: 431, code: engine.CodeHeadersTooLarge})
+	}
+
 	// Every documented answer was driven, or notDriven says why not.
 	for path, item := range o.model.Paths.PathItems.FromOldest() {
 		for method, op := range item.GetOperations().FromOldest() {

@@ -36,6 +36,7 @@ var statusTable = map[engine.Code]statusEntry{
 	engine.CodeUnknownParameter:    {http.StatusBadRequest, "Unknown query parameter"},
 	engine.CodeUnknownEventType:    {http.StatusUnprocessableEntity, "Unknown event type"},
 	engine.CodeBodyTooLarge:        {http.StatusRequestEntityTooLarge, "Request body too large"},
+	engine.CodeHeadersTooLarge:     {http.StatusRequestHeaderFieldsTooLarge, "Request headers too large"},
 	engine.CodeUnsupportedMedia:    {http.StatusUnsupportedMediaType, "Unsupported media type"},
 	engine.CodeUnauthorized:        {http.StatusUnauthorized, "Unauthorized"},
 	engine.CodeForbidden:           {http.StatusForbidden, "Forbidden"},

@@ -17,6 +17,21 @@ import (
 // DefaultMaxBody is the request body limit when Options.MaxBody is zero.
 const DefaultMaxBody = 256 << 10
 
+// MaxHeaderBytes bounds a request's head: its request line and header
+// lines as HTTP/1.1 sends them, each with its CRLF, and the blank line
+// that ends them. The handler answers a request over it 431
+// headers_too_large, as problem+json like every other error. It must
+// read the request first: the http.Server in front has to take heads
+// larger than this (ServerMaxHeaderBytes).
+const MaxHeaderBytes = 64 << 10
+
+// ServerMaxHeaderBytes is the http.Server's MaxHeaderBytes that serves
+// the handler (main's): far enough above MaxHeaderBytes that a head the
+// API refuses reaches the handler, which says why as problem+json. Past
+// it (and Go's 4 KiB of slack) Go's server answers 431 itself, in plain
+// text, before any handler: the one answer that is not problem+json.
+const ServerMaxHeaderBytes = 1 << 20
+
 // Options configure the handler New returns. The zero value of each field
 // means what its comment says.
 type Options struct {
@@ -131,7 +146,36 @@ func New(svc *engine.Service, opts Options) http.Handler {
 	r.PanicHandler = s.handlePanic
 	s.router = r
 	s.routes()
-	return r
+	return http.HandlerFunc(s.serveHTTP)
+}
+
+// serveHTTP refuses a request whose head is over MaxHeaderBytes, on any
+// path and before its credentials are looked at, and routes the others.
+func (s *server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if n := headBytes(r); n > MaxHeaderBytes {
+		s.writeError(w, r, engine.Errorf(engine.CodeHeadersTooLarge, "",
+			"the request line and headers are %d bytes; at most %d (64 KiB)", n, MaxHeaderBytes))
+		return
+	}
+	s.router.ServeHTTP(w, r)
+}
+
+// headBytes returns the size of r's head as HTTP/1.1 sends it: the
+// request line, a line for Host and for each header value ("Name:
+// value" and CRLF), and the blank line. It is what was read for a
+// client that writes canonical names with one space after the colon,
+// as clients do; optional whitespace around a value is not counted.
+func headBytes(r *http.Request) int {
+	n := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 2
+	if r.Host != "" {
+		n += len("Host: ") + len(r.Host) + 2
+	}
+	for name, values := range r.Header {
+		for _, v := range values {
+			n += len(name) + 2 + len(v) + 2
+		}
+	}
+	return n + 2
 }
 
 // routes lists every method and path of the API. httprouter v1.3 forbids a

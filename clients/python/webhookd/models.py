@@ -122,6 +122,7 @@ ProblemCode = Literal[
     'unknown_parameter',
     'unknown_event_type',
     'body_too_large',
+    'headers_too_large',
     'unsupported_media_type',
     'unauthorized',
     'forbidden',

@@ -606,7 +606,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -629,7 +629,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The task id. */
                 id: components["parameters"]["task"];
@@ -1134,7 +1134,7 @@ export interface components {
          * @description The stable error code: clients match on it, never on the detail. A code is never renamed once published.
          * @enum {string}
          */
-        ProblemCode: "invalid_json" | "invalid_field" | "unknown_parameter" | "unknown_event_type" | "body_too_large" | "unsupported_media_type" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "tenant_not_found" | "endpoint_not_found" | "event_not_found" | "delivery_not_found" | "task_not_found" | "idempotency_conflict" | "unavailable" | "overloaded" | "rate_limited" | "tenant_overloaded" | "limit_reached" | "pending_deliveries" | "tenant_deleting" | "not_blocking" | "endpoint_disabled" | "schema_mismatch" | "event_type_archived" | "internal" | "config_managed";
+        ProblemCode: "invalid_json" | "invalid_field" | "unknown_parameter" | "unknown_event_type" | "body_too_large" | "headers_too_large" | "unsupported_media_type" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "tenant_not_found" | "endpoint_not_found" | "event_not_found" | "delivery_not_found" | "task_not_found" | "idempotency_conflict" | "unavailable" | "overloaded" | "rate_limited" | "tenant_overloaded" | "limit_reached" | "pending_deliveries" | "tenant_deleting" | "not_blocking" | "endpoint_disabled" | "schema_mismatch" | "event_type_archived" | "internal" | "config_managed";
         /** @description An RFC 9457 problem, extended with the stable code and the field at fault. */
         Problem: {
             /** @description urn:webhookd:problem:<code> */
@@ -2305,6 +2305,18 @@ export interface components {
                 };
             };
         };
+        /** @description The request line and headers are over 64 KiB (as HTTP/1.1 sends them). Codes: headers_too_large. Past 1 MiB the server's HTTP stack answers 431 itself, in plain text, before the API sees the request. */
+        HeadersTooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {unknown} */
+                    code?: "headers_too_large";
+                };
+            };
+        };
         /** @description A body not sent as application/json. Codes: unsupported_media_type. */
         UnsupportedMediaType: {
             headers: {
@@ -2465,6 +2477,7 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadQuery"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -2487,6 +2500,7 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadQuery"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2510,6 +2524,7 @@ export interface operations {
                 };
             };
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -2543,6 +2558,7 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadQuery"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -2573,6 +2589,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -2601,6 +2618,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -2645,6 +2663,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2680,6 +2699,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2710,6 +2730,7 @@ export interface operations {
             400: components["responses"]["BadQuery"];
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -2753,6 +2774,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2781,6 +2803,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2811,6 +2834,7 @@ export interface operations {
             400: components["responses"]["BadQuery"];
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -2845,6 +2869,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -2883,6 +2908,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2914,6 +2940,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -2942,6 +2969,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2980,6 +3008,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3019,6 +3048,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3058,6 +3088,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3097,6 +3128,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3137,6 +3169,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3178,6 +3211,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3218,6 +3252,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3259,6 +3294,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -3302,6 +3338,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3333,6 +3370,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -3380,6 +3418,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -3410,6 +3449,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -3440,6 +3480,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3472,6 +3513,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["NotBlocking"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3507,6 +3549,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -3544,6 +3587,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3577,6 +3621,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -3590,7 +3635,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
             };
             cookie?: never;
@@ -3611,6 +3656,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -3619,7 +3665,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. */
+                /** @description The tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit. PUT answers 422 invalid_field tenant for one that is not; the other routes answer 404 tenant_not_found, as for an id no tenant has. */
                 tenant: components["parameters"]["tenant"];
                 /** @description The task id. */
                 id: components["parameters"]["task"];
@@ -3641,6 +3687,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -3675,6 +3722,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -3711,6 +3759,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3740,6 +3789,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3777,6 +3827,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3808,6 +3859,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -3842,6 +3894,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3871,6 +3924,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -3898,6 +3952,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["ConfigManaged"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3935,6 +3990,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3973,6 +4029,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -4002,6 +4059,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -4029,6 +4087,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -4060,6 +4119,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             422: components["responses"]["Unprocessable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
@@ -4088,6 +4148,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
         };
     };
