@@ -2244,19 +2244,6 @@ export interface components {
                 };
             };
         };
-        /** @description The path exists, the method does not. Codes: method_not_allowed. */
-        MethodNotAllowed: {
-            headers: {
-                Allow: string;
-                [name: string]: unknown;
-            };
-            content: {
-                "application/problem+json": components["schemas"]["Problem"] & {
-                    /** @enum {unknown} */
-                    code?: "method_not_allowed";
-                };
-            };
-        };
         /** @description The request conflicts with the state. Codes: idempotency_conflict, limit_reached, pending_deliveries, tenant_deleting. */
         Conflict: {
             headers: {
