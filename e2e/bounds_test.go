@@ -118,7 +118,7 @@ func serverBounds() map[string]float64 {
 	}
 	for _, list := range []string{"/v1/tenants", "/v1/event-types", "/v1/retry-policies", "/v1/operational-endpoints",
 		"/v1/tenants/{tenant}/endpoints", "/v1/tenants/{tenant}/events", "/v1/tenants/{tenant}/deliveries",
-		"/v1/tenants/{tenant}/dead-letters", "/v1/tenants/{tenant}/access-tokens"} {
+		"/v1/tenants/{tenant}/dead-letters", "/v1/tenants/{tenant}/access-tokens", "/v1/tenants/{tenant}/tasks", "/v1/tasks"} {
 		add("GET "+list, "query limit", "minimum", 1, "maximum", engine.MaxPageLimit)
 	}
 	for _, op := range []string{"GET /v1/tenants/{tenant}/report", "GET /v1/admin/report"} {

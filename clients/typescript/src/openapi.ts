@@ -11,7 +11,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness: the process answers (no token). */
+        /**
+         * Liveness: the process answers (no token).
+         * @description Answers 200 {"status":"ok"} whenever the process serves HTTP, whatever the state of its database: for a liveness probe, which restarts a process that stopped answering. Needs no token; a query parameter is 400 unknown_parameter.
+         */
         get: operations["health"];
         put?: never;
         post?: never;
@@ -28,7 +31,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: the database is open, the dispatcher runs, ingest is not pushed back (no token). */
+        /**
+         * Readiness: the database is open, the dispatcher runs, ingest is not pushed back (no token).
+         * @description Answers 200 when the node can take work: its database takes writes (after a failed commit, until a probe write of [ingest] max_body bytes commits again), its dispatcher runs, and ingest is not pushed back by max_pending; otherwise 503 unavailable with the reason. For a readiness probe or a load balancer, which stops sending ingest to a node that cannot store it. Needs no token; a query parameter is 400 unknown_parameter.
+         */
         get: operations["ready"];
         put?: never;
         post?: never;
@@ -85,7 +91,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the tenants, in ID order (admin). */
+        /**
+         * List the tenants, in ID order (admin).
+         * @description A page of the tenants, in ID order, each with its name, environment and retry policy; the reserved tenant of the operator's own endpoints is not listed. Live admin tokens only: a test token or a tenant access token is 403 forbidden.
+         */
         get: operations["listTenants"];
         put?: never;
         post?: never;
@@ -105,7 +114,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Read a tenant. */
+        /**
+         * Read a tenant.
+         * @description The tenant: its name, environment, retry policy and times. An admin token (a test token for a test tenant only) or the tenant's own access token; 404 tenant_not_found for an id no tenant has, or one that cannot be a tenant's.
+         */
         get: operations["getTenant"];
         /**
          * Create (201) or update (200) a tenant.
@@ -130,7 +142,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the catalogue. */
+        /**
+         * List the catalogue.
+         * @description A page of the catalogue, in name order: each type's description, status and, when it has them, its JSON Schema and example. Any valid token may read it, test and tenant tokens included: it is what endpoints subscribe to.
+         */
         get: operations["listEventTypes"];
         put?: never;
         post?: never;
@@ -197,7 +212,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** List a tenant's endpoints, without their secrets. */
+        /**
+         * List a tenant's endpoints, without their secrets.
+         * @description A page of the tenant's endpoints, in ID order, each with its subscriptions, channels, ordering, health, effective retry policy and rate limit, and its custom headers masked. No answer of a read shows a secret: reveal it with POST …/secret/reveal, which records who asked.
+         */
         get: operations["listEndpoints"];
         put?: never;
         /**
@@ -223,15 +241,24 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Read an endpoint. */
+        /**
+         * Read an endpoint.
+         * @description The endpoint as a listing shows it: subscriptions, channels, ordering, health (failing since, last failure, disabled and why), effective retry policy and rate limit, custom headers masked, the record of who revealed its secret. Never its secret.
+         */
         get: operations["getEndpoint"];
         put?: never;
         post?: never;
-        /** Delete an endpoint. */
+        /**
+         * Delete an endpoint.
+         * @description Deletes the endpoint with its secrets: it receives nothing more. A delivery to it held while it was disabled is dead at once, and one still pending dies when the dispatcher comes to it (reason "endpoint deleted"), so an ordered line behind it goes on. Its deliveries stay in the log until retention prunes them.
+         */
         delete: operations["deleteEndpoint"];
         options?: never;
         head?: never;
-        /** Change an endpoint; enable or disable it. */
+        /**
+         * Change an endpoint; enable or disable it.
+         * @description Changes the fields given and leaves the others as they are (a merge: rate_limit null removes the limit, headers are merged name by name). A new url is unverified again; ordering and channels apply to the events ingested after the change, retry_policy to the delivery cycles that start after it. disabled true holds the endpoint's deliveries (paused) instead of attempting them; disabled false with deliver_held true sends them, without it they are dead-lettered. Answers the endpoint as it is now.
+         */
         patch: operations["updateEndpoint"];
         trace?: never;
     };
@@ -424,7 +451,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Read an event: its stored envelope and its deliveries. */
+        /**
+         * Read an event: its stored envelope and its deliveries.
+         * @description The event as it was stored and delivered: its envelope, byte for byte what each endpoint was sent and signed, whether it is a test event, its channels and deliver_at, and every delivery made of it with its attempts. 404 event_not_found once retention pruned it.
+         */
         get: operations["getEvent"];
         put?: never;
         post?: never;
@@ -731,7 +761,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the operational endpoints (admin), the [alerts] one among them (source config), without their secrets. */
+        /**
+         * List the operational endpoints (admin), the [alerts] one among them (source config), without their secrets.
+         * @description A page of the operational endpoints, in ID order: each with its subscriptions, source (api, or config for the [alerts] one, which the config file sets at every start) and health. Never a secret. Admin tokens only.
+         */
         get: operations["listOperationalEndpoints"];
         put?: never;
         /**
@@ -755,7 +788,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Read an operational endpoint (admin). */
+        /**
+         * Read an operational endpoint (admin).
+         * @description One operational endpoint, as the listing shows it: subscriptions, source, health; never its secret. Admin tokens only; 404 endpoint_not_found for an id that is none.
+         */
         get: operations["getOperationalEndpoint"];
         put?: never;
         post?: never;
