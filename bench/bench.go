@@ -112,7 +112,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.StringVar(&o.Dir, "dir", "", "directory for the databases (default: a temporary one, removed after)")
 	fs.StringVar(&o.JSON, "json", "", "write the results as JSON to `file`")
 	fs.StringVar(&o.SVG, "svg", "", "draw throughput and p99 latency per second as SVG to `file`")
-	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the measured phase to `file`")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the measured phase to `file` (with -schema: of the schema comparison)")
 	fs.StringVar(&o.MemProfile, "memprofile", "", "write a heap profile at the end to `file`")
 	fs.StringVar(&o.Trace, "trace", "", "write an execution trace of the measured phase to `file` (go tool trace)")
 	if err := fs.Parse(args); err != nil {

@@ -729,14 +729,18 @@ func (r *runner) ingestOnly() error {
 		return err
 	}
 	before := dbStats(in)
-	r.startProfile()
+	if !r.o.Schema { // with -schema, the profile is of the comparison
+		r.startProfile()
+	}
 	stop := r.watch("ingest", in, nil)
 	lr := runLoad(r.ctx, in.api, r.spec(r.o.Clients, r.o.Events), &r.sent)
 	r.res.Ingest = r.ingestStats(lr, r.o.Clients)
 	r.res.Storage = storageStats(in, before)
 	lr1 := runLoad(r.ctx, in.api, r.spec(1, max(200, min(3000, r.o.Events/20))), &r.sent)
 	stop()
-	r.stopProfile()
+	if !r.o.Schema {
+		r.stopProfile()
+	}
 	r.res.IngestSingle = r.ingestStats(lr1, 1)
 	r.res.IngestSingle.Ratio, r.res.IngestSingle.FloorRatio = 0, 0
 	if r.o.Target == "" {
@@ -756,7 +760,10 @@ func (r *runner) ingestOnly() error {
 	}
 
 	if r.o.Schema {
-		if err := r.schemaComparison(in); err != nil {
+		r.startProfile()
+		err := r.schemaComparison(in)
+		r.stopProfile()
+		if err != nil {
 			return err
 		}
 	}
