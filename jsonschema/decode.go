@@ -2,7 +2,9 @@ package jsonschema
 
 import (
 	"encoding/json"
+	"sync"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // decode returns data, one JSON value, as the validator takes it:
@@ -15,20 +17,108 @@ import (
 // cost of a validation (BenchmarkCompiledSchema_Validate). A string
 // with an escape is read by encoding/json; FuzzDecode holds decode to
 // UnmarshalJSON's result on every input.
-func decode(data []byte) (v any, ok bool) {
-	d := decoder{data: data}
+//
+// The value is only lent: its strings and numbers without an escape are
+// views of data (no copy), and its maps and slices are the decoder's,
+// reused by the next decode once done is called. So the value, and
+// anything made of it, must not be kept past done nor data changed
+// before: Validate turns the library's error, which holds pieces of the
+// value, into words before it calls done. This takes the decode's
+// allocations out of each validation, which is most of what ingest
+// with a schema costs beyond ingest without (bench: ingest-only
+// -schema).
+func decode(data []byte) (v any, ok bool, done func()) {
+	d := decoders.Get().(*decoder)
+	d.data, d.i = data, 0
 	v, ok = d.value(0)
 	d.space()
-	return v, ok && d.i == len(d.data)
+	return v, ok && d.i == len(d.data), d.release
 }
 
 // maxDecodeDepth bounds decode's recursion; deeper is left to
 // UnmarshalJSON (ingest refuses data deeper than engine.MaxDataDepth).
 const maxDecodeDepth = 128
 
+// Bounds of what a decoder keeps for reuse: a map or slice larger than
+// reuseLen is left to the collector, and so are those beyond reuseCount,
+// so that one large value does not keep its memory in the pool.
+const (
+	reuseLen   = 64
+	reuseCount = 256
+)
+
+// decoders holds idle decoders with the maps and slices of the values
+// they made, cleared (decode).
+var decoders = sync.Pool{New: func() any { return &decoder{} }}
+
 type decoder struct {
 	data []byte
 	i    int
+
+	// maps and slices are those the last value used (in use: the first
+	// inUseMaps, inUseSlices) and idle ones, for the next value.
+	maps        []map[string]any
+	slices      [][]any
+	inUseMaps   int
+	inUseSlices int
+}
+
+// release clears the maps and slices of the value d made, keeps those
+// within the bounds for the next decode and puts d back in the pool.
+func (d *decoder) release() {
+	kept := d.maps[:0]
+	for _, m := range d.maps[:d.inUseMaps] {
+		if len(m) <= reuseLen && len(kept) < reuseCount {
+			clear(m)
+			kept = append(kept, m)
+		}
+	}
+	clear(d.maps[len(kept):d.inUseMaps])
+	d.maps = append(kept, d.maps[d.inUseMaps:]...)
+	keptS := d.slices[:0]
+	for _, a := range d.slices[:d.inUseSlices] {
+		if cap(a) <= reuseLen && len(keptS) < reuseCount {
+			clear(a[:cap(a)])
+			keptS = append(keptS, a[:0])
+		}
+	}
+	clear(d.slices[len(keptS):d.inUseSlices])
+	d.slices = append(keptS, d.slices[d.inUseSlices:]...)
+	d.inUseMaps, d.inUseSlices = 0, 0
+	d.data = nil
+	decoders.Put(d)
+}
+
+// newMap returns an empty map, an idle one when d has one.
+func (d *decoder) newMap() map[string]any {
+	if d.inUseMaps < len(d.maps) {
+		m := d.maps[d.inUseMaps]
+		d.inUseMaps++
+		return m
+	}
+	m := map[string]any{}
+	d.maps = append(d.maps, m)
+	d.inUseMaps++
+	return m
+}
+
+// newSlice returns an empty slice, an idle one when d has one; done
+// stores what was appended to it (its array may have grown).
+func (d *decoder) newSlice() (a []any, done func([]any)) {
+	n := d.inUseSlices
+	if n == len(d.slices) {
+		d.slices = append(d.slices, nil)
+	}
+	d.inUseSlices++
+	return d.slices[n][:0], func(a []any) { d.slices[n] = a }
+}
+
+// view is b as a string, without a copy (decode: lent, like the value).
+func view(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 func (d *decoder) space() {
@@ -77,7 +167,7 @@ func (d *decoder) literal(lit string) bool {
 
 func (d *decoder) object(depth int) (any, bool) {
 	d.i++ // {
-	m := map[string]any{}
+	m := d.newMap()
 	d.space()
 	if d.i < len(d.data) && d.data[d.i] == '}' {
 		d.i++
@@ -120,10 +210,14 @@ func (d *decoder) object(depth int) (any, bool) {
 
 func (d *decoder) array(depth int) (any, bool) {
 	d.i++ // [
-	a := []any{}
+	a, store := d.newSlice()
 	d.space()
 	if d.i < len(d.data) && d.data[d.i] == ']' {
 		d.i++
+		if a == nil {
+			a = []any{} // an empty array, not null
+		}
+		store(a)
 		return a, true
 	}
 	for {
@@ -132,6 +226,7 @@ func (d *decoder) array(depth int) (any, bool) {
 			return nil, false
 		}
 		a = append(a, v)
+		store(a)
 		d.space()
 		if d.i >= len(d.data) {
 			return nil, false
@@ -164,7 +259,7 @@ func (d *decoder) string() (string, bool) {
 				if !utf8.Valid(s) {
 					return "", false
 				}
-				return string(s), true
+				return view(s), true
 			}
 			var s string
 			if json.Unmarshal(d.data[start:d.i], &s) != nil {
@@ -210,7 +305,7 @@ func (d *decoder) number() (any, bool) {
 			return nil, false
 		}
 	}
-	return json.Number(d.data[start:d.i]), true
+	return json.Number(view(d.data[start:d.i])), true
 }
 
 // digits skips the digits at d.i and returns how many there were.

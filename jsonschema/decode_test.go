@@ -2,6 +2,7 @@ package jsonschema
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -22,7 +23,8 @@ func FuzzDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, ok := decode(data)
+		got, ok, done := decode(data)
+		defer done()
 		want, err := sjs.UnmarshalJSON(bytes.NewReader(data))
 		if !ok {
 			return
@@ -37,9 +39,33 @@ func FuzzDecode(f *testing.F) {
 }
 
 func TestDecode_CommonCaseRead(t *testing.T) {
-	if _, ok := decode(benchOrder); !ok {
+	_, ok, done := decode(benchOrder)
+	done()
+	if !ok {
 		t.Error("decode leaves a typical order to UnmarshalJSON")
 	}
 }
 
 var benchOrder = []byte(`{"amount":4200,"currency":"EUR","customer":{"id":"cus_01JH0000000000000000000001","email":"jane@example.com"},"lines":[{"sku":"A-100","qty":2,"name":"Blue mug"}],"note":"\u00e9 x"}`)
+
+// TestDecode_ReusedValuesStartEmpty: the maps and slices a decode
+// reuses from the one before it hold nothing of that one's value, the
+// large ones left out as well.
+func TestDecode_ReusedValuesStartEmpty(t *testing.T) {
+	big := `{` + strings.Repeat(`"k":1,`, 0)
+	for i := range 100 {
+		big += fmt.Sprintf(`"m%d":[%d,"x"],`, i, i)
+	}
+	big += `"end":{"a":[1,2,3],"b":{"c":"d"}}}`
+	for i, data := range []string{big, `{"a":[],"b":{}}`, `[{"x":1},{"y":[true]}]`, big, `{"m1":{}}`, `[[],[[]]]`, `{}`} {
+		got, ok, done := decode([]byte(data))
+		want, err := sjs.UnmarshalJSON(strings.NewReader(data))
+		if !ok || err != nil {
+			t.Fatalf("%d: decode ok %v, UnmarshalJSON %v", i, ok, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%d: decode after the one before =\n\t%#v\nUnmarshalJSON gives\n\t%#v", i, got, want)
+		}
+		done()
+	}
+}

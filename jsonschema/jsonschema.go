@@ -107,7 +107,8 @@ type compiled struct{ s *sjs.Schema }
 // naming the first value at fault (by JSON Pointer) and how many more
 // there are.
 func (c compiled) Validate(data []byte) error {
-	v, ok := decode(data)
+	v, ok, done := decode(data)
+	defer done() // after the error is worded: it holds pieces of v
 	if !ok {
 		var err error
 		if v, err = sjs.UnmarshalJSON(bytes.NewReader(data)); err != nil {
