@@ -79,6 +79,11 @@ type DispatcherOptions struct {
 	// worker after the transition is recorded: it must not block.
 	OnAlert func(Alert)
 
+	// Tracer, when set, traces each attempt (tracing.go); an endpoint
+	// with SendTraceparent gets the attempt span's traceparent. Nil:
+	// none.
+	Tracer Tracer
+
 	// Targets is where attempts and challenges may go, checked on every
 	// connection by the client NewHTTPClient builds. IMPORTANT: the zero
 	// value is the strict policy (https only, public addresses only), so a
@@ -1217,6 +1222,14 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 	start := d.opts.Now().UTC()
 	mono := time.Now()
 	rec.Attempt.Start = start
+	var traceparent string
+
+	if span := d.startAttemptSpan(ctx, in, rec); span != nil {
+		defer func() { span.End(rec.Attempt, rec.State) }()
+		if in.Endpoint.SendTraceparent {
+			traceparent = span.TraceParent()
+		}
+	}
 
 	actx, cancel := context.WithTimeout(ctx, p.AttemptTimeout)
 	defer cancel()
@@ -1226,6 +1239,9 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 	var abort bool
 	if err == nil {
 		setCustomHeaders(req.Header, in.Endpoint.Headers)
+		if traceparent != "" { // after the custom headers: the span's, not one of theirs
+			req.Header["Traceparent"] = []string{traceparent}
+		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("User-Agent", d.opts.UserAgent)
 		if n := EnvelopeSequence(in.Body); n > 0 {

@@ -23,6 +23,10 @@ type NodeOptions struct {
 	// (Enqueue), then to its own Promoted, if any.
 	Janitor *JanitorOptions
 	Logger  *slog.Logger // nil: discard
+	// Tracer, when set, traces the Service's ingests and the
+	// Dispatcher's attempts (tracing.go): it is their Tracer, unless
+	// theirs is set. Nil: nothing is traced.
+	Tracer Tracer
 }
 
 // AlertOptions are the [alerts] endpoint's URL and signing secret.
@@ -68,6 +72,9 @@ func NewNode(store Store, opts NodeOptions) *Node {
 	}
 	dopts := opts.Dispatcher
 	dopts.OnAlert = n.raise
+	if dopts.Tracer == nil {
+		dopts.Tracer = opts.Tracer
+	}
 	if dopts.Logger == nil {
 		dopts.Logger = opts.Logger
 	}
@@ -78,6 +85,9 @@ func NewNode(store Store, opts NodeOptions) *Node {
 	}
 	if sopts.Tasks.Logger == nil {
 		sopts.Tasks.Logger = opts.Logger
+	}
+	if sopts.Tracer == nil {
+		sopts.Tracer = opts.Tracer
 	}
 	n.Service = NewService(store, n.Dispatcher, sopts)
 	n.ops = NewOperationalSink(n.Service, func(err error) { n.log.Warn("operational event", "err", err) })

@@ -109,6 +109,9 @@ type ServiceOptions struct {
 	// Tasks configure the background tasks (tasks.go): their bound per
 	// tenant, their lease, whether the store is shared.
 	Tasks TaskOptions
+
+	// Tracer, when set, traces each Ingest (tracing.go). Nil: none.
+	Tracer Tracer
 }
 
 // NewService returns a Service over store that hands work to disp.
@@ -851,6 +854,9 @@ var marshalPlainByte = func() (t [256]bool) {
 func (s *Service) Ingest(ctx context.Context, tenant string, in IngestInput) (IngestResult, error) {
 	if err := ValidateTenantID(tenant); err != nil {
 		return IngestResult{}, TenantNotFound()
+	}
+	if s.opts.Tracer != nil {
+		return s.traceIngest(ctx, tenant, in)
 	}
 	return s.ingest(ctx, tenant, in)
 }

@@ -143,7 +143,8 @@ type Log interface {
 	// retry policy as they are in that transaction.
 	AppendEvent(ctx context.Context, in NewEvent) (IngestResult, error)
 	// AttemptInput reads, in one read transaction, what an attempt needs:
-	// the delivery, its event's stored body and its endpoint. A deleted
+	// the delivery, its event's stored body and IngestTrace, and its
+	// endpoint. A deleted
 	// endpoint is reported with EndpointFound false, not as an error.
 	AttemptInput(ctx context.Context, deliveryID string) (AttemptInput, error)
 	// UpdateDelivery reads delivery id (of any tenant;
@@ -335,6 +336,9 @@ type AttemptInput struct {
 	Body          []byte // the event's stored envelope, verbatim; shared with other attempts, read only
 	Endpoint      Endpoint
 	EndpointFound bool
+	// IngestTrace is the event's Event.IngestTrace: the span the
+	// attempt's span links to.
+	IngestTrace string
 }
 
 // AttemptRecord is the outcome of one attempt, to be recorded.

@@ -148,6 +148,13 @@ type Endpoint struct {
 	// OperationalEndpoint shows it.
 	Source EndpointSource `json:"-"`
 
+	// SendTraceparent makes each attempt's request carry a traceparent
+	// header naming the attempt's span, when tracing is on, so that the
+	// receiver's own spans join the attempt's trace. False (the
+	// default): none is sent, since it shows a trace ID of the sender's
+	// to a third party.
+	SendTraceparent bool `json:"send_traceparent"`
+
 	// SecretReveals is the audit trail of Service.RevealSecret: who was
 	// shown the secrets and when, oldest first, the latest
 	// MaxSecretReveals only (RecordSecretReveal). Nil when never
@@ -247,8 +254,14 @@ type Event struct {
 	// DeliverAt is when the event was scheduled for (IngestInput.DeliverAt):
 	// its deliveries' first attempt is not made before. Zero when it was
 	// not scheduled (delivered at once). Not in the envelope.
-	DeliverAt time.Time       `json:"deliver_at,omitzero"`
-	Body      json.RawMessage `json:"-"`
+	DeliverAt time.Time `json:"deliver_at,omitzero"`
+	// IngestTrace is the span context of the ingest that stored the
+	// event, as a W3C traceparent (ValidTraceParent), when a Tracer
+	// traced it; "" otherwise. Each attempt's span links to it
+	// (AttemptInput.IngestTrace), after a restart too. Not in the
+	// envelope nor in the API's answers.
+	IngestTrace string          `json:"-"`
+	Body        json.RawMessage `json:"-"`
 }
 
 // Scheduled reports whether d is waiting for its event's deliver_at:
