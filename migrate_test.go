@@ -89,6 +89,7 @@ func writeSource(t *testing.T, path string, key []byte) source {
 			ep.Channels = []string{"project_1", "b"}                  // receives the events on either
 			ep.RetryPolicy = "nightly-long"                           // its deliveries follow it
 			ep.RateLimit = engine.RateLimit{PerSecond: 2.5, Burst: 4} // migrated like every other field
+			ep.SendTraceparent = true
 		}
 		if i%2 == 0 { // custom headers, sealed like the secrets: they travel in plain and are sealed again
 			ep.Headers = engine.CustomHeaders{{Name: "Authorization", Value: fmt.Sprintf("Bearer migrated-%d-0123456789", i)}, {Name: "X-Tenant", Value: tenant}}
@@ -128,6 +129,9 @@ func writeSource(t *testing.T, path string, key []byte) source {
 		}
 		if i == 4 {
 			in.Event.DeliverAt = migrateT0.Add(2 * time.Hour) // scheduled: its deliveries carry it too
+		}
+		if i%2 == 0 { // traced: its attempts' spans link to its ingest's, after the migration too
+			in.Event.IngestTrace = fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)
 		}
 		if i%3 == 0 {
 			in.IdempotencyKey = fmt.Sprintf("key-%d", i)
@@ -351,6 +355,7 @@ func TestMigrate(t *testing.T) {
 	if limited != 1 {
 		t.Errorf("the source has %d endpoints with a rate limit, want 1: the migration of rate limits is not tested", limited)
 	}
+	traced := 0
 	for tenant, want := range src.events {
 		feed, _, err := pg.ListEvents(ctx, tenant, engine.EventFilter{Limit: 1000})
 		if err != nil {
@@ -377,7 +382,18 @@ func TestMigrate(t *testing.T) {
 			if !reflect.DeepEqual(ds, src.dlvs[ev.ID]) {
 				t.Errorf("deliveries of %s: %+v, want %+v", ev.ID, ds, src.dlvs[ev.ID])
 			}
+			if ev.IngestTrace != "" {
+				traced++
+				for _, d := range ds {
+					if in, err := pg.AttemptInput(ctx, d.ID); err != nil || in.IngestTrace != ev.IngestTrace {
+						t.Errorf("attempt input of %s: trace %q, %v; want %q", d.ID, in.IngestTrace, err, ev.IngestTrace)
+					}
+				}
+			}
 		}
+	}
+	if traced == 0 {
+		t.Error("no event of the source has an ingest trace: the migration of traces is not tested")
 	}
 	for hash, want := range src.tokens {
 		if got, ok, err := pg.AccessTokenByHash(ctx, hash); err != nil || !ok || !reflect.DeepEqual(got, want) {

@@ -166,6 +166,10 @@ type endpointDoc struct {
 	// customer's endpoint (and in every document written before
 	// sources).
 	Source string `json:"source,omitempty"`
+	// SendTraceparent: each attempt carries its span's traceparent;
+	// absent: it does not (and in every document written before
+	// tracing).
+	SendTraceparent bool `json:"send_traceparent,omitempty"`
 }
 
 // rateLimitDoc is an engine.RateLimit that is not zero.
@@ -198,9 +202,10 @@ func encodeEndpoint(ep engine.Endpoint) ([]byte, error) {
 		Created: ep.Created, Updated: ep.Updated,
 		VerificationRequired: ep.VerificationRequired, Verified: ep.Verified,
 		Ordering: string(ep.Ordering), OnDead: string(ep.OnDead),
-		Channels:    ep.Channels,
-		RetryPolicy: string(ep.RetryPolicy),
-		Source:      string(ep.Source),
+		Channels:        ep.Channels,
+		RetryPolicy:     string(ep.RetryPolicy),
+		Source:          string(ep.Source),
+		SendTraceparent: ep.SendTraceparent,
 	}
 	if ep.Ordering == engine.OrderingNone {
 		r.Ordering = orderingNone
@@ -240,8 +245,9 @@ func decodeEndpoint(doc []byte) (engine.Endpoint, error) {
 		Created: r.Created, Updated: r.Updated,
 		VerificationRequired: r.VerificationRequired, Verified: r.Verified,
 		Ordering: engine.Ordering(r.Ordering), OnDead: engine.OnDead(r.OnDead),
-		RetryPolicy: engine.RetryPolicyName(r.RetryPolicy),
-		Source:      engine.EndpointSource(r.Source),
+		RetryPolicy:     engine.RetryPolicyName(r.RetryPolicy),
+		Source:          engine.EndpointSource(r.Source),
+		SendTraceparent: r.SendTraceparent,
 	}
 	if r.Ordering == orderingNone {
 		ep.Ordering = engine.OrderingNone

@@ -97,6 +97,14 @@ var (
 		ep.EventTypes = []string{engine.OpEndpointFailing, engine.OpEndpointDisabled, engine.OpDeliveryDead}
 		return ep
 	}()
+	// goldenEndpointTraceparent is goldenEndpointNew that sends each
+	// attempt's traceparent (added in a later release: the older
+	// documents have no "send_traceparent").
+	goldenEndpointTraceparent = func() engine.Endpoint {
+		ep := goldenEndpointNew
+		ep.ID, ep.SendTraceparent = "ep_01JH000000000000000000000F", true
+		return ep
+	}()
 	// goldenEndpointNew is an endpoint as created: no health, the
 	// default ordering and on_dead.
 	goldenEndpointNew = engine.Endpoint{
@@ -292,6 +300,7 @@ func goldenCases() []goldenCase {
 	add("endpoint-retry-policy", goldenEndpointRetryPolicy, dec, enc)
 	add("endpoint-limited", goldenEndpointLimited, dec, enc)
 	add("endpoint-operational", goldenEndpointOperational, dec, enc)
+	add("endpoint-traceparent", goldenEndpointTraceparent, dec, enc)
 	dec, enc = docPair(decodeSecrets, encodeSecrets)
 	add("secrets", goldenSecrets, dec, enc)
 	add("secrets-none", []engine.Secret(nil), dec, enc)

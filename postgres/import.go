@@ -443,13 +443,13 @@ func (im *Import) flushEvents() error {
 		for i, pe := range im.events {
 			seq := xid*65536 + int64(i)
 			ev := pe.ev
-			events[i] = []any{seq, ev.ID, ev.TenantID, ev.Type, ev.Created.UnixNano(), ev.APIVersion, ev.Body, int64(ev.Sequence), ev.OrderingKey, ev.Test, channelsArg(ev.Channels), deliverAtArg(ev.DeliverAt)}
+			events[i] = []any{seq, ev.ID, ev.TenantID, ev.Type, ev.Created.UnixNano(), ev.APIVersion, ev.Body, int64(ev.Sequence), ev.OrderingKey, ev.Test, channelsArg(ev.Channels), deliverAtArg(ev.DeliverAt), traceArg(ev.IngestTrace)}
 			for _, row := range pe.rows {
 				row[deliverySeqCol] = seq
 				deliveries = append(deliveries, row)
 			}
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"seq", "id", "tenant_id", "type", "created", "api_version", "body", "sequence", "ordering_key", "test", "channels", "deliver_at"}, pgx.CopyFromRows(events)); err != nil {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"seq", "id", "tenant_id", "type", "created", "api_version", "body", "sequence", "ordering_key", "test", "channels", "deliver_at", "ingest_trace"}, pgx.CopyFromRows(events)); err != nil {
 			return fmt.Errorf("events: %w", err)
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"deliveries"}, deliveryCols, pgx.CopyFromRows(deliveries)); err != nil {

@@ -224,15 +224,19 @@ func (s *Store) ListEvents(ctx context.Context, tenant string, f engine.EventFil
 
 // eventColsSQL are the columns of events scanEvent reads before the
 // body.
-const eventColsSQL = "seq, id, tenant_id, type, created, api_version, sequence, ordering_key, test, channels, deliver_at"
+const eventColsSQL = "seq, id, tenant_id, type, created, api_version, sequence, ordering_key, test, channels, deliver_at, ingest_trace"
 
 // scanEvent reads an event from eventColsSQL and body.
 func scanEvent(r pgx.Row) (engine.Event, error) {
 	var ev engine.Event
 	var seq, created, sequence int64
 	var deliverAt *int64
-	if err := r.Scan(&seq, &ev.ID, &ev.TenantID, &ev.Type, &created, &ev.APIVersion, &sequence, &ev.OrderingKey, &ev.Test, &ev.Channels, &deliverAt, &ev.Body); err != nil {
+	var trace *string
+	if err := r.Scan(&seq, &ev.ID, &ev.TenantID, &ev.Type, &created, &ev.APIVersion, &sequence, &ev.OrderingKey, &ev.Test, &ev.Channels, &deliverAt, &trace, &ev.Body); err != nil {
 		return ev, err
+	}
+	if trace != nil {
+		ev.IngestTrace = *trace
 	}
 	if deliverAt != nil {
 		ev.DeliverAt = time.Unix(0, *deliverAt).UTC()

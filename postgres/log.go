@@ -220,7 +220,7 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 		sql = appendCachedKeySQL
 		args = append(args, in.IdempotencyKey, in.RequestHash[:], in.IdempotencyExpires.UnixNano())
 	}
-	args = append(args, in.SequenceOffset(), ev.OrderingKey, channelsArg(ev.Channels), deliverAtArg(ev.DeliverAt), typ.version)
+	args = append(args, in.SequenceOffset(), ev.OrderingKey, channelsArg(ev.Channels), deliverAtArg(ev.DeliverAt), typ.version, traceArg(ev.IngestTrace))
 	w := &cachedWrite{tenant: ev.TenantID, sql: sql, args: args}
 	seq, sequence, err := s.writeCached(ctx, w)
 	var pe *pgconn.PgError
@@ -241,6 +241,7 @@ func (s *Store) appendCached(ctx context.Context, in engine.NewEvent) (engine.In
 			// The body and the delivery's document as stored, with the
 			// sequence the write gave them (inputs[i].delivery is in ds).
 			inputs[i].at, inputs[i].body, inputs[i].doc = read, stored.Body, sequencedDoc(inputs[i].doc, stored.Sequence)
+			inputs[i].trace = stored.IngestTrace
 		}
 		c.preclaimed(taken, token, time.Unix(0, until), inputs)
 	}
@@ -255,10 +256,11 @@ const fallbackCode = "WH001"
 // endpoints_version the deliveries were made at, $8…$16 the deliveries'
 // columns (deliveryColumns), $17 the offset of the sequence in the body,
 // $18 the ordering key, $19 the channels and $20 the deliver_at
-// (insertEventSQL), $21 the version of the type's entry CheckType saw.
+// (insertEventSQL), $21 the version of the type's entry CheckType saw,
+// $22 the ingest's trace.
 // The event's seq and sequence, or ingest_fallback.
 var appendCachedSQL = `WITH sq AS (` + nextSequenceSQL + `), ev AS (
-	` + insertEventSQL(17, 18, 0, 19, 20) + `
+	` + insertEventSQL(17, 18, 0, 19, 20, 22) + `
 	WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NULL AND endpoints_version = $7)
 	AND EXISTS (SELECT 1 FROM event_types WHERE name = $3 AND version = $21)
 	ON CONFLICT (id) DO NOTHING RETURNING seq
@@ -267,15 +269,15 @@ SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full pat
 
 // appendCachedKeySQL is appendCachedSQL that also claims the
 // idempotency key $17 (request hash $18, expiring at $19) and appends
-// the event only if it did; $20 to $24 are appendCachedSQL's $17 to
-// $21.
+// the event only if it did; $20 to $25 are appendCachedSQL's $17 to
+// $22.
 var appendCachedKeySQL = `WITH key AS (
 	INSERT INTO idempotency (tenant_id, key, request_hash, event_id, expires) VALUES ($2, $17, $18, $1, $19)
 	ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = excluded.request_hash, event_id = excluded.event_id, expires = excluded.expires
 	WHERE idempotency.expires <= $4
 	RETURNING 1
 ), sq AS (` + nextSequenceSQL + `), ev AS (
-	` + insertEventSQL(20, 21, 0, 22, 23) + `
+	` + insertEventSQL(20, 21, 0, 22, 23, 25) + `
 	WHERE EXISTS (SELECT 1 FROM key)
 	AND EXISTS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NULL AND endpoints_version = $7)
 	AND EXISTS (SELECT 1 FROM event_types WHERE name = $3 AND version = $24)
@@ -289,20 +291,30 @@ SELECT coalesce((SELECT seq FROM ev), ingest_fallback('ingest: take the full pat
 // byte offset $offset (engine.NewEvent.SequenceOffset; -1: the body is
 // kept as it is), the ordering key $key, the channels $channels (NULL:
 // none; channelsArg), the deliver_at $deliverAt (NULL: none;
-// deliverAtArg) and, when test is not 0, the test mark $test (else
-// false: appendCached never writes a test event). The caller adds its
-// WHERE and what follows.
-func insertEventSQL(offset, key, test, channels, deliverAt int) string {
+// deliverAtArg), the ingest's trace $trace (NULL: none; traceArg) and,
+// when test is not 0, the test mark $test (else false: appendCached
+// never writes a test event). The caller adds its WHERE and what
+// follows.
+func insertEventSQL(offset, key, test, channels, deliverAt, trace int) string {
 	testSQL := "false"
 	if test != 0 {
 		testSQL = fmt.Sprintf("$%d::boolean", test)
 	}
-	return fmt.Sprintf(`INSERT INTO events (seq, id, tenant_id, type, created, api_version, body, sequence, ordering_key, test, channels, deliver_at)
+	return fmt.Sprintf(`INSERT INTO events (seq, id, tenant_id, type, created, api_version, body, sequence, ordering_key, test, channels, deliver_at, ingest_trace)
 	SELECT `+seqSQL+`, $1, $2, $3, $4, $5,
 		CASE WHEN $%[1]d::int < 0 THEN $6::bytea
 		ELSE substring($6::bytea FROM 1 FOR $%[1]d::int) || convert_to(',"sequence":' || sq.last, 'UTF8') || substring($6::bytea FROM $%[1]d::int + 1) END,
-		sq.last, $%[2]d::text, %[3]s, $%[4]d::text[], $%[5]d::bigint
-	FROM sq`, offset, key, testSQL, channels, deliverAt)
+		sq.last, $%[2]d::text, %[3]s, $%[4]d::text[], $%[5]d::bigint, $%[6]d::text
+	FROM sq`, offset, key, testSQL, channels, deliverAt, trace)
+}
+
+// traceArg is the ingest_trace column of an event: NULL when its ingest
+// was not traced.
+func traceArg(trace string) any {
+	if trace == "" {
+		return nil
+	}
+	return trace
 }
 
 // deliverAtArg is the deliver_at column of an event scheduled at at:
@@ -461,8 +473,8 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 	} else {
 		b.Queue("SELECT doc, NULL::bytea FROM endpoints WHERE tenant_id = $1 ORDER BY id", ev.TenantID)
 	}
-	b.Queue(`WITH sq AS (`+nextSequenceSQL+`) `+insertEventSQL(7, 8, 9, 10, 11)+` ON CONFLICT (id) DO NOTHING RETURNING seq, sequence`,
-		ev.ID, ev.TenantID, ev.Type, stored.Created.UnixNano(), ev.APIVersion, stored.Body, in.SequenceOffset(), ev.OrderingKey, ev.Test, channelsArg(ev.Channels), deliverAtArg(ev.DeliverAt))
+	b.Queue(`WITH sq AS (`+nextSequenceSQL+`) `+insertEventSQL(7, 8, 9, 10, 11, 12)+` ON CONFLICT (id) DO NOTHING RETURNING seq, sequence`,
+		ev.ID, ev.TenantID, ev.Type, stored.Created.UnixNano(), ev.APIVersion, stored.Body, in.SequenceOffset(), ev.OrderingKey, ev.Test, channelsArg(ev.Channels), deliverAtArg(ev.DeliverAt), traceArg(ev.IngestTrace))
 	if ev.OrderingKey != "" { // under the sequence lock, taken above
 		b.Queue("SELECT endpoint_id, sequence FROM key_tails WHERE tenant_id = $1 AND ordering_key = $2", ev.TenantID, ev.OrderingKey)
 	}
@@ -760,8 +772,8 @@ func (s *Store) Delivery(ctx context.Context, tenant, id string) (engine.Deliver
 }
 
 // AttemptInput reads delivery id (of any tenant; CodeDeliveryNotFound),
-// its event's body and its endpoint (EndpointFound false when deleted),
-// in one statement.
+// its event's body and ingest trace, and its endpoint (EndpointFound
+// false when deleted), in one statement.
 //
 // The first AttemptInput of a delivery this process has just claimed
 // takes what the claim read in its own statement (claimSQL), as of the
@@ -770,10 +782,11 @@ func (s *Store) Delivery(ctx context.Context, tenant, id string) (engine.Deliver
 // dispatcher reads it again.
 func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.AttemptInput, error) {
 	var doc, body, epDoc, epSecrets []byte
+	var trace *string
 	p := s.claims.takeInput(deliveryID)
 	if p != nil && p.delivery != nil {
 		// Claimed by its ingest here: made from what the ingest wrote.
-		in := engine.AttemptInput{Body: p.body, Delivery: *p.delivery}
+		in := engine.AttemptInput{Body: p.body, Delivery: *p.delivery, IngestTrace: p.trace}
 		s.claims.read(deliveryID, p.doc, p.delivery)
 		if p.endpoint != nil {
 			in.Endpoint, in.EndpointFound = *p.endpoint, true
@@ -781,12 +794,12 @@ func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.Att
 		return in, nil
 	}
 	if p != nil {
-		doc, body, epDoc, epSecrets = p.doc, p.body, p.epDoc, p.epSecrets
+		doc, body, epDoc, epSecrets, trace = p.doc, p.body, p.epDoc, p.epSecrets, &p.trace
 	} else {
-		err := s.pool.QueryRow(ctx, `SELECT d.doc, e.body, ep.doc, ep.secrets FROM deliveries d
+		err := s.pool.QueryRow(ctx, `SELECT d.doc, e.body, e.ingest_trace, ep.doc, ep.secrets FROM deliveries d
 			JOIN events e ON e.id = d.event_id
 			LEFT JOIN endpoints ep ON ep.tenant_id = d.tenant_id AND ep.id = d.endpoint_id
-			WHERE d.id = $1`, deliveryID).Scan(&doc, &body, &epDoc, &epSecrets)
+			WHERE d.id = $1`, deliveryID).Scan(&doc, &body, &trace, &epDoc, &epSecrets)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return engine.AttemptInput{}, engine.DeliveryNotFound()
 		}
@@ -795,6 +808,9 @@ func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.Att
 		}
 	}
 	in := engine.AttemptInput{Body: body}
+	if trace != nil {
+		in.IngestTrace = *trace
+	}
 	var err error
 	if in.Delivery, err = decodeDelivery(doc); err != nil {
 		return engine.AttemptInput{}, err

@@ -374,6 +374,7 @@ func (c *claims) holderToken(id string) (int64, bool) {
 // columns, so the attempt costs no round trip of its own.
 type prefetched struct {
 	doc, body, epDoc, epSecrets []byte
+	trace                       string    // the event's ingest_trace
 	at                          time.Time // when it was read
 	// delivery and endpoint, when set, are doc and the endpoint as
 	// structs already (an ingest here made them): nothing to decode.
@@ -738,9 +739,13 @@ func (c *Scheduler) claim(ctx context.Context, limit int, skip engine.ClaimSkip)
 		for rows.Next() {
 			var w engine.Work
 			var p prefetched
-			if err := rows.Scan(&w.DeliveryID, &w.TenantID, &w.EndpointID, &p.doc, &p.body, &p.epDoc, &p.epSecrets); err != nil {
+			var trace *string
+			if err := rows.Scan(&w.DeliveryID, &w.TenantID, &w.EndpointID, &p.doc, &p.body, &trace, &p.epDoc, &p.epSecrets); err != nil {
 				rows.Close()
 				return err
+			}
+			if trace != nil {
+				p.trace = *trace
 			}
 			ws = append(ws, w)
 			inputs = append(inputs, p)
@@ -804,7 +809,7 @@ WITH due AS (
 	FROM chosen WHERE d.id = chosen.id AND d.state = 'pending' AND d.due_at <= $1
 	RETURNING d.id, d.tenant_id, d.endpoint_id, d.event_id, d.doc
 )
-SELECT c.id, c.tenant_id, c.endpoint_id, c.doc, e.body, ep.doc, ep.secrets FROM claimed c
+SELECT c.id, c.tenant_id, c.endpoint_id, c.doc, e.body, e.ingest_trace, ep.doc, ep.secrets FROM claimed c
 	JOIN events e ON e.id = c.event_id
 	LEFT JOIN endpoints ep ON ep.tenant_id = c.tenant_id AND ep.id = c.endpoint_id`
 

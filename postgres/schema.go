@@ -264,6 +264,11 @@ CREATE INDEX tasks_tenant ON tasks (tenant_id, id);
 CREATE INDEX tasks_running ON tasks (id) WHERE state = 'running';
 CREATE INDEX tasks_finished ON tasks (finished) WHERE state <> 'running';
 `,
+	// 11: the span context of an event's ingest (engine.Event.IngestTrace),
+	// a W3C traceparent its attempts' spans link to; NULL: not traced.
+	11: `
+ALTER TABLE events ADD COLUMN ingest_trace text;
+`,
 }
 
 // lockKeysMigration is the migration from which locks are keyed by

@@ -8,7 +8,8 @@ const (
 	maxCachedBodies    = 16384
 )
 
-// bodyCache keeps the bodies of the events attempts read most recently,
+// bodyCache keeps the bodies of the events attempts read most recently
+// (with their IngestTrace, which attempts read too),
 // so that the attempts of one event (one per endpoint, then its retries)
 // read it from the log once: AttemptInput's lookup of the event's ID, its
 // log record and the copy out of bbolt's memory are skipped on a hit.
@@ -23,42 +24,49 @@ const (
 // them and must not be changed. Safe for concurrent use.
 type bodyCache struct {
 	mu    sync.Mutex
-	m     map[string][]byte // by event ID
-	order []string          // event IDs, oldest first from head
+	m     map[string]cachedBody // by event ID
+	order []string              // event IDs, oldest first from head
 	head  int
 	bytes int
 }
 
-// get returns the cached body of event id.
-func (c *bodyCache) get(id string) ([]byte, bool) {
+// cachedBody is an event's body and IngestTrace.
+type cachedBody struct {
+	body  []byte
+	trace string
+}
+
+// get returns the cached body and IngestTrace of event id.
+func (c *bodyCache) get(id string) ([]byte, string, bool) {
 	c.mu.Lock()
 	b, ok := c.m[id]
 	c.mu.Unlock()
-	return b, ok
+	return b.body, b.trace, ok
 }
 
-// put caches body, which must not be bbolt's memory and is kept, as the
-// body of event id, evicting the oldest entries beyond the bounds.
-func (c *bodyCache) put(id string, body []byte) {
+// put caches body, which must not be bbolt's memory and is kept, and
+// trace as those of event id, evicting the oldest entries beyond the
+// bounds.
+func (c *bodyCache) put(id string, body []byte, trace string) {
 	if len(body) > maxCachedBodyBytes/64 {
 		return // a large event would push out many; read it each time
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = make(map[string][]byte)
+		c.m = make(map[string]cachedBody)
 	}
 	if _, ok := c.m[id]; ok {
 		return
 	}
-	c.m[id] = body[:len(body):len(body)]
+	c.m[id] = cachedBody{body[:len(body):len(body)], trace}
 	c.order = append(c.order, id)
 	c.bytes += len(body)
 	for c.bytes > maxCachedBodyBytes || len(c.m) > maxCachedBodies {
 		old := c.order[c.head]
 		c.order[c.head] = ""
 		c.head++
-		c.bytes -= len(c.m[old])
+		c.bytes -= len(c.m[old].body)
 		delete(c.m, old)
 	}
 	if c.head > len(c.order)/2 { // compact the evicted prefix away

@@ -22,6 +22,8 @@ import (
 //     tenant and place in the log, and every entry there names a stored
 //     delivery of that event;
 //   - every event decodes and event_ids maps its ID to its sequence;
+//     its ingest's trace, when it has one, is a W3C traceparent
+//     (engine.ValidTraceParent);
 //   - a delivery has its event's channels and deliver_at (the time
 //     its first attempt waits for); an event has at most one
 //     delivery to an endpoint (ingest makes one, a backfill one where
@@ -70,6 +72,11 @@ func checkInvariants(tx *bolt.Tx) []error {
 		}
 		if sv := ids.Get([]byte(ev.ID)); !bytes.Equal(sv, k) {
 			if !report("event %s: event_ids has %x, want %x", ev.ID, sv, k) {
+				return errs
+			}
+		}
+		if ev.IngestTrace != "" && !engine.ValidTraceParent(ev.IngestTrace) {
+			if !report("event %s: ingest trace %q is not a traceparent", ev.ID, ev.IngestTrace) {
 				return errs
 			}
 		}

@@ -98,15 +98,15 @@ func (db *DB) AttemptInput(ctx context.Context, deliveryID string) (engine.Attem
 		if err != nil {
 			return err
 		}
-		body, ok := db.attemptBodies.get(d.EventID)
+		body, trace, ok := db.attemptBodies.get(d.EventID)
 		if !ok {
-			logged, err := getEventBody(tx, d.EventID)
+			logged, logTrace, err := getEventBody(tx, d.EventID)
 			if err != nil {
 				return fmt.Errorf("event %s of the delivery: %w", d.EventID, err)
 			}
-			body, readBody = bytes.Clone(logged), true
+			body, trace, readBody = bytes.Clone(logged), logTrace, true
 		}
-		in = engine.AttemptInput{Delivery: d, Body: body}
+		in = engine.AttemptInput{Delivery: d, Body: body, IngestTrace: trace}
 		if !validTenantID(d.TenantID) {
 			return nil
 		}
@@ -127,7 +127,7 @@ func (db *DB) AttemptInput(ctx context.Context, deliveryID string) (engine.Attem
 		return nil
 	})
 	if err == nil && readBody {
-		db.attemptBodies.put(in.Delivery.EventID, in.Body)
+		db.attemptBodies.put(in.Delivery.EventID, in.Body, in.IngestTrace)
 	}
 	if err == nil && epRaw != nil {
 		if err = db.openSecrets(&in.Endpoint); err == nil { // outside the transaction

@@ -517,7 +517,7 @@ func TestDB_AttemptInput_bodyCache(t *testing.T) {
 	if _, err := db.AttemptInput(ctx, d.ID); err != nil { // read from the log, cached
 		t.Fatal(err)
 	}
-	if _, ok := db.attemptBodies.get(d.EventID); !ok {
+	if _, _, ok := db.attemptBodies.get(d.EventID); !ok {
 		t.Fatal("the body read by an attempt is not cached")
 	}
 	for range 2 {
@@ -534,23 +534,23 @@ func TestDB_AttemptInput_bodyCache(t *testing.T) {
 	body := bytes.Repeat([]byte("x"), maxCachedBodyBytes/64)
 	n := maxCachedBodyBytes / len(body)
 	for i := range n + 3 {
-		c.put(fmt.Sprint("evt_", i), bytes.Clone(body))
+		c.put(fmt.Sprint("evt_", i), bytes.Clone(body), "")
 	}
 	if c.bytes > maxCachedBodyBytes || len(c.m) != n {
 		t.Errorf("cache holds %d bodies, %d bytes; want %d, at most %d", len(c.m), c.bytes, n, maxCachedBodyBytes)
 	}
 	for i, want := range map[int]bool{0: false, 2: false, 3: true, n + 2: true} {
-		if _, ok := c.get(fmt.Sprint("evt_", i)); ok != want {
+		if _, _, ok := c.get(fmt.Sprint("evt_", i)); ok != want {
 			t.Errorf("evt_%d cached = %v, want %v (oldest out first)", i, ok, want)
 		}
 	}
-	c.put("evt_big", make([]byte, maxCachedBodyBytes/64+1))
-	if _, ok := c.get("evt_big"); ok {
+	c.put("evt_big", make([]byte, maxCachedBodyBytes/64+1), "")
+	if _, _, ok := c.get("evt_big"); ok {
 		t.Error("a body over the per-entry limit was cached")
 	}
 	var small bodyCache
 	for i := range maxCachedBodies + 10 {
-		small.put(fmt.Sprint("evt_", i), []byte("{}"))
+		small.put(fmt.Sprint("evt_", i), []byte("{}"), "")
 	}
 	if len(small.m) != maxCachedBodies || len(small.order)-small.head != maxCachedBodies {
 		t.Errorf("cache of small bodies holds %d (order %d), want %d", len(small.m), len(small.order)-small.head, maxCachedBodies)

@@ -59,7 +59,7 @@
 // The events bucket is the append-only event log: the key is the bucket's
 // NextSequence, so cursor order is ingest order. An event record is
 //
-//	version(4) ‖ id ‖ tenant ‖ type ‖ created ‖ api_version ‖ sequence ‖ ordering key ‖ flags ‖ [channels] ‖ body   (a test event, or one on channels)
+//	version(4) ‖ id ‖ tenant ‖ type ‖ created ‖ api_version ‖ sequence ‖ ordering key ‖ flags ‖ [channels] ‖ [deliver at] ‖ [ingest trace] ‖ body   (a test event, one on channels, scheduled, or whose ingest was traced: the W3C traceparent of its span)
 //	version(3) ‖ id ‖ tenant ‖ type ‖ created ‖ api_version ‖ sequence ‖ ordering key ‖ body   (binary.go's fields)
 //	version(2) ‖ id ‖ tenant ‖ type ‖ created ‖ api_version ‖ body       (before schema 4: no sequence)
 //	version(1) ‖ header length(4) ‖ header JSON {id, tenant, type, created, api_version} ‖ body   (before schema 3)

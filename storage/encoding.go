@@ -49,8 +49,14 @@ const (
 	// channels (an event) or the backfill (a delivery). A record without
 	// it has no such field, and a webhookd that predates deliver_at
 	// refuses one with it rather than deliver it early.
-	flagScheduled      = 1 << 3
-	eventFlagsKnown    = flagsKnow | flagScheduled
+	flagScheduled = 1 << 3
+	// flagTraced: the record is of an event whose ingest was traced
+	// (Event.IngestTrace), its W3C traceparent a string right after the
+	// deliver_at. Only an event has it. A record without it has no such
+	// field, and a webhookd that predates tracing refuses one with it
+	// (it knows no flag of the kind it could skip).
+	flagTraced         = 1 << 4
+	eventFlagsKnown    = flagsKnow | flagScheduled | flagTraced
 	deliveryFlagsKnown = flagsKnow | flagBackfill | flagScheduled
 )
 
@@ -199,6 +205,8 @@ type endpointRecord struct {
 	RateLimit *rateLimitRecord `json:"rate_limit,omitempty"` // absent: none (and before rate limits)
 
 	Source string `json:"source,omitempty"` // an operational endpoint's; absent: a customer's (and before sources)
+
+	SendTraceparent bool `json:"send_traceparent,omitempty"` // absent: false (and before tracing)
 }
 
 // headerRecord is one engine.CustomHeader: its value is under "sealed" when it
@@ -378,9 +386,10 @@ func encodeEndpoint(ep engine.Endpoint) ([]byte, error) {
 		DisabledReason: ep.DisabledReason, DisabledAt: utc(ep.DisabledAt),
 		FailingSince: utc(ep.FailingSince), LastFailure: ep.LastFailure, LastFailureAt: utc(ep.LastFailureAt),
 		Ordering: string(ep.Ordering), OnDead: string(ep.OnDead),
-		Channels:    ep.Channels,
-		RetryPolicy: string(ep.RetryPolicy),
-		Source:      string(ep.Source),
+		Channels:        ep.Channels,
+		RetryPolicy:     string(ep.RetryPolicy),
+		Source:          string(ep.Source),
+		SendTraceparent: ep.SendTraceparent,
 	}
 	if !ep.RateLimit.IsZero() {
 		r.RateLimit = &rateLimitRecord{PerSecond: ep.RateLimit.PerSecond, Burst: ep.RateLimit.Burst}
@@ -425,8 +434,9 @@ func decodeEndpoint(data []byte) (engine.Endpoint, error) {
 		DisabledReason: r.DisabledReason, DisabledAt: r.DisabledAt,
 		FailingSince: r.FailingSince, LastFailure: r.LastFailure, LastFailureAt: r.LastFailureAt,
 		Ordering: engine.Ordering(r.Ordering), OnDead: engine.OnDead(r.OnDead),
-		RetryPolicy: engine.RetryPolicyName(r.RetryPolicy),
-		Source:      engine.EndpointSource(r.Source),
+		RetryPolicy:     engine.RetryPolicyName(r.RetryPolicy),
+		Source:          engine.EndpointSource(r.Source),
+		SendTraceparent: r.SendTraceparent,
 	}
 	if len(r.Channels) > 0 {
 		ep.Channels = r.Channels
@@ -466,13 +476,15 @@ const maxEventHeader = 1 << 16
 //	version(3) ‖ id ‖ tenant ‖ type ‖ created ‖ api version ‖
 //	sequence (uvarint) ‖ ordering key ‖ body
 //
-// or, for a test event or one on channels, as
+// or, for a test event, a scheduled one, one on channels or one whose
+// ingest was traced, as
 //
 //	version(4) ‖ … ‖ ordering key ‖ flags (uvarint) ‖ [channels] ‖
-//	[deliver at] ‖ body
+//	[deliver at] ‖ [ingest trace] ‖ body
 //
 // with the channels (a count, then each a string) when flagChannels is
-// set and the deliver_at when flagScheduled is;
+// set, the deliver_at when flagScheduled is and the ingest's traceparent
+// (a string) when flagTraced is;
 // in the binary format of binary.go, the body last and as is: it is what
 // gets signed and sent, byte for byte. Seq is not encoded: it is the
 // record's key. Records written before schema 4 are formatV2, the same
@@ -482,7 +494,7 @@ const maxEventHeader = 1 << 16
 //
 // and decodeEvent reads all three.
 func encodeEvent(ev engine.Event) ([]byte, error) {
-	n := 41 + len(ev.ID) + len(ev.TenantID) + len(ev.Type) + len(ev.APIVersion) + len(ev.OrderingKey) + len(ev.Body) + 12
+	n := 41 + len(ev.ID) + len(ev.TenantID) + len(ev.Type) + len(ev.APIVersion) + len(ev.OrderingKey) + len(ev.Body) + 12 + len(ev.IngestTrace)
 	for _, ch := range ev.Channels {
 		n += 2 + len(ch)
 	}
@@ -490,6 +502,9 @@ func encodeEvent(ev engine.Event) ([]byte, error) {
 	flags := recordFlags(ev.Test, ev.Channels)
 	if !ev.DeliverAt.IsZero() {
 		flags |= flagScheduled
+	}
+	if ev.IngestTrace != "" {
+		flags |= flagTraced
 	}
 	if flags != 0 {
 		b = append(b, formatV4)
@@ -511,6 +526,9 @@ func encodeEvent(ev engine.Event) ([]byte, error) {
 	}
 	if flags&flagScheduled != 0 {
 		b = appendTime(b, ev.DeliverAt)
+	}
+	if flags&flagTraced != 0 {
+		b = appendString(b, ev.IngestTrace)
 	}
 	return append(b, ev.Body...), nil
 }
@@ -556,6 +574,9 @@ func decodeEventHeader(data []byte) (engine.Event, []byte, error) {
 			if flags&flagScheduled != 0 {
 				ev.DeliverAt = r.time()
 			}
+			if flags&flagTraced != 0 {
+				ev.IngestTrace = r.string()
+			}
 		}
 		if r.err != nil {
 			return engine.Event{}, nil, fmt.Errorf("decode event: %w", r.err)
@@ -582,6 +603,17 @@ func decodeEventHeader(data []byte) (engine.Event, []byte, error) {
 		return engine.Event{}, nil, errors.New("decode event: no id or tenant")
 	}
 	return ev, body, nil
+}
+
+// eventAttempt returns what an attempt reads of an event record: its
+// body, as eventBody does, and its IngestTrace.
+func eventAttempt(data []byte) (body []byte, trace string, err error) {
+	if len(data) > 0 && data[0] == formatV4 {
+		ev, body, err := decodeEventHeader(data)
+		return body, ev.IngestTrace, err
+	}
+	body, err = eventBody(data)
+	return body, "", err
 }
 
 // eventBody returns the body of an event record, as decodeEventHeader

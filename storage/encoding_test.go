@@ -24,10 +24,11 @@ var (
 		EventTypes: []string{"order.created", "order.shipped"}, Description: "main", Disabled: true,
 		Created: t0, Updated: t0.Add(time.Second),
 		VerificationRequired: true, Verified: t0.Add(2 * time.Second),
-		Secrets:       []engine.Secret{{Key: "whsec_new"}, {Key: "whsec_old", Expires: t0.Add(24 * time.Hour)}},
-		SecretReveals: []engine.SecretReveal{{At: t0.Add(3 * time.Second), By: "admin"}, {At: t0.Add(4*time.Second + time.Nanosecond), By: "token tok_1"}},
-		Headers:       engine.CustomHeaders{{Name: "Authorization", Value: "sealed:v1:AAAA", Sealed: true}, {Name: "X-Tenant", Value: "sealed:v1:looks sealed, is plain"}},
-		RateLimit:     engine.RateLimit{PerSecond: 2.5, Burst: 4},
+		Secrets:         []engine.Secret{{Key: "whsec_new"}, {Key: "whsec_old", Expires: t0.Add(24 * time.Hour)}},
+		SecretReveals:   []engine.SecretReveal{{At: t0.Add(3 * time.Second), By: "admin"}, {At: t0.Add(4*time.Second + time.Nanosecond), By: "token tok_1"}},
+		Headers:         engine.CustomHeaders{{Name: "Authorization", Value: "sealed:v1:AAAA", Sealed: true}, {Name: "X-Tenant", Value: "sealed:v1:looks sealed, is plain"}},
+		RateLimit:       engine.RateLimit{PerSecond: 2.5, Burst: 4},
+		SendTraceparent: true,
 	}
 	sampleEvent = engine.Event{
 		ID: "evt_01hzzzzzzzzzzzzzzzzzzzzzzz", TenantID: "acme", Type: "order.created",
@@ -58,8 +59,16 @@ var (
 	}()
 	// sampleChannels are the channels of the samples of an event on
 	// channels, its delivery and an endpoint that filters on them.
-	sampleChannels         = []string{"project_123", "Org-7.eu"}
-	sampleEventChannels    = func() engine.Event { ev := sampleEvent; ev.Channels = sampleChannels; return ev }()
+	sampleChannels      = []string{"project_123", "Org-7.eu"}
+	sampleEventChannels = func() engine.Event { ev := sampleEvent; ev.Channels = sampleChannels; return ev }()
+	// sampleEventTraced is sampleEvent whose ingest was traced, and
+	// scheduled: the trace after the deliver_at (formatV4).
+	sampleEventTraced = func() engine.Event {
+		ev := sampleEvent
+		ev.DeliverAt = t0.Add(time.Hour)
+		ev.IngestTrace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		return ev
+	}()
 	sampleDeliveryChannels = func() engine.Delivery { d := sampleDelivery; d.Channels = sampleChannels; return d }()
 	sampleEndpointChannels = func() engine.Endpoint { ep := sampleEndpoint; ep.Channels = sampleChannels; return ep }()
 	sampleIdempotency      = idempotencyRecord{EventID: sampleEvent.ID, RequestHash: [32]byte{1, 2, 3, 31: 0xff}, Expires: t0.Add(24 * time.Hour)}
@@ -190,6 +199,9 @@ func TestEncoding_roundTrip(t *testing.T) {
 			func(b []byte) (any, error) { return decodeDelivery(b) }},
 		{"event on channels", formatV4, true, sampleEventChannels,
 			func() ([]byte, error) { return encodeEvent(sampleEventChannels) },
+			func(b []byte) (any, error) { return decodeEvent(b) }},
+		{"event traced", formatV4, true, sampleEventTraced,
+			func() ([]byte, error) { return encodeEvent(sampleEventTraced) },
 			func(b []byte) (any, error) { return decodeEvent(b) }},
 		{"delivery on channels", formatV5, false, sampleDeliveryChannels,
 			func() ([]byte, error) { return encodeDelivery(sampleDeliveryChannels) },
@@ -331,6 +343,28 @@ func TestEventBody(t *testing.T) {
 	}
 }
 
+// TestEventAttempt: what an attempt reads of an event record is its
+// body and its ingest's trace, as decodeEventHeader reads them, in every
+// format, cut short or not.
+func TestEventAttempt(t *testing.T) {
+	for _, ev := range []engine.Event{sampleEvent, sampleEventChannels, sampleEventTraced} {
+		rec, err := encodeEvent(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := 0; n <= len(rec); n++ {
+			whole, want, werr := decodeEventHeader(rec[:n])
+			got, trace, gerr := eventAttempt(rec[:n])
+			if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) || trace != whole.IngestTrace {
+				t.Errorf("format %d cut to %d bytes: eventAttempt = %q, %q, %v; decodeEventHeader = %q, %q, %v", rec[0], n, got, trace, gerr, want, whole.IngestTrace, werr)
+			}
+		}
+		if body, trace, err := eventAttempt(rec); err != nil || !bytes.Equal(body, ev.Body) || trace != ev.IngestTrace {
+			t.Errorf("eventAttempt = %q, %q, %v; want %q, %q", body, trace, err, ev.Body, ev.IngestTrace)
+		}
+	}
+}
+
 func TestKeys(t *testing.T) {
 	t.Run("retry key order", func(t *testing.T) {
 		keys := [][]byte{
@@ -452,7 +486,7 @@ func FuzzDecodeEndpoint(f *testing.F) {
 }
 
 func FuzzDecodeEvent(f *testing.F) {
-	fuzzRecord(f, append(seed(sampleEvent, encodeEvent), seed(sampleEventChannels, encodeEvent)...), decodeEvent, encodeEvent)
+	fuzzRecord(f, slices.Concat(seed(sampleEvent, encodeEvent), seed(sampleEventChannels, encodeEvent), seed(sampleEventTraced, encodeEvent)), decodeEvent, encodeEvent)
 }
 
 func FuzzDecodeDelivery(f *testing.F) {
@@ -660,7 +694,7 @@ func TestDecode_unknownFlags(t *testing.T) {
 	if got, err := decodeDelivery(v); err != nil || !got.Test {
 		t.Fatalf("decodeDelivery of a test delivery: %+v, %v", got, err)
 	}
-	v[len(v)-1] = 17 // flagTest and 1<<4, which no webhookd writes yet (8 is flagScheduled)
+	v[len(v)-1] = 17 // flagTest and 1<<4, an event's (flagTraced), never a delivery's
 	if _, err := decodeDelivery(v); err == nil || !strings.Contains(err.Error(), "unknown flags") {
 		t.Errorf("decodeDelivery with flags 17: %v", err)
 	}

@@ -282,18 +282,18 @@ func getEventRecord(tx *bolt.Tx, id string) (engine.Event, error) {
 	return ev, nil
 }
 
-// getEventBody returns the body of event id (CodeEventNotFound): bbolt's
-// memory, valid only while tx is open.
-func getEventBody(tx *bolt.Tx, id string) ([]byte, error) {
+// getEventBody returns the body of event id (CodeEventNotFound), bbolt's
+// memory, valid only while tx is open, and its IngestTrace.
+func getEventBody(tx *bolt.Tx, id string) ([]byte, string, error) {
 	_, v, err := getEventValue(tx, id)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	body, err := eventBody(v)
+	body, trace, err := eventAttempt(v)
 	if err != nil {
-		return nil, fmt.Errorf("event %s: %w", id, err)
+		return nil, "", fmt.Errorf("event %s: %w", id, err)
 	}
-	return body, nil
+	return body, trace, nil
 }
 
 // getEventValue returns the sequence number and the record of event id

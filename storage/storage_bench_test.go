@@ -250,7 +250,8 @@ func BenchmarkStoredDelivery(b *testing.B) {
 func TestStoredEvent_matchesDecode(t *testing.T) {
 	full := engine.Event{Seq: 7, ID: "evt_1", TenantID: "acme", Type: "order.created", Sequence: 3, OrderingKey: "order_1", Test: true,
 		Channels: []string{"project_1"}, DeliverAt: time.Now().Add(time.Hour).In(time.FixedZone("UTC+2", 2*3600)),
-		Created: time.Now().In(time.FixedZone("UTC+2", 2*3600)), APIVersion: "v1", Body: []byte(benchBody)}
+		IngestTrace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		Created:     time.Now().In(time.FixedZone("UTC+2", 2*3600)), APIVersion: "v1", Body: []byte(benchBody)}
 	rv := reflect.ValueOf(full)
 	for i := range rv.NumField() {
 		if rv.Field(i).IsZero() {

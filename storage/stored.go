@@ -70,6 +70,7 @@ func storedEvent(ev engine.Event, v []byte) (engine.Event, error) {
 	body := slices.Clone(v[len(v)-len(ev.Body):])
 	return engine.Event{
 		ID: ev.ID, TenantID: ev.TenantID, Type: ev.Type, Created: utc(ev.Created), APIVersion: ev.APIVersion,
-		Sequence: ev.Sequence, OrderingKey: ev.OrderingKey, Test: ev.Test, Channels: storedChannels(ev.Channels), DeliverAt: utc(ev.DeliverAt), Body: body,
+		Sequence: ev.Sequence, OrderingKey: ev.OrderingKey, Test: ev.Test, Channels: storedChannels(ev.Channels), DeliverAt: utc(ev.DeliverAt),
+		IngestTrace: ev.IngestTrace, Body: body,
 	}, nil
 }

@@ -156,7 +156,8 @@ func (s *Store) Delivery(ctx context.Context, tenant, id string) (engine.Deliver
 }
 
 // AttemptInput returns delivery id (of any tenant; CodeDeliveryNotFound),
-// its event's body and its endpoint (EndpointFound false when deleted).
+// its event's body and IngestTrace, and its endpoint (EndpointFound false
+// when deleted).
 func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.AttemptInput, error) {
 	if err := s.lock(ctx); err != nil {
 		return engine.AttemptInput{}, err
@@ -170,7 +171,7 @@ func (s *Store) AttemptInput(ctx context.Context, deliveryID string) (engine.Att
 	if !ok {
 		return engine.AttemptInput{}, fmt.Errorf("memstore: attempt input of delivery %s: event %s of the delivery is not in the log", deliveryID, d.EventID)
 	}
-	in := engine.AttemptInput{Delivery: copyDelivery(*d), Body: copyEvent(e.ev).Body}
+	in := engine.AttemptInput{Delivery: copyDelivery(*d), Body: copyEvent(e.ev).Body, IngestTrace: e.ev.IngestTrace}
 	if ep, ok := s.endpoints[d.TenantID][d.EndpointID]; ok {
 		in.Endpoint, in.EndpointFound = copyEndpoint(ep), true
 	}

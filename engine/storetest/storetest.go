@@ -98,6 +98,7 @@ func Run(t *testing.T, h Harness) {
 		{"RetryPolicies", retryPolicyTests},
 		{"Backfill", backfillTests},
 		{"Scheduled", scheduledTests},
+		{"Traces", traceTests},
 		{"Maintenance", maintenanceTests},
 		{"Held", heldTests},
 		{"Operational", operationalTests},
