@@ -36,6 +36,12 @@ type Options struct {
 	// (for metrics). It runs on the commit loop: it must be fast.
 	OnCommit func(writes int, d time.Duration)
 
+	// ObserveCommit, when set, is told of every transaction of the
+	// commit loop, committed or failed, after its writers are answered
+	// (main traces each as a span). It runs on the commit loop: it must
+	// be fast and must not block, or every write waits for it.
+	ObserveCommit func(Commit)
+
 	// SecretKey, when set, is the AES-256 key (SecretKeySize bytes) that
 	// endpoint secrets are encrypted with at rest (see crypt.go). Nil:
 	// secrets are stored in plain, and a file whose secrets are encrypted
@@ -67,6 +73,7 @@ type DB struct {
 	bolt             *bolt.DB
 	maxBatch         int
 	onCommit         func(int, time.Duration)
+	observeCommit    func(Commit)
 	secrets          *sealing.Sealer // Options.SecretKey; nil: secrets stored in plain
 	attemptEndpoints endpointCache   // the endpoints AttemptInput decoded
 	attemptBodies    bodyCache       // the event bodies AttemptInput read
@@ -140,14 +147,15 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}
 	db := &DB{
-		path:     path,
-		bolt:     bdb,
-		maxBatch: opts.MaxBatch,
-		onCommit: opts.OnCommit,
-		secrets:  secrets,
-		ops:      make(chan op, opts.MaxBatch),
-		acks:     make(chan op, opts.MaxBatch),
-		done:     make(chan struct{}),
+		path:          path,
+		bolt:          bdb,
+		maxBatch:      opts.MaxBatch,
+		onCommit:      opts.OnCommit,
+		observeCommit: opts.ObserveCommit,
+		secrets:       secrets,
+		ops:           make(chan op, opts.MaxBatch),
+		acks:          make(chan op, opts.MaxBatch),
+		done:          make(chan struct{}),
 	}
 	go db.run()
 	return db, nil
@@ -243,6 +251,21 @@ func (db *DB) Stats() Stats {
 	tx := db.bolt.Stats().TxStats
 	s.PagesWritten, s.WriteTime = tx.GetWrite(), tx.GetWriteTime()
 	return s
+}
+
+// Commit is one transaction of the commit loop, as Options.ObserveCommit
+// is told of it.
+type Commit struct {
+	Start    time.Time     // when its first run began
+	Duration time.Duration // from Start to its end, every run and the fsync included
+	Writes   int           // the writes it committed (or, failed, that it tried to)
+	Refused  int           // writes that failed on their own and were left out of it (each was answered its error)
+	Runs     int           // times the transaction ran: one, and one more for each write left out
+	// WriteSync is the time its last run spent writing pages and
+	// fsyncing the file (bbolt's write and sync; part of Duration).
+	WriteSync time.Duration
+	Pages     int   // pages its last run wrote
+	Err       error // nil, or why it failed (every write was answered CodeUnavailable)
 }
 
 // op is one write waiting for the commit loop.
@@ -387,11 +410,18 @@ func (db *DB) commit(batch []op) {
 	}
 	var failed []op
 	var failedErrs []error
+	var observed Commit // for observeCommit
 	for len(live) > 0 {
 		failIdx := -1
 		var failErr error
 		start := time.Now()
+		if observed.Runs == 0 {
+			observed.Start = start
+		}
+		observed.Runs++
+		var ran *bolt.Tx
 		err := db.bolt.Update(func(tx *bolt.Tx) error {
+			ran = tx
 			fillPages(tx)
 			for i, o := range live {
 				if err := safeCall(o.fn, tx); err != nil {
@@ -407,6 +437,11 @@ func (db *DB) commit(batch []op) {
 			live = append(live[:failIdx], live[failIdx+1:]...)
 			continue
 		}
+		if ran != nil {
+			st := ran.Stats() // kept by the transaction after it ends
+			observed.WriteSync, observed.Pages = st.GetWriteTime(), int(st.GetWrite())
+		}
+		observed.Writes, observed.Err, observed.Duration = len(live), err, time.Since(observed.Start)
 		if err != nil {
 			db.failures.Add(1)
 			var uerr error = engine.CommitFailed(fmt.Errorf("storage: commit: %w", err))
@@ -419,6 +454,7 @@ func (db *DB) commit(batch []op) {
 			for _, o := range failed {
 				o.result <- uerr
 			}
+			db.observe(&observed, len(failed))
 			return
 		}
 		db.commits.Add(1)
@@ -436,6 +472,21 @@ func (db *DB) commit(batch []op) {
 	for i, o := range failed {
 		o.result <- failedErrs[i]
 	}
+	db.observe(&observed, len(failed))
+}
+
+// observe tells Options.ObserveCommit of c, a transaction that ran (not
+// one whose writes all ended before it began) and left refused writes
+// out.
+func (db *DB) observe(c *Commit, refused int) {
+	if db.observeCommit == nil || c.Runs == 0 {
+		return
+	}
+	if c.Writes == 0 { // every write failed on its own: nothing committed
+		c.Duration = time.Since(c.Start)
+	}
+	c.Refused = refused
+	db.observeCommit(*c)
 }
 
 // fillPercents are how full bbolt fills a page of these buckets when it

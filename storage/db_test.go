@@ -593,3 +593,63 @@ func testDB_AcksCommitFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestDB_ObserveCommit: ObserveCommit is told of each transaction of the
+// commit loop once, after it ends: the writes it committed, the ones
+// that failed on their own and were left out (one more run each), and
+// the time it took, its pages' writing and fsync among it.
+func TestDB_ObserveCommit(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var seen []Commit
+	db, err := Open(filepath.Join(t.TempDir(), "webhookd.db"), Options{ObserveCommit: func(c Commit) {
+		mu.Lock()
+		seen = append(seen, c)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	release := blockCommits(t, db)
+	const good = 5
+	var wg sync.WaitGroup
+	for i := range good {
+		wg.Go(func() {
+			if err := db.update(ctx, func(tx *bolt.Tx) error {
+				return tx.Bucket(bucketMeta).Put(fmt.Appendf(nil, "test-observe-%d", i), bytes.Repeat([]byte{'x'}, 1000))
+			}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	refused := errors.New("refused on its own")
+	wg.Go(func() {
+		if err := db.update(ctx, func(*bolt.Tx) error { return refused }); !errors.Is(err, refused) {
+			t.Errorf("the failing write got %v", err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for len(db.ops) < good+1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 {
+		t.Fatalf("told of %d commits, want 2 (the blocker, then the batch): %+v", len(seen), seen)
+	}
+	if c := seen[0]; c.Writes != 1 || c.Runs != 1 || c.Refused != 0 || c.Err != nil {
+		t.Errorf("the blocker's commit: %+v", c)
+	}
+	c := seen[1]
+	if c.Writes != good || c.Refused != 1 || c.Runs != 2 || c.Err != nil {
+		t.Errorf("the batch's commit: %+v, want %d writes, 1 refused, 2 runs", c, good)
+	}
+	if c.Pages == 0 || c.WriteSync <= 0 || c.Duration < c.WriteSync || c.Start.IsZero() {
+		t.Errorf("the batch's commit: %d pages, write and sync %v of %v from %v", c.Pages, c.WriteSync, c.Duration, c.Start)
+	}
+}
