@@ -55,7 +55,7 @@ type OperationalEventType struct {
 // no catalogue entry, and a customer never sees these.
 var OperationalEventTypes = []OperationalEventType{
 	{OpEndpointCreated, "a customer's endpoint was created"},
-	{OpEndpointUpdated, "a customer's endpoint was changed (its URL, event types, description, ordering, channels, retry policy, headers or rate limit)"},
+	{OpEndpointUpdated, "a customer's endpoint was changed (its URL, event types, description, ordering, channels, retry policy, headers, rate limit or send_traceparent)"},
 	{OpEndpointDeleted, "a customer's endpoint was deleted"},
 	{OpEndpointDisabled, "an endpoint was disabled: by a request, or by webhookd (it answered 410 Gone, or failed every attempt for too long)"},
 	{OpEndpointEnabled, "a disabled endpoint was enabled again"},
@@ -853,5 +853,6 @@ func endpointChanges(before, after Endpoint) []string {
 	add("retry_policy", before.RetryPolicy != after.RetryPolicy)
 	add("headers", !slices.Equal(before.Headers, after.Headers))
 	add("rate_limit", before.RateLimit != after.RateLimit)
+	add("send_traceparent", before.SendTraceparent != after.SendTraceparent)
 	return out
 }

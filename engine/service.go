@@ -364,6 +364,9 @@ type EndpointInput struct {
 	// RateLimit, when set, is the endpoint's own bound on its attempts
 	// per second (see RateLimit); absent or null: none.
 	RateLimit *RateLimitInput `json:"rate_limit"`
+	// SendTraceparent makes each attempt carry its span's traceparent
+	// when tracing is on (Endpoint.SendTraceparent); absent: false.
+	SendTraceparent bool `json:"send_traceparent"`
 }
 
 // EndpointPatch is the body of PATCH .../endpoints/{id}; nil fields are left
@@ -391,6 +394,10 @@ type EndpointPatch struct {
 	// second, or with null removes it; absent: unchanged. It applies
 	// from the endpoint's next attempt.
 	RateLimit RateLimitPatch `json:"rate_limit"`
+	// SendTraceparent turns the attempts' traceparent on or off
+	// (Endpoint.SendTraceparent), from the next attempt; absent:
+	// unchanged.
+	SendTraceparent *bool `json:"send_traceparent"`
 	// DeliverHeld, with disabled false, says what becomes of the
 	// deliveries held (paused) while the endpoint was disabled: true sends
 	// them now, false (the default) dead-letters them. See
@@ -455,6 +462,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 		ID: NewID("ep"), TenantID: tenant, URL: in.URL, EventTypes: types,
 		Description: in.Description, Created: now, Updated: now,
 		Ordering: in.Ordering, OnDead: in.OnDead, RetryPolicy: RetryPolicyName(in.RetryPolicy), Headers: headers, RateLimit: limit,
+		SendTraceparent:      in.SendTraceparent,
 		VerificationRequired: s.opts.RequireEndpointVerification,
 		Secrets:              []Secret{{Key: secret}},
 	}
@@ -641,6 +649,9 @@ func (s *Service) UpdateEndpoint(ctx context.Context, tenant, id string, p Endpo
 		ep.Headers = h
 		if p.RateLimit.Set || p.RateLimit.Limit != nil {
 			ep.RateLimit = limit // the zero value when null: none
+		}
+		if p.SendTraceparent != nil {
+			ep.SendTraceparent = *p.SendTraceparent
 		}
 		ep.Updated = now
 		return nil
