@@ -16,7 +16,8 @@ import (
 // secrets without another store's driver; verify depends on the standard
 // library alone, so a receiver can use it alone and engine inherits nothing
 // through it; and so does client, the Go API client, which an application
-// imports without the server.
+// imports without the server; and OpenTelemetry is package tracing's
+// alone.
 func TestImports(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go tool")
@@ -76,6 +77,18 @@ func TestImports(t *testing.T) {
 		t.Run(pkg, func(t *testing.T) {
 			for _, p := range list(t, nonStd, pkg, true) {
 				if p != mod+"/"+pkg {
+					t.Errorf("%s depends on %s", pkg, p)
+				}
+			}
+		})
+	}
+	// OpenTelemetry stays in package tracing, which main wires: the
+	// stores and the API expose hooks (storage.Options.ObserveCommit,
+	// engine.Tracer), not spans.
+	for _, pkg := range []string{"engine", "storage", "postgres", "httpapi"} {
+		t.Run(pkg+"/otel", func(t *testing.T) {
+			for _, p := range list(t, nonStd, pkg, true) {
+				if strings.HasPrefix(p, "go.opentelemetry.io/") {
 					t.Errorf("%s depends on %s", pkg, p)
 				}
 			}
