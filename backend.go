@@ -11,6 +11,7 @@ import (
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/postgres"
 	"github.com/webhookd/webhookd/storage"
+	"github.com/webhookd/webhookd/tracing"
 )
 
 // databaseURLEnv names the environment variable that may hold [storage]
@@ -55,12 +56,17 @@ func (be *backend) close() error {
 }
 
 // openBackend opens the store cfg names.
-func openBackend(ctx context.Context, cfg Config, key []byte, getenv func(string) string, m *metrics, logger *slog.Logger) (*backend, error) {
+// With tr (nil: [tracing] off), the bbolt file's commits are traced.
+func openBackend(ctx context.Context, cfg Config, key []byte, getenv func(string) string, m *metrics, tr *tracing.Tracer, logger *slog.Logger) (*backend, error) {
 	switch cfg.Storage.Driver {
 	case "postgres":
 		return openPostgres(ctx, cfg, key, getenv, logger)
 	default:
-		db, err := storage.Open(cfg.Storage.Path, storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration, OnCommit: m.observeCommit, SecretKey: key})
+		opts := storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration, OnCommit: m.observeCommit, SecretKey: key}
+		if tr != nil {
+			opts.ObserveCommit = tr.ObserveCommit
+		}
+		db, err := storage.Open(cfg.Storage.Path, opts)
 		if err != nil {
 			return nil, err
 		}

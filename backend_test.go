@@ -24,7 +24,7 @@ func TestBackend_SealedWith(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.Storage.Path = filepath.Join(t.TempDir(), "webhookd.db")
 	key := bytes.Repeat([]byte{7}, 32)
-	be, err := openBackend(context.Background(), cfg, key, func(string) string { return "" }, newMetrics(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	be, err := openBackend(context.Background(), cfg, key, func(string) string { return "" }, newMetrics(), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

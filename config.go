@@ -44,6 +44,7 @@ type Config struct {
 	Alerts    AlertsConfig    `toml:"alerts"`
 	Console   ConsoleConfig   `toml:"console"`
 	Retry     RetryConfig     `toml:"retry"`
+	Tracing   TracingConfig   `toml:"tracing"`
 }
 
 // RetryConfig is the [retry] section: the named retry policies that a
@@ -455,6 +456,7 @@ func defaultConfig() Config {
 				engine.ExtendedRetryPolicyName: policyConfig(engine.ExtendedRetryPolicy()),
 			},
 		},
+		Tracing: defaultTracing(),
 	}
 }
 
@@ -645,6 +647,8 @@ func configKeys() map[string]bool {
 			case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
 				keys[name+".*"] = true // named tables ([retry.policies.NAME])
 				add(name+".*.", ft.Elem())
+			case ft.Kind() == reflect.Map:
+				keys[name+".*"] = true // a table of the operator's own keys ([tracing.headers])
 			}
 		}
 	}
@@ -708,6 +712,7 @@ func (c Config) validate(name string) error {
 		}
 	}
 	c.validateSecurity(v)
+	c.validateTracing(v)
 	if ttl := c.API.TenantTokenTTL.Duration; ttl <= 0 || ttl > 720*time.Hour {
 		v.add("api.tenant_token_ttl", c.API.TenantTokenTTL, "must be more than 0s and at most 720h (30 days)")
 	}

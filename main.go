@@ -279,7 +279,21 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	defer ln.Close() // after Serve, a second Close that does nothing
 
 	m := newMetrics()
-	be, err := openBackend(ctx, cfg, key, getenv, m, logger)
+	tr, err := startTracing(ctx, cfg.Tracing, logger)
+	if err != nil {
+		return err
+	}
+	var tracer engine.Tracer // nil, not a nil *tracing.Tracer, when off
+	if tr != nil {
+		tracer = tr
+		defer func() { // after a start that failed; a stop has flushed already (Shutdown is then a no-op)
+			c, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			tr.Shutdown(c)
+		}()
+		logger.Info("tracing on", "endpoint", cfg.Tracing.Endpoint, "sampler", cfg.Tracing.Sampler, "sampler_ratio", cfg.Tracing.SamplerRatio)
+	}
+	be, err := openBackend(ctx, cfg, key, getenv, m, tr, logger)
 	if err != nil {
 		return err
 	}
@@ -335,6 +349,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Alerts: alerts,
 		Janitor: &engine.JanitorOptions{Succeeded: cfg.Retention.Succeeded.Duration, Dead: cfg.Retention.Dead.Duration, Every: cfg.Retention.Interval.Duration,
 			Tasks: cfg.Retention.Tasks.Duration},
+		Tracer: tracer,
 	})
 	svc := node.Service
 	m.watch(node.Dispatcher, be)
@@ -369,6 +384,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	if err := node.Start(ctx); err != nil {
 		return err
+	}
+	if tr != nil {
+		api = tr.Handler(api) // an ingest continues its caller's trace
 	}
 	srv := &http.Server{
 		Handler:           api,
@@ -407,6 +425,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	if err := closeWithin(sctx, be.close, closeGrace); err != nil {
 		return fmt.Errorf("close database: %w", err)
+	}
+	if tr != nil {
+		// The last spans (the shutdown's commits among them), within
+		// what is left of the timeout.
+		if err := tr.Shutdown(sctx); err != nil {
+			logger.Warn("tracing: the last spans were not all exported", "err", err)
+		}
 	}
 	logger.Info("stopped")
 	return nil
