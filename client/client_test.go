@@ -677,6 +677,42 @@ func TestClient_RateLimit(t *testing.T) {
 	}
 }
 
+// TestClient_SendTraceparent: an endpoint is created with or without
+// send_traceparent and answers it; UpdateEndpoint turns it off and on,
+// and leaves it when nil.
+func TestClient_SendTraceparent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client("", client.Options{})
+	ctx := t.Context()
+	e.setup(c, "/ok")
+	ep, err := c.CreateEndpoint(ctx, "acme", client.EndpointInput{URL: e.receiver.URL + "/traced", EventTypes: []string{"invoice.paid"}, SendTraceparent: true})
+	if err != nil || !ep.SendTraceparent {
+		t.Fatalf("CreateEndpoint with SendTraceparent = %+v, %v", ep.Endpoint, err)
+	}
+	plain, err := c.CreateEndpoint(ctx, "acme", client.EndpointInput{URL: e.receiver.URL + "/plain", EventTypes: []string{"invoice.paid"}})
+	if err != nil || plain.SendTraceparent {
+		t.Fatalf("CreateEndpoint without SendTraceparent = %+v, %v", plain.Endpoint, err)
+	}
+	off, desc := false, "orders"
+	for _, tc := range []struct {
+		patch client.EndpointPatch
+		want  bool
+	}{{client.EndpointPatch{SendTraceparent: &off}, false}, {client.EndpointPatch{Description: &desc}, false}} {
+		got, err := c.UpdateEndpoint(ctx, "acme", ep.ID, tc.patch)
+		if err != nil || got.SendTraceparent != tc.want {
+			t.Fatalf("UpdateEndpoint(%+v) = %v, %v; want %v", tc.patch, got.SendTraceparent, err, tc.want)
+		}
+	}
+	on := true
+	if got, err := c.UpdateEndpoint(ctx, "acme", ep.ID, client.EndpointPatch{SendTraceparent: &on}); err != nil || !got.SendTraceparent {
+		t.Fatalf("UpdateEndpoint on = %v, %v", got.SendTraceparent, err)
+	}
+	if read, err := c.Endpoint(ctx, "acme", ep.ID); err != nil || !read.SendTraceparent {
+		t.Fatalf("Endpoint = %v, %v; want on", read.SendTraceparent, err)
+	}
+}
+
 // TestClient_DeliverAt: EventInput.DeliverAt schedules the event; the
 // ingest, the event and its delivery answer it; a time in the past is a
 // 422 naming deliver_at; a repeat of the key at another time conflicts.

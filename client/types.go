@@ -183,6 +183,10 @@ type Endpoint struct {
 	// rate and burst the lower), or endpoint_rate alone; nil when none.
 	RateLimit          *RateLimit `json:"rate_limit,omitempty"`
 	EffectiveRateLimit *RateLimit `json:"effective_rate_limit,omitempty"`
+	// SendTraceparent: each attempt's request carries a traceparent
+	// header naming the attempt's span when the server traces
+	// ([tracing] on), so the receiver's spans join the attempt's trace.
+	SendTraceparent bool `json:"send_traceparent"`
 	// SecretReveals records each RevealSecret of the endpoint, oldest
 	// first: the latest 20. Nil when its secrets were never revealed.
 	SecretReveals []SecretReveal `json:"secret_reveals,omitempty"`
@@ -237,6 +241,10 @@ type EndpointInput struct {
 	Headers map[string]string `json:"headers,omitempty"`
 	// RateLimit, when set, bounds the endpoint's attempts per second.
 	RateLimit *RateLimit `json:"rate_limit,omitempty"`
+	// SendTraceparent sends each attempt's traceparent to the receiver
+	// when the server traces. Off by default: it shows the sender's
+	// trace IDs to a third party.
+	SendTraceparent bool `json:"send_traceparent,omitempty"`
 }
 
 // RateLimit is an endpoint's own bound on how fast its attempts start, in
@@ -287,6 +295,9 @@ type EndpointPatch struct {
 	// RateLimit sets the endpoint's own bound on its attempts per
 	// second; &RateLimit{} (the zero limit) removes it; nil leaves it.
 	RateLimit *RateLimit `json:"rate_limit,omitempty"`
+	// SendTraceparent turns the attempts' traceparent on or off, from
+	// the next attempt; nil leaves it.
+	SendTraceparent *bool `json:"send_traceparent,omitempty"`
 	// DeliverHeld, with Disabled set to false, sends the deliveries held
 	// while the endpoint was disabled; false dead-letters them.
 	DeliverHeld bool `json:"deliver_held,omitempty"`

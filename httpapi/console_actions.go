@@ -265,7 +265,8 @@ func (s *server) handleConsoleCreateEndpoint(w http.ResponseWriter, r *http.Requ
 		s.consoleError(w, r, v, err)
 		return
 	}
-	ep, secret, err := s.svc.CreateEndpoint(r.Context(), v.tenant.ID, engine.EndpointInput{URL: u, Description: desc, EventTypes: types, Channels: channelsForm(r), RetryPolicy: r.PostForm.Get("retry_policy"), Headers: headers, RateLimit: limit})
+	ep, secret, err := s.svc.CreateEndpoint(r.Context(), v.tenant.ID, engine.EndpointInput{URL: u, Description: desc, EventTypes: types, Channels: channelsForm(r), RetryPolicy: r.PostForm.Get("retry_policy"), Headers: headers, RateLimit: limit,
+		SendTraceparent: !v.p.portal && r.PostForm.Get("send_traceparent") == "yes"}) // the app's choice, not its customer's: the portal has no such box
 	if err != nil {
 		s.consoleError(w, r, v, err)
 		return
@@ -430,6 +431,10 @@ func (s *server) handleConsoleUpdateEndpoint(w http.ResponseWriter, r *http.Requ
 	}
 	patch := engine.EndpointPatch{URL: &u, Description: &desc, EventTypes: &types, Ordering: &ordering, OnDead: &onDead, Channels: &channels, RetryPolicy: &policy,
 		RateLimit: engine.RateLimitPatch{Set: true, Limit: limit}} // empty fields: no limit
+	if !v.p.portal { // the portal has no such box: a customer's save leaves it as it is
+		send := r.PostForm.Get("send_traceparent") == "yes"
+		patch.SendTraceparent = &send
+	}
 	set, remove, err := headersForm(r)
 	if err != nil {
 		s.consoleError(w, r, v, err)

@@ -522,6 +522,12 @@ class _EndpointRequired(TypedDict):
     # The retry policy its new deliveries follow: retry_policy, or its
     # tenant's.
     effective_retry_policy: RetryPolicyName
+    # Each attempt's request carries a `traceparent` header naming the
+    # attempt's span, when the server traces ([tracing] on), so the
+    # receiver's spans join the attempt's trace. False unless the
+    # endpoint asked for it: it shows a trace ID of the sender's to the
+    # receiver.
+    send_traceparent: bool
     # No delivery is attempted until the endpoint answers the challenge.
     verification_required: bool
 
@@ -585,6 +591,12 @@ class _CreatedEndpointRequired(TypedDict):
     updated: Timestamp
     ordering: Ordering
     on_dead: OnDead
+    # Each attempt's request carries a `traceparent` header naming the
+    # attempt's span, when the server traces ([tracing] on), so the
+    # receiver's spans join the attempt's trace. False unless the
+    # endpoint asked for it: it shows a trace ID of the sender's to the
+    # receiver.
+    send_traceparent: bool
     # The retry policy its new deliveries follow: retry_policy, or its
     # tenant's.
     effective_retry_policy: RetryPolicyName
@@ -633,6 +645,12 @@ class _SecretAnswerRequired(TypedDict):
     updated: Timestamp
     ordering: Ordering
     on_dead: OnDead
+    # Each attempt's request carries a `traceparent` header naming the
+    # attempt's span, when the server traces ([tracing] on), so the
+    # receiver's spans join the attempt's trace. False unless the
+    # endpoint asked for it: it shows a trace ID of the sender's to the
+    # receiver.
+    send_traceparent: bool
     # No delivery is attempted until the endpoint answers the challenge.
     verification_required: bool
     secret: Secret
@@ -729,6 +747,10 @@ class EndpointInput(_EndpointInputRequired, total=False):
     # one is 422 invalid_field naming headers.<Name> (or headers, for a
     # name that is not a token); the error never shows the value.
     headers: Dict[str, str]
+    # Send each attempt's `traceparent` (the attempt span's W3C trace
+    # context) to the receiver when the server traces. Absent: false, as
+    # it shows a trace ID of the sender's to a third party.
+    send_traceparent: bool
 
 
 class EndpointPatch(TypedDict, total=False):
@@ -757,6 +779,9 @@ class EndpointPatch(TypedDict, total=False):
     # or absent leaves them. Names and values as on create
     # (EndpointInput.headers); the bounds hold for the result.
     headers: Optional[Dict[str, Optional[str]]]
+    # Turn the attempts' `traceparent` on or off, from the next attempt;
+    # absent: unchanged.
+    send_traceparent: bool
     # With disabled false: true sends the deliveries held while disabled,
     # false (default) dead-letters them.
     deliver_held: bool
@@ -1465,7 +1490,7 @@ class OpEndpointUpdatedData(TypedDict):
     # The endpoint.
     endpoint_id: str
     # The settings that changed, as the API names them.
-    changed: List[Literal['url', 'event_types', 'description', 'ordering', 'on_dead', 'channels', 'retry_policy', 'headers', 'rate_limit']]
+    changed: List[Literal['url', 'event_types', 'description', 'ordering', 'on_dead', 'channels', 'retry_policy', 'headers', 'rate_limit', 'send_traceparent']]
     # When it happened.
     at: Timestamp
 

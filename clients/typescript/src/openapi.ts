@@ -1366,6 +1366,8 @@ export interface components {
             headers?: {
                 [key: string]: string;
             };
+            /** @description Each attempt's request carries a `traceparent` header naming the attempt's span, when the server traces ([tracing] on), so the receiver's spans join the attempt's trace. False unless the endpoint asked for it: it shows a trace ID of the sender's to the receiver. */
+            send_traceparent: boolean;
             /** @description No delivery is attempted until the endpoint answers the challenge. */
             verification_required: boolean;
             verified?: components["schemas"]["Timestamp"];
@@ -1411,6 +1413,8 @@ export interface components {
             headers?: {
                 [key: string]: string;
             };
+            /** @description Each attempt's request carries a `traceparent` header naming the attempt's span, when the server traces ([tracing] on), so the receiver's spans join the attempt's trace. False unless the endpoint asked for it: it shows a trace ID of the sender's to the receiver. */
+            send_traceparent: boolean;
             /** @description The endpoint's own retry policy; absent: it follows its tenant's. A change applies to the delivery cycles that start after it. */
             retry_policy?: components["schemas"]["RetryPolicyName"];
             /** @description The retry policy its new deliveries follow: retry_policy, or its tenant's. */
@@ -1448,6 +1452,8 @@ export interface components {
             headers?: {
                 [key: string]: string;
             };
+            /** @description Each attempt's request carries a `traceparent` header naming the attempt's span, when the server traces ([tracing] on), so the receiver's spans join the attempt's trace. False unless the endpoint asked for it: it shows a trace ID of the sender's to the receiver. */
+            send_traceparent: boolean;
             /** @description No delivery is attempted until the endpoint answers the challenge. */
             verification_required: boolean;
             verified?: components["schemas"]["Timestamp"];
@@ -1499,6 +1505,8 @@ export interface components {
             headers?: {
                 [key: string]: string;
             };
+            /** @description Send each attempt's `traceparent` (the attempt span's W3C trace context) to the receiver when the server traces. Absent: false, as it shows a trace ID of the sender's to a third party. */
+            send_traceparent?: boolean;
         };
         /** @description Each field optional: an absent field is left as it is. */
         EndpointPatch: {
@@ -1520,6 +1528,8 @@ export interface components {
             headers?: {
                 [key: string]: string | null;
             } | null;
+            /** @description Turn the attempts' `traceparent` on or off, from the next attempt; absent: unchanged. */
+            send_traceparent?: boolean;
             /** @description With disabled false: true sends the deliveries held while disabled, false (default) dead-letters them. */
             deliver_held?: boolean;
         };
@@ -2050,7 +2060,7 @@ export interface components {
             /** @description The endpoint. */
             endpoint_id: string;
             /** @description The settings that changed, as the API names them. */
-            changed: ("url" | "event_types" | "description" | "ordering" | "on_dead" | "channels" | "retry_policy" | "headers" | "rate_limit")[];
+            changed: ("url" | "event_types" | "description" | "ordering" | "on_dead" | "channels" | "retry_policy" | "headers" | "rate_limit" | "send_traceparent")[];
             /** @description When it happened. */
             at: components["schemas"]["Timestamp"];
         };

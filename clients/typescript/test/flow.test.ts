@@ -331,20 +331,23 @@ test("every call against the real server", needsServer, async (t) => {
     await c.endpoints.delete(tenant, e.id);
   });
 
-  await t.test("an endpoint's settings: rate limit, headers, channels, disabled", async () => {
+  await t.test("an endpoint's settings: rate limit, headers, channels, traceparent, disabled", async () => {
     const upd = await c.endpoints.update(tenant, okID, {
       rate_limit: { per_second: 50 },
       headers: { Authorization: "Bearer a-long-receiver-credential-0123456789" },
       channels: ["eu", "us"],
+      send_traceparent: true,
     });
     assert.deepEqual(upd.rate_limit, { per_second: 50, burst: 50 });
+    assert.equal(upd.send_traceparent, true);
     assert.equal(upd.headers?.["Authorization"], "Bearer ••••");
     assert.deepEqual(upd.channels, ["eu", "us"]);
     assert.equal((await c.endpoints.revealSecret(tenant, okID)).headers["Authorization"], "Bearer a-long-receiver-credential-0123456789");
     const off = await c.endpoints.update(tenant, okID, { disabled: true });
     assert.equal(off.disabled, true);
-    const on = await c.endpoints.update(tenant, okID, { disabled: false, rate_limit: null, headers: null, channels: [] });
+    const on = await c.endpoints.update(tenant, okID, { disabled: false, rate_limit: null, headers: null, channels: [], send_traceparent: false });
     assert.equal(on.disabled, false);
+    assert.equal(on.send_traceparent, false);
     assert.equal(on.rate_limit, undefined);
     assert.equal(on.channels, undefined);
   });
