@@ -16,9 +16,9 @@ import (
 //
 // What the engine hands a Tracer is all a span may show: IDs, the event
 // type, counts, the attempt's status, duration and outcome, and the
-// target's scheme, host and port. Never the payload, a secret, a custom
-// header's value, or the URL's path, query or user info (a path can hold
-// a token: https://hooks.example.com/services/T0/B0/secret).
+// target's host. Never the payload, a secret, a custom header's value,
+// or the URL's path, query or user info (a path can hold a token:
+// https://hooks.example.com/services/T0/B0/secret).
 //
 // Its methods run on the request's goroutine (StartIngest) and on a
 // worker (StartAttempt): they must be fast and must not block.
@@ -60,9 +60,9 @@ type AttemptSpan interface {
 type AttemptTrace struct {
 	TenantID, EventID, EventType, DeliveryID, EndpointID string
 	Cycle, Number                                        int // the attempt's (Attempt.Cycle, Attempt.Number)
-	// Scheme, Host and Port are the endpoint URL's; "" when it does not
-	// parse. Nothing else of the URL.
-	Scheme, Host, Port string
+	// Host is the endpoint URL's host (no port, user info, path or
+	// query); "" when it does not parse.
+	Host string
 	// IngestTrace is the traceparent of the ingest of the event
 	// (Event.IngestTrace): the span to link to; "" for none.
 	IngestTrace string
@@ -99,15 +99,7 @@ func (d *Dispatcher) startAttemptSpan(ctx context.Context, in *AttemptInput, rec
 		IngestTrace: in.IngestTrace,
 	}
 	if u, err := url.Parse(in.Endpoint.URL); err == nil {
-		a.Scheme, a.Host, a.Port = u.Scheme, u.Hostname(), u.Port()
-		if a.Port == "" {
-			switch u.Scheme {
-			case "http":
-				a.Port = "80"
-			case "https":
-				a.Port = "443"
-			}
-		}
+		a.Host = u.Hostname()
 	}
 	return d.opts.Tracer.StartAttempt(ctx, a)
 }
