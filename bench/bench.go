@@ -53,6 +53,11 @@ type Options struct {
 	// ingest of the same events to a type without a schema and to one
 	// with a typical JSON Schema (schema.go).
 	Schema bool
+	// Tracing traces the in-process webhookd as [tracing] on does, at
+	// the default sampler, exporting to an OTLP/HTTP sink in the bench
+	// (tracing.go); ingest-only and dispatch then also compare, in one
+	// run, two webhookds, one traced and one not.
+	Tracing bool
 
 	Workers             int // dispatcher workers (in-process); 0: webhookd's default, 64
 	EndpointConcurrency int // per-endpoint attempts in flight (in-process); 0: 8
@@ -101,6 +106,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.IntVar(&o.Endpoints, "endpoints", 0, "loopback receiver endpoints (default: the scenario's)")
 	fs.IntVar(&o.EventSize, "size", 0, "bytes of each event's request body (default 1024)")
 	fs.BoolVar(&o.Schema, "schema", false, "ingest-only: also ingest -n typical orders to a type without a schema and -n to one with a typical JSON Schema, in alternating rounds, and compare the rates")
+	fs.BoolVar(&o.Tracing, "tracing", false, "in-process: trace as [tracing] enabled does, at the default sampler, to an OTLP/HTTP sink in the bench; ingest-only and dispatch compare a traced and an untraced webhookd in alternating rounds")
 	fs.StringVar(&o.Faults, "fail", "", "receivers' fault `mix`, like 502:5%,timeout:1%,429:1%,410:0.5% (none: no faults)")
 	fs.IntVar(&o.Workers, "workers", 0, "dispatcher workers (in-process; default webhookd's, 64)")
 	fs.IntVar(&o.EndpointConcurrency, "endpoint-concurrency", 0, "attempts in flight per endpoint (in-process; default webhookd's, 8)")
@@ -184,6 +190,9 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	case "", "none", string(apiclient.OrderingKey), string(apiclient.OrderingEndpoint):
 	default:
 		return nil, fmt.Errorf("bench: -ordering %q: want none, key or endpoint", o.Ordering)
+	}
+	if o.Tracing && o.Target != "" {
+		return nil, UsageError{errors.New("bench: -tracing traces the in-process webhookd; drop -target (trace a running one with its own [tracing])")}
 	}
 	if o.Faults != "" && o.Faults != "none" {
 		if _, err := ParseFaults(o.Faults); err != nil {

@@ -94,6 +94,37 @@ func TestRun_tiny(t *testing.T) {
 				t.Errorf("delivery = %+v, want 300 delivered", d)
 			}
 		}},
+		{Options{Scenario: "dispatch", Events: 100, Clients: 8, Endpoints: 3, Tracing: true}, func(t *testing.T, r *Result) {
+			if d := r.Delivery; d == nil || d.Delivered != 300 || d.Succeeded != 300 {
+				t.Errorf("delivery = %+v, want 300 delivered", d)
+			}
+			// Each side 8 rounds of 100 events to 3 endpoints; the traced
+			// side's ingests, attempts and commits exported, every one.
+			tr := r.Tracing
+			if tr == nil || tr.DispatchWithout == nil || tr.DispatchWith == nil || tr.DispatchWithout.Deliveries != 2400 || tr.DispatchWith.Deliveries != 2400 || tr.Ratio <= 0 || tr.CPURatio <= 0 {
+				t.Fatalf("tracing comparison = %+v", tr)
+			}
+			var started, exported, requests int
+			for _, n := range r.Notes {
+				fmt.Sscanf(n, "-tracing: %d spans started, %d exported (0 failed) in %d requests", &started, &exported, &requests)
+			}
+			if !r.Settings.Tracing || started < 3200 || exported != started || requests == 0 {
+				t.Errorf("tracing %v: %d spans started, %d exported in %d requests; notes %q", r.Settings.Tracing, started, exported, requests, r.Notes)
+			}
+		}},
+		{Options{Scenario: "ingest-only", Events: 800, Clients: 4, Tracing: true}, func(t *testing.T, r *Result) {
+			tr := r.Tracing
+			if tr == nil || tr.Without == nil || tr.With == nil || tr.Without.Events != 800 || tr.With.Events != 800 || tr.Ratio <= 0 {
+				t.Fatalf("tracing comparison = %+v, want 800 events each side", tr)
+			}
+			found := false
+			for _, tg := range r.Targets {
+				found = found || tg.Name == "ingest with tracing on"
+			}
+			if !found {
+				t.Errorf("targets %+v lack the tracing comparison's", r.Targets)
+			}
+		}},
 		{Options{Scenario: "noisy-tenant", Events: 40, Rate: 200, Endpoints: 2}, func(t *testing.T, r *Result) {
 			sl, d := r.Noisy, r.Delivery
 			if sl == nil || sl.Baseline.N != 2*80 || sl.WithHang.N != 2*80 || sl.HangingReq == 0 {

@@ -21,6 +21,7 @@ import (
 	"github.com/webhookd/webhookd/jsonschema"
 	"github.com/webhookd/webhookd/postgres"
 	"github.com/webhookd/webhookd/storage"
+	"github.com/webhookd/webhookd/tracing"
 )
 
 // benchToken is the admin token of an in-process webhookd.
@@ -50,6 +51,9 @@ type instanceOptions struct {
 	// pg, when set, runs the node on PostgreSQL (a schema shared by every
 	// node opened on it) instead of the file at path.
 	pg *pgOptions
+	// traceTo, when set, traces the node as [tracing] on does, exporting
+	// to it (-tracing).
+	traceTo *otlpSink
 }
 
 // pgOptions say where an in-process node on PostgreSQL keeps its state.
@@ -73,12 +77,23 @@ type instance struct {
 
 	opened    time.Duration // storage.Open
 	recovered time.Duration // Dispatcher.Start: the retry index into the timer
+
+	tracer *tracing.Tracer // with instanceOptions.traceTo
+	sink   *otlpSink
 }
 
 // openInstance opens the database, starts the dispatcher (recovery
 // included) and serves the API on a loopback port.
 func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance, error) {
 	in := &instance{}
+	var tracer engine.Tracer // nil, not a nil *tracing.Tracer, without -tracing
+	if o.traceTo != nil {
+		tr, err := o.traceTo.tracer(ctx)
+		if err != nil {
+			return nil, err
+		}
+		in.tracer, in.sink, tracer = tr, o.traceTo, tr
+	}
 	start := time.Now()
 	var store engine.Store
 	var sched engine.Scheduler // nil: the dispatcher's local one
@@ -87,6 +102,7 @@ func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance,
 		// Wired as serve's openPostgres wires it.
 		pg, err := postgres.Open(ctx, o.pg.url, postgres.Options{Schema: o.pg.schema, Lease: o.pg.lease, MaxConns: 8})
 		if err != nil {
+			in.closeTracer()
 			return nil, err
 		}
 		workers := 64 // as serve: the default's, unless set
@@ -101,8 +117,13 @@ func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance,
 		in.pg, in.sched = pg, pg.Scheduler(postgres.SchedulerOptions{EndpointConcurrency: o.perHost, PreClaim: 4 * workers, JoinWait: lease / 10})
 		store, sched = pg, in.sched
 	} else {
-		db, err := storage.Open(o.path, storage.Options{})
+		var so storage.Options
+		if in.tracer != nil {
+			so.ObserveCommit = in.tracer.ObserveCommit // as serve wires it
+		}
+		db, err := storage.Open(o.path, so)
 		if err != nil {
+			in.closeTracer()
 			return nil, err
 		}
 		in.db, store = db, db
@@ -123,6 +144,7 @@ func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance,
 			Targets:           loopbackTargets, // the receivers are on 127.0.0.1, over http
 		},
 		Service: engine.ServiceOptions{Targets: loopbackTargets, Schemas: jsonschema.Compiler{}},
+		Tracer:  tracer,
 	})
 	in.node, in.svc = node, node.Service
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -140,8 +162,12 @@ func openInstance(ctx context.Context, o instanceOptions, conns int) (*instance,
 		}
 		in.recovered = time.Since(start)
 	}
+	var api http.Handler = httpapi.New(in.svc, httpapi.Options{Tokens: []string{benchToken}})
+	if in.tracer != nil {
+		api = in.tracer.Handler(api)
+	}
 	in.srv = &http.Server{
-		Handler:           httpapi.New(in.svc, httpapi.Options{Tokens: []string{benchToken}}),
+		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          discardLog,
@@ -204,13 +230,22 @@ func (in *instance) close(grace time.Duration) error {
 }
 
 // closeStore closes the database (the scheduler's leases first, as serve
-// does).
+// does), then exports the tracer's last spans.
 func (in *instance) closeStore() error {
+	defer in.closeTracer()
 	if in.pg != nil {
 		in.sched.Close()
 		return in.pg.Close()
 	}
 	return in.db.Close()
+}
+
+// closeTracer exports the tracer's last spans and stops it (-tracing).
+func (in *instance) closeTracer() {
+	if in.tracer != nil {
+		in.sink.done(in.tracer)
+		in.tracer = nil
+	}
 }
 
 // fileSize returns the database file's size, or 0 for a remote target.

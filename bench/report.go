@@ -39,6 +39,7 @@ type Result struct {
 	Cluster      *ClusterStats  `json:"cluster,omitempty"`
 	Ordered      *OrderedStats  `json:"ordered,omitempty"`
 	Schema       *SchemaStats   `json:"schema,omitempty"`
+	Tracing      *TracingStats  `json:"tracing,omitempty"`
 	Series       []Point        `json:"series,omitempty"`
 	Targets      []Target       `json:"targets,omitempty"`
 	Notes        []string       `json:"notes,omitempty"`
@@ -57,6 +58,7 @@ type Settings struct {
 	TenantConcurrency   int      `json:"tenant_concurrency"`
 	Schedule            []string `json:"schedule,omitempty"`
 	AttemptTimeout      string   `json:"attempt_timeout,omitempty"`
+	Tracing             bool     `json:"tracing,omitempty"` // -tracing: [tracing] on, exporting to the bench's sink
 }
 
 // IngestStats is one ingest load.
@@ -187,7 +189,7 @@ func printResult(w io.Writer, m Machine, r *Result) {
 	if s.Rate > 0 {
 		load = fmt.Sprintf("%d events of %d B at %g/s", s.Events, s.EventSize, s.Rate)
 	}
-	row("load", "%s, %d endpoints%s", load, s.Endpoints, ifs(s.Faults != "", ", faults "+s.Faults))
+	row("load", "%s, %d endpoints%s%s", load, s.Endpoints, ifs(s.Faults != "", ", faults "+s.Faults), ifs(s.Tracing, ", tracing on (-tracing)"))
 	if len(s.Schedule) > 0 {
 		row("retry schedule", "%s, attempt timeout %s", strings.Join(s.Schedule, " "), s.AttemptTimeout)
 	}
@@ -235,6 +237,20 @@ func printResult(w io.Writer, m Machine, r *Result) {
 		row("schema comparison", "the same typical orders, %d alternating rounds each: with a schema %.1f%% of the rate without", sc.Rounds, 100*sc.Ratio)
 		printIngest("  without a schema", sc.Without)
 		printIngest("  with a typical schema", sc.With)
+	}
+	if t := r.Tracing; t != nil {
+		row("tracing comparison", "two fresh webhookds, %d alternating rounds each, one traced to the bench's sink: %.1f%% of the rate without; CPU per op %.1f → %.1f µs (%.1f%%)",
+			t.Rounds, 100*t.Ratio, t.CPUWithout, t.CPUWith, 100*t.CPURatio)
+		printIngest("  without tracing", t.Without)
+		printIngest("  with tracing", t.With)
+		for _, s := range []struct {
+			name string
+			d    *DispatchSide
+		}{{"  dispatch without tracing", t.DispatchWithout}, {"  dispatch with tracing", t.DispatchWith}} {
+			if s.d != nil {
+				row(s.name, "%s /s (%d in %.2fs; process CPU %.2f cores)", num(s.d.Rate), s.d.Deliveries, s.d.Seconds, s.d.CPU)
+			}
+		}
 	}
 	if d := r.Delivery; d != nil {
 		ratio := ""

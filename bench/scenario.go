@@ -56,6 +56,12 @@ type Scenario struct {
 	run func(*runner) error
 }
 
+// compareTracing reports whether sc, with -tracing, compares a traced
+// webhookd with an untraced one (tracing.go) rather than trace its own.
+func (sc *Scenario) compareTracing() bool {
+	return sc.Name == "ingest-only" || sc.Name == "dispatch"
+}
+
 // DefaultFaults is mixed-faults' fault mix.
 const DefaultFaults = "502:5%,timeout:1%,429:1%,410:0.5%"
 
@@ -138,8 +144,9 @@ type runner struct {
 	sent   atomic.Int64 // events acknowledged (backlog: seeded), for progress
 	prof   *os.File
 	trace  *os.File
-	many   bool   // one of several scenarios: profile names get a suffix
-	dbPath string // the last in-process database opened, compacted at the end
+	many   bool      // one of several scenarios: profile names get a suffix
+	dbPath string    // the last in-process database opened, compacted at the end
+	sink   *otlpSink // -tracing: where the in-process webhookd exports its spans
 }
 
 // runScenario runs sc in dir and returns its result.
@@ -183,7 +190,7 @@ func runScenario(ctx context.Context, o Options, sc *Scenario, dir string, many 
 		Settings: Settings{
 			Events: o.Events, Clients: o.Clients, Rate: o.Rate, Endpoints: o.Endpoints, EventSize: o.EventSize,
 			Faults: faults.String(), Workers: o.Workers, EndpointConcurrency: o.EndpointConcurrency,
-			TenantConcurrency: o.TenantConcurrency,
+			TenantConcurrency: o.TenantConcurrency, Tracing: o.Tracing,
 		},
 	}
 	if r.policy.Deadline != 0 {
@@ -203,9 +210,18 @@ func runScenario(ctx context.Context, o Options, sc *Scenario, dir string, many 
 		}
 		defer cleanup()
 	}
+	if o.Tracing {
+		if r.sink, err = newOTLPSink(); err != nil {
+			return r.res, err
+		}
+		defer r.sink.close()
+	}
 	start := time.Now()
 	mem := startMemSampler()
 	err = sc.run(r)
+	if r.sink != nil {
+		r.res.note("%s", r.sink.summary())
+	}
 	r.stopProfile()
 	if err == nil && r.res.Storage != nil && r.dbPath != "" {
 		// The scenario closed its database: what would compaction give back?
@@ -313,17 +329,32 @@ func (r *runner) baselines(endpoints int) error {
 
 // open starts webhookd in-process on the database file name in the
 // scenario's directory, or returns the remote target.
+// With -tracing it is traced, unless the scenario compares (ingest-only
+// and dispatch: their own loads run untraced, then the comparison).
 func (r *runner) open(name string, dispatch bool, clockShift time.Duration) (*instance, error) {
+	return r.openAt(name, dispatch, clockShift, r.sink != nil && !r.sc.compareTracing())
+}
+
+// openTraced is open with tracing on or off, whatever -tracing says.
+func (r *runner) openTraced(name string, dispatch, traced bool) (*instance, error) {
+	return r.openAt(name, dispatch, 0, traced)
+}
+
+func (r *runner) openAt(name string, dispatch bool, clockShift time.Duration, traced bool) (*instance, error) {
 	conns := r.o.Clients + 8
 	if r.o.Target != "" {
 		return remoteInstance(r.o.Target, r.o.Token, conns)
 	}
 	r.dbPath = filepath.Join(r.dir, name)
-	return openInstance(r.ctx, instanceOptions{
+	o := instanceOptions{
 		path: r.dbPath, dispatch: dispatch, policy: r.policy,
 		workers: r.o.Workers, perHost: r.o.EndpointConcurrency, perTenant: r.o.TenantConcurrency, clockShift: clockShift,
 		keepGone: r.sc.KeepGoneEndpoints,
-	}, conns)
+	}
+	if traced {
+		o.traceTo = r.sink
+	}
+	return openInstance(r.ctx, o, conns)
 }
 
 // openWithReceivers starts the scenario's receivers (the first hang of them
@@ -767,6 +798,11 @@ func (r *runner) ingestOnly() error {
 			return err
 		}
 	}
+	if r.o.Tracing {
+		if err := r.ingestTracing(); err != nil {
+			return err
+		}
+	}
 
 	in64, one := r.res.Ingest, r.res.IngestSingle
 	r.res.target("durable ingest rate", fmt.Sprintf("≥ %.0f%% of the durable floor", 100*ingestFloorTarget),
@@ -940,6 +976,9 @@ func (r *runner) dispatch() error {
 	r.res.Series = points(nil, ser)
 	r.res.target("dispatch rate, 10 healthy endpoints", "≥ 50% of the client→204 ceiling",
 		fmt.Sprintf("%.1f%% (%s of %s /s)", 100*d.Ratio, num(d.Rate), num(r.res.Baselines.Delivery)), d.Ratio >= 0.50)
+	if r.o.Tracing {
+		return r.dispatchTracing()
+	}
 	return nil
 }
 
