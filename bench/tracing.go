@@ -24,6 +24,7 @@ import (
 type otlpSink struct {
 	srv      *http.Server
 	url      string
+	ratio    float64 // the sampler's
 	requests atomic.Int64
 	bytes    atomic.Int64
 
@@ -31,12 +32,12 @@ type otlpSink struct {
 	spans tracing.Stats // of every tracer closed so far
 }
 
-func newOTLPSink() (*otlpSink, error) {
+func newOTLPSink(ratio float64) (*otlpSink, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &otlpSink{url: "http://" + ln.Addr().String() + "/v1/traces"}
+	s := &otlpSink{url: "http://" + ln.Addr().String() + "/v1/traces", ratio: ratio}
 	s.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			n, _ := io.Copy(io.Discard, r.Body)
@@ -53,10 +54,10 @@ func newOTLPSink() (*otlpSink, error) {
 }
 
 // tracer returns a Tracer exporting to the sink with [tracing]'s
-// defaults.
+// defaults, but the ratio -tracing-ratio sets.
 func (s *otlpSink) tracer(ctx context.Context) (*tracing.Tracer, error) {
 	return tracing.New(ctx, tracing.Config{
-		Endpoint: s.url, Sampler: "parentbased_traceidratio", Ratio: 1,
+		Endpoint: s.url, Sampler: "parentbased_traceidratio", Ratio: s.ratio,
 		ServiceName: "webhookd-bench", ServiceVersion: "bench",
 	})
 }
@@ -79,8 +80,8 @@ func (s *otlpSink) summary() string {
 	s.mu.Lock()
 	st := s.spans
 	s.mu.Unlock()
-	return fmt.Sprintf("-tracing: %d spans started, %d exported (%d failed) in %d requests, %.1f MiB, to the bench's OTLP/HTTP sink; the default sampler (parentbased_traceidratio, 1.0)",
-		st.Started, st.Exported, st.Failed, s.requests.Load(), float64(s.bytes.Load())/(1<<20))
+	return fmt.Sprintf("-tracing: %d spans started, %d exported (%d failed) in %d requests, %.1f MiB, to the bench's OTLP/HTTP sink; sampler parentbased_traceidratio, ratio %g",
+		st.Started, st.Exported, st.Failed, s.requests.Load(), float64(s.bytes.Load())/(1<<20), s.ratio)
 }
 
 func (s *otlpSink) close() {
