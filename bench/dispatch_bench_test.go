@@ -21,7 +21,20 @@ import (
 // the machine like every figure here.
 //
 //	go test ./bench -run '^$' -bench Dispatch -benchmem -benchtime 20000x
-func BenchmarkDispatch(b *testing.B) {
+func BenchmarkDispatch(b *testing.B) { benchDispatch(b, nil) }
+
+// BenchmarkDispatch_Traced is BenchmarkDispatch with -tracing's tracer:
+// what [tracing] adds to a delivery.
+func BenchmarkDispatch_Traced(b *testing.B) {
+	sink, err := newOTLPSink(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sink.close()
+	benchDispatch(b, sink)
+}
+
+func benchDispatch(b *testing.B, sink *otlpSink) {
 	const endpoints = 10
 	events := (b.N + endpoints - 1) / endpoints
 	ctx := context.Background()
@@ -36,7 +49,7 @@ func BenchmarkDispatch(b *testing.B) {
 	}
 	path := filepath.Join(b.TempDir(), "webhookd.db")
 	const clients = 16
-	in, err := openInstance(ctx, instanceOptions{path: path}, clients)
+	in, err := openInstance(ctx, instanceOptions{path: path, traceTo: sink}, clients)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -59,7 +72,7 @@ func BenchmarkDispatch(b *testing.B) {
 
 	b.ReportAllocs()
 	b.ResetTimer()
-	in, err = openInstance(ctx, instanceOptions{path: path, dispatch: true}, clients)
+	in, err = openInstance(ctx, instanceOptions{path: path, dispatch: true, traceTo: sink}, clients)
 	if err != nil {
 		b.Fatal(err)
 	}
