@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"context"
-	"net/url"
-)
+import "context"
 
 // Tracer is told of each ingest and each attempt, to trace them (package
 // tracing implements it over OpenTelemetry, and main sets it when
@@ -15,9 +12,9 @@ import (
 // nothing of it is stored or sent.
 //
 // What the engine hands a Tracer is all a span may show: IDs, the event
-// type, counts, the attempt's status, duration and outcome, and the
-// target's host. Never the payload, a secret, a custom header's value,
-// or the URL's path, query or user info (a path can hold a token:
+// type, counts, the attempt's status, duration and outcome. Never the
+// payload, a secret, a custom header's value, or anything of the
+// endpoint's URL (a path can hold a token:
 // https://hooks.example.com/services/T0/B0/secret).
 //
 // Its methods run on the request's goroutine (StartIngest) and on a
@@ -60,9 +57,6 @@ type AttemptSpan interface {
 type AttemptTrace struct {
 	TenantID, EventID, EventType, DeliveryID, EndpointID string
 	Cycle, Number                                        int // the attempt's (Attempt.Cycle, Attempt.Number)
-	// Host is the endpoint URL's host (no port, user info, path or
-	// query); "" when it does not parse.
-	Host string
 	// IngestTrace is the traceparent of the ingest of the event
 	// (Event.IngestTrace): the span to link to; "" for none.
 	IngestTrace string
@@ -97,9 +91,6 @@ func (d *Dispatcher) startAttemptSpan(ctx context.Context, in *AttemptInput, rec
 		TenantID: dl.TenantID, EventID: dl.EventID, EventType: dl.EventType, DeliveryID: dl.ID, EndpointID: dl.EndpointID,
 		Cycle: rec.Attempt.Cycle, Number: rec.Attempt.Number,
 		IngestTrace: in.IngestTrace,
-	}
-	if u, err := url.Parse(in.Endpoint.URL); err == nil {
-		a.Host = u.Hostname()
 	}
 	return d.opts.Tracer.StartAttempt(ctx, a)
 }

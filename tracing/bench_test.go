@@ -53,7 +53,7 @@ func BenchmarkTracer_Ingest(b *testing.B) {
 func BenchmarkTracer_Attempt(b *testing.B) {
 	tr := benchTracer(b)
 	a := engine.AttemptTrace{TenantID: "acme", EventID: "evt_06h49r7ex8fm6fb0vf1t3x835g", EventType: "order.created", DeliveryID: "dlv_06h49r7ex8fm6fb0vf1t3x835g", EndpointID: "ep_06h49r7ex8fm6fb0vf1t3x835g",
-		Cycle: 1, Number: 1, Host: "hooks.example.com", IngestTrace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+		Cycle: 1, Number: 1, IngestTrace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 	at := engine.Attempt{Cycle: 1, Number: 1, Status: 204, Duration: 3 * time.Millisecond, Outcome: engine.OutcomeSuccess}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

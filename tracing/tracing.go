@@ -15,11 +15,11 @@
 //     time it spent writing and fsyncing (ObserveCommit, which main sets
 //     as storage.Options.ObserveCommit).
 //
-// A span shows IDs, the event type, counts, an attempt's number, HTTP
-// status, duration and outcome, and the target's host; never an event's
-// payload, a secret or token, a custom header's value,
-// or the target URL's path, query or user info (a path can hold a
-// token). The attribute keys are the Attr constants.
+// A span shows IDs, the event type, an ingest's outcome, an attempt's
+// number, HTTP status, duration and outcome, a commit's batch and times;
+// never an event's payload, a secret or token, a custom header's value,
+// or anything of the target URL (a path can hold a token). The attribute
+// keys are the Attr constants.
 //
 // # Who imports what
 //
