@@ -79,6 +79,16 @@
 // was in flight when the process died is still pending in the store and
 // is attempted again (at-least-once).
 //
+// # Tracing
+//
+// A Tracer (tracing.go; package tracing implements it, main sets it) is
+// told of each ingest and each attempt. The engine hands it only what a
+// span may show and keeps the ingest span's context with the event
+// (Event.IngestTrace), which every store stores and hands back with each
+// attempt (AttemptInput.IngestTrace): an attempt's span, a trace of its
+// own, links to its ingest across restarts. Without a Tracer nothing of
+// it runs, is stored or is sent.
+//
 // # Who owns due work: claims and leases
 //
 // A Scheduler (scheduler.go) hands due deliveries to the Dispatcher, each
