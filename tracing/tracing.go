@@ -190,11 +190,11 @@ func newSampler(name string, ratio float64) (sdktrace.Sampler, error) {
 	}
 	switch name {
 	case "parentbased_traceidratio":
-		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio)), nil
+		return sdktrace.ParentBased(followIngest{sdktrace.TraceIDRatioBased(ratio)}), nil
 	case "parentbased_always_on":
-		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
+		return sdktrace.ParentBased(followIngest{sdktrace.AlwaysSample()}), nil
 	case "parentbased_always_off":
-		return sdktrace.ParentBased(sdktrace.NeverSample()), nil
+		return sdktrace.ParentBased(followIngest{sdktrace.NeverSample()}), nil
 	case "traceidratio":
 		return sdktrace.TraceIDRatioBased(ratio), nil
 	case "always_on":
@@ -203,6 +203,32 @@ func newSampler(name string, ratio float64) (sdktrace.Sampler, error) {
 		return sdktrace.NeverSample(), nil
 	}
 	return nil, fmt.Errorf("tracing: sampler %q: want one of %v", name, Samplers)
+}
+
+// followIngest is the root sampler of the parent-based samplers: a span
+// without a parent that links to a span (an attempt, linked to its
+// event's ingest) follows that span's sampling decision, so that an
+// event is traced whole or not at all, its ingest and every attempt of
+// it, decided once at ingest (by the caller's traceparent or the ratio).
+// Any other root (a commit, an ingest without a traceparent, an attempt
+// of an event stored with tracing off) is root's to decide.
+type followIngest struct{ root sdktrace.Sampler }
+
+func (f followIngest) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	for _, l := range p.Links {
+		if l.SpanContext.IsValid() {
+			d := sdktrace.Drop
+			if l.SpanContext.IsSampled() {
+				d = sdktrace.RecordAndSample
+			}
+			return sdktrace.SamplingResult{Decision: d, Tracestate: trace.SpanContextFromContext(p.ParentContext).TraceState()}
+		}
+	}
+	return f.root.ShouldSample(p)
+}
+
+func (f followIngest) Description() string {
+	return "FollowIngest{" + f.root.Description() + "}"
 }
 
 // Shutdown exports what is batched, within ctx, and stops the Tracer;

@@ -33,10 +33,15 @@ type node struct {
 }
 
 func startNode(t *testing.T, col *tracingtest.Collector) *node {
+	return startNodeRatio(t, col, 1)
+}
+
+// startNodeRatio is startNode with the default sampler at ratio.
+func startNodeRatio(t *testing.T, col *tracingtest.Collector, ratio float64) *node {
 	t.Helper()
 	tr, err := tracing.New(t.Context(), tracing.Config{
 		Endpoint: col.URL(), Headers: map[string]string{"X-Collector-Key": "collector-key-secret"},
-		Sampler: "parentbased_traceidratio", Ratio: 1, ServiceName: "webhookd-test", ServiceVersion: "test",
+		Sampler: "parentbased_traceidratio", Ratio: ratio, ServiceName: "webhookd-test", ServiceVersion: "test",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -281,6 +286,66 @@ func TestTracer(t *testing.T) {
 	// The collector's key went with the exports, as a header.
 	if _, headers := col.Requests(); len(headers) == 0 || headers[0].Get("X-Collector-Key") != "collector-key-secret" {
 		t.Errorf("the exports' headers: %v", headers)
+	}
+}
+
+// TestTracer_AnEventIsTracedWhole: the sampling decision is made once per
+// event, at its ingest, and its attempts follow it: at ratio 0 an event
+// under a caller's sampled trace is traced, ingest and attempt, and one
+// without a traceparent is not; at ratio 1 an event under a caller's
+// unsampled trace has no span, its attempt's included.
+func TestTracer_AnEventIsTracedWhole(t *testing.T) {
+	const sampled, unsampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "00-5bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
+	for _, c := range []struct {
+		ratio       float64
+		traceparent string
+		traced      bool
+	}{
+		{0, sampled, true},
+		{0, "", false},
+		{1, unsampled, false},
+		{1, "", true},
+	} {
+		t.Run(fmt.Sprintf("ratio %v traceparent %q", c.ratio, c.traceparent), func(t *testing.T) {
+			col := tracingtest.New(t)
+			n := startNodeRatio(t, col, c.ratio)
+			recv := newReceiver(t)
+			n.call(t, 201, "PUT", "/v1/tenants/acme", map[string]any{"name": "Acme"}, nil)
+			n.call(t, 201, "PUT", "/v1/event-types/order.created", map[string]any{"description": "an order"}, nil)
+			n.call(t, 201, "POST", "/v1/tenants/acme/endpoints", map[string]any{"url": recv.srv.URL + "/h", "event_types": []string{"*"}}, nil)
+			var header []string
+			if c.traceparent != "" {
+				header = []string{"traceparent", c.traceparent}
+			}
+			var ev ingested
+			n.call(t, 202, "POST", "/v1/tenants/acme/events", map[string]any{"type": "order.created", "data": map[string]string{}}, &ev, header...)
+			recv.wait(t, ev.ID)
+			for range 500 { // the attempt's span ends as its outcome is recorded
+				var got struct {
+					Deliveries []struct {
+						State string `json:"state"`
+					} `json:"deliveries"`
+				}
+				n.call(t, 200, "GET", "/v1/tenants/acme/events/"+ev.ID, nil, &got)
+				if len(got.Deliveries) == 1 && got.Deliveries[0].State == "succeeded" {
+					break
+				}
+				time.Sleep(10 * time.Millisecond) // the dispatcher records the outcome
+			}
+			var ingests, attempts int
+			for range 50 {
+				n.flush(t)
+				spans := col.Spans()
+				ingests, attempts = len(tracingtest.Named(spans, tracing.SpanIngest)), len(tracingtest.Named(spans, tracing.SpanAttempt))
+				if !c.traced || attempts == 1 {
+					break
+				}
+				time.Sleep(20 * time.Millisecond) // the attempt's span ends after the receiver's answer
+			}
+			if want := map[bool]int{true: 1}[c.traced]; ingests != want || attempts != want {
+				t.Errorf("%d ingest and %d attempt spans, want %d of each", ingests, attempts, want)
+			}
+		})
 	}
 }
 
