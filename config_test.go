@@ -632,6 +632,15 @@ func TestLoadConfig_Tracing(t *testing.T) {
 	if !reflect.DeepEqual(got.Tracing, want) {
 		t.Errorf("got %+v, want %+v", got.Tracing, want)
 	}
+	// Turned on with nothing else, it samples a tenth of the events
+	// (DefaultTracingRatio says why), following callers' traces.
+	on, err := loadConfig(writeConfig(t, "[tracing]\nenabled = true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on.Tracing.Sampler != "parentbased_traceidratio" || on.Tracing.SamplerRatio != 0.1 {
+		t.Errorf("the default sampler is %s at %v, want parentbased_traceidratio at 0.1", on.Tracing.Sampler, on.Tracing.SamplerRatio)
+	}
 	for _, tt := range []struct {
 		name, toml, want string
 	}{

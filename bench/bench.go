@@ -58,7 +58,8 @@ type Options struct {
 	// (tracing.go); ingest-only and dispatch then also compare, in one
 	// run, two webhookds, one traced and one not.
 	Tracing bool
-	// TracingRatio is -tracing's sampler_ratio; 0: the default, 1.
+	// TracingRatio is -tracing's sampler_ratio; 0: the default,
+	// defaultTracingRatio.
 	TracingRatio float64
 
 	Workers             int // dispatcher workers (in-process); 0: webhookd's default, 64
@@ -109,7 +110,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.IntVar(&o.EventSize, "size", 0, "bytes of each event's request body (default 1024)")
 	fs.BoolVar(&o.Schema, "schema", false, "ingest-only: also ingest -n typical orders to a type without a schema and -n to one with a typical JSON Schema, in alternating rounds, and compare the rates")
 	fs.BoolVar(&o.Tracing, "tracing", false, "in-process: trace as [tracing] enabled does, at the default sampler, to an OTLP/HTTP sink in the bench; ingest-only and dispatch compare a traced and an untraced webhookd in alternating rounds")
-	fs.Float64Var(&o.TracingRatio, "tracing-ratio", 0, "-tracing's [tracing] sampler_ratio, 0 to 1 (default: the default, 1.0)")
+	fs.Float64Var(&o.TracingRatio, "tracing-ratio", 0, "-tracing's [tracing] sampler_ratio, 0 to 1 (default: the default, 0.1)")
 	fs.StringVar(&o.Faults, "fail", "", "receivers' fault `mix`, like 502:5%,timeout:1%,429:1%,410:0.5% (none: no faults)")
 	fs.IntVar(&o.Workers, "workers", 0, "dispatcher workers (in-process; default webhookd's, 64)")
 	fs.IntVar(&o.EndpointConcurrency, "endpoint-concurrency", 0, "attempts in flight per endpoint (in-process; default webhookd's, 8)")

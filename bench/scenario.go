@@ -211,7 +211,7 @@ func runScenario(ctx context.Context, o Options, sc *Scenario, dir string, many 
 		defer cleanup()
 	}
 	if o.Tracing {
-		if r.sink, err = newOTLPSink(or(o.TracingRatio, 1)); err != nil {
+		if r.sink, err = newOTLPSink(or(o.TracingRatio, defaultTracingRatio)); err != nil {
 			return r.res, err
 		}
 		defer r.sink.close()

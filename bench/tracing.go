@@ -19,8 +19,8 @@ import (
 // requests and bytes without decoding them, so the bench measures what
 // webhookd spends on tracing (spans, batching, protobuf, the HTTP
 // export) and little of a collector's own work. The in-process webhookd
-// exports to it at the default sampler (every trace kept), as [tracing]
-// enabled = true would.
+// exports to it at the default sampler (parent-based, a tenth of the
+// events traced, each whole), as [tracing] enabled = true would.
 type otlpSink struct {
 	srv      *http.Server
 	url      string
@@ -31,6 +31,10 @@ type otlpSink struct {
 	mu    sync.Mutex
 	spans tracing.Stats // of every tracer closed so far
 }
+
+// defaultTracingRatio is [tracing] sampler_ratio by default (main's
+// DefaultTracingRatio, which says why).
+const defaultTracingRatio = 0.1
 
 func newOTLPSink(ratio float64) (*otlpSink, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
