@@ -94,11 +94,11 @@ func TestRun_tiny(t *testing.T) {
 				t.Errorf("delivery = %+v, want 300 delivered", d)
 			}
 		}},
-		{Options{Scenario: "dispatch", Events: 100, Clients: 8, Endpoints: 3, Tracing: true}, func(t *testing.T, r *Result) {
+		{Options{Scenario: "dispatch", Events: 100, Clients: 8, Endpoints: 3, Tracing: true, TracingRatio: 1}, func(t *testing.T, r *Result) {
 			if d := r.Delivery; d == nil || d.Delivered != 300 || d.Succeeded != 300 {
 				t.Errorf("delivery = %+v, want 300 delivered", d)
 			}
-			// Each side 8 rounds of 100 events to 3 endpoints; the traced
+			// Each side 8 rounds of 100 events to 3 endpoints; the traced (ratio 1)
 			// side's ingests, attempts and commits exported, every one.
 			tr := r.Tracing
 			if tr == nil || tr.DispatchWithout == nil || tr.DispatchWith == nil || tr.DispatchWithout.Deliveries != 2400 || tr.DispatchWith.Deliveries != 2400 || tr.Ratio <= 0 || tr.CPURatio <= 0 {
