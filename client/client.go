@@ -101,9 +101,17 @@ type request struct {
 	query  url.Values // nil: none
 	body   any        // marshalled as JSON; nil: no body
 	header http.Header
-	// retry says the request is safe to repeat: a 429 or 503 answer is
-	// retried (see Client.send).
+	// retry says a GET or POST is safe to repeat: a 429 or 503 answer is
+	// retried (see Client.send). A PUT or DELETE is repeated without it.
 	retry bool
+}
+
+// repeatable reports whether a 429 or 503 answer to r may be retried: r
+// says so (a GET, an ingest with its Idempotency-Key), or its method is
+// idempotent (RFC 9110 §9.2.2), so a repeat leaves the server as one
+// request would, also when the first attempt took effect.
+func (r request) repeatable() bool {
+	return r.retry || r.method == http.MethodPut || r.method == http.MethodDelete
 }
 
 // get is the request GET path?query, retried on 429 and 503.
@@ -115,8 +123,8 @@ func get(path string, query url.Values) request {
 // is 2xx, or an error: a *Problem for an answer outside 2xx. The caller
 // must close the body of the response it gets.
 //
-// A request with retry set is repeated after a 429 or 503 when attempts
-// remain and the wait the answer asks for (Retry-After; 1 s, doubling,
+// A repeatable request (see request.repeatable) is repeated after a 429
+// or 503 when attempts remain and the wait the answer asks for (Retry-After; 1 s, doubling,
 // when it names none) is at most maxRetryWait. The wait ends early, with
 // ctx's error, when ctx is done.
 func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
@@ -144,7 +152,7 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 		resp.Body.Close()
 		p := problemOf(resp, raw)
 		retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
-		if !r.retry || !retryable || attempt >= c.maxAttempts {
+		if !r.repeatable() || !retryable || attempt >= c.maxAttempts {
 			return nil, p
 		}
 		wait := p.RetryAfter

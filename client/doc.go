@@ -47,9 +47,19 @@
 // An answer 429 or 503 is retried after the wait its Retry-After header
 // asks for, up to Options.MaxAttempts attempts in all and only when the
 // wait is at most Options.MaxRetryWait, and only for requests that are
-// safe to repeat: every GET, and Ingest, which always sends an
-// Idempotency-Key (one is generated when the EventInput has none, and the
-// same key is sent on every attempt), so a retried ingest stores one event.
-// Other requests are sent once; their 429 or 503 is returned as a Problem
-// with its RetryAfter, for the caller to decide.
+// safe to repeat: every GET but Ready; every PUT and DELETE (the Put and
+// Delete methods, and RevokeAccessToken), idempotent by HTTP's definition
+// (RFC 9110 §9.2.2); and Ingest, which always sends an Idempotency-Key
+// (one is generated when the EventInput has none, and the same key is
+// sent on every attempt), so a retried ingest stores one event. A repeat
+// leaves the server as one request would, but its answer may differ when
+// the first attempt took effect and only its answer was lost: a PUT then
+// reports an update (created false), and a DELETE may report not found.
+//
+// Other requests are sent once: a POST that creates or acts
+// (CreateEndpoint, IssueAccessToken, CreatePortalLink, SendTestEvent,
+// RotateSecret, Replay, ...) could be done twice if it committed before
+// the 503, and a PATCH (the Update methods) is not idempotent by definition.
+// Their 429 or 503 is returned as a Problem with its RetryAfter, for the
+// caller to decide.
 package client

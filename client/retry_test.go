@@ -157,13 +157,71 @@ func TestClient_GetRetriedAfter429(t *testing.T) {
 	}
 }
 
+// TestClient_PutAndDeleteRetried: PUT and DELETE are idempotent (RFC
+// 9110 §9.2.2), so the client repeats them after a 429 or 503 as it does
+// a GET: a DELETE refused because a lock was held, and a PUT whose first
+// attempt took effect but whose answer was lost.
+func TestClient_PutAndDeleteRetried(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setup(e.client("", client.Options{}), "/ok")
+	direct := e.client("", client.Options{})
+
+	t.Run("DELETE", func(t *testing.T) {
+		t.Parallel()
+		if _, _, err := direct.PutTenant(t.Context(), "globex", client.TenantInput{Name: "Globex"}); err != nil {
+			t.Fatal(err)
+		}
+		p := newProxy(t, e, firstOnly(fault{status: 503, retryAfter: "1"}))
+		start := time.Now()
+		task, err := e.client(p.srv.URL, client.Options{}).DeleteTenant(t.Context(), "globex", true)
+		if err != nil || task.ID == "" {
+			t.Fatalf("DeleteTenant = %+v, %v", task, err)
+		}
+		if waited := time.Since(start); waited < time.Second {
+			t.Errorf("retried after %v, want the Retry-After of 1s", waited)
+		}
+		if n := len(p.requests()); n != 2 {
+			t.Errorf("the proxy got %d requests, want 2", n)
+		}
+		if _, err := direct.Tenant(t.Context(), "globex"); client.CodeOf(err) != client.CodeTenantNotFound && client.CodeOf(err) != client.CodeTenantDeleting {
+			t.Errorf("Tenant after the delete: %v, want it gone", err)
+		}
+	})
+	t.Run("PUT", func(t *testing.T) {
+		t.Parallel()
+		p := newProxy(t, e, firstOnly(fault{status: 503, retryAfter: "1", forward: true}))
+		tn, created, err := e.client(p.srv.URL, client.Options{}).PutTenant(t.Context(), "initech", client.TenantInput{Name: "Initech"})
+		if err != nil || tn.ID != "initech" || tn.Name != "Initech" {
+			t.Fatalf("PutTenant = %+v, %v", tn, err)
+		}
+		if created {
+			t.Errorf("created = true: the repeat found what the lost answer created, want false")
+		}
+		if n := len(p.requests()); n != 2 {
+			t.Errorf("the proxy got %d requests, want 2", n)
+		}
+	})
+	t.Run("PUT of an event type, 429", func(t *testing.T) {
+		t.Parallel()
+		p := newProxy(t, e, firstOnly(fault{status: 429, retryAfter: "1"}))
+		et, created, err := e.client(p.srv.URL, client.Options{}).PutEventType(t.Context(), "invoice.voided", "")
+		if err != nil || et.Name != "invoice.voided" || !created {
+			t.Fatalf("PutEventType = %+v, created %v, %v", et, created, err)
+		}
+		if n := len(p.requests()); n != 2 {
+			t.Errorf("the proxy got %d requests, want 2", n)
+		}
+	})
+}
+
 // TestClient_NotRetried: what the client must not retry, or wait for.
 func TestClient_NotRetried(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.setup(e.client("", client.Options{}), "/ok")
+	ep := e.setup(e.client("", client.Options{}), "/ok")
 
-	t.Run("a request not safe to repeat", func(t *testing.T) {
+	t.Run("a POST that creates", func(t *testing.T) {
 		t.Parallel()
 		p := newProxy(t, e, firstOnly(fault{status: 503, retryAfter: "1"}))
 		c := e.client(p.srv.URL, client.Options{})
@@ -172,6 +230,17 @@ func TestClient_NotRetried(t *testing.T) {
 		if p503.RetryAfter != time.Second {
 			t.Errorf("RetryAfter = %v, want 1s", p503.RetryAfter)
 		}
+		if n := len(p.requests()); n != 1 {
+			t.Errorf("the proxy got %d requests, want 1", n)
+		}
+	})
+	t.Run("a PATCH", func(t *testing.T) {
+		t.Parallel()
+		p := newProxy(t, e, firstOnly(fault{status: 503, retryAfter: "1"}))
+		c := e.client(p.srv.URL, client.Options{})
+		desc := "patched"
+		_, err := c.UpdateEndpoint(t.Context(), "acme", ep.ID, client.EndpointPatch{Description: &desc})
+		wantProblem(t, err, 503, client.CodeUnavailable)
 		if n := len(p.requests()); n != 1 {
 			t.Errorf("the proxy got %d requests, want 1", n)
 		}
