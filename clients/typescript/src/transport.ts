@@ -17,8 +17,9 @@ export interface ClientOptions {
   token?: string | undefined;
   /**
    * Bounds the attempts of a request that may be retried, the first
-   * included: every GET, and ingest, which always sends an
-   * Idempotency-Key. Absent or 0: 3; 1 or less: no retries.
+   * included: every GET but ready, every PUT and DELETE, and ingest,
+   * which always sends an Idempotency-Key. Absent or 0: 3; 1 or less: no
+   * retries.
    */
   maxAttempts?: number | undefined;
   /**
@@ -45,8 +46,21 @@ export interface Request {
   /** Sent as JSON; undefined: no body. */
   body?: unknown;
   headers?: Record<string, string> | undefined;
-  /** Safe to repeat: a 429 or 503 answer is retried (see Transport.send). */
+  /**
+   * A GET or POST safe to repeat: a 429 or 503 answer is retried (see
+   * Transport.send). A PUT or DELETE is repeated without it.
+   */
   retry?: boolean | undefined;
+}
+
+/**
+ * Whether a 429 or 503 answer to r may be retried: r says so (a GET, an
+ * ingest with its Idempotency-Key), or its method is idempotent (RFC 9110
+ * §9.2.2), so a repeat leaves the server as one request would, also when
+ * the first attempt took effect.
+ */
+function repeatable(r: Request): boolean {
+  return r.retry === true || r.method === "PUT" || r.method === "DELETE";
 }
 
 /** Sends requests to one server, with the client's token and retry policy. */
@@ -93,7 +107,7 @@ export class Transport {
    * within timeoutMs, the signal's reason when it aborted. The caller reads
    * the answer's body, then calls done (which ends the attempt's timeout).
    *
-   * A request with retry set is repeated after a 429 or 503 while attempts
+   * A repeatable request is repeated after a 429 or 503 while attempts
    * remain and the wait the answer asks for (Retry-After; 1 s, doubling,
    * when it names none) is at most maxRetryWaitMs.
    */
@@ -113,7 +127,7 @@ export class Transport {
         done();
       }
       const retryable = res.status === 429 || res.status === 503;
-      if (!r.retry || !retryable || attempt >= this.#maxAttempts) throw p;
+      if (!repeatable(r) || !retryable || attempt >= this.#maxAttempts) throw p;
       let wait = p.retryAfterMs;
       if (wait === undefined) {
         wait = backoff;

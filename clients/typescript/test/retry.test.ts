@@ -13,17 +13,25 @@ import { type Proxy, adminClient, firstOnly, needsServer, startProxy, startRecei
 test("retries on 429 and 503", needsServer, async (t) => {
   const admin = adminClient();
   const tenant = unique("ts-retry-");
+  const putTenant = unique("ts-retry-"); // made by a retried PUT
   const type = `${unique("ts_")}.invoice_paid`;
+  const putType = `${unique("ts_")}.invoice_voided`; // made by a retried PUT
   const rc = await startReceiver();
   const proxies: Proxy[] = [];
   t.after(async () => {
     await Promise.all([rc.close(), ...proxies.map((p) => p.close())]);
     await admin.tenants.delete(tenant, { force: true });
     await admin.eventTypes.delete(type);
+    // Made by the cases that retry a PUT: none when such a case failed.
+    const ignoreNotFound = (err: unknown) => {
+      if (!(err instanceof Problem && err.status === 404)) throw err;
+    };
+    await admin.tenants.delete(putTenant, { force: true }).catch(ignoreNotFound);
+    await admin.eventTypes.delete(putType).catch(ignoreNotFound);
   });
   await admin.tenants.put(tenant);
   await admin.eventTypes.put(type);
-  await admin.endpoints.create(tenant, { url: `${rc.url}/ok`, event_types: [type] });
+  const ep = await admin.endpoints.create(tenant, { url: `${rc.url}/ok`, event_types: [type] });
   const proxy = async (...args: Parameters<typeof startProxy>) => {
     const p = await startProxy(...args);
     proxies.push(p);
@@ -87,7 +95,43 @@ test("retries on 429 and 503", needsServer, async (t) => {
       assert.equal(p.got.length, 2);
     }));
 
-    cases.push(t.test("a request not safe to repeat is sent once", async () => {
+    // PUT and DELETE are idempotent (RFC 9110 §9.2.2): repeated as a GET is.
+    cases.push(t.test("a DELETE after a 503: retried after Retry-After", async () => {
+      const gone = unique("ts-retry-");
+      await admin.tenants.put(gone);
+      const p = await proxy(firstOnly({ status: 503, retryAfter: "1" }));
+      const c = adminClient({}, p.url);
+      const start = Date.now();
+      const task = await c.tenants.delete(gone, { force: true });
+      assert.ok(Date.now() - start >= 1000, `retried after ${Date.now() - start} ms, want the Retry-After of 1 s`);
+      assert.equal(task.kind, "tenant.purge");
+      assert.equal(p.got.length, 2);
+      await assert.rejects(admin.tenants.get(gone), (err: unknown) => {
+        assert.ok(err instanceof Problem && (err.code === "tenant_not_found" || err.code === "tenant_deleting"), String(err));
+        return true;
+      });
+    }));
+
+    cases.push(t.test("a PUT the server did but whose answer was a 503: retried, and reports an update", async () => {
+      const p = await proxy(firstOnly({ status: 503, retryAfter: "1", forward: true }));
+      const c = adminClient({}, p.url);
+      const { tenant: got, created } = await c.tenants.put(putTenant, { name: "Put twice" });
+      assert.equal(got.id, putTenant);
+      assert.equal(got.name, "Put twice");
+      assert.equal(created, false, "the repeat found what the lost answer created");
+      assert.equal(p.got.length, 2);
+    }));
+
+    cases.push(t.test("a PUT of an event type after a 429: retried", async () => {
+      const p = await proxy(firstOnly({ status: 429, retryAfter: "1" }));
+      const c = adminClient({}, p.url);
+      const { eventType, created } = await c.eventTypes.put(putType);
+      assert.equal(eventType.name, putType);
+      assert.equal(created, true);
+      assert.equal(p.got.length, 2);
+    }));
+
+    cases.push(t.test("a POST that creates is sent once", async () => {
       const p = await proxy(firstOnly({ status: 503, retryAfter: "1" }));
       const c = adminClient({}, p.url);
       await assert.rejects(c.endpoints.create(tenant, { url: `${rc.url}/ok`, event_types: [type] }), (err) => {
@@ -95,6 +139,13 @@ test("retries on 429 and 503", needsServer, async (t) => {
         assert.equal((err as Problem).retryAfterMs, 1000);
         return true;
       });
+      assert.equal(p.got.length, 1);
+    }));
+
+    cases.push(t.test("a PATCH is sent once", async () => {
+      const p = await proxy(firstOnly({ status: 503, retryAfter: "1" }));
+      const c = adminClient({}, p.url);
+      await assert.rejects(c.endpoints.update(tenant, ep.id, { description: "patched" }), wantProblem(503, "unavailable"));
       assert.equal(p.got.length, 1);
     }));
 
