@@ -58,6 +58,39 @@ class RetryTest(unittest.TestCase):
         self.assertEqual(len(self.waits), 1)
         self.assertTrue(1.0 <= self.waits[0] <= 3.0, self.waits)
 
+    # PUT and DELETE are idempotent (RFC 9110 §9.2.2): repeated as a GET is.
+
+    def test_delete_retried_after_503(self) -> None:
+        gone = unique("py-retry")
+        admin_client().put_tenant(gone)
+        c, proxy = self.proxied(Fault(503, retry_after="1"))
+        task = c.delete_tenant(gone, force=True)
+        self.assertEqual(task["kind"], "tenant.purge")
+        self.assertEqual(self.waits, [1.0])
+        self.assertEqual([m for m, _, _ in proxy.requests()], ["DELETE", "DELETE"])
+        with self.assertRaises(webhookd.Problem) as cm:
+            admin_client().get_tenant(gone)
+        self.assertIn(cm.exception.code, ("tenant_not_found", "tenant_deleting"))
+
+    def test_put_retried_after_503(self) -> None:
+        # The server made the tenant, but the answer was lost to a 503: the
+        # repeat finds it and says so.
+        made = unique("py-retry")
+        c, proxy = self.proxied(Fault(503, retry_after="1", forward=True))
+        tenant, created = c.put_tenant(made, {"name": "Put twice"})
+        self.addCleanup(admin_client().delete_tenant, made, force=True)
+        self.assertEqual((tenant["id"], tenant["name"], created), (made, "Put twice", False))
+        self.assertEqual(self.waits, [1.0])
+        self.assertEqual(len(proxy.requests()), 2)
+
+    def test_put_event_type_retried_after_429(self) -> None:
+        name = unique("py").replace("-", "_") + ".voided"
+        c, proxy = self.proxied(Fault(429, retry_after="1"))
+        event_type, created = c.put_event_type(name)
+        self.addCleanup(admin_client().delete_event_type, name)
+        self.assertEqual((event_type["name"], created), (name, True))
+        self.assertEqual(len(proxy.requests()), 2)
+
     def test_backoff_without_retry_after(self) -> None:
         c, proxy = self.proxied(Fault(503), every=True, max_attempts=3)
         with self.assertRaises(webhookd.Problem) as cm:
@@ -67,11 +100,19 @@ class RetryTest(unittest.TestCase):
         self.assertEqual(len(proxy.requests()), 3)
 
     def test_not_retried(self) -> None:
-        with self.subTest("a request not safe to repeat"):
+        ep = admin_client().create_endpoint(self.tenant, {"url": "http://127.0.0.1:9/hook",
+                                                          "event_types": ["py.paid"]})
+        with self.subTest("a POST that creates"):
             c, proxy = self.proxied(Fault(503, retry_after="1"))
             with self.assertRaises(webhookd.Problem) as cm:
-                c.put_tenant(self.tenant)
+                c.create_endpoint(self.tenant, {"url": "http://127.0.0.1:9/hook",
+                                                "event_types": ["py.paid"]})
             self.assertEqual((cm.exception.status, cm.exception.retry_after), (503, 1.0))
+            self.assertEqual(len(proxy.requests()), 1)
+        with self.subTest("a PATCH"):
+            c, proxy = self.proxied(Fault(503, retry_after="1"))
+            with self.assertRaises(webhookd.Problem):
+                c.update_endpoint(self.tenant, ep["id"], {"description": "patched"})
             self.assertEqual(len(proxy.requests()), 1)
         with self.subTest("attempts run out"):
             c, proxy = self.proxied(Fault(429, retry_after="1"), every=True, max_attempts=2)

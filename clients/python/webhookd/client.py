@@ -78,11 +78,20 @@ class Client:
     Retry-After asks for (1 s, doubling, when it names none), up to
     max_attempts attempts in all (1: no retries) and only when the wait is
     at most max_retry_wait seconds, and only for requests that are safe to
-    repeat: every GET but ready, and ingest, which always sends an
-    Idempotency-Key (one is generated when none is given, and the same key
-    is sent on every attempt), so a retried ingest stores one event. Other
-    requests are sent once: their 429 or 503 is raised as a Problem with
-    its retry_after, for the caller to decide.
+    repeat: every GET but ready; every PUT and DELETE (the put_ and
+    delete_ methods, revoke_access_token), idempotent by HTTP's definition
+    (RFC 9110 §9.2.2); and ingest, which always sends an Idempotency-Key
+    (one is generated when none is given, and the same key is sent on
+    every attempt), so a retried ingest stores one event. A repeat leaves
+    the server as one request would, but its answer may differ when the
+    first attempt took effect and only its answer was lost: a put then
+    reports an update (created False), and a delete may raise not found.
+    Other requests are sent once: a POST that creates or acts
+    (create_endpoint, issue_access_token, create_portal_link,
+    send_test_event, rotate_secret, replay_delivery, ...) could be done
+    twice if it committed before the 503, and a PATCH (the update_
+    methods) is not idempotent by definition. Their 429 or 503 is raised
+    as a Problem with its retry_after, for the caller to decide.
 
     timeout bounds each attempt, in seconds (None: no bound). sleep is
     what waits between attempts (time.sleep).
@@ -118,7 +127,14 @@ class Client:
               retry: bool = False) -> http.client.HTTPResponse:
         """Send the request and return the open response to its last
         attempt, whose status is 2xx; raise a Problem for an answer outside
-        2xx, a TransportError when there is none. The caller closes it."""
+        2xx, a TransportError when there is none. The caller closes it.
+
+        A 429 or 503 is retried (see the class doc) when retry is set (a
+        GET, an ingest with its Idempotency-Key) or the method is PUT or
+        DELETE: idempotent (RFC 9110 §9.2.2), so a repeat leaves the
+        server as one request would, also when the first attempt took
+        effect."""
+        retry = retry or method in ("PUT", "DELETE")
         url = self.base_url + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
