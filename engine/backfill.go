@@ -123,7 +123,7 @@ func (s *Service) backfillRoom(ctx context.Context, tenant string) (int, string,
 	if s.disp == nil || s.opts.MaxPending <= 0 && perTenant <= 0 {
 		return -1, "", nil
 	}
-	mine, all, err := s.disp.Backlog(ctx, tenant)
+	mine, all, err := s.backlog(ctx, tenant)
 	if err != nil {
 		return 0, "", err
 	}

@@ -193,8 +193,12 @@ func InvalidFeedCursor() *Error {
 
 // StorageClosed is the error of a write sent to a store that is closed.
 func StorageClosed(cause error) *Error {
-	return &Error{Code: CodeUnavailable, Message: "storage is closed", Err: cause}
+	return &Error{Code: CodeUnavailable, Message: "storage is closed", Err: fmt.Errorf("%w: %w", ErrStorageClosed, cause)}
 }
+
+// ErrStorageClosed is in the chain of every StorageClosed error: a
+// write after the store was closed, which no retry makes succeed.
+var ErrStorageClosed = errors.New("storage closed")
 
 // CommitFailed is the error of a write whose commit failed (a full disk,
 // an I/O error).

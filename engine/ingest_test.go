@@ -50,6 +50,14 @@ func TestService_DuplicateIngestHandsOverLostDeliveries(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := res.Deliveries[0].ID
+	// Its fan-out, owed at the answer, is stored by first's service.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := db.Delivery(ctx, "acme", id); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("delivery %s not stored: %v", id, err)
+		}
+	}
 	if disp.Holds(id) {
 		t.Fatal("the new dispatcher holds the delivery before the retry")
 	}

@@ -144,6 +144,9 @@ func (s *Service) ListDeliveries(ctx context.Context, tenant string, f DeliveryF
 	if f.State == StateDelivering {
 		return s.listDelivering(ctx, tenant, f)
 	}
+	if err := s.settled(ctx, tenant); err != nil {
+		return nil, "", err
+	}
 	ds, next, err := s.store.ListDeliveries(ctx, tenant, f)
 	if err != nil {
 		return nil, "", err
@@ -442,6 +445,9 @@ func (s *Service) RecentEvents(ctx context.Context, tenant string, n int) ([]Eve
 	}
 	if n < 1 || n > MaxRecentEvents {
 		return nil, Errorf(CodeInvalidField, "last", "last must be from 1 to %d", MaxRecentEvents)
+	}
+	if err := s.settled(ctx, tenant); err != nil {
+		return nil, err
 	}
 	events, err := s.store.RecentEvents(ctx, tenant, n)
 	if err != nil {

@@ -33,6 +33,8 @@ type Service struct {
 	ops *OperationalSink // where emitOperational queues; nil: nothing is emitted
 
 	tasks *taskRunner // runs the background tasks (taskrunner.go)
+
+	fan fanOut // the fan-outs the store left owed (fanout.go)
 }
 
 // ServiceOptions configure a Service. The zero value of each field means the
@@ -907,7 +909,9 @@ func (s *Service) appendEvent(ctx context.Context, tenant string, ne NewEvent, a
 	if err := s.checkTenantRate(tenant); err != nil {
 		return IngestResult{}, err
 	}
+	s.appending(ne.Event.ID, tenant)
 	res, err := s.store.AppendEvent(ctx, ne)
+	s.owe(ne.Event.ID, res, err)
 	if ErrorCode(err) == CodeUnknownEventType {
 		if catalogue, cerr := s.store.EventTypes(ctx); cerr == nil {
 			err = unknownEventType("type", ne.Event.Type, catalogue)
@@ -919,7 +923,7 @@ func (s *Service) appendEvent(ctx context.Context, tenant string, ne NewEvent, a
 	if ne.checked != nil && ne.checked.status == EventTypeDeprecated && !res.Duplicate && s.opts.DeprecatedEvent != nil {
 		s.opts.DeprecatedEvent(ne.Event.Type)
 	}
-	if s.disp != nil {
+	if !res.Owed && s.disp != nil { // owed: they reach the dispatcher when FanOut stores them (fanout.go)
 		for _, d := range res.Deliveries {
 			// A duplicate's deliveries are normally in the dispatcher
 			// already; not when the first ingest's commit reached the disk
@@ -1143,7 +1147,7 @@ func (s *Service) checkBacklog(ctx context.Context, tenant string) error {
 	if perTenant <= 0 {
 		tenant = ""
 	}
-	mine, all, err := s.disp.Backlog(ctx, tenant)
+	mine, all, err := s.backlog(ctx, tenant)
 	if err != nil {
 		return err
 	}
@@ -1154,6 +1158,20 @@ func (s *Service) checkBacklog(ctx context.Context, tenant string) error {
 		return Errorf(CodeTenantOverloaded, "", "tenant %s has %d deliveries not yet delivered or dead (%s), at or over its bound of %d ([limits] pending_per_tenant); the event was not stored: send it again after Retry-After", tenant, n, mine, perTenant)
 	}
 	return nil
+}
+
+// backlog is the dispatcher's Backlog with the deliveries of this
+// process's ingests whose fan-out is owed counted as pending: they are
+// not final, wherever they are.
+func (s *Service) backlog(ctx context.Context, tenant string) (ofTenant, all Backlog, err error) {
+	ofTenant, all, err = s.disp.Backlog(ctx, tenant)
+	if err != nil {
+		return ofTenant, all, err
+	}
+	mine, every := s.owed(tenant)
+	ofTenant.Pending += mine
+	all.Pending += every
+	return ofTenant, all, nil
 }
 
 // Event returns an event of tenant with its deliveries, each showing
@@ -1176,6 +1194,9 @@ func (s *Service) Event(ctx context.Context, tenant, id string) (Event, []Delive
 func (s *Service) Delivery(ctx context.Context, tenant, id string) (Delivery, error) {
 	if !validID(id) {
 		return Delivery{}, DeliveryNotFound()
+	}
+	if err := s.settled(ctx, tenant); err != nil {
+		return Delivery{}, err
 	}
 	d, err := s.store.Delivery(ctx, tenant, id)
 	if err != nil {

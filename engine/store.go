@@ -141,7 +141,35 @@ type Log interface {
 	// gap, no repeat, committed with the event); and store the
 	// deliveries in.Deliveries returns for the tenant's endpoints and
 	// retry policy as they are in that transaction.
+	//
+	// A store may instead leave the deliveries' fan-out owed, so that
+	// the commit a client's acknowledgement waits for carries the event
+	// alone: it then keeps, in that transaction, a durable record that
+	// the event's fan-out is owed with the plan of each delivery
+	// (PlanOf: the ones NewDeliveries made; any other it stores at
+	// once), and answers Owed with the deliveries as planned. The
+	// endpoints at acknowledgement get the event: an endpoint created
+	// after it gets nothing, one deleted or changed after it gets the
+	// delivery planned (which dies at its attempt when the endpoint is
+	// gone, as any delivery does). FanOut stores them later, exactly as
+	// this method would have but that their line (SettleLine) and their
+	// PreviousSequence are decided then, in log order, as they would
+	// have been here. Until then the planned deliveries are the event's
+	// where it is read whole (Event, a repeat of the ingest: Owed again),
+	// and nowhere else: not by their ID, not in a listing, not in
+	// RetryIndex or Held (the engine counts them while they are owed).
+	// An owed fan-out survives a crash: the store finishes it before
+	// anything claims work (storage: Open), and retention, a tenant's
+	// purge and Check know of it.
 	AppendEvent(ctx context.Context, in NewEvent) (IngestResult, error)
+	// FanOut stores the deliveries of at most max events whose fan-out
+	// AppendEvent left owed, oldest first, in one transaction, and
+	// returns them per event as stored (an event whose tenant was
+	// deleted meanwhile gets none). It returns none only when none is
+	// owed: a caller that loops until then has stored every fan-out
+	// acknowledged before its first call. A store that never leaves a
+	// fan-out owed returns none.
+	FanOut(ctx context.Context, max int) ([]FannedOut, error)
 	// AttemptInput reads, in one read transaction, what an attempt needs:
 	// the delivery, its event's stored body and IngestTrace, and its
 	// endpoint. A deleted
@@ -328,6 +356,17 @@ type IngestResult struct {
 	Event      Event
 	Deliveries []Delivery
 	Duplicate  bool // an earlier ingest with the same idempotency key
+	// Owed: the event's fan-out is owed (see AppendEvent): Deliveries
+	// are as planned, not yet stored, and FanOut stores them.
+	Owed bool
+}
+
+// FannedOut is an event whose owed fan-out FanOut stored, with its
+// deliveries as stored (none when its tenant was deleted meanwhile).
+type FannedOut struct {
+	EventID    string
+	TenantID   string
+	Deliveries []Delivery
 }
 
 // AttemptInput is what one attempt needs, read in one transaction.

@@ -127,6 +127,8 @@ func (s *Service) DeleteTenant(ctx context.Context, tenant string, force bool, b
 		if s.disp != nil {
 			b.Pending = s.disp.TenantPending(tenant)
 		}
+		owed, _ := s.owed(tenant) // acknowledged, not yet stored (fanout.go)
+		b.Pending += owed
 		if n := b.Total(); n > 0 {
 			return Task{}, Errorf(CodePendingDeliveries, "", "tenant %s has %d deliveries not yet delivered or dead (%s); deleting it would drop them: wait until they are delivered or dead (replay or skip a blocking one, enable a disabled endpoint), or delete with ?force=true", tenant, n, b)
 		}

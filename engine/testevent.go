@@ -66,7 +66,7 @@ func (s *Service) SendTestEvent(ctx context.Context, tenant, endpointID string, 
 		}
 		return NewDeliveries(stored, policy, only, NewID)
 	}
-	return s.appendEvent(ctx, tenant, ne, func() error {
+	res, err := s.appendEvent(ctx, tenant, ne, func() error {
 		if wait := s.testEventRates.take(ep.ID); wait > 0 {
 			return &Error{Code: CodeRateLimited, RetryAfter: wait, Message: fmt.Sprintf(
 				"endpoint %s was sent its %d test events, and gets one more every %d seconds; the test event was not stored: send it again after Retry-After",
@@ -74,6 +74,14 @@ func (s *Service) SendTestEvent(ctx context.Context, tenant, endpointID string, 
 		}
 		return nil
 	})
+	if err == nil && res.Owed {
+		// Whoever sent it looks at its delivery next (the console
+		// shows it): answer once it is stored.
+		if err := s.waitFannedOut(ctx, res.Event.ID); err != nil {
+			return IngestResult{}, err
+		}
+	}
+	return res, err
 }
 
 // The bound of test events, per endpoint and per node: TestEventBurst at

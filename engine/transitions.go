@@ -53,21 +53,68 @@ func NewDeliveries(ev Event, tenantPolicy RetryPolicyName, eps []Endpoint, newID
 		if !ep.Subscribes(ev.Type) || !ep.ListensTo(ev.Channels) { // Receives, inlined: the fan-out's cost
 			continue
 		}
-		d := Delivery{
-			ID: newID("dlv"), TenantID: ev.TenantID, EventID: ev.ID, EventType: ev.Type,
-			EndpointID: ep.ID, State: StatePending, Sequence: ev.Sequence, Line: LineOf(ev, ep), Test: ev.Test, Channels: ev.Channels,
-			RetryPolicy: CyclePolicy(tenantPolicy, ep),
-			Cycle:       1, CycleStart: start, NextAttemptAt: start, DeliverAt: ev.DeliverAt,
-			Created: ev.Created, Updated: ev.Created,
-			Attempts: []Attempt{}, Replays: []Replay{},
-		}
-		if ep.Disabled {
-			d.State, d.NextAttemptAt, d.Reason = StatePaused, time.Time{}, ReasonPaused
-		}
-		ds = append(ds, d)
+		ds = append(ds, newDelivery(ev, start, PlannedDelivery{
+			ID: newID("dlv"), EndpointID: ep.ID, Line: LineOf(ev, ep),
+			RetryPolicy: CyclePolicy(tenantPolicy, ep), Paused: ep.Disabled,
+		}))
 	}
 	slices.SortFunc(ds, func(a, b Delivery) int { return strings.Compare(a.ID, b.ID) })
 	return ds
+}
+
+// PlannedDelivery is what NewDeliveries takes from an endpoint to make a
+// delivery: all a store keeps of a delivery whose fan-out it owes
+// (IngestResult.Owed) until it stores it; the rest is the event's.
+type PlannedDelivery struct {
+	ID          string
+	EndpointID  string
+	Line        string          // LineOf the event and the endpoint
+	RetryPolicy RetryPolicyName // CyclePolicy of the tenant and the endpoint
+	Paused      bool            // the endpoint was disabled: StatePaused, ReasonPaused
+}
+
+// NewDelivery returns the delivery NewDeliveries makes of ev (as stored)
+// for p.
+func NewDelivery(ev Event, p PlannedDelivery) Delivery {
+	start := ev.Created
+	if ev.DeliverAt.After(start) {
+		start = ev.DeliverAt
+	}
+	return newDelivery(ev, start, p)
+}
+
+// newDelivery is NewDelivery with the cycle's start.
+func newDelivery(ev Event, start time.Time, p PlannedDelivery) Delivery {
+	d := Delivery{
+		ID: p.ID, TenantID: ev.TenantID, EventID: ev.ID, EventType: ev.Type,
+		EndpointID: p.EndpointID, State: StatePending, Sequence: ev.Sequence, Line: p.Line, Test: ev.Test, Channels: ev.Channels,
+		RetryPolicy: p.RetryPolicy,
+		Cycle:       1, CycleStart: start, NextAttemptAt: start, DeliverAt: ev.DeliverAt,
+		Created: ev.Created, Updated: ev.Created,
+		Attempts: []Attempt{}, Replays: []Replay{},
+	}
+	if p.Paused {
+		d.State, d.NextAttemptAt, d.Reason = StatePaused, time.Time{}, ReasonPaused
+	}
+	return d
+}
+
+// PlanOf returns the plan of d, a delivery of ev (as stored), and
+// whether NewDelivery makes d again from it, field for field; when it
+// does not (a delivery NewDeliveries did not make), a store that leaves
+// fan-outs owed stores d at once instead.
+func PlanOf(ev Event, d Delivery) (PlannedDelivery, bool) {
+	p := PlannedDelivery{ID: d.ID, EndpointID: d.EndpointID, Line: d.Line, RetryPolicy: d.RetryPolicy, Paused: d.State == StatePaused}
+	n := NewDelivery(ev, p)
+	same := d.ID == n.ID && d.TenantID == n.TenantID && d.EventID == n.EventID && d.EventType == n.EventType &&
+		d.EndpointID == n.EndpointID && d.State == n.State && d.Sequence == n.Sequence && d.Line == n.Line &&
+		d.PreviousSequence == 0 && d.Test == n.Test && slices.Equal(d.Channels, n.Channels) &&
+		d.RetryPolicy == n.RetryPolicy && d.DeliverAt.Equal(n.DeliverAt) && d.WaitingBehind == "" &&
+		d.Cycle == n.Cycle && d.CycleStart.Equal(n.CycleStart) && d.CycleAttempts == 0 &&
+		d.NextAttemptAt.Equal(n.NextAttemptAt) && d.LastStatus == 0 && d.Reason == n.Reason && d.DeadAt.IsZero() &&
+		d.Created.Equal(n.Created) && d.Updated.Equal(n.Updated) &&
+		len(d.Attempts) == 0 && len(d.Replays) == 0 && d.Skips == nil && d.Backfill == nil
+	return p, same
 }
 
 // CyclePolicy returns the retry policy a cycle of a delivery to ep

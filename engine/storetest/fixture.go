@@ -107,14 +107,47 @@ func newEventAt(tenant, typ, body string, at time.Time) engine.NewEvent {
 	}
 }
 
-// ingest appends in and fails t on an error.
+// ingest appends in and then stores its fan-out if the store left it
+// owed, as the service does (Service: its fan-out), and fails t on an
+// error. The result's deliveries are as AppendEvent answered them.
 func (f *fixture) ingest(t *testing.T, in engine.NewEvent) engine.IngestResult {
 	t.Helper()
 	res, err := f.s.AppendEvent(t.Context(), in)
 	if err != nil {
 		t.Fatalf("AppendEvent: %v", err)
 	}
+	if res.Owed {
+		f.fanOut(t)
+	}
 	return res
+}
+
+// appendEvent is AppendEvent followed, when it succeeded with the
+// fan-out owed, by fanOut.
+func (f *fixture) appendEvent(t *testing.T, in engine.NewEvent) (engine.IngestResult, error) {
+	t.Helper()
+	res, err := f.s.AppendEvent(t.Context(), in)
+	if err == nil && res.Owed {
+		f.fanOut(t)
+	}
+	return res, err
+}
+
+// fanOut stores every owed fan-out (FanOut until none) and returns what
+// it stored.
+func (f *fixture) fanOut(t *testing.T) []engine.FannedOut {
+	t.Helper()
+	var all []engine.FannedOut
+	for {
+		done, err := f.s.FanOut(t.Context(), 100)
+		if err != nil {
+			t.Fatalf("FanOut: %v", err)
+		}
+		if len(done) == 0 {
+			return all
+		}
+		all = append(all, done...)
+	}
 }
 
 // deliver ingests an event of typ for ep's tenant and returns its one

@@ -210,6 +210,7 @@ func testFanOutAtomic(t *testing.T, f *fixture) {
 		}
 	}
 	<-done
+	f.fanOut(t)
 	markers := make([]uint64, rounds) // the log position of each round's marker
 	for _, a := range sights {
 		if a.marker >= 0 {
@@ -359,7 +360,7 @@ func testTenantSequence(t *testing.T, f *fixture) {
 		}
 	}
 	// A refused ingest and a repeat take no number.
-	_, err := f.s.AppendEvent(t.Context(), prepared("acme", engine.IngestInput{Type: "order.nope", Data: []byte(`{}`)}))
+	_, err := f.appendEvent(t, prepared("acme", engine.IngestInput{Type: "order.nope", Data: []byte(`{}`)}))
 	wantError(t, err, engine.UnknownEventType("order.nope"))
 	keyed := prepared("acme", engine.IngestInput{Type: "order.created", Data: []byte(`{}`), IdempotencyKey: "k1"})
 	first := f.ingest(t, keyed)
@@ -479,7 +480,7 @@ func testIdempotency(t *testing.T, f *fixture) {
 	done := f.settle(t, first.Deliveries[0], engine.StateSucceeded, t0.Add(time.Second), time.Time{})
 	firstNow := first
 	firstNow.Deliveries = []engine.Delivery{done, first.Deliveries[1]}
-	firstNow.Duplicate = true
+	firstNow.Duplicate, firstNow.Owed = true, false // its fan-out is stored now
 
 	tests := []struct {
 		name string
@@ -496,7 +497,7 @@ func testIdempotency(t *testing.T, f *fixture) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before, _, _ := f.s.ListEvents(t.Context(), tt.in.Event.TenantID, engine.EventFilter{Limit: 100})
-			got, err := f.s.AppendEvent(t.Context(), tt.in)
+			got, err := f.appendEvent(t, tt.in)
 			after, _, _ := f.s.ListEvents(t.Context(), tt.in.Event.TenantID, engine.EventFilter{Limit: 100})
 			switch {
 			case tt.code != "":
@@ -530,7 +531,7 @@ func testIdempotency(t *testing.T, f *fixture) {
 		if !again.Duplicate || again.Event.ID != in.Event.ID {
 			t.Errorf("the same request in the new window = %+v, want a duplicate of %s", again, in.Event.ID)
 		}
-		_, err := f.s.AppendEvent(t.Context(), keyed("acme", "k1", 1, end.Add(window/2)))
+		_, err := f.appendEvent(t, keyed("acme", "k1", 1, end.Add(window/2)))
 		wantError(t, err, engine.IdempotencyConflict())
 	})
 }
@@ -551,6 +552,7 @@ func testIdempotencyConcurrent(t *testing.T, f *fixture) {
 		})
 	}
 	wg.Wait()
+	f.fanOut(t)
 	fresh := 0
 	for i := range n {
 		if errs[i] != nil {
@@ -608,6 +610,7 @@ func testIngestConcurrent(t *testing.T, f *fixture) {
 		})
 	}
 	wg.Wait()
+	f.fanOut(t)
 	for _, tn := range tenants {
 		evs, next, err := f.s.ListEvents(t.Context(), tn, engine.EventFilter{Limit: 1000})
 		if err != nil || next != "" {

@@ -586,7 +586,7 @@ func testCursorsUnderWrites(t *testing.T, f *fixture) {
 	deaths := before
 	var appended []string // events whose append has returned, in that order
 	write := func() error {
-		res, err := f.s.AppendEvent(t.Context(), newEvent("acme", typ, `{}`))
+		res, err := f.appendEvent(t, newEvent("acme", typ, `{}`))
 		if err != nil {
 			return err
 		}

@@ -31,7 +31,7 @@ func testOperatorEventUncatalogued(t *testing.T, f *fixture) {
 		}
 		f.wantPlace(t, res.Deliveries...)
 	}
-	_, err := f.s.AppendEvent(t.Context(), newEvent("acme", engine.OpEndpointCreated, `{}`))
+	_, err := f.appendEvent(t, newEvent("acme", engine.OpEndpointCreated, `{}`))
 	wantError(t, err, engine.UnknownEventType(engine.OpEndpointCreated))
 }
 

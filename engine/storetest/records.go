@@ -183,7 +183,7 @@ func testDeleteEventType(t *testing.T, f *fixture) {
 		t.Fatal(err)
 	}
 	wantEqual(t, "the subscriber's event types", read.EventTypes, ep.EventTypes)
-	_, err = f.s.AppendEvent(t.Context(), newEvent("acme", "order.created", `{}`))
+	_, err = f.appendEvent(t, newEvent("acme", "order.created", `{}`))
 	wantError(t, err, engine.UnknownEventType("order.created"))
 
 	// Back in the catalogue, the type reaches its subscriber again.
@@ -326,10 +326,10 @@ func testUnkeyable(t *testing.T, f *fixture) {
 	wantError(t, f.s.CreateEndpoint(t.Context(), ep, 0), engine.EmptyEndpointID())
 	in := newEvent("acme", "order.created", `{}`)
 	in.Event.ID = ""
-	_, err = f.s.AppendEvent(t.Context(), in)
+	_, err = f.appendEvent(t, in)
 	wantError(t, err, engine.InvalidEventID())
 	in = newEvent("acme", "", `{}`)
-	_, err = f.s.AppendEvent(t.Context(), in)
+	_, err = f.appendEvent(t, in)
 	wantError(t, err, engine.EventTypeRequired())
 	if eps, _ := f.s.Endpoints(t.Context(), "acme"); len(eps) != 0 {
 		t.Errorf("endpoints after a refused create: %+v", eps)

@@ -119,12 +119,12 @@ func testScheduledIdempotency(t *testing.T, f *fixture) {
 		t.Fatalf("the same request again: %+v, want the first, a duplicate", dup)
 	}
 	wantEqual(t, "the duplicate's deliver_at", dup.Event.DeliverAt, at)
-	_, err := f.s.AppendEvent(t.Context(), scheduledEvent(t, "acme", typ, "k", at.Add(time.Second)))
+	_, err := f.appendEvent(t, scheduledEvent(t, "acme", typ, "k", at.Add(time.Second)))
 	if engine.ErrorCode(err) != engine.CodeIdempotencyConflict {
 		t.Fatalf("another deliver_at: %v, want an idempotency conflict", err)
 	}
 	unscheduled := scheduledEvent(t, "acme", typ, "k", time.Time{})
-	if _, err := f.s.AppendEvent(t.Context(), unscheduled); engine.ErrorCode(err) != engine.CodeIdempotencyConflict {
+	if _, err := f.appendEvent(t, unscheduled); engine.ErrorCode(err) != engine.CodeIdempotencyConflict {
 		t.Fatalf("no deliver_at: %v, want an idempotency conflict", err)
 	}
 }

@@ -99,7 +99,7 @@ func testSchemaRefuses(t *testing.T, f *fixture) {
 		{`{"amount":1}`, "data"},
 		{`{"amount":1,"currency":"euro"}`, "data/currency"},
 	} {
-		_, err := f.s.AppendEvent(t.Context(), prepareWith(t, sc, "acme", "order.created", c.data, "k1"))
+		_, err := f.appendEvent(t, prepareWith(t, sc, "acme", "order.created", c.data, "k1"))
 		wantCode(t, err, engine.CodeSchemaMismatch, c.field)
 	}
 	if n := f.eventCount(t, "acme"); n != 0 {
@@ -116,7 +116,7 @@ func testSchemaRefuses(t *testing.T, f *fixture) {
 	// Again, on whatever path the store takes for a tenant it has seen.
 	for range 3 {
 		f.ingest(t, prepareWith(t, sc, "acme", "order.created", `{"amount":2,"currency":"USD"}`, ""))
-		_, err := f.s.AppendEvent(t.Context(), prepareWith(t, sc, "acme", "order.created", `{"amount":0,"currency":"USD"}`, ""))
+		_, err := f.appendEvent(t, prepareWith(t, sc, "acme", "order.created", `{"amount":0,"currency":"USD"}`, ""))
 		wantCode(t, err, engine.CodeSchemaMismatch, "data/amount")
 	}
 	wantEqual(t, "events stored", f.eventCount(t, "acme"), 4)
@@ -135,13 +135,13 @@ func testSchemaChanged(t *testing.T, f *fixture) {
 		f.ingest(t, prepareWith(t, sc, "acme", "order.created", loose, ""))
 	}
 	f.putType(t, engine.EventType{Name: "order.created", Schema: json.RawMessage(orderSchema), Updated: t0.Add(time.Second)})
-	_, err := f.s.AppendEvent(t.Context(), prepareWith(t, sc, "acme", "order.created", loose, ""))
+	_, err := f.appendEvent(t, prepareWith(t, sc, "acme", "order.created", loose, ""))
 	wantCode(t, err, engine.CodeSchemaMismatch, "data")
 	f.ingest(t, prepareWith(t, sc, "acme", "order.created", `{"amount":1,"currency":"EUR"}`, ""))
 
 	// A stricter schema, then none.
 	f.putType(t, engine.EventType{Name: "order.created", Schema: json.RawMessage(`{"properties":{"amount":{"maximum":0}}}`), Updated: t0.Add(2 * time.Second)})
-	_, err = f.s.AppendEvent(t.Context(), prepareWith(t, sc, "acme", "order.created", `{"amount":1,"currency":"EUR"}`, ""))
+	_, err = f.appendEvent(t, prepareWith(t, sc, "acme", "order.created", `{"amount":1,"currency":"EUR"}`, ""))
 	wantCode(t, err, engine.CodeSchemaMismatch, "data/amount")
 	f.putType(t, engine.EventType{Name: "order.created", Updated: t0.Add(3 * time.Second)})
 	f.ingest(t, prepareWith(t, sc, "acme", "order.created", loose, ""))
@@ -157,7 +157,7 @@ func testArchivedRefuses(t *testing.T, f *fixture) {
 
 	f.putType(t, engine.EventType{Name: "order.created", Status: engine.EventTypeArchived})
 	for range 2 {
-		_, err := f.s.AppendEvent(t.Context(), prepareWith(t, sc, "acme", "order.created", `{}`, "k2"))
+		_, err := f.appendEvent(t, prepareWith(t, sc, "acme", "order.created", `{}`, "k2"))
 		wantError(t, err, engine.ArchivedEventType("order.created"))
 	}
 	wantEqual(t, "events stored", f.eventCount(t, "acme"), 1)
@@ -190,7 +190,7 @@ func testArchivedRepeat(t *testing.T, f *fixture) {
 	// The client's retry of the request it was answered for gets that
 	// answer: the event was taken before the type was archived.
 	again := prepareWith(t, sc, "acme", "order.created", `{"n":1}`, "k1")
-	res, err := f.s.AppendEvent(t.Context(), again)
+	res, err := f.appendEvent(t, again)
 	if err != nil || !res.Duplicate || res.Event.ID != first.Event.ID {
 		t.Fatalf("the repeat = %v, duplicate %v, event %s; want the first, %s", err, res.Duplicate, res.Event.ID, first.Event.ID)
 	}

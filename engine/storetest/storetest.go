@@ -62,6 +62,12 @@ type Harness struct {
 	// returns, so an id is free again at once.
 	Purge func(ctx context.Context, s engine.Store) error
 
+	// Reopen, when set, closes s as a crash would leave it (what is
+	// committed stays, nothing else runs) and opens the same store
+	// again, for the recovery cases. Nil: a store that cannot outlive
+	// its process (memstore); those cases are skipped.
+	Reopen func(t *testing.T, s engine.Backend) engine.Backend
+
 	// Scheduler, when set, returns a new scheduler over s: one process's
 	// (see SchedulerTests). Nil: engine.NewLocalScheduler(s).
 	Scheduler func(s engine.Store) engine.Scheduler
@@ -86,6 +92,7 @@ func Run(t *testing.T, h Harness) {
 		{"AccessTokens", tokenTests},
 		{"Tasks", taskTests},
 		{"Ingest", ingestTests},
+		{"FanOut", fanOutTests},
 		{"Deliveries", deliveryTests},
 		{"Listings", listingTests},
 		{"DeleteTenant", deleteTenantTests},

@@ -86,7 +86,7 @@ func testDeleteTenant(t *testing.T, f *fixture) {
 		}
 		toks, _ := f.s.AccessTokens(t.Context(), "acme")
 		wantEmpty(t, "the deleted tenant's tokens", toks)
-		_, err = f.s.AppendEvent(t.Context(), newEvent("acme", "order.created", `{}`))
+		_, err = f.appendEvent(t, newEvent("acme", "order.created", `{}`))
 		wantError(t, err, engine.TenantNotFound())
 		wantError(t, f.s.CreateEndpoint(t.Context(), newEndpoint("acme", "*"), 0), engine.TenantNotFound())
 		tok, hash := accessToken("acme", t0.Add(time.Hour))

@@ -1,0 +1,289 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// The fan-out: a store may leave an ingest's deliveries owed
+// (IngestResult.Owed, see Log.AppendEvent), so that the commit a client
+// waits for carries the event alone. The Service then stores them
+// (Log.FanOut) on a goroutine of its own, started by the ingest that
+// finds none running and ended when FanOut finds none owed, and hands
+// each pending one to the dispatcher as ingest used to. While a delivery
+// is owed it counts as pending toward the bounds (MaxPending,
+// MaxPendingPerTenant): the backlog is the same whether or not its
+// fan-out is done. After a crash the store finishes what was owed before
+// the dispatcher starts (storage: Open), and the dispatcher's recovery
+// finds the deliveries in the retry index.
+
+// fanOutMax is how many owed fan-outs the Service asks FanOut to store in
+// one transaction; a store may take fewer (storage: 16 while its commit
+// also carries ingests).
+const fanOutMax = 256
+
+// fanOutRetry is how long the fan-out waits after FanOut failed (a full
+// disk, say) before it tries again, and fanOutTries how many times it
+// tries before it leaves the rest to the next ingest or the next start.
+const (
+	fanOutRetry = time.Second
+	fanOutTries = 30
+)
+
+// fanOut is the Service's fan-out: whether it runs, and the deliveries
+// owed by the ingests of this process, per event and per tenant, which
+// count toward the backlog until they are stored.
+type fanOut struct {
+	mu      sync.Mutex
+	running bool
+	again   bool // an ingest left a fan-out owed while the loop was running
+	events  map[string]owedEvent
+	tenants map[string]int
+	all     int
+	waiters map[string][]chan struct{} // event ID → closed when its fan-out is stored
+}
+
+// owedEvent is an event of this process's ingest: while its append
+// runs (appending), then while its fan-out is owed, with its tenant and
+// how many deliveries it plans.
+type owedEvent struct {
+	tenant    string
+	n         int
+	appending bool // AppendEvent has not returned yet
+	stored    bool // FanOut stored its fan-out before AppendEvent returned
+}
+
+// appending notes that the ingest of event id of tenant begins: FanOut
+// may store its fan-out before AppendEvent has returned, and owe must
+// know that it did.
+func (s *Service) appending(id, tenant string) {
+	f := &s.fan
+	f.mu.Lock()
+	if f.events == nil {
+		f.events, f.tenants = map[string]owedEvent{}, map[string]int{}
+	}
+	f.events[id] = owedEvent{tenant: tenant, appending: true}
+	f.mu.Unlock()
+}
+
+// owe records the outcome of the append of event id (appending): when
+// it left its fan-out owed, the deliveries count as owed until FanOut
+// stores them, and the loop is made sure to run.
+func (s *Service) owe(id string, res IngestResult, err error) {
+	f := &s.fan
+	f.mu.Lock()
+	o, ok := f.events[id]
+	switch {
+	case !ok:
+	case err != nil || !res.Owed || res.Duplicate || res.Event.ID != id || o.stored || len(res.Deliveries) == 0:
+		f.forgetLocked(id)
+	default:
+		o.appending, o.n = false, len(res.Deliveries)
+		f.events[id] = o
+		f.tenants[o.tenant] += o.n
+		f.all += o.n
+	}
+	start := false
+	if err == nil && res.Owed {
+		start = !f.running
+		f.running, f.again = true, !start
+	}
+	f.mu.Unlock()
+	if start {
+		go s.fanOutLoop()
+	}
+}
+
+// forgetLocked drops event id, whose fan-out is stored (or was never
+// owed), and wakes whoever waits for it. f.mu must be held.
+func (f *fanOut) forgetLocked(id string) {
+	o := f.events[id]
+	delete(f.events, id)
+	if o.n > 0 {
+		f.tenants[o.tenant] -= o.n
+		if f.tenants[o.tenant] <= 0 {
+			delete(f.tenants, o.tenant)
+		}
+		f.all -= o.n
+	}
+	for _, c := range f.waiters[id] {
+		close(c)
+	}
+	delete(f.waiters, id)
+}
+
+// owed returns how many deliveries of tenant ("": of none) and of every
+// tenant are owed by this process's ingests.
+func (s *Service) owed(tenant string) (ofTenant, all int) {
+	f := &s.fan
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if tenant != "" {
+		ofTenant = f.tenants[tenant]
+	}
+	return ofTenant, f.all
+}
+
+// fanOutLoop stores owed fan-outs until none is owed and no ingest left
+// one while it ran.
+func (s *Service) fanOutLoop() {
+	ctx := context.Background()
+	failures := 0
+	for {
+		done, err := s.store.FanOut(ctx, fanOutMax)
+		if err != nil {
+			failures++
+			if s.disp != nil && !errors.Is(err, ErrStorageClosed) {
+				s.disp.log.Error("fan-out: storing the deliveries of acknowledged events failed; they stay owed", "err", err, "try", failures)
+			}
+			if failures < fanOutTries && !errors.Is(err, ErrStorageClosed) {
+				time.Sleep(fanOutRetry)
+				continue
+			}
+			// The next ingest starts the loop again, the next start
+			// finishes what is owed.
+			s.fan.mu.Lock()
+			s.fan.running = false
+			s.fan.mu.Unlock()
+			return
+		}
+		failures = 0
+		s.fannedOut(done)
+		if len(done) > 0 {
+			continue
+		}
+		f := &s.fan
+		f.mu.Lock()
+		if !f.again {
+			f.running = false
+			f.mu.Unlock()
+			return
+		}
+		f.again = false
+		f.mu.Unlock()
+	}
+}
+
+// fannedOut hands the deliveries FanOut stored to the dispatcher and
+// counts them no longer as owed.
+func (s *Service) fannedOut(done []FannedOut) {
+	for _, e := range done {
+		if s.disp != nil {
+			for _, d := range e.Deliveries {
+				if d.State == StatePending {
+					s.disp.Enqueue(d.ID, d.TenantID, d.EndpointID, d.NextAttemptAt)
+				}
+			}
+		}
+		f := &s.fan
+		f.mu.Lock()
+		if o, ok := f.events[e.EventID]; ok && o.appending {
+			o.stored = true // owe forgets it
+			f.events[e.EventID] = o
+		} else if ok {
+			f.forgetLocked(e.EventID)
+		}
+		f.mu.Unlock()
+	}
+}
+
+// waitFannedOut returns once the owed fan-out of event id is stored (or
+// ctx ends): for a caller that shows a delivery right after its ingest
+// (a test event sent from the console).
+func (s *Service) waitFannedOut(ctx context.Context, id string) error {
+	f := &s.fan
+	f.mu.Lock()
+	if _, ok := f.events[id]; !ok {
+		f.mu.Unlock()
+		return nil
+	}
+	c := make(chan struct{})
+	if f.waiters == nil {
+		f.waiters = map[string][]chan struct{}{}
+	}
+	f.waiters[id] = append(f.waiters[id], c)
+	f.mu.Unlock()
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// settled returns once every fan-out of tenant's events that this
+// process's ingests left owed before the call is stored (or ctx ends):
+// a read of deliveries by ID or in a listing waits for it, so that it
+// sees every delivery an acknowledgement named. It costs nothing when
+// none is owed, and otherwise about one commit.
+func (s *Service) settled(ctx context.Context, tenant string) error {
+	f := &s.fan
+	f.mu.Lock()
+	if f.tenants[tenant] == 0 {
+		f.mu.Unlock()
+		return nil
+	}
+	var wait []chan struct{}
+	for id, o := range f.events {
+		if o.tenant != tenant {
+			continue
+		}
+		c := make(chan struct{})
+		if f.waiters == nil {
+			f.waiters = map[string][]chan struct{}{}
+		}
+		f.waiters[id] = append(f.waiters[id], c)
+		wait = append(wait, c)
+	}
+	f.mu.Unlock()
+	// Bounded, so that a store that fails to write (a full disk) slows
+	// a read down rather than stops it: the read then shows what is
+	// stored.
+	bound := time.NewTimer(settleBound)
+	defer bound.Stop()
+	for _, c := range wait {
+		select {
+		case <-c:
+		case <-bound.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// settleBound is the longest a read waits for owed fan-outs (settled).
+const settleBound = 2 * time.Second
+
+// WaitFanOut returns once every fan-out this service's ingests left owed
+// before the call is stored, or ctx ends. Reads through the Service wait
+// for their tenant's by themselves; this is for a caller that reads the
+// store directly (tests), or that is about to close it.
+func (s *Service) WaitFanOut(ctx context.Context) error {
+	f := &s.fan
+	f.mu.Lock()
+	var wait []chan struct{}
+	for id, o := range f.events {
+		if o.appending {
+			continue
+		}
+		c := make(chan struct{})
+		if f.waiters == nil {
+			f.waiters = map[string][]chan struct{}{}
+		}
+		f.waiters[id] = append(f.waiters[id], c)
+		wait = append(wait, c)
+	}
+	f.mu.Unlock()
+	for _, c := range wait {
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
