@@ -50,6 +50,7 @@ func (b *syncBuffer) String() string {
 type apiEnv struct {
 	t    *testing.T
 	db   *storage.DB
+	svc  *engine.Service
 	srv  *httptest.Server
 	logs *syncBuffer
 }
@@ -80,7 +81,7 @@ func newAPIEnv(t *testing.T) *apiEnv {
 			t.Errorf("the token was logged: %s", logs.String())
 		}
 	})
-	return &apiEnv{t: t, db: db, srv: srv, logs: logs}
+	return &apiEnv{t: t, db: db, svc: svc, srv: srv, logs: logs}
 }
 
 // response is what a test needs of an HTTP response.
@@ -109,6 +110,12 @@ func (e *apiEnv) do(rq req) response {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
+		e.t.Fatal(err)
+	}
+	// An ingest's deliveries are stored just after its answer: the
+	// tests that read or change them in the store directly (e.db) find
+	// them there, as every read through the API does.
+	if err := e.svc.WaitFanOut(e.t.Context()); err != nil {
 		e.t.Fatal(err)
 	}
 	return response{status: resp.StatusCode, header: resp.Header, body: b}

@@ -172,7 +172,7 @@ func newDispatchingAPIEnv(t *testing.T) *apiEnv {
 	svc := engine.NewService(db, disp, engine.ServiceOptions{Targets: loopback, LookupHost: publicLookup})
 	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{Tokens: []string{testToken}, MaxBody: maxBody}))
 	t.Cleanup(srv.Close)
-	return &apiEnv{t: t, db: db, srv: srv, logs: new(syncBuffer)}
+	return &apiEnv{t: t, db: db, svc: svc, srv: srv, logs: new(syncBuffer)}
 }
 
 // TestAPI_ListDeliveriesByStatus: ?status= lists the deliveries whose

@@ -35,7 +35,7 @@ func rateEnv(t *testing.T, endpointRate float64) *apiEnv {
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}))
 	t.Cleanup(srv.Close)
-	return &apiEnv{t: t, db: db, srv: srv, logs: logs}
+	return &apiEnv{t: t, db: db, svc: node.Service, srv: srv, logs: logs}
 }
 
 // TestConsole_EndpointRateLimit: the endpoint forms take a rate limit

@@ -98,7 +98,7 @@ func newDeliveringEnv(t *testing.T) (*apiEnv, string) {
 		MaxBody: maxBody, Logger: logger,
 	}))
 	t.Cleanup(srv.Close)
-	return &apiEnv{t: t, db: db, srv: srv, logs: logs}, path
+	return &apiEnv{t: t, db: db, svc: svc, srv: srv, logs: logs}, path
 }
 
 // TestSecret_Reveal: POST …/secret/reveal shows the keys an endpoint

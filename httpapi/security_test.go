@@ -62,7 +62,7 @@ func newSecurityEnv(t *testing.T, sopts engine.ServiceOptions, opts httpapi.Opti
 			}
 		}
 	})
-	return &apiEnv{t: t, db: db, srv: srv, logs: logs}
+	return &apiEnv{t: t, db: db, svc: svc, srv: srv, logs: logs}
 }
 
 func bearer(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }

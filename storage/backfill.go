@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -118,7 +119,18 @@ func backfill(tx *bolt.Tx, step engine.BackfillStep, write bool) (engine.Backfil
 // a delivery to endpoint id, reading its tenant_deliveries entries with c
 // and, of each delivery, only as much of its record as names its
 // endpoint.
+//
+// An event whose fan-out is owed has the deliveries its plan names (the
+// endpoints at its acknowledgement): FanOut stores them, and a backfill
+// makes one only to an endpoint the plan leaves out.
 func deliveredTo(tx *bolt.Tx, c *bolt.Cursor, tenant string, seq uint64, id string) (bool, error) {
+	if v := tx.Bucket(bucketFanOuts).Get(u64(seq)); v != nil {
+		ps, err := decodePlan(v)
+		if err != nil {
+			return false, fmt.Errorf("fan-out of event %d: %w", seq, err)
+		}
+		return slices.ContainsFunc(ps, func(p engine.PlannedDelivery) bool { return p.EndpointID == id }), nil
+	}
 	deliveries := tx.Bucket(bucketDeliveries)
 	found := false
 	err := eventDeliveries(c, tenant, seq, func(did string) error {

@@ -46,6 +46,9 @@ import (
 //   - a delivery's retry policy, when it names one, is a policy name
 //     (engine.ValidRetryPolicyName; whether the configuration has it is
 //     the dispatcher's to say);
+//   - every owed fan-out's plan decodes, under an event of the log
+//     that has no delivery stored yet, and names no stored delivery
+//     (checkFanOuts);
 //   - every endpoint decodes, its source is one the engine writes
 //     (engine.CheckStoredSource), and its custom headers keep their
 //     rules and are sealed iff the file has a key (checkEndpointHeaders).
@@ -54,6 +57,11 @@ func checkInvariants(tx *bolt.Tx) []error {
 	report := func(format string, args ...any) bool {
 		errs = append(errs, fmt.Errorf("storage: check: "+format, args...))
 		return len(errs) < maxCheckErrors
+	}
+
+	checkFanOuts(tx, report)
+	if len(errs) >= maxCheckErrors {
+		return errs
 	}
 
 	// Events and their ID index.

@@ -30,6 +30,16 @@ func TestConformance(t *testing.T) {
 					}
 					return openKeyed(t, filepath.Join(t.TempDir(), "webhookd.db"), key)
 				},
+				Reopen: func(t *testing.T, s engine.Backend) engine.Backend {
+					path := s.(*DB).Path()
+					if err := s.(*DB).Close(); err != nil {
+						t.Fatal(err)
+					}
+					if key == nil {
+						return mustOpenDBAt(t, path)
+					}
+					return openKeyed(t, path, key)
+				},
 				Check: func(t *testing.T, s engine.Store) {
 					t.Helper()
 					if err := s.(*DB).Check(); err != nil {

@@ -78,6 +78,7 @@ type DB struct {
 	attemptEndpoints endpointCache   // the endpoints AttemptInput decoded
 	attemptBodies    bodyCache       // the event bodies AttemptInput read
 	fanOut           fanOut          // ingest's: the endpoints it decoded, secrets as stored (not opened)
+	batchAcks        int             // acknowledged writes (acks) in the batch being committed; the commit loop's alone
 
 	// closeMu guards closed and the send on ops: Close closes ops only
 	// when no writer is sending.
@@ -143,6 +144,10 @@ func Open(path string, opts Options) (*DB, error) {
 		}
 		return initSecrets(tx, secrets)
 	}); err != nil {
+		_ = bdb.Close()
+		return nil, fmt.Errorf("storage: open %s: %w", path, err)
+	}
+	if err := finishFanOuts(bdb); err != nil { // recovery: see fanout.go
 		_ = bdb.Close()
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}
@@ -361,6 +366,7 @@ func (db *DB) run() {
 			limit = min(db.maxBatch, nacks+besideAcks)
 		}
 		batch = drainQueue(batch, &ops, limit)
+		db.batchAcks = nacks
 		db.commit(batch)
 		clear(batch) // let the answered ops' closures be collected
 		// The writers just answered are runnable on this goroutine's P.
@@ -503,7 +509,7 @@ var fillPercents = []struct {
 	bucket []byte
 	fill   float64
 }{
-	{bucketEvents, 1}, {bucketEventIDs, 1}, // one sequence over all tenants
+	{bucketEvents, 1}, {bucketEventIDs, 1}, {bucketFanOuts, 1}, // one sequence over all tenants
 	{bucketTenantEvents, 0.9}, {bucketTenantDeliveries, 0.9}, {bucketIdempotencyIndex, 0.9},
 	{bucketDeliveries, 0.9}, {bucketRetryIndex, 0.9},
 }

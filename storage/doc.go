@@ -13,7 +13,7 @@
 // schema 3; records written as 1 before that are read as they are.
 //
 //	bucket              key                                          value
-//	meta                "schema"                                     schema version, uint64 (3)
+//	meta                "schema"                                     schema version, uint64 (12)
 //	meta                "secret_key_id"                              ID(8) of the key secrets are sealed with; absent: plain
 //	meta                "held"                                       v1 ‖ waiting(8) ‖ paused(8) ‖ blocking(8): every tenant's held deliveries (schema 9); absent: none
 //	tenants             tenant ID                                    tenant record (v1 ‖ JSON)
@@ -41,6 +41,7 @@
 //	tenant_tasks        tenant ‖ 0x00 ‖ task ID                      empty (a tenant's tasks, creation order; the operator's are not here)
 //	running_tasks       task ID                                      the task's tenant: the running tasks
 //	finished_tasks      finished(8) ‖ task ID                        the task's tenant: the finished tasks, by when they finished
+//	fanouts             seq(8)                                       v1 ‖ count ‖ per delivery: ID, endpoint ID, line, retry policy, flags: the plan of an event whose fan-out is owed (schema 12; fanout.go)
 //
 // Schema 2 added tenant_events and tenant_deliveries (the delivery log and
 // the reconciliation feed page by them); Open fills them from the log when
@@ -135,13 +136,27 @@
 // bbolt commits by writing the new pages, fsyncing, then writing and
 // fsyncing a meta page; a crash at any point leaves the file as of the
 // last committed transaction. So a crash leaves each write either whole or
-// absent: an ingest leaves its event, its deliveries, their retry index
-// entries and its idempotency record, or none of them; a recorded attempt
+// absent: an ingest leaves its event, the plan of its deliveries (or,
+// for an event with an ordering key or an ordered delivery, the
+// deliveries with their retry index entries) and its idempotency record,
+// or none of them; a fan-out (FanOut) leaves an event's deliveries with
+// their indexes and no plan, or the plan alone; a recorded attempt
 // leaves its log entry together with the state change and the index moves,
 // or none of them. A write whose method returned nil survives. A write that
 // got CodeUnavailable was rolled back and is not reported as done; if the
 // cause was a failed fsync the operating system may still have written some
 // of it, which is why an ingest retry should carry its Idempotency-Key.
+//
+// An ingest's fan-out is owed from its acknowledgement until FanOut
+// stores its deliveries in a later commit (fanout.go): the commit a
+// client waits for writes two keys at the end of two buckets (events,
+// fanouts) instead of some forty B+tree writes for ten deliveries. Open
+// finishes every owed fan-out before it returns, so the retry index is
+// whole before the dispatcher rebuilds its timer from it; retention
+// keeps an event whose fan-out is owed, the purge of a deleted tenant
+// deletes its plans with its events, a backfill counts a planned
+// delivery as made, Check verifies each plan against the log, and
+// Export refuses a file with one (start webhookd on it once).
 //
 // The retry index is the durable schedule. At start the dispatcher rebuilds
 // its timer from it (RetryIndex): every pending delivery is there,

@@ -127,6 +127,10 @@ func init() {
 	// headers are formatV6. Attempts recorded before have none, so
 	// there is nothing to rewrite.
 	migrations[9] = func(*bolt.Tx) error { return nil }
+	// Schema 11 to 12: owed fan-outs (fanouts, which Open creates).
+	// Every delivery stored before was stored with its event, so none
+	// is owed.
+	migrations[11] = func(*bolt.Tx) error { return nil }
 	// Schema 7 to 8: event_deliveries goes. tenant_deliveries lists every
 	// delivery under its event's tenant and place in the log, so an
 	// event's deliveries are read from there (eventDeliveries), and each

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -117,11 +118,11 @@ func checkIngestKey(tx *bolt.Tx, in engine.NewEvent) (dup *engine.IngestResult, 
 	if rec.RequestHash != in.RequestHash {
 		return nil, nil, nil, nil, engine.IdempotencyConflict()
 	}
-	first, ds, err := getEvent(tx, rec.EventID)
+	first, ds, owed, err := getEventOwed(tx, rec.EventID)
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("idempotency record points at event %s: %w", rec.EventID, err)
 	}
-	return &engine.IngestResult{Event: first, Deliveries: ds, Duplicate: true}, nil, tenantRecord, typeRecord, nil
+	return &engine.IngestResult{Event: first, Deliveries: ds, Duplicate: true, Owed: owed}, nil, tenantRecord, typeRecord, nil
 }
 
 // fanOut is what ingest's fan-out keeps from one commit to the next: the
@@ -212,8 +213,22 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, f *fanOut) (engine.IngestResul
 	} else {
 		ds = engine.NewDeliveries(stored, policy, endpoints, engine.NewID)
 	}
+	owed := false
+	if plan, ok := planFanOut(tx, stored, ds); ok {
+		// The deliveries are stored by FanOut, after this commit.
+		if err := tx.Bucket(bucketFanOuts).Put(u64(seq), encodePlan(plan)); err != nil {
+			return engine.IngestResult{}, err
+		}
+		ds, owed = slices.Clone(ds), true
+		for i := range ds {
+			ds[i].PreviousSequence = 0
+		}
+	}
 	tails := tx.Bucket(bucketKeyTails)
 	for i, d := range ds {
+		if owed {
+			break // as planned: FanOut settles each in its line and sets its PreviousSequence
+		}
 		if d.EventID != stored.ID || d.TenantID != stored.TenantID {
 			return engine.IngestResult{}, fmt.Errorf("delivery %s is not of event %s of tenant %s", d.ID, stored.ID, stored.TenantID)
 		}
@@ -243,15 +258,25 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, f *fanOut) (engine.IngestResul
 			return engine.IngestResult{}, err
 		}
 	}
-	return engine.IngestResult{Event: stored, Deliveries: ds}, nil
+	return engine.IngestResult{Event: stored, Deliveries: ds, Owed: owed}, nil
 }
 
 // getEvent reads event id and its deliveries (in ID order); it returns
 // CodeEventNotFound when there is none.
 func getEvent(tx *bolt.Tx, id string) (engine.Event, []engine.Delivery, error) {
+	ev, ds, _, err := getEventOwed(tx, id)
+	return ev, ds, err
+}
+
+// getEventOwed is getEvent, and reports whether the event's fan-out is
+// owed: its deliveries are then as planned (plannedDeliveries).
+func getEventOwed(tx *bolt.Tx, id string) (engine.Event, []engine.Delivery, bool, error) {
 	ev, err := getEventRecord(tx, id)
 	if err != nil {
-		return engine.Event{}, nil, err
+		return engine.Event{}, nil, false, err
+	}
+	if planned, ok, err := plannedDeliveries(tx, ev, ev.Seq); err != nil || ok {
+		return ev, planned, ok, err
 	}
 	ds := []engine.Delivery{}
 	err = eventDeliveries(tx.Bucket(bucketTenantDeliveries).Cursor(), ev.TenantID, ev.Seq, func(did string) error {
@@ -263,9 +288,9 @@ func getEvent(tx *bolt.Tx, id string) (engine.Event, []engine.Delivery, error) {
 		return nil
 	})
 	if err != nil {
-		return engine.Event{}, nil, err
+		return engine.Event{}, nil, false, err
 	}
-	return ev, ds, nil
+	return ev, ds, false, nil
 }
 
 // getEventRecord reads event id (CodeEventNotFound), Seq set.

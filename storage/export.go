@@ -116,6 +116,11 @@ func exportCheck(tx *bolt.Tx, sealer *sealing.Sealer) error {
 	if got := binary.BigEndian.Uint64(v); got > schemaVersion {
 		return fmt.Errorf("schema version %d is newer than this webhookd understands (%d): run a newer webhookd", got, schemaVersion)
 	}
+	if c := tx.Bucket(bucketFanOuts); c != nil {
+		if k, _ := c.Cursor().First(); k != nil {
+			return errors.New("the fan-out of events acknowledged just before webhookd stopped is not stored yet: start webhookd on the file once (it stores them at start), stop it, and export again")
+		}
+	}
 	stored := meta.Get(keySecretKeyID)
 	switch {
 	case stored != nil && sealer == nil:

@@ -107,7 +107,27 @@ func mustAppend(tb testing.TB, db *DB, in engine.NewEvent) engine.IngestResult {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	if res.Owed {
+		mustFanOut(tb, db)
+	}
 	return res
+}
+
+// mustFanOut stores every owed fan-out, as the service does after an
+// ingest.
+func mustFanOut(tb testing.TB, db *DB) []engine.FannedOut {
+	tb.Helper()
+	var all []engine.FannedOut
+	for {
+		done, err := db.FanOut(context.Background(), 100)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if len(done) == 0 {
+			return all
+		}
+		all = append(all, done...)
+	}
 }
 
 // mustDelivery ingests one order.created event for tenant and returns its

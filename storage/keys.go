@@ -59,6 +59,11 @@ var (
 	bucketRunningTasks  = []byte("running_tasks")
 	bucketFinishedTasks = []byte("finished_tasks")
 
+	// Owed fan-outs (schema 12; fanout.go): the plan of the deliveries
+	// of each event whose ingest was acknowledged before they were
+	// stored.
+	bucketFanOuts = []byte("fanouts")
+
 	allBuckets = [][]byte{
 		bucketMeta, bucketTenants, bucketEventTypes, bucketEndpoints,
 		bucketEvents, bucketEventIDs, bucketDeliveries,
@@ -66,7 +71,7 @@ var (
 		bucketTenantEvents, bucketTenantDeliveries, bucketPaused,
 		bucketAccessTokens, bucketTenantAccessTokens, bucketDeletedTenants,
 		bucketTenantSequences, bucketLineHeads, bucketLineWaiting, bucketKeyTails,
-		bucketTenantHeld,
+		bucketTenantHeld, bucketFanOuts,
 		bucketTasks, bucketTenantTasks, bucketRunningTasks, bucketFinishedTasks,
 	}
 )
@@ -87,8 +92,9 @@ var keySchema = []byte("schema")
 // schema 9 counts each tenant's held deliveries (tenant_held, meta "held");
 // schema 10 keeps attempts' response headers (delivery records in
 // formatV6); schema 11 keeps background tasks (tasks, tenant_tasks,
-// running_tasks, finished_tasks).
-const schemaVersion = 11
+// running_tasks, finished_tasks); schema 12 leaves an ingest's fan-out
+// owed (fanouts), which an older webhookd would not finish.
+const schemaVersion = 12
 
 // sep ends a variable-length key part (a tenant ID, an event ID) that is
 // followed by more key. Tenant and event IDs never contain it.

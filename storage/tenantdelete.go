@@ -143,6 +143,7 @@ func purgeEvents(tx *bolt.Tx, tenant string, max int) (events, deliveries int, e
 			{bucketEventIDs, []byte(ev.ID)},
 			{bucketTenantEvents, tenantEventKey(tenant, seq)},
 			{bucketEvents, u64(seq)},
+			{bucketFanOuts, u64(seq)}, // owed: none of its deliveries was stored
 		} {
 			if err := tx.Bucket(del.b).Delete(del.k); err != nil {
 				return 0, 0, err
