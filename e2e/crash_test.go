@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/postgres"
 	"github.com/webhookd/webhookd/postgres/pgtest"
@@ -206,7 +208,10 @@ func (cc *crashClients) stopped() bool {
 func (cc *crashClients) run(c int, retry bool, rate int, seed uint64) {
 	defer cc.wg.Done()
 	rng := rand.New(rand.NewPCG(seed, uint64(c)))
-	pace := time.Second / time.Duration(rate)
+	var pace time.Duration // 0: as fast as it goes
+	if rate > 0 {
+		pace = time.Second / time.Duration(rate)
+	}
 	for n := 0; !cc.stopped(); n++ {
 		in := &crashIngest{client: c, n: n, typ: "payment.succeeded"}
 		if n%2 == 1 {
@@ -321,8 +326,46 @@ func TestCrash_KillNine(t *testing.T) {
 		t.Skip("the kill -9 test runs without -short (CI's plain go test ./...)")
 	}
 	t.Parallel() // a process of its own, on its own files and ports
+	crashKillNine(t, crashRun{
+		kills:     crashKills(t),
+		endpoints: [][]string{{"*"}, {"payment.succeeded"}, {"*"}},
+		clients:   6, rate: 150, checkEachKill: true,
+	})
+}
+
+// TestCrash_KillNineFanOut is TestCrash_KillNine with every event fanned
+// out to ten endpoints and clients that ingest as fast as they can: the
+// kills fall between acknowledgements and the fan-outs they leave owed
+// (storage stores an ingest's deliveries in the commits after the one
+// that acknowledges it). The file is not opened between kills, so each
+// restart's own recovery stores what the kill left owed; at the end
+// every acknowledged event has all ten of its deliveries, each
+// succeeded or dead with a reason.
+func TestCrash_KillNineFanOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the kill -9 test runs without -short (CI's plain go test ./...)")
+	}
+	t.Parallel()
+	eps := make([][]string, 10)
+	for i := range eps {
+		eps[i] = []string{"*"}
+	}
+	crashKillNine(t, crashRun{kills: max(crashKills(t)/2, 5), endpoints: eps, clients: 16, rate: 0})
+}
+
+// crashRun is what a kill -9 test varies.
+type crashRun struct {
+	kills         int
+	endpoints     [][]string // each endpoint's event types, at /ep/0, /ep/1, ...
+	clients       int
+	rate          int  // each client's events a second; 0: as fast as it goes
+	checkEachKill bool // open and Check the file after every kill (which stores what a kill left owed)
+}
+
+// crashKillNine is TestCrash_KillNine's run of r.
+func crashKillNine(t *testing.T, r crashRun) {
 	started := time.Now()
-	kills := crashKills(t)
+	kills := r.kills
 	webhookdBinary(t)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "webhookd.db")
@@ -354,7 +397,7 @@ func TestCrash_KillNine(t *testing.T) {
 	setup := func(base string) {
 		in := &instance{t: t, base: base}
 		in.setup()
-		for i, types := range [][]string{{"*"}, {"payment.succeeded"}, {"*"}} {
+		for i, types := range r.endpoints {
 			path := fmt.Sprintf("/ep/%d", i)
 			ep := in.createEndpoint(rc.srv.URL+path, types...)
 			rc.mu.Lock()
@@ -370,9 +413,11 @@ func TestCrash_KillNine(t *testing.T) {
 	}
 
 	var maxCheck time.Duration
+	owedAtKills := 0 // fan-outs a kill left owed, added up
+	quietStarts := 0 // starts without ingest after a kill that left fan-outs owed
 	checkFile := func(when string) {
-		if onPostgres {
-			return // no file: PostgreSQL recovers its own
+		if onPostgres || !r.checkEachKill && !strings.Contains(when, "clean stop") {
+			return // no file: PostgreSQL recovers its own; or the next start's recovery is under test
 		}
 		start := time.Now()
 		db, err := storage.Open(dbPath, storage.Options{LockTimeout: 5 * time.Second})
@@ -405,10 +450,9 @@ func TestCrash_KillNine(t *testing.T) {
 			base := p.waitListening()
 			if k == 0 {
 				setup(base)
-				const clients = 6
-				cc.wg.Add(clients)
-				for c := range clients {
-					go cc.run(c, c%2 == 0, 150, seed)
+				cc.wg.Add(r.clients)
+				for c := range r.clients {
+					go cc.run(c, c%2 == 0, r.rate, seed)
 				}
 			}
 			cc.setBase(base)
@@ -418,7 +462,24 @@ func TestCrash_KillNine(t *testing.T) {
 		}
 		cc.setBase("")
 		p.kill()
+		owed := owedFanOuts(t, dbPath)
+		owedAtKills += owed
+		if owed > 0 && !r.checkEachKill && quietStarts < 3 {
+			// A start with no ingest: only its recovery can store what
+			// the kill left owed (an ingest starts the fan-out too).
+			quietStarts++
+			p := startProc(t, cfgPath, dbPath, logs)
+			current = p
+			waitDrained(p.waitListening(), 30*time.Second)
+			p.stop()
+			if n := owedFanOuts(t, dbPath); n > 0 {
+				t.Fatalf("after kill %d left %d fan-outs owed, a start and a clean stop left %d: the start did not store them", k+1, owed, n)
+			}
+		}
 		checkFile(fmt.Sprintf("after kill %d", k+1))
+	}
+	if !r.checkEachKill && !onPostgres && quietStarts == 0 {
+		t.Errorf("no kill left a fan-out owed (%d kills): the test did not reach what it is for", kills)
 	}
 
 	// The last run: no more chaos, no more kills. Clients stop (those that
@@ -569,10 +630,36 @@ func TestCrash_KillNine(t *testing.T) {
 	if st, err := os.Stat(dbPath); err == nil {
 		size = st.Size()
 	}
-	reliabilityReport(t, "kill -9: %d kills survived (%d during start-up/recovery), then %d clean run(s); %d ingests acknowledged, %d sent but unacknowledged (%d present whole, %d absent); %d events and %d deliveries checked (%d dead with a reason); receiver: %d requests, %d duplicate deliveries over %d (event, endpoint) pairs, 0 bad signatures allowed (got %d); Check after every restart: max %s, file %d KiB; took %s",
-		kills, earlyKills, rounds+1, acked, unackedPresent+unackedAbsent, unackedPresent, unackedAbsent,
+	reliabilityReport(t, "kill -9: %d kills survived (%d during start-up/recovery; %d fan-outs owed at the kills), then %d clean run(s); %d ingests acknowledged, %d sent but unacknowledged (%d present whole, %d absent); %d events and %d deliveries checked (%d dead with a reason); receiver: %d requests, %d duplicate deliveries over %d (event, endpoint) pairs, 0 bad signatures allowed (got %d); Check after every restart: max %s, file %d KiB; took %s",
+		kills, earlyKills, owedAtKills, rounds+1, acked, unackedPresent+unackedAbsent, unackedPresent, unackedAbsent,
 		len(events), deliveries, dead, rc.requests, duplicates, duplicated, rc.badSig,
 		maxCheck.Round(time.Millisecond), size>>10, time.Since(started).Round(time.Second))
+}
+
+// owedFanOuts counts the fan-outs the bbolt file at path owes (the
+// fanouts bucket, storage/fanout.go), read without storage.Open, which
+// would store them; 0 on postgres, which owes none.
+func owedFanOuts(t *testing.T, path string) int {
+	t.Helper()
+	if onPostgres {
+		return 0
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("open %s read-only: %v", path, err)
+	}
+	defer db.Close()
+	n := 0
+	err = db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket([]byte("fanouts")); b != nil {
+			n = b.Stats().KeyN
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // crashEvent is an event of the log with its deliveries by endpoint ID.

@@ -130,17 +130,22 @@ func (n *Node) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops the node softly, in this order: the tasks (each after its
-// step under way, left running in the store for the next process), the
-// dispatcher (attempts in flight finish and their outcomes are
-// recorded), then the operational events (the sink stores those queued,
-// the last attempts' and tasks' among them), then the janitor (its
+// Stop stops the node softly, in this order: the fan-outs its ingests
+// left owed (stored), the tasks (each after its step under way, left
+// running in the store for the next process), the dispatcher (attempts
+// in flight finish and their outcomes are recorded), then the
+// operational events (the sink stores those queued, the last attempts'
+// and tasks' among them), then the janitor (its
 // transaction under way ends). Each waits only until ctx ends: then Stop
 // returns ctx's error, joined with what each part left running (see
 // Dispatcher.Stop). The store is the caller's to close after. Safe to
 // call twice, and before Start.
 func (n *Node) Stop(ctx context.Context) error {
-	err := n.Service.StopTasks(ctx)
+	// What the last ingests left owed is stored first, and handed to the
+	// dispatcher before it stops: a clean stop leaves none for the next
+	// start to store.
+	err := n.Service.WaitFanOut(ctx)
+	err = errors.Join(err, n.Service.StopTasks(ctx))
 	err = errors.Join(err, n.Dispatcher.Stop(ctx))
 	err = errors.Join(err, n.ops.stopWithin(ctx))
 	if n.janitor != nil {
