@@ -393,7 +393,11 @@ type IngestResult struct {
 	ID      string    `json:"id"`
 	Created time.Time `json:"created"`
 	// DeliverAt is when the event is scheduled for; zero when at once.
-	DeliverAt  time.Time     `json:"deliver_at,omitzero"`
+	DeliverAt time.Time `json:"deliver_at,omitzero"`
+	// Deliveries are the ones the event has, one per endpoint that took
+	// it when it was acknowledged (final IDs), each in the state it
+	// starts in; a read through the API right after shows them all
+	// (docs/api.md, "What the 202 answers").
 	Deliveries []DeliveryRef `json:"deliveries"`
 	// IdempotencyKey is the key the event was sent with: the caller's, or
 	// the one Ingest generated.
