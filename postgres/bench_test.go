@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,12 +14,24 @@ import (
 // BenchmarkAppendEvent_Parallel is ingest on PostgreSQL: one event with
 // two deliveries per append, from 8 goroutines per CPU, each its own
 // transaction committed with the server's synchronous_commit.
-func BenchmarkAppendEvent_Parallel(b *testing.B) {
+func BenchmarkAppendEvent_Parallel(b *testing.B) { benchAppendEvent(b, 2) }
+
+// BenchmarkAppendEvent_Parallel_FanOut compares one endpoint with ten:
+// what writing an event's deliveries in the statement that writes the
+// event costs an ingest on PostgreSQL (docs/performance.md, "Owed
+// fan-out").
+func BenchmarkAppendEvent_Parallel_FanOut(b *testing.B) {
+	for _, n := range []int{1, 10} {
+		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) { benchAppendEvent(b, n) })
+	}
+}
+
+func benchAppendEvent(b *testing.B, endpoints int) {
 	clock := &manualClock{t: time.Now()}
 	s := nodes(b, 1, clock)[0]
 	ctx := b.Context()
 	now := clock.now()
-	acme(b, s, now, 2)
+	acme(b, s, now, endpoints)
 	body := make([]byte, 1024)
 	for i := range body {
 		body[i] = 'a'
