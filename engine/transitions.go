@@ -105,15 +105,24 @@ func newDelivery(ev Event, start time.Time, p PlannedDelivery) Delivery {
 // fan-outs owed stores d at once instead.
 func PlanOf(ev Event, d Delivery) (PlannedDelivery, bool) {
 	p := PlannedDelivery{ID: d.ID, EndpointID: d.EndpointID, Line: d.Line, RetryPolicy: d.RetryPolicy, Paused: d.State == StatePaused}
-	n := NewDelivery(ev, p)
-	same := d.ID == n.ID && d.TenantID == n.TenantID && d.EventID == n.EventID && d.EventType == n.EventType &&
-		d.EndpointID == n.EndpointID && d.State == n.State && d.Sequence == n.Sequence && d.Line == n.Line &&
-		d.PreviousSequence == 0 && d.Test == n.Test && slices.Equal(d.Channels, n.Channels) &&
-		d.RetryPolicy == n.RetryPolicy && d.DeliverAt.Equal(n.DeliverAt) && d.WaitingBehind == "" &&
-		d.Cycle == n.Cycle && d.CycleStart.Equal(n.CycleStart) && d.CycleAttempts == 0 &&
-		d.NextAttemptAt.Equal(n.NextAttemptAt) && d.LastStatus == 0 && d.Reason == n.Reason && d.DeadAt.IsZero() &&
-		d.Created.Equal(n.Created) && d.Updated.Equal(n.Updated) &&
-		len(d.Attempts) == 0 && len(d.Replays) == 0 && d.Skips == nil && d.Backfill == nil
+	// What newDelivery sets, compared field by field without making it:
+	// ingest asks this of every delivery it plans.
+	start := ev.Created
+	if ev.DeliverAt.After(start) {
+		start = ev.DeliverAt
+	}
+	state, next, reason := StatePending, start, ""
+	if p.Paused {
+		state, next, reason = StatePaused, time.Time{}, ReasonPaused
+	}
+	same := d.TenantID == ev.TenantID && d.EventID == ev.ID && d.EventType == ev.Type &&
+		d.State == state && d.Sequence == ev.Sequence && d.PreviousSequence == 0 && d.Test == ev.Test &&
+		slices.Equal(d.Channels, ev.Channels) && (d.Channels == nil) == (ev.Channels == nil) &&
+		d.DeliverAt.Equal(ev.DeliverAt) && d.WaitingBehind == "" &&
+		d.Cycle == 1 && d.CycleStart.Equal(start) && d.CycleAttempts == 0 &&
+		d.NextAttemptAt.Equal(next) && d.LastStatus == 0 && d.Reason == reason && d.DeadAt.IsZero() &&
+		d.Created.Equal(ev.Created) && d.Updated.Equal(ev.Created) &&
+		d.Attempts != nil && len(d.Attempts) == 0 && d.Replays != nil && len(d.Replays) == 0 && d.Skips == nil && d.Backfill == nil
 	return p, same
 }
 

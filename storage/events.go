@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -219,10 +218,7 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, f *fanOut) (engine.IngestResul
 		if err := tx.Bucket(bucketFanOuts).Put(u64(seq), encodePlan(plan)); err != nil {
 			return engine.IngestResult{}, err
 		}
-		ds, owed = slices.Clone(ds), true
-		for i := range ds {
-			ds[i].PreviousSequence = 0
-		}
+		owed = true // ds as planned (PlanOf: no PreviousSequence, not settled in a line)
 	}
 	tails := tx.Bucket(bucketKeyTails)
 	for i, d := range ds {

@@ -66,9 +66,20 @@ func decodePlan(v []byte) ([]engine.PlannedDelivery, error) {
 	if n < 0 && r.err == nil {
 		return nil, errors.New("decode fan-out plan: no deliveries")
 	}
+	// Every string of the plan is a piece of one copy of it: one
+	// allocation rather than two or more a delivery.
+	all := string(v)
+	str := func() string {
+		f := r.field()
+		end := len(v) - len(r.b)
+		if r.err != nil || len(f) == 0 {
+			return ""
+		}
+		return all[end-len(f) : end]
+	}
 	ps := make([]engine.PlannedDelivery, max(n, 0))
 	for i := range ps {
-		ps[i] = engine.PlannedDelivery{ID: r.string(), EndpointID: r.string(), Line: r.string(), RetryPolicy: engine.RetryPolicyName(r.string())}
+		ps[i] = engine.PlannedDelivery{ID: str(), EndpointID: str(), Line: str(), RetryPolicy: engine.RetryPolicyName(str())}
 		flags := r.int()
 		if flags&^planPaused != 0 && r.err == nil {
 			return nil, fmt.Errorf("decode fan-out plan: unknown flags %#x", flags)
@@ -88,8 +99,9 @@ func decodePlan(v []byte) ([]engine.PlannedDelivery, error) {
 
 // planFanOut returns the plans of ds, the deliveries of ev (as stored)
 // in ID order, and whether every one of them is one that
-// engine.NewDelivery makes again from its plan, with an ID no other
-// delivery has: only then may ingest leave their fan-out owed.
+// engine.NewDelivery makes again from its plan: only then may ingest
+// leave their fan-out owed. Their IDs are new (engine.NewID); FanOut
+// does not make a planned delivery whose ID is stored already.
 //
 // An event with an ordering key, or with an ordered delivery, is stored
 // with its deliveries: its answer then says which deliveries wait in
@@ -99,11 +111,10 @@ func planFanOut(tx *bolt.Tx, ev engine.Event, ds []engine.Delivery) ([]engine.Pl
 		return nil, false
 	}
 	ps := make([]engine.PlannedDelivery, len(ds))
-	deliveries := tx.Bucket(bucketDeliveries)
 	for i, d := range ds {
 		p, ok := engine.PlanOf(ev, d)
-		if !ok || d.Line != "" || d.EventID != ev.ID || d.TenantID != ev.TenantID || strings.ContainsRune(d.ID, sep) ||
-			i > 0 && ds[i-1].ID >= d.ID || deliveries.Get([]byte(d.ID)) != nil || engine.CheckStorable(d) != nil {
+		if !ok || d.Line != "" || d.ID == "" || d.EndpointID == "" || strings.ContainsRune(d.ID, sep) ||
+			i > 0 && ds[i-1].ID >= d.ID || engine.CheckStorable(d) != nil {
 			return nil, false
 		}
 		ps[i] = p
@@ -186,7 +197,7 @@ func fanOutOwed(tx *bolt.Tx, max int) ([]engine.FannedOut, error) {
 		todo = append(todo, entry{seq, ps})
 	}
 	res := make([]engine.FannedOut, 0, len(todo))
-	events, tenants, tails := tx.Bucket(bucketEvents), tx.Bucket(bucketTenants), tx.Bucket(bucketKeyTails)
+	events, tenants, tails, deliveries := tx.Bucket(bucketEvents), tx.Bucket(bucketTenants), tx.Bucket(bucketKeyTails), tx.Bucket(bucketDeliveries)
 	for _, e := range todo {
 		v := events.Get(u64(e.seq))
 		if v == nil {
@@ -199,8 +210,8 @@ func fanOutOwed(tx *bolt.Tx, max int) ([]engine.FannedOut, error) {
 		ev.Seq = e.seq
 		done := engine.FannedOut{EventID: ev.ID, TenantID: ev.TenantID, Deliveries: []engine.Delivery{}}
 		if tenants.Get([]byte(ev.TenantID)) != nil {
-			done.Deliveries = make([]engine.Delivery, len(e.plan))
-			for i, p := range e.plan {
+			done.Deliveries = make([]engine.Delivery, 0, len(e.plan))
+			for _, p := range e.plan {
 				d := engine.NewDelivery(ev, p)
 				if ev.OrderingKey != "" {
 					k := keyTailKey(d.EndpointID, ev.OrderingKey)
@@ -213,9 +224,15 @@ func fanOutOwed(tx *bolt.Tx, max int) ([]engine.FannedOut, error) {
 						return nil, err
 					}
 				}
-				if done.Deliveries[i], err = createDelivery(tx, d, e.seq); err != nil {
+				if deliveries.Get([]byte(d.ID)) != nil {
+					// Never so of IDs NewID makes; made once all the same.
+					continue
+				}
+				stored, err := createDelivery(tx, d, e.seq)
+				if err != nil {
 					return nil, fmt.Errorf("fan-out of event %s: %w", ev.ID, err)
 				}
+				done.Deliveries = append(done.Deliveries, stored)
 			}
 		}
 		if err := owed.Delete(u64(e.seq)); err != nil {
