@@ -225,6 +225,10 @@ func (in *instance) close(grace time.Duration) error {
 	}
 	if in.disp != nil {
 		in.node.Stop(ctx) // a cut-off attempt stays pending: fine here
+	} else {
+		// Ingest only: the deliveries the answers named are written by
+		// now, as Node.Stop makes sure of (not by the next Open).
+		in.svc.WaitFanOut(ctx)
 	}
 	return in.closeStore()
 }

@@ -143,6 +143,7 @@ type Dispatcher struct {
 	held      HeldCounter               // the scheduler, when it is a SharedScheduler (it counts the held deliveries: Backlog)
 	dropped   atomic.Int64              // attempts not made for a lease near its end (Dropped)
 	inflight  map[string]bool           // delivery IDs being attempted
+	signers   signers                   // each endpoint's signer, its HMAC states kept (sign.go)
 	rates     map[string]*endpointRate  // per endpoint, kept while the process runs
 	recording chan struct{}             // a slot per outcome being recorded (recordLater)
 	started   bool
@@ -1250,7 +1251,7 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 		if dl.PreviousSequence > 0 {
 			req.Header[http.CanonicalHeaderKey(verify.HeaderPreviousSequence)] = []string{strconv.FormatUint(dl.PreviousSequence, 10)}
 		}
-		err = verify.SignHeader(req.Header, in.Endpoint.SigningKeys(start), dl.EventID, start, in.Body)
+		err = d.signers.sign(req.Header, in.Endpoint.ID, in.Endpoint.SigningKeys(start), dl.EventID, start, in.Body)
 		if err != nil {
 			// Not a transport error: no key can sign. Never retried.
 			rec.Attempt.Duration = time.Since(mono)

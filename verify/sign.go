@@ -85,6 +85,9 @@ var (
 	canonicalStripe    = http.CanonicalHeaderKey(HeaderStripeSignature)
 )
 
+// errEmptyID is the error of a signature asked for no message ID.
+var errEmptyID = errors.New("verify: sign: empty id")
+
 // SignHeader sets the headers Sign returns on h, replacing any there, and
 // is what a sender calls on each request: it builds each value in one
 // buffer and sets it without the copies Sign's own header costs. On error
@@ -94,7 +97,7 @@ func SignHeader(h http.Header, secrets []string, id string, timestamp time.Time,
 		return ErrNoSecrets
 	}
 	if id == "" {
-		return errors.New("verify: sign: empty id")
+		return errEmptyID
 	}
 	ts := timestamp.Unix()
 	sum := make([]byte, 0, sha256.Size)
