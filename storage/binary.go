@@ -51,6 +51,18 @@ var errShort = errors.New("truncated or malformed record")
 type reader struct {
 	b   []byte
 	err error
+	// src, when set, is a copy of the record as string, n bytes long
+	// like b at the start: string then returns pieces of it, so that a
+	// record's strings cost one allocation together (sharedReader).
+	src string
+	n   int
+}
+
+// sharedReader returns a reader of data whose strings are pieces of one
+// copy of it. Any of them keeps the whole copy alive: for records whose
+// decoded strings live as long as the record (a delivery).
+func sharedReader(data []byte) reader {
+	return reader{b: data, src: string(data), n: len(data)}
 }
 
 func (r *reader) fail() { r.err, r.b = errShort, nil }
@@ -97,8 +109,16 @@ func (r *reader) field() []byte {
 	return f
 }
 
-// string copies the next string out of the record.
-func (r *reader) string() string { return string(r.field()) }
+// string copies the next string out of the record (or, of a
+// sharedReader, returns it from the record's copy).
+func (r *reader) string() string {
+	f := r.field()
+	if r.src == "" || len(f) == 0 {
+		return string(f)
+	}
+	end := r.n - len(r.b)
+	return r.src[end-len(f) : end]
+}
 
 // skipString passes over a string without copying it.
 func (r *reader) skipString() { r.field() }

@@ -833,7 +833,7 @@ const (
 // decodeDeliveryV2 decodes a record of format (formatV2 to formatV7)
 // after its version byte.
 func decodeDeliveryV2(data []byte, format byte) (engine.Delivery, error) {
-	r := reader{b: data}
+	r := sharedReader(data) // one allocation for its strings, not one each
 	d := engine.Delivery{
 		ID: r.string(), TenantID: r.string(), EventID: r.string(), EventType: r.string(),
 		EndpointID: r.string(), State: engine.State(r.string()),

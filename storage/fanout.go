@@ -61,25 +61,14 @@ func decodePlan(v []byte) ([]engine.PlannedDelivery, error) {
 	if len(v) == 0 || v[0] != formatV1 {
 		return nil, errors.New("decode fan-out plan: unknown format")
 	}
-	r := reader{b: v[1:]}
+	r := sharedReader(v[1:]) // one allocation for the plan's strings, not two or more a delivery
 	n := r.count(fanOutPlanMin)
 	if n < 0 && r.err == nil {
 		return nil, errors.New("decode fan-out plan: no deliveries")
 	}
-	// Every string of the plan is a piece of one copy of it: one
-	// allocation rather than two or more a delivery.
-	all := string(v)
-	str := func() string {
-		f := r.field()
-		end := len(v) - len(r.b)
-		if r.err != nil || len(f) == 0 {
-			return ""
-		}
-		return all[end-len(f) : end]
-	}
 	ps := make([]engine.PlannedDelivery, max(n, 0))
 	for i := range ps {
-		ps[i] = engine.PlannedDelivery{ID: str(), EndpointID: str(), Line: str(), RetryPolicy: engine.RetryPolicyName(str())}
+		ps[i] = engine.PlannedDelivery{ID: r.string(), EndpointID: r.string(), Line: r.string(), RetryPolicy: engine.RetryPolicyName(r.string())}
 		flags := r.int()
 		if flags&^planPaused != 0 && r.err == nil {
 			return nil, fmt.Errorf("decode fan-out plan: unknown flags %#x", flags)
