@@ -12,7 +12,10 @@
 // its record, or a replay sends the same event again.
 //
 // An event acknowledged by ingest (202) is on disk, fsynced, together with
-// one pending delivery per subscribed, enabled endpoint of its tenant. Each
+// one pending delivery per subscribed, enabled endpoint of its tenant, or
+// (a store that leaves the fan-out owed, Log.AppendEvent) with the plan of
+// those deliveries, which the store writes in the commits after it
+// (fanout.go) and, after a crash, before anything is attempted. Each
 // delivery gets its first attempt at once. An attempt is a POST of the
 // stored envelope bytes, signed at send time, with a timeout that covers
 // connect, TLS, headers and body. Its outcome (see classify):
