@@ -352,7 +352,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Tracer: tracer,
 	})
 	svc := node.Service
-	m.watch(node.Dispatcher, be)
+	m.watch(node.Dispatcher, node.Service, be)
 	api := httpapi.New(svc, httpapi.Options{
 		Tokens:  tokens,
 		MaxBody: int64(cfg.Ingest.MaxBody),

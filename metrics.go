@@ -84,13 +84,16 @@ func newMetrics() *metrics {
 
 // watch registers the gauges read at scrape time from the dispatcher and
 // the store.
-func (m *metrics) watch(disp *engine.Dispatcher, be *backend) {
+func (m *metrics) watch(disp *engine.Dispatcher, svc *engine.Service, be *backend) {
 	gauge := func(name, help string, fn func() float64) {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
 	}
 	gauge("webhookd_pending_deliveries", "Pending deliveries held by the dispatcher: waiting for their time, due, or in flight.", func() float64 {
 		s := disp.Stats()
 		return float64(s.Scheduled + s.Ready + s.InFlight)
+	})
+	gauge("webhookd_owed_deliveries", "Deliveries of acknowledged events not written yet: the bbolt store writes an ingest's deliveries in the commits after the one that acknowledges it.", func() float64 {
+		return float64(svc.OwedDeliveries())
 	})
 	gauge("webhookd_due_deliveries", "Deliveries due now and waiting for a worker.", func() float64 { return float64(disp.Stats().Ready) })
 	gauge("webhookd_inflight_attempts", "Attempts in flight.", func() float64 { return float64(disp.Stats().InFlight) })

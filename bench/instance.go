@@ -198,13 +198,14 @@ func remoteInstance(base, token string, conns int) (*instance, error) {
 func (in *instance) inProcess() bool { return in.svc != nil }
 
 // pending returns the deliveries the dispatcher holds (scheduled, ready or
-// in flight), or -1 when unknown (a remote target, no dispatcher).
+// in flight) and those of acknowledged events not written yet, or -1 when
+// unknown (a remote target, no dispatcher).
 func (in *instance) pending() int {
 	if in.disp == nil {
 		return -1
 	}
 	s := in.disp.Stats()
-	return s.Scheduled + s.Ready + s.InFlight
+	return s.Scheduled + s.Ready + s.InFlight + in.svc.OwedDeliveries()
 }
 
 // close shuts the instance down in serve's order: HTTP, dispatcher (soft

@@ -1312,6 +1312,11 @@ func seedRetry(ctx context.Context, in *instance, tenant string, due time.Time) 
 		return fmt.Errorf("ingest made %d deliveries, want 1", len(res.Deliveries))
 	}
 	dl := res.Deliveries[0]
+	// Read through the service: it answers once the delivery is written
+	// (the store may write it after the answer), as any API read does.
+	if _, err := in.svc.Delivery(ctx, tenant, dl.ID); err != nil {
+		return err
+	}
 	now := time.Now().UTC()
 	rec := engine.AttemptRecord{
 		DeliveryID: dl.ID, Cycle: dl.Cycle,

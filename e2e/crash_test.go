@@ -738,7 +738,7 @@ func readCrashLog(t *testing.T, path string) (map[string]crashEvent, int) {
 func waitDrained(base string, limit time.Duration) {
 	poll(limit, func() bool {
 		m, err := scrapeMetrics(base)
-		return err == nil && m["webhookd_pending_deliveries"] == 0
+		return err == nil && m["webhookd_pending_deliveries"] == 0 && m["webhookd_owed_deliveries"] == 0
 	})
 }
 

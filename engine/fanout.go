@@ -287,3 +287,11 @@ func (s *Service) WaitFanOut(ctx context.Context) error {
 	}
 	return nil
 }
+
+// OwedDeliveries returns how many deliveries of events this service
+// acknowledged are not written yet (their fan-out is owed): the backlog
+// the dispatcher does not hold yet, for a gauge beside its own.
+func (s *Service) OwedDeliveries() int {
+	_, all := s.owed("")
+	return all
+}
