@@ -881,6 +881,12 @@ class _IngestAnswerRequired(TypedDict):
     # evt_…
     id: str
     created: Timestamp
+    # The deliveries the event has, one per endpoint that took it at the
+    # moment of the answer; their IDs are final. A delivery's state is
+    # the one it starts in (pending, paused for a disabled endpoint,
+    # waiting for an ordered one behind its line); it may have moved on
+    # by the time the answer is read. On the bbolt store they are written
+    # just after the answer, and a read through the API waits for them.
     deliveries: List[DeliveryRef]
 
 

@@ -1597,6 +1597,7 @@ export interface components {
             created: components["schemas"]["Timestamp"];
             /** @description When the event is scheduled for (deliver_at as sent, in UTC to the millisecond); absent when delivered at once. */
             deliver_at?: components["schemas"]["Timestamp"];
+            /** @description The deliveries the event has, one per endpoint that took it at the moment of the answer; their IDs are final. A delivery's state is the one it starts in (pending, paused for a disabled endpoint, waiting for an ordered one behind its line); it may have moved on by the time the answer is read. On the bbolt store they are written just after the answer, and a read through the API waits for them. */
             deliveries: components["schemas"]["DeliveryRef"][];
         };
         /** @description The body of every webhook: these exact bytes are stored once, signed and sent on every attempt and replay. Events stored before times had three fraction digits keep their stored created, and events stored before events were numbered have no sequence. */
