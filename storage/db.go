@@ -86,6 +86,7 @@ type DB struct {
 	closed  bool
 	ops     chan op       // writes for the commit loop
 	acks    chan op       // writes a client's acknowledgement waits for (ingest): committed first, see run
+	fanOuts chan op       // FanOut's writes: each rides the next commit, behind no outcome (see run)
 	done    chan struct{} // closed when the commit loop has returned
 
 	commits     atomic.Uint64
@@ -160,6 +161,7 @@ func Open(path string, opts Options) (*DB, error) {
 		secrets:       secrets,
 		ops:           make(chan op, opts.MaxBatch),
 		acks:          make(chan op, opts.MaxBatch),
+		fanOuts:       make(chan op, 1),
 		done:          make(chan struct{}),
 	}
 	go db.run()
@@ -221,6 +223,7 @@ func (db *DB) Close() error {
 	db.closed = true
 	close(db.ops)
 	close(db.acks)
+	close(db.fanOuts)
 	db.closeMu.Unlock()
 
 	<-db.done
@@ -326,7 +329,7 @@ func (db *DB) enqueue(ctx context.Context, q chan<- op, fn func(*bolt.Tx) error)
 
 // run is the commit loop. It takes the first queued write, drains what
 // else is queued right now (up to maxBatch), commits them all in one
-// transaction and answers each. It returns when Close has closed both
+// transaction and answers each. It returns when Close has closed the
 // queues and everything queued is answered.
 //
 // Writes that a client's acknowledgement waits for (acks: ingest) go
@@ -336,13 +339,18 @@ func (db *DB) enqueue(ctx context.Context, q chan<- op, fn func(*bolt.Tx) error)
 // and the fewer writes its commit carries, the sooner it is answered. The
 // outcomes that wait hold their workers back (the dispatcher's
 // backpressure), which leaves the CPU to ingest while it is busy.
+//
+// A FanOut's write (fanOuts) rides the next commit whatever is queued:
+// the deliveries of acknowledged events must not wait behind the
+// outcomes queued before them (in `sustained` they waited for seconds);
+// FanOut sizes itself by the acknowledgements it rides with.
 func (db *DB) run() {
 	defer close(db.done)
 	batch := make([]op, 0, db.maxBatch)
-	ops, acks := db.ops, db.acks // nil once closed and drained
-	for ops != nil || acks != nil {
-		// Wait for the first write of either queue; whichever it is, the
-		// acks queued are drained next.
+	ops, acks, fanOuts := db.ops, db.acks, db.fanOuts // nil once closed and drained
+	for ops != nil || acks != nil || fanOuts != nil {
+		// Wait for the first write of any queue; whichever it is, the
+		// acks and the fan-out queued are drained next.
 		nacks := 0
 		select {
 		case o, ok := <-acks:
@@ -351,6 +359,12 @@ func (db *DB) run() {
 				continue
 			}
 			batch, nacks = append(batch[:0], o), 1
+		case o, ok := <-fanOuts:
+			if !ok {
+				fanOuts = nil
+				continue
+			}
+			batch = append(batch[:0], o)
 		case o, ok := <-ops:
 			if !ok {
 				ops = nil
@@ -361,6 +375,7 @@ func (db *DB) run() {
 		n := len(batch)
 		batch = drainQueue(batch, &acks, db.maxBatch)
 		nacks += len(batch) - n
+		batch = drainQueue(batch, &fanOuts, db.maxBatch)
 		limit := db.maxBatch
 		if nacks > 0 {
 			limit = min(db.maxBatch, nacks+besideAcks)

@@ -114,6 +114,10 @@
 // and its 10 ms delay): while one commit fsyncs, the next batch queues up,
 // so batches grow with load by themselves.
 //
+// Ingest's writes have a queue of their own, taken first, and so does
+// FanOut's (see run): the deliveries of acknowledged events ride the
+// next commit, not the end of the queue of attempt outcomes.
+//
 // When an op returns an error the transaction is rolled back, that op gets
 // its error and the batch runs again without it, so ops must be safe to
 // run more than once (they assign their results). Reruns cost the whole

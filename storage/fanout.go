@@ -154,7 +154,7 @@ func (db *DB) FanOut(ctx context.Context, most int) ([]engine.FannedOut, error) 
 		most = fanOutAlone
 	}
 	var res []engine.FannedOut
-	err := db.update(ctx, func(tx *bolt.Tx) error {
+	err := db.enqueue(ctx, db.fanOuts, func(tx *bolt.Tx) error {
 		limit := fanOutAlone
 		if oldest := oldestOwed(tx); !oldest.IsZero() && time.Since(oldest) > fanOutLag {
 			limit = max(fanOutAlone, 2*db.batchAcks)
