@@ -62,7 +62,7 @@ func openBackend(ctx context.Context, cfg Config, key []byte, getenv func(string
 	case "postgres":
 		return openPostgres(ctx, cfg, key, getenv, logger)
 	default:
-		opts := storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration, OnCommit: m.observeCommit, SecretKey: key}
+		opts := storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration, OnCommit: m.observeCommit, SecretKey: key, OwedFanOutAbove: owedFanOutAbove(cfg.Storage.OwedFanOutAbove)}
 		if tr != nil {
 			opts.ObserveCommit = tr.ObserveCommit
 		}
@@ -138,4 +138,13 @@ func openPostgres(ctx context.Context, cfg Config, key []byte, getenv func(strin
 		where:      redactURL(dsn) + " schema " + cfg.Storage.Schema,
 		stop:       sched.Close,
 	}, nil
+}
+
+// owedFanOutAbove is [storage] owed_fanout_above as storage.Options takes
+// it (whose zero is its default): 0, every fan-out owed, is -1 there.
+func owedFanOutAbove(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

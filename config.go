@@ -203,6 +203,13 @@ type StorageConfig struct {
 	// LockTimeout is how long opening the database waits for the file lock
 	// held by another process before giving up. Must be positive.
 	LockTimeout Duration `toml:"lock_timeout"`
+	// OwedFanOutAbove is how many ingests a commit acknowledges before it
+	// leaves their fan-outs owed (bbolt): the commit then writes each
+	// event and the plan of its deliveries, and the deliveries are written
+	// by the commits after it (docs/performance.md, "Owed fan-out"). A
+	// commit with fewer writes the deliveries with the events, a commit
+	// sooner for the dispatcher. 0: every fan-out is owed.
+	OwedFanOutAbove int `toml:"owed_fanout_above"`
 	// SecretKeyFile names a file holding the master key that endpoint
 	// secrets are encrypted with at rest (AES-256-GCM): the base64 of 32
 	// random bytes, on one line. The environment variable
@@ -382,13 +389,14 @@ func defaultConfig() Config {
 			IdleTimeout:     Duration{2 * time.Minute},
 		},
 		Storage: StorageConfig{
-			Driver:         "bbolt",
-			URL:            "",
-			Schema:         "webhookd",
-			Lease:          Duration{30 * time.Second},
-			MaxConnections: 8,
-			Path:           "data/webhookd.db",
-			LockTimeout:    Duration{time.Second},
+			Driver:          "bbolt",
+			URL:             "",
+			Schema:          "webhookd",
+			Lease:           Duration{30 * time.Second},
+			MaxConnections:  8,
+			Path:            "data/webhookd.db",
+			LockTimeout:     Duration{time.Second},
+			OwedFanOutAbove: 16,
 		},
 		API: APIConfig{
 			Tokens:             []string{},
@@ -689,6 +697,9 @@ func (c Config) validate(name string) error {
 		v.add("storage.path", c.Storage.Path, "must name the database file")
 	}
 	v.positive("storage.lock_timeout", c.Storage.LockTimeout)
+	if c.Storage.OwedFanOutAbove < 0 || c.Storage.OwedFanOutAbove > 1000 {
+		v.add("storage.owed_fanout_above", c.Storage.OwedFanOutAbove, "must be from 0 to 1000")
+	}
 	switch c.Storage.Driver {
 	case "bbolt":
 	case "postgres":

@@ -41,6 +41,11 @@ type Options struct {
 	// (main traces each as a span). It runs on the commit loop: it must
 	// be fast and must not block, or every write waits for it.
 	ObserveCommit func(Commit)
+	// OwedFanOutAbove is how many ingests a commit acknowledges before it
+	// leaves their fan-outs owed (fanout.go): a commit with more writes
+	// each event and the plan of its deliveries, one with fewer the
+	// deliveries too. Zero means 16; negative: every fan-out is owed.
+	OwedFanOutAbove int
 
 	// SecretKey, when set, is the AES-256 key (SecretKeySize bytes) that
 	// endpoint secrets are encrypted with at rest (see crypt.go). Nil:
@@ -79,6 +84,7 @@ type DB struct {
 	attemptBodies    bodyCache       // the event bodies AttemptInput read
 	fanOut           fanOut          // ingest's: the endpoints it decoded, secrets as stored (not opened)
 	batchAcks        int             // acknowledged writes (acks) in the batch being committed; the commit loop's alone
+	owedAbove        int             // Options.OwedFanOutAbove, resolved
 
 	// closeMu guards closed and the send on ops: Close closes ops only
 	// when no writer is sending.
@@ -113,6 +119,12 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = defaultMaxBatch
+	}
+	switch {
+	case opts.OwedFanOutAbove == 0:
+		opts.OwedFanOutAbove = defaultOwedFanOutAbove
+	case opts.OwedFanOutAbove < 0:
+		opts.OwedFanOutAbove = 0
 	}
 	secrets, err := sealing.New(opts.SecretKey)
 	if err != nil {
@@ -156,6 +168,7 @@ func Open(path string, opts Options) (*DB, error) {
 		path:          path,
 		bolt:          bdb,
 		maxBatch:      opts.MaxBatch,
+		owedAbove:     opts.OwedFanOutAbove,
 		onCommit:      opts.OnCommit,
 		observeCommit: opts.ObserveCommit,
 		secrets:       secrets,

@@ -54,7 +54,7 @@ func (db *DB) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Inges
 	}
 	err = db.updateAck(ctx, func(tx *bolt.Tx) error {
 		var err error
-		res, err = appendEvent(tx, in, &db.fanOut)
+		res, err = appendEvent(tx, in, &db.fanOut, db.batchAcks > db.owedAbove)
 		return err
 	})
 	if err != nil {
@@ -137,8 +137,9 @@ type fanOut struct {
 }
 
 // appendEvent is the transaction of AppendEvent; it reads the tenant's
-// endpoints through f (forEachEndpoint).
-func appendEvent(tx *bolt.Tx, in engine.NewEvent, f *fanOut) (engine.IngestResult, error) {
+// endpoints through f (forEachEndpoint). With owe it leaves the fan-out
+// owed when it may (planFanOut); without, it stores the deliveries.
+func appendEvent(tx *bolt.Tx, in engine.NewEvent, f *fanOut, owe bool) (engine.IngestResult, error) {
 	ev := in.Event
 	tenant := ev.TenantID
 	dup, expired, tenantRecord, err := checkIngest(tx, in, &f.types)
@@ -213,7 +214,7 @@ func appendEvent(tx *bolt.Tx, in engine.NewEvent, f *fanOut) (engine.IngestResul
 		ds = engine.NewDeliveries(stored, policy, endpoints, engine.NewID)
 	}
 	owed := false
-	if plan, ok := planFanOut(tx, stored, ds); ok {
+	if plan, ok := planFanOut(tx, stored, ds); ok && owe {
 		// The deliveries are stored by FanOut, after this commit.
 		if err := tx.Bucket(bucketFanOuts).Put(u64(seq), encodePlan(plan)); err != nil {
 			return engine.IngestResult{}, err

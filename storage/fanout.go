@@ -12,8 +12,8 @@ import (
 	"github.com/webhookd/webhookd/engine"
 )
 
-// Owed fan-outs (schema 12). The commit that acknowledges an ingest
-// writes the event and, when it has deliveries, their plan
+// Owed fan-outs (schema 12). A commit that acknowledges more than
+// Options.OwedFanOutAbove ingests writes each event and, when it has deliveries, their plan
 // (engine.PlannedDelivery) under the event's place in the log in
 // bucketFanOuts; FanOut stores the deliveries in the commits after it,
 // oldest first, and deletes the plan. So the acknowledgement's commit
@@ -130,6 +130,13 @@ func plannedDeliveries(tx *bolt.Tx, ev engine.Event, seq uint64) (ds []engine.De
 	}
 	return ds, true, nil
 }
+
+// defaultOwedFanOutAbove is Options.OwedFanOutAbove's default: a commit
+// with fewer ingests writes the deliveries with the events, as its
+// acknowledgements wait for little else, and the dispatcher has them a
+// commit sooner (at 20 events/s, `light`'s end to end p50 was 1.1-1.4 ms
+// with every fan-out owed, 0.05-0.07 ms without).
+const defaultOwedFanOutAbove = 16
 
 // How many owed fan-outs one FanOut transaction stores. While the
 // oldest owed is younger than fanOutLag, a commit that also carries

@@ -101,3 +101,28 @@ func FuzzDecodePlan(f *testing.F) {
 	}, enc)
 	fuzzRecord(f, seeds, decodePlan, enc)
 }
+
+// TestDB_AppendEvent_fanOutWithTheEvent: with the default
+// OwedFanOutAbove, a commit that acknowledges one ingest writes its
+// deliveries with it: nothing owed, the dispatcher has them at once.
+func TestDB_AppendEvent_fanOutWithTheEvent(t *testing.T) {
+	db, err := Open(t.TempDir()+"/webhookd.db", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	mustTenant(t, db, "a")
+	mustEventType(t, db, "order.created")
+	mustEndpoint(t, db, "a", "*")
+	res, err := db.AppendEvent(context.Background(), newEvent("a", "order.created", `{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Owed {
+		t.Error("a commit of one ingest left its fan-out owed")
+	}
+	if d, p := countKeys(t, db, bucketDeliveries), countKeys(t, db, bucketFanOuts); d != 1 || p != 0 {
+		t.Errorf("%d deliveries and %d plans stored, want 1 and 0", d, p)
+	}
+	mustCheck(t, db)
+}

@@ -28,7 +28,9 @@ func MustOpenDB(tb testing.TB) *DB {
 // mustOpenDBAt is MustOpenDB on a given path.
 func mustOpenDBAt(tb testing.TB, path string) *DB {
 	tb.Helper()
-	db, err := Open(path, Options{})
+	// Every fan-out owed, so that the tests go through FanOut; the
+	// sealed conformance run (openKeyed) keeps the default.
+	db, err := Open(path, Options{OwedFanOutAbove: -1})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func TestDB_UpdateDeliveries_deadLettersOfOneEndpointBeyondTheScanBound(t *testi
 	b := mustEndpoint(t, db, "acme", "b.created")
 	kill := func(tx *bolt.Tx, typ string, at time.Time) error {
 		in := newEvent("acme", typ, `{}`)
-		res, err := appendEvent(tx, in, &fanOut{})
+		res, err := appendEvent(tx, in, &fanOut{}, false) // its deliveries at once: killed in the same transaction
 		if err != nil {
 			return err
 		}
