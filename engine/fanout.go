@@ -25,11 +25,17 @@ import (
 const fanOutMax = 256
 
 // fanOutRetry is how long the fan-out waits after FanOut failed (a full
-// disk, say) before it tries again, and fanOutTries how many times it
-// tries before it leaves the rest to the next ingest or the next start.
+// disk, say) before it tries again, doubled after each failure up to
+// fanOutRetryMax. It never gives up while the store is open: what is
+// owed was acknowledged, and at a light pace no later ingest leaves a
+// fan-out owed that would start the loop again (storage: only a busy
+// commit does), so a loop that stopped would leave those events
+// undelivered until the next start. It logs the first failure and then
+// one a minute.
 const (
-	fanOutRetry = time.Second
-	fanOutTries = 30
+	fanOutRetry    = time.Second
+	fanOutRetryMax = 30 * time.Second
+	fanOutLogEvery = time.Minute
 )
 
 // fanOut is the Service's fan-out: whether it runs, and the deliveries
@@ -130,26 +136,28 @@ func (s *Service) owed(tenant string) (ofTenant, all int) {
 // one while it ran.
 func (s *Service) fanOutLoop() {
 	ctx := context.Background()
-	failures := 0
+	failures, wait := 0, fanOutRetry
+	var logged time.Time
 	for {
 		done, err := s.store.FanOut(ctx, fanOutMax)
 		if err != nil {
+			if errors.Is(err, ErrStorageClosed) {
+				// The next start finishes what is owed.
+				s.fan.mu.Lock()
+				s.fan.running = false
+				s.fan.mu.Unlock()
+				return
+			}
 			failures++
-			if s.disp != nil && !errors.Is(err, ErrStorageClosed) {
-				s.disp.log.Error("fan-out: storing the deliveries of acknowledged events failed; they stay owed", "err", err, "try", failures)
+			if s.disp != nil && (failures == 1 || time.Since(logged) >= fanOutLogEvery) {
+				s.disp.log.Error("fan-out: storing the deliveries of acknowledged events failed; they stay owed and it is tried again", "err", err, "tries", failures, "next_in", wait)
+				logged = time.Now()
 			}
-			if failures < fanOutTries && !errors.Is(err, ErrStorageClosed) {
-				time.Sleep(fanOutRetry)
-				continue
-			}
-			// The next ingest starts the loop again, the next start
-			// finishes what is owed.
-			s.fan.mu.Lock()
-			s.fan.running = false
-			s.fan.mu.Unlock()
-			return
+			time.Sleep(wait)
+			wait = min(2*wait, fanOutRetryMax)
+			continue
 		}
-		failures = 0
+		failures, wait = 0, fanOutRetry
 		s.fannedOut(done)
 		if len(done) > 0 {
 			continue

@@ -3,8 +3,12 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/storage"
@@ -80,4 +84,64 @@ func TestService_OwedDeliveriesCountAsPending(t *testing.T) {
 	if got := svc.OwedDeliveries(); got != 0 {
 		t.Errorf("OwedDeliveries after the fan-out = %d, want 0", got)
 	}
+}
+
+// failingFanOut is a bbolt store whose FanOut fails its first fails
+// calls, as on a full disk.
+type failingFanOut struct {
+	*storage.DB
+	mu    sync.Mutex
+	fails int
+}
+
+func (f *failingFanOut) FanOut(ctx context.Context, max int) ([]engine.FannedOut, error) {
+	f.mu.Lock()
+	failing := f.fails > 0
+	f.fails--
+	f.mu.Unlock()
+	if failing {
+		return nil, errors.New("disk full")
+	}
+	return f.DB.FanOut(ctx, max)
+}
+
+// TestService_FanOutOutlastsAFailingDisk: a fan-out that fails 40 times
+// (a full disk, about 18 minutes of backing off on the test's clock) is
+// stored once the disk takes writes again,
+// without another ingest to start it: no later ingest of a light load
+// leaves a fan-out owed, so nothing else would. Before, the loop gave
+// up after 30 tries and the events stayed undelivered until a restart.
+func TestService_FanOutOutlastsAFailingDisk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		db, err := storage.Open(filepath.Join(t.TempDir(), "db"), storage.Options{OwedFanOutAbove: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		store := &failingFanOut{DB: db, fails: 40} // waits of 1, 2, 4, 8, 16, then 30 s: about 18 minutes
+		open := engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}
+		svc := engine.NewService(store, nil, engine.ServiceOptions{Targets: open})
+		if _, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := svc.PutEventType(ctx, "invoice.paid", engine.EventTypeInput{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: "http://127.0.0.1:9/x", EventTypes: []string{"*"}}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := svc.Ingest(ctx, "acme", engine.IngestInput{Type: "invoice.paid", Data: json.RawMessage(`{}`)})
+		if err != nil || !res.Owed {
+			t.Fatalf("ingest: owed %v, %v", res.Owed, err)
+		}
+		wait, cancel := context.WithTimeout(ctx, 2*time.Hour)
+		defer cancel()
+		if err := svc.WaitFanOut(wait); err != nil {
+			t.Fatalf("the owed fan-out was not stored within two hours of a disk that failed for 18 minutes: %v", err)
+		}
+		if _, err := db.Delivery(ctx, "acme", res.Deliveries[0].ID); err != nil {
+			t.Errorf("the delivery the 202 named: %v", err)
+		}
+	})
 }
