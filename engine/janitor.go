@@ -103,6 +103,20 @@ type Maintenance interface {
 	// before before; fewer than max deleted means no more. A running
 	// task is never pruned.
 	PruneTasks(ctx context.Context, before time.Time, max int) (int, error)
+	// OrphanedPaused returns at most max (0: its own default) of the
+	// endpoints that are deleted but still have paused deliveries, of
+	// tenants that are not deleted (a deleted tenant's go in its purge),
+	// in (tenant, endpoint) order; fewer than max means no more. Deleting
+	// an endpoint drops its paused deliveries after the endpoint's own
+	// deletion, in batches (Service.DeleteEndpoint), so a crash between
+	// the two leaves them: they would be held forever, never attempted,
+	// and count toward the tenant's bounds. It only reads.
+	OrphanedPaused(ctx context.Context, max int) ([]EndpointRef, error)
+}
+
+// EndpointRef names an endpoint of a tenant.
+type EndpointRef struct {
+	TenantID, EndpointID string
 }
 
 // JanitorOptions configure a Janitor. A zero field means the default
@@ -120,6 +134,11 @@ type JanitorOptions struct {
 	// must not block. Nil: no one is told (a Node hands them to its
 	// Dispatcher).
 	Promoted func(Work)
+	// DropOrphaned drops the paused deliveries of a deleted endpoint
+	// (Maintenance.OrphanedPaused), as deleting it does, and returns
+	// how many. The janitor asks for each such endpoint at start and on
+	// every pass. Nil: none is dropped (a Node sets its Service's).
+	DropOrphaned func(ctx context.Context, e EndpointRef) (int, error)
 }
 
 // Janitor deletes, every JanitorOptions.Every and in small transactions,
@@ -182,6 +201,7 @@ func (j *Janitor) Start() {
 		t := time.NewTicker(j.opts.Every)
 		defer t.Stop()
 		j.report(j.PurgeDeletedTenants(ctx))
+		j.report(j.DropOrphanedPaused(ctx))
 		for {
 			select {
 			case <-j.stop:
@@ -276,6 +296,9 @@ func (j *Janitor) RunOnce(ctx context.Context, now time.Time) error {
 	if err := j.PurgeDeletedTenants(ctx); err != nil {
 		return err
 	}
+	if err := j.DropOrphanedPaused(ctx); err != nil {
+		return err
+	}
 	r := Retention{SucceededBefore: now.Add(-j.opts.Succeeded), DeadBefore: now.Add(-j.opts.Dead)}
 	for cursor := uint64(0); ; {
 		res, err := j.store.PruneEvents(ctx, cursor, r, janitorBatch)
@@ -291,6 +314,32 @@ func (j *Janitor) RunOnce(ctx context.Context, now time.Time) error {
 			return nil
 		}
 		cursor = res.Next
+	}
+}
+
+// DropOrphanedPaused drops the paused deliveries that deleted endpoints
+// left (Maintenance.OrphanedPaused): a process that died while deleting
+// an endpoint, or a deletion whose drop failed. Without
+// JanitorOptions.DropOrphaned it does nothing.
+func (j *Janitor) DropOrphanedPaused(ctx context.Context) error {
+	if j.opts.DropOrphaned == nil {
+		return nil
+	}
+	for {
+		orphans, err := j.store.OrphanedPaused(ctx, janitorBatch)
+		if err != nil {
+			return err
+		}
+		for _, e := range orphans {
+			n, err := j.opts.DropOrphaned(ctx, e)
+			if err != nil {
+				return err
+			}
+			j.log.Info("paused deliveries of a deleted endpoint dropped", "tenant", e.TenantID, "endpoint", e.EndpointID, "deliveries", n)
+		}
+		if len(orphans) < janitorBatch {
+			return nil
+		}
 	}
 }
 

@@ -137,3 +137,90 @@ func TestJanitor_PrunesTasks(t *testing.T) {
 		}
 	}
 }
+
+// TestJanitor_DropsWhatADeletedEndpointLeft: a process that dies between
+// an endpoint's deletion and the drop of its paused deliveries leaves
+// them paused, held forever and counted against the tenant; the next
+// start's janitor drops them as the deletion would have (dead, "endpoint
+// deleted"), and the tenant can then be deleted without force. It failed
+// before the janitor looked for them: three deliveries stayed paused.
+func TestJanitor_DropsWhatADeletedEndpointLeft(t *testing.T) {
+	ctx := context.Background()
+	db, err := storage.Open(filepath.Join(t.TempDir(), "webhookd.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	targets := engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}
+	start := func() *engine.Node {
+		n := engine.NewNode(db, engine.NodeOptions{
+			Dispatcher: engine.DispatcherOptions{Targets: targets},
+			Service:    engine.ServiceOptions{Targets: targets},
+			Janitor:    &engine.JanitorOptions{Every: time.Hour},
+		})
+		if err := n.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	n := start()
+	svc := n.Service
+	if _, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.PutEventType(ctx, "invoice.paid", engine.EventTypeInput{}); err != nil {
+		t.Fatal(err)
+	}
+	ep, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: "http://127.0.0.1:9/x", EventTypes: []string{"*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.SetEndpointEnabled(ctx, "acme", ep.ID, false, false, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 3 {
+		res, err := svc.Ingest(ctx, "acme", engine.IngestInput{Type: "invoice.paid", Data: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Deliveries[0].ID)
+	}
+	// The endpoint's deletion, and then the process dies: its paused
+	// deliveries are never dropped.
+	if err := db.DeleteEndpoint(ctx, "acme", ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	n.Stop(ctx)
+	if held, _, err := db.Held(ctx, "acme"); err != nil || held.Paused != 3 {
+		t.Fatalf("held after the crash: %+v, %v; want 3 paused (the test proves nothing)", held, err)
+	}
+
+	n = start()
+	defer n.Stop(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for _, id := range ids {
+		for {
+			d, err := db.Delivery(ctx, "acme", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.State == engine.StateDead {
+				if d.Reason != engine.ReasonEndpointDeleted {
+					t.Errorf("delivery %s died of %q, want %q", id, d.Reason, engine.ReasonEndpointDeleted)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("delivery %s is still %s 10 s after the start", id, d.State)
+			}
+			time.Sleep(10 * time.Millisecond) // the janitor runs at start, on its own goroutine
+		}
+	}
+	if held, _, err := db.Held(ctx, "acme"); err != nil || held.Paused != 0 {
+		t.Errorf("held after the start: %+v, %v; want none paused", held, err)
+	}
+	if _, err := n.Service.DeleteTenant(ctx, "acme", false, "admin"); err != nil {
+		t.Errorf("DeleteTenant without force once the paused are dropped: %v", err)
+	}
+}

@@ -68,6 +68,11 @@ func NewNode(store Store, opts NodeOptions) *Node {
 				promoted(w)
 			}
 		}
+		if jo.DropOrphaned == nil {
+			jo.DropOrphaned = func(ctx context.Context, e EndpointRef) (int, error) {
+				return n.Service.dropPaused(ctx, e.TenantID, e.EndpointID)
+			}
+		}
 		n.janitor = NewJanitor(store, jo)
 	}
 	dopts := opts.Dispatcher

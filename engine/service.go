@@ -690,14 +690,26 @@ func (s *Service) DeleteEndpoint(ctx context.Context, tenant, id string) error {
 		return err
 	}
 	s.emitOperational(ctx, OpEndpointDeleted, map[string]any{"tenant": tenant, "endpoint_id": id, "at": s.now()})
+	_, err := s.dropPaused(ctx, tenant, id)
+	return err
+}
+
+// dropPaused drops the paused deliveries of endpoint id of tenant, which
+// is deleted, in batches (DropDeletedEndpointDelivery: dead, "endpoint
+// deleted"), and returns how many. DeleteEndpoint calls it after the
+// endpoint's deletion; the janitor calls it for what a process that
+// stopped in between left (Maintenance.OrphanedPaused).
+func (s *Service) dropPaused(ctx context.Context, tenant, id string) (int, error) {
+	n := 0
 	for {
 		at := s.now()
 		ds, err := s.store.UpdateDeliveries(ctx, Selection{Tenant: tenant, State: StatePaused, EndpointID: id}, replayBatch, func(d Delivery) Delivery {
 			return DropDeletedEndpointDelivery(d, at)
 		})
 		if err != nil || len(ds) == 0 {
-			return err
+			return n, err
 		}
+		n += len(ds)
 		if s.disp != nil {
 			for _, d := range ds {
 				s.disp.FollowLine(d) // a dropped head's line goes on

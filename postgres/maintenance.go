@@ -212,3 +212,28 @@ func (s *Store) PurgeDeletedTenants(ctx context.Context, tenant string, max int)
 	}
 	return res, nil
 }
+
+// OrphanedPaused returns at most max (0: defaultPruneMax) of the deleted
+// endpoints that still have paused deliveries, of tenants that are not
+// deleted (see engine.Maintenance), in (tenant, endpoint) order. It reads
+// the paused deliveries through their partial index (deliveries_paused),
+// the paused alone.
+func (s *Store) OrphanedPaused(ctx context.Context, max int) ([]engine.EndpointRef, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT d.tenant_id, d.endpoint_id FROM deliveries d
+		JOIN tenants t ON t.id = d.tenant_id AND t.deleted_at IS NULL
+		WHERE d.state = 'paused'
+		AND NOT EXISTS (SELECT 1 FROM endpoints e WHERE e.tenant_id = d.tenant_id AND e.id = d.endpoint_id)
+		ORDER BY 1, 2 LIMIT $1`, orDefault(max))
+	if err != nil {
+		return nil, storeError(err)
+	}
+	refs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.EndpointRef, error) {
+		var e engine.EndpointRef
+		err := r.Scan(&e.TenantID, &e.EndpointID)
+		return e, err
+	})
+	if err != nil {
+		return nil, storeError(err)
+	}
+	return refs, nil
+}

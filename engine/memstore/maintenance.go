@@ -140,3 +140,36 @@ func (s *Store) deleteEvent(e *event) {
 		delete(s.log, e.ev.TenantID)
 	}
 }
+
+// OrphanedPaused returns at most max of the deleted endpoints that still
+// have paused deliveries, of tenants that are not deleted (see
+// engine.Maintenance), in (tenant, endpoint) order.
+func (s *Store) OrphanedPaused(ctx context.Context, max int) ([]engine.EndpointRef, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	seen := map[engine.EndpointRef]bool{}
+	for _, d := range s.deliveries {
+		if d.State != engine.StatePaused {
+			continue
+		}
+		if _, ok := s.tenants[d.TenantID]; !ok {
+			continue
+		}
+		if _, ok := s.endpoints[d.TenantID][d.EndpointID]; ok {
+			continue
+		}
+		seen[engine.EndpointRef{TenantID: d.TenantID, EndpointID: d.EndpointID}] = true
+	}
+	refs := slices.SortedFunc(func(yield func(engine.EndpointRef) bool) {
+		for r := range seen {
+			if !yield(r) {
+				return
+			}
+		}
+	}, func(a, b engine.EndpointRef) int {
+		return cmp.Or(cmp.Compare(a.TenantID, b.TenantID), cmp.Compare(a.EndpointID, b.EndpointID))
+	})
+	return refs[:min(len(refs), orDefault(max))], nil
+}

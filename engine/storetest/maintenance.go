@@ -24,6 +24,61 @@ var maintenanceTests = []test{
 	{"a deleted tenant's waiting, paused and blocking deliveries go in its purge", testPurgeWaiting},
 	{"expired idempotency keys and access tokens are pruned, max a call", testPruneKeysAndTokens},
 	{"a purge of one deleted tenant purges that tenant only", testPurgeOneTenant},
+	{"a deleted endpoint's paused deliveries are found until they are dropped", testOrphanedPaused},
+}
+
+// testOrphanedPaused: the endpoints deleted with paused deliveries left
+// (a process that died between DeleteEndpoint and the drop of its paused
+// deliveries) are listed, in order and max a call, and no longer once
+// those are dropped; a live endpoint's paused deliveries and a deleted
+// tenant's are never listed.
+func testOrphanedPaused(t *testing.T, f *fixture) {
+	orphans := func(max int) []engine.EndpointRef {
+		t.Helper()
+		refs, err := f.s.OrphanedPaused(t.Context(), max)
+		if err != nil {
+			t.Fatalf("OrphanedPaused: %v", err)
+		}
+		return refs
+	}
+	if got := orphans(0); len(got) != 0 {
+		t.Fatalf("OrphanedPaused of an empty store = %v", got)
+	}
+	paused := func(tenant string) (engine.Endpoint, []engine.Delivery) {
+		t.Helper()
+		ep, typ := f.lane(t, tenant)
+		ep = f.setEnabled(t, ep, false, t0)
+		return ep, []engine.Delivery{f.deliver(t, ep, typ), f.deliver(t, ep, typ)}
+	}
+	f.tenant(t, "acme")
+	f.tenant(t, "globex")
+	f.tenant(t, "initech")
+	_, liveHeld := paused("acme")
+	gone1, _ := paused("acme")
+	gone2, _ := paused("globex")
+	goneTenant, _ := paused("initech")
+	for _, ep := range []engine.Endpoint{gone1, gone2, goneTenant} {
+		if err := f.s.DeleteEndpoint(t.Context(), ep.TenantID, ep.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.s.DeleteTenant(t.Context(), "initech", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	want := []engine.EndpointRef{{TenantID: "acme", EndpointID: gone1.ID}, {TenantID: "globex", EndpointID: gone2.ID}}
+	wantEqual(t, "OrphanedPaused", orphans(0), want)
+	wantEqual(t, "OrphanedPaused, max 1", orphans(1), want[:1])
+	at := t0.Add(2 * time.Minute)
+	dropped := f.selectAll(t, engine.Selection{Tenant: "acme", State: engine.StatePaused, EndpointID: gone1.ID}, 1, func(d engine.Delivery) engine.Delivery {
+		return engine.DropDeletedEndpointDelivery(d, at)
+	})
+	if len(dropped) != 2 {
+		t.Fatalf("dropped %d paused deliveries of the deleted endpoint, want 2", len(dropped))
+	}
+	wantEqual(t, "OrphanedPaused after acme's are dropped", orphans(0), want[1:])
+	for _, d := range liveHeld {
+		wantEqual(t, "a live endpoint's paused delivery", f.read(t, d).State, engine.StatePaused)
+	}
 }
 
 // prune runs retention r over the whole log, max events a call, as the
