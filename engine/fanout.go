@@ -233,18 +233,7 @@ func (s *Service) settled(ctx context.Context, tenant string) error {
 		f.mu.Unlock()
 		return nil
 	}
-	var wait []chan struct{}
-	for id, o := range f.events {
-		if o.tenant != tenant {
-			continue
-		}
-		c := make(chan struct{})
-		if f.waiters == nil {
-			f.waiters = map[string][]chan struct{}{}
-		}
-		f.waiters[id] = append(f.waiters[id], c)
-		wait = append(wait, c)
-	}
+	wait := f.waitLocked(func(o owedEvent) bool { return o.tenant == tenant })
 	f.mu.Unlock()
 	// Bounded, so that a store that fails to write (a full disk) slows
 	// a read down rather than stops it: the read then shows what is
@@ -263,6 +252,24 @@ func (s *Service) settled(ctx context.Context, tenant string) error {
 	return nil
 }
 
+// waitLocked returns a channel for each owed event that which selects,
+// closed when its fan-out is stored (forgetLocked). f.mu must be held.
+func (f *fanOut) waitLocked(which func(owedEvent) bool) []chan struct{} {
+	var wait []chan struct{}
+	for id, o := range f.events {
+		if !which(o) {
+			continue
+		}
+		c := make(chan struct{})
+		if f.waiters == nil {
+			f.waiters = map[string][]chan struct{}{}
+		}
+		f.waiters[id] = append(f.waiters[id], c)
+		wait = append(wait, c)
+	}
+	return wait
+}
+
 // settleBound is the longest a read waits for owed fan-outs (settled).
 const settleBound = 2 * time.Second
 
@@ -273,18 +280,7 @@ const settleBound = 2 * time.Second
 func (s *Service) WaitFanOut(ctx context.Context) error {
 	f := &s.fan
 	f.mu.Lock()
-	var wait []chan struct{}
-	for id, o := range f.events {
-		if o.appending {
-			continue
-		}
-		c := make(chan struct{})
-		if f.waiters == nil {
-			f.waiters = map[string][]chan struct{}{}
-		}
-		f.waiters[id] = append(f.waiters[id], c)
-		wait = append(wait, c)
-	}
+	wait := f.waitLocked(func(o owedEvent) bool { return !o.appending })
 	f.mu.Unlock()
 	for _, c := range wait {
 		select {

@@ -122,13 +122,21 @@ func SignHeader(h http.Header, secrets []string, id string, timestamp time.Time,
 		x = append(x, ",v1="...)
 		x = hex.AppendEncode(x, stripeMAC(sum[:0], s, ts, body))
 	}
-	xs := string(x)
-	v := []string{id, xs[:tsEnd], string(std), xs[tsEnd:]} // one array, four one-value slices
+	setSigned(h, id, string(x), tsEnd, std)
+	return nil
+}
+
+// setSigned sets the four headers of a signed request in h: webhook-id
+// id; from x, which holds the Unix timestamp (x[:tsEnd]) and then the
+// X-Webhook-Signature value (x[tsEnd:], "t=<ts>,v1=…"), webhook-timestamp
+// and X-Webhook-Signature; and webhook-signature std. The four values
+// share one array, each header a one-value slice of it.
+func setSigned(h http.Header, id, x string, tsEnd int, std []byte) {
+	v := []string{id, x[:tsEnd], string(std), x[tsEnd:]}
 	h[canonicalID] = v[0:1:1]
 	h[canonicalTimestamp] = v[1:2:2]
 	h[canonicalSignature] = v[2:3:3]
 	h[canonicalStripe] = v[3:4:4]
-	return nil
 }
 
 // ChallengeResponse returns the Standard Webhooks endpoint-verification

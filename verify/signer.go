@@ -95,11 +95,6 @@ func (s *Signer) SignHeader(h http.Header, id string, timestamp time.Time, body 
 		x = append(x, ",v1="...)
 		x = hex.AppendEncode(x, mac.Sum(m.sum[:0]))
 	}
-	xs := string(x)
-	v := []string{id, xs[:tsEnd], string(std), xs[tsEnd:]} // one array, four one-value slices
-	h[canonicalID] = v[0:1:1]
-	h[canonicalTimestamp] = v[1:2:2]
-	h[canonicalSignature] = v[2:3:3]
-	h[canonicalStripe] = v[3:4:4]
+	setSigned(h, id, string(x), tsEnd, std)
 	return nil
 }
