@@ -36,16 +36,33 @@ func (db *DB) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Inges
 	}
 	// Check first in a read transaction, so that a refused or duplicate
 	// ingest never enters the commit loop, where a failing write costs
-	// the rest of its batch a rerun. The write checks again.
+	// the rest of its batch a rerun. The write checks again. The type's
+	// check (a schema's validation: several µs) runs after the read
+	// transaction, on the entry it read (the type cache's, which
+	// outlives it), so that no read transaction is held open for it:
+	// each one pins the pages it sees and the file's mapping.
 	var res engine.IngestResult
 	var dup bool
+	var et *engine.EventType
 	err := db.view(ctx, func(tx *bolt.Tx) error {
-		d, _, _, err := checkIngest(tx, in, &db.fanOut.types)
-		if d != nil {
+		d, _, _, typeRecord, err := checkIngestKey(tx, in)
+		switch {
+		case err != nil:
+			return err
+		case d != nil:
 			res, dup = *d, true
+		case in.CheckType != nil && typeRecord != nil: // nil: an operator event of a type not in the catalogue
+			t, err := db.fanOut.types.ingestType(ev.Type, typeRecord)
+			if err != nil {
+				return fmt.Errorf("event type %s: %w", ev.Type, err)
+			}
+			et = &t
 		}
-		return err
+		return nil
 	})
+	if err == nil && et != nil {
+		err = in.CheckType(*et)
+	}
 	if err != nil {
 		return engine.IngestResult{}, wrap("append event "+ev.ID, err)
 	}
