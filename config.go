@@ -313,6 +313,15 @@ type DeliveryConfig struct {
 	// created or changed, and when an attempt dials it (after DNS), so
 	// that webhookd cannot be used to reach the network it runs in (SSRF).
 	AllowPrivateTargets bool `toml:"allow_private_targets"`
+	// Proxy, when set, is the egress proxy every attempt and challenge
+	// goes through: "http://host:port", "https://…" or "socks5://…", the
+	// proxy's credentials as user info ("http://user:pass@host:3128";
+	// secret: never logged nor shown in an error). For a machine whose
+	// only way out is a proxy. The environment's HTTP_PROXY is never
+	// used. With a proxy the target check is made before each request on
+	// what this machine resolves, not on the address dialled
+	// (engine.TargetPolicy.Proxy; docs/security.md).
+	Proxy string `toml:"proxy"`
 	// RequireEndpointVerification makes endpoints created from now on
 	// answer the Standard Webhooks challenge (webhook-challenge) before
 	// their first delivery; until they do, their deliveries are held.
@@ -786,6 +795,9 @@ func (c Config) validate(name string) error {
 
 	if c.Delivery.DisableAfter.Duration < 0 {
 		v.add("delivery.disable_after", c.Delivery.DisableAfter, `must not be negative ("0s": never)`)
+	}
+	if _, err := parseProxy(c.Delivery.Proxy); err != nil {
+		v.addf("config %s: delivery.proxy: %v", v.name, err)
 	}
 	if c.Alerts.URL != "" {
 		if u, err := url.Parse(c.Alerts.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {

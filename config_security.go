@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"strings"
 
@@ -57,9 +58,31 @@ func (c Config) validateSecurity(v *configProblems) {
 }
 
 // targetPolicy is where attempts may go: [delivery] allow_http and
-// allow_private_targets, both forced on by -dev.
+// allow_private_targets, both forced on by -dev; and through which
+// proxy, [delivery] proxy (validated).
 func (c DeliveryConfig) targetPolicy(dev bool) engine.TargetPolicy {
-	return engine.TargetPolicy{AllowHTTP: c.AllowHTTP || dev, AllowPrivate: c.AllowPrivateTargets || dev}
+	proxy, _ := parseProxy(c.Proxy)
+	return engine.TargetPolicy{AllowHTTP: c.AllowHTTP || dev, AllowPrivate: c.AllowPrivateTargets || dev, Proxy: proxy}
+}
+
+// parseProxy returns [delivery] proxy as a URL, nil for "". The error
+// says what is wrong without the value, which may hold credentials.
+func parseProxy(s string) (*url.URL, error) {
+	if s == "" {
+		return nil, nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return nil, errors.New("must be a URL such as http://proxy.internal:3128 (it does not parse)")
+	case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5":
+		return nil, errors.New("must be an http://, https:// or socks5:// URL")
+	case u.Host == "" || u.Port() == "":
+		return nil, errors.New("must name the proxy's host and port, like http://proxy.internal:3128")
+	case u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "":
+		return nil, errors.New("must be the proxy's scheme, user info, host and port alone: no path, query or fragment")
+	}
+	return u, nil
 }
 
 // secretKey returns the master key of endpoint secrets, from

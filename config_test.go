@@ -668,3 +668,36 @@ func TestLoadConfig_Tracing(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadConfig_Proxy: [delivery] proxy becomes the target policy's
+// proxy, credentials included; what is not a proxy URL is refused,
+// naming the key and never the value (it may hold a password).
+func TestLoadConfig_Proxy(t *testing.T) {
+	got, err := loadConfig(writeConfig(t, "[delivery]\nproxy = \"http://egress:pw-secret-7f3a@proxy.internal:3128\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := got.Delivery.targetPolicy(false).Proxy
+	if p == nil || p.Host != "proxy.internal:3128" || p.User.Username() != "egress" {
+		t.Fatalf("proxy %v, want http://egress:…@proxy.internal:3128", p)
+	}
+	if def, err := loadConfig(writeConfig(t, "")); err != nil || def.Delivery.targetPolicy(false).Proxy != nil {
+		t.Errorf("by default: proxy %v, %v; want none", def.Delivery.targetPolicy(false).Proxy, err)
+	}
+	for _, tt := range []struct{ value, want string }{
+		{"proxy.internal:3128", "must be an http://, https:// or socks5:// URL"},
+		{"ftp://u:pw-secret-7f3a@proxy.internal:21", "must be an http://, https:// or socks5:// URL"},
+		{"http://u:pw-secret-7f3a@proxy.internal", "must name the proxy's host and port"},
+		{"http://u:pw-secret-7f3a@proxy.internal:3128/path", "no path, query or fragment"},
+		{"http://u:pw-secret-7f3a@proxy.internal:3128/?x=1", "no path, query or fragment"},
+		{"http://u:pw-secret-7f3a@[::1", "it does not parse"},
+	} {
+		_, err := loadConfig(writeConfig(t, "[delivery]\nproxy = \""+tt.value+"\"\n"))
+		if err == nil || !strings.Contains(err.Error(), "delivery.proxy") || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("proxy %q: %v, want delivery.proxy %s", tt.value, err, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "pw-secret") {
+			t.Errorf("proxy %q: the error shows the password: %v", tt.value, err)
+		}
+	}
+}

@@ -293,6 +293,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}()
 		logger.Info("tracing on", "endpoint", cfg.Tracing.Endpoint, "sampler", cfg.Tracing.Sampler, "sampler_ratio", cfg.Tracing.SamplerRatio)
 	}
+	if p := cfg.Delivery.targetPolicy(false).Proxy; p != nil {
+		logger.Info("deliveries go through a proxy", "proxy", p.Redacted()) // its password as xxxxx
+	}
 	be, err := openBackend(ctx, cfg, key, getenv, m, tr, logger)
 	if err != nil {
 		return err

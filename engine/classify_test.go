@@ -193,7 +193,7 @@ func TestNewHTTPClient_responseHeaderBound(t *testing.T) {
 				if h2 {
 					srv.EnableHTTP2 = true
 					srv.StartTLS()
-					c.Transport.(httpsOnly).next.TLSClientConfig.RootCAs = srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+					c.Transport.(httpsOnly).next.(*http.Transport).TLSClientConfig.RootCAs = srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
 				} else {
 					srv.Start()
 				}

@@ -291,18 +291,21 @@ func NewDispatcher(store Store, opts DispatcherOptions) *Dispatcher {
 // maxResponseHeaderBytes: a receiver that sends more fails the request
 // (see classify).
 //
-// IMPORTANT: the client uses no proxy, and must not (HTTP_PROXY and the
-// like are ignored): through a proxy the dialled address would be the
-// proxy's, and the target check would no longer see where a request goes.
+// IMPORTANT: the client uses no proxy from the environment (HTTP_PROXY
+// and the like are ignored): through a proxy the dialled address would be
+// the proxy's, and the target check would no longer see where a request
+// goes. Only targets.Proxy, which the operator sets on purpose
+// ([delivery] proxy), is used, and then the check is made before each
+// request instead (TargetPolicy.Proxy).
 func NewHTTPClient(workers, perHost int, targets TargetPolicy) *http.Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	dial := dialer.DialContext
-	if !targets.AllowPrivate {
+	if !targets.AllowPrivate && targets.Proxy == nil {
 		dialer.Control = targets.dialControl
 		dial = namingRefusals(dial)
 	}
 	t := &http.Transport{
-		Proxy:                 nil, // see above
+		Proxy:                 nil, // see above; TargetPolicy.Proxy below
 		DialContext:           dial,
 		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
 		MaxIdleConns:          workers * 2,
@@ -315,8 +318,14 @@ func NewHTTPClient(workers, perHost int, targets TargetPolicy) *http.Client {
 	}
 	t.MaxResponseHeaderBytes = maxResponseHeaderBytes // HTTP/2 too: its SETTINGS_MAX_HEADER_LIST_SIZE
 	var rt http.RoundTripper = t
+	if targets.Proxy != nil {
+		t.Proxy = http.ProxyURL(targets.Proxy)
+		if !targets.AllowPrivate {
+			rt = proxyChecked{next: rt, policy: targets, lookup: lookupNetIP}
+		}
+	}
 	if !targets.AllowHTTP {
-		rt = httpsOnly{t}
+		rt = httpsOnly{rt}
 	}
 	return &http.Client{
 		Transport:     rt,

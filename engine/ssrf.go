@@ -43,6 +43,21 @@ type TargetPolicy struct {
 	// AllowPrivate allows every address, internal ones included.
 	// Zero: only globally reachable unicast addresses (see AddressClass).
 	AllowPrivate bool
+	// Proxy, when set, is the egress proxy every attempt and challenge
+	// goes through ([delivery] proxy): an http, https or socks5 URL,
+	// with the proxy's credentials as its user info. The dialer then
+	// dials the proxy alone, whose address is the operator's choice and
+	// is not checked; the proxy resolves the endpoint's host and dials
+	// it, so the check on the address dialled cannot be made here.
+	// Instead, unless AllowPrivate, each request's host is checked
+	// before it is sent (proxyChecked): an address literal, a localhost
+	// name, and every address this machine resolves the name to; a name
+	// this machine cannot resolve is left to the proxy (a VM whose only
+	// way out is the proxy often resolves no outside name). A DNS answer
+	// that differs between this machine and the proxy is the proxy's to
+	// judge: docs/security.md says to run one that refuses internal
+	// addresses itself (such as smokescreen) when that matters.
+	Proxy *url.URL
 }
 
 // ErrTargetRefused is matched (errors.Is) by every refusal of TargetPolicy:
@@ -370,7 +385,7 @@ func lookupNetIP(ctx context.Context, host string) ([]netip.Addr, error) {
 
 // httpsOnly is the RoundTripper of a client whose policy refuses plain
 // http: the request is refused before anything is dialled.
-type httpsOnly struct{ next *http.Transport }
+type httpsOnly struct{ next http.RoundTripper }
 
 func (t httpsOnly) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.URL.Scheme != "https" {
@@ -384,7 +399,62 @@ func (t httpsOnly) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // CloseIdleConnections lets http.Client.CloseIdleConnections reach the
 // transport.
-func (t httpsOnly) CloseIdleConnections() { t.next.CloseIdleConnections() }
+func (t httpsOnly) CloseIdleConnections() { closeIdle(t.next) }
+
+// closeIdle closes rt's idle connections, when it keeps any.
+func closeIdle(rt http.RoundTripper) {
+	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// proxyChecked is the RoundTripper of a client that sends through
+// TargetPolicy.Proxy with AllowPrivate off: the request's host is
+// checked before it is sent, as TargetPolicy.Proxy says, and a refusal
+// names the host and not the address it resolved to, as at dial time.
+type proxyChecked struct {
+	next   http.RoundTripper
+	policy TargetPolicy
+	lookup func(context.Context, string) ([]netip.Addr, error)
+}
+
+func (t proxyChecked) RoundTrip(r *http.Request) (*http.Response, error) {
+	if te := t.refusal(r.Context(), r.URL.Hostname()); te != nil {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, te
+	}
+	return t.next.RoundTrip(r)
+}
+
+// refusal is the check of host: nil when it may be sent to.
+func (t proxyChecked) refusal(ctx context.Context, host string) *TargetError {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return t.policy.refusal(a)
+	}
+	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		te := t.policy.refusal(netip.IPv6Loopback())
+		te.Host = host
+		return te
+	}
+	lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	addrs, err := t.lookup(lctx, host)
+	if err != nil {
+		return nil // the proxy resolves it, or fails to
+	}
+	for _, a := range addrs {
+		if te := t.policy.refusal(a); te != nil {
+			te.Host = host
+			return te
+		}
+	}
+	return nil
+}
+
+func (t proxyChecked) CloseIdleConnections() { closeIdle(t.next) }
 
 // targetRefusal returns the refusal in err's chain, if any.
 func targetRefusal(err error) (*TargetError, bool) {
