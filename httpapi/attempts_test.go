@@ -276,3 +276,44 @@ func TestConsole_DeliveriesByStatus(t *testing.T) {
 		t.Errorf("status=500: %d\n%s", p.status, p.body)
 	}
 }
+
+// TestConsole_DeadLettersFiltered: the dead-letters page filters by
+// endpoint and by the class of the last attempt's status, as the
+// delivery log does, keeps the filter in its form, and answers a class
+// it does not know with 422 and the reason.
+func TestConsole_DeadLettersFiltered(t *testing.T) {
+	e := newConsoleEnv(t) // one delivery, dead on a 500
+	var other struct {
+		ID string `json:"id"`
+	}
+	e.must(req{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://other.example/hook","event_types":["*"],"description":"the other one"}`}, 201, &other)
+	b := e.browser()
+	b.mustLogin(e.token.Token, "/console/t/acme/endpoints")
+	link := "/console/t/acme/deliveries/" + e.delivery
+	for _, c := range []struct {
+		query  string
+		listed bool
+	}{
+		{"", true},
+		{"?status=5xx", true},
+		{"?status=4xx", false},
+		{"?status=none", false},
+		{"?endpoint=" + e.endpoint.ID, true},
+		{"?endpoint=" + other.ID, false},
+		{"?endpoint=" + e.endpoint.ID + "&status=5xx", true},
+	} {
+		p := b.get("/console/t/acme/dead-letters" + c.query)
+		if p.status != 200 || strings.Contains(p.body, link) != c.listed {
+			t.Errorf("dead-letters%s: %d, listed %v, want %v", c.query, p.status, strings.Contains(p.body, link), c.listed)
+		}
+	}
+	p := b.get("/console/t/acme/dead-letters?status=5xx&endpoint=" + e.endpoint.ID)
+	for _, s := range []string{`<option value="5xx" selected>5xx</option>`, `<option value="` + e.endpoint.ID + `" selected>`, `the other one`} {
+		if !strings.Contains(p.body, s) {
+			t.Errorf("the filter form lacks %s", s)
+		}
+	}
+	if p := b.get("/console/t/acme/dead-letters?status=500"); p.status != 422 || !strings.Contains(p.body, "status must be 2xx, 3xx, 4xx, 5xx or none") {
+		t.Errorf("status=500: %d\n%s", p.status, p.body)
+	}
+}

@@ -244,8 +244,14 @@ func (s *server) handleDeliveriesPage(w http.ResponseWriter, r *http.Request, _ 
 
 // deliveriesLink is the deliveries page with q's filter and cursor.
 func deliveriesLink(tenant string, q url.Values, cursor string) string {
+	return listLink(tenantPath(tenant, "deliveries"), q, cursor, "state", "type", "endpoint", "status", "since", "until", "channel")
+}
+
+// listLink is the link to the page at cursor ("": the first) of the list
+// at path with the filters named keys of q.
+func listLink(path string, q url.Values, cursor string, keys ...string) string {
 	keep := url.Values{}
-	for _, k := range []string{"state", "type", "endpoint", "status", "since", "until", "channel"} {
+	for _, k := range keys {
 		if v := q.Get(k); v != "" {
 			keep.Set(k, v)
 		}
@@ -253,7 +259,7 @@ func deliveriesLink(tenant string, q url.Values, cursor string) string {
 	if cursor != "" {
 		keep.Set("cursor", cursor)
 	}
-	link := tenantPath(tenant, "deliveries")
+	link := path
 	if len(keep) > 0 {
 		link += "?" + keep.Encode()
 	}
@@ -316,8 +322,12 @@ func (s *server) handleDeliveryPage(w http.ResponseWriter, r *http.Request, ps h
 type deadLettersData struct {
 	Deliveries []engine.Delivery
 	Endpoints  endpointIndex
-	Older      string // link to the next page, "" on the last
-	Newest     string // link to the first page when this is not it
+	// The filter: an endpoint's ID and the class of the last attempt's
+	// status ("" each: any), and the classes to choose from.
+	Endpoint, Status string
+	Statuses         []engine.StatusClass
+	Older            string // link to the next page, "" on the last
+	Newest           string // link to the first page when this is not it
 	// The replay form's defaults: the last 24 hours, up to now.
 	Since, Until string
 }
@@ -325,33 +335,44 @@ type deadLettersData struct {
 // handleDeadLettersPage lists the tenant's dead letters newest first,
 // like every list of the console (the API's dead-letter queue, GET
 // …/dead-letters, stays oldest death first: the order to work through
-// it), with the range replay form.
+// it), filtered by endpoint and by the class of the last attempt's
+// status as the delivery log is, with the range replay form.
 func (s *server) handleDeadLettersPage(w http.ResponseWriter, r *http.Request, _ httprouter.Params, v *visit) {
 	ctx := r.Context()
-	cursor := r.URL.Query().Get("cursor")
-	ds, next, err := s.svc.ListDeliveries(ctx, v.tenant.ID, engine.DeliveryFilter{State: engine.StateDead, Limit: consolePageSize, Cursor: cursor})
-	if err != nil {
-		s.consoleError(w, r, v, err)
-		return
-	}
+	q := r.URL.Query()
+	cursor := q.Get("cursor")
 	eps, err := s.svc.Endpoints(ctx, v.tenant.ID)
 	if err != nil {
 		s.consoleError(w, r, v, err)
 		return
 	}
 	now := time.Now()
-	data := deadLettersData{Deliveries: ds, Endpoints: indexEndpoints(eps), Since: formTime(now.Add(-24 * time.Hour).Truncate(time.Minute))}
+	data := deadLettersData{Endpoints: indexEndpoints(eps), Since: formTime(now.Add(-24 * time.Hour).Truncate(time.Minute)),
+		Endpoint: q.Get("endpoint"), Status: q.Get("status"), Statuses: engine.StatusClasses}
+	p := s.newPage(v, "Dead letters", "dead-letters")
+	status := http.StatusOK
+	ds, next, err := s.svc.ListDeliveries(ctx, v.tenant.ID, engine.DeliveryFilter{State: engine.StateDead, EndpointID: data.Endpoint,
+		Status: engine.StatusClass(data.Status), Limit: consolePageSize, Cursor: cursor})
+	if err != nil {
+		e, ok := errors.AsType[*engine.Error](err)
+		if !ok || e.Code != engine.CodeInvalidField {
+			s.consoleError(w, r, v, err)
+			return
+		}
+		status = http.StatusUnprocessableEntity
+		p.Error = e.Message
+	}
+	data.Deliveries = ds
 	base := tenantPath(v.tenant.ID, "dead-letters")
 	if next != "" {
-		data.Older = base + "?" + url.Values{"cursor": {next}}.Encode()
+		data.Older = listLink(base, q, next, "endpoint", "status")
 	}
 	if cursor != "" {
-		data.Newest = base
+		data.Newest = listLink(base, q, "", "endpoint", "status")
 	}
-	p := s.newPage(v, "Dead letters", "dead-letters")
 	p.Notice = notice(r)
 	p.Data = data
-	s.render(w, r, http.StatusOK, "dead-letters", p)
+	s.render(w, r, status, "dead-letters", p)
 }
 
 // reportData is the report page's data.
