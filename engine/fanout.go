@@ -224,8 +224,11 @@ func (s *Service) waitFannedOut(ctx context.Context, id string) error {
 // settled returns once every fan-out of tenant's events that this
 // process's ingests left owed before the call is stored (or ctx ends):
 // a read of deliveries by ID or in a listing waits for it, so that it
-// sees every delivery an acknowledgement named. It costs nothing when
-// none is owed, and otherwise about one commit.
+// sees every delivery an acknowledgement named, and so does a change of
+// deliveries by ID (Replay, Skip) or by endpoint (the paused ones that
+// SetEndpointEnabled resumes or drops and DeleteEndpoint drops), so that
+// it changes them too. It costs nothing when none is owed, and otherwise
+// about one commit.
 func (s *Service) settled(ctx context.Context, tenant string) error {
 	f := &s.fan
 	f.mu.Lock()

@@ -145,3 +145,114 @@ func TestService_FanOutOutlastsAFailingDisk(t *testing.T) {
 		}
 	})
 }
+
+// TestService_OwedFanOutMeetsLaterWrites: what a client does to a
+// delivery right after the 202 that named it, while its fan-out is still
+// owed, finds it as a read does (settled): enabling the endpoint it was
+// paused for resumes it, deleting that endpoint dead-letters it, a
+// replay starts its new cycle. Before, each of them acted on the
+// deliveries stored so far and missed the owed one: it stayed paused for
+// an enabled endpoint with nothing to resume it, stayed paused for a
+// deleted one until the janitor came, and the replay answered 404.
+func TestService_OwedFanOutMeetsLaterWrites(t *testing.T) {
+	type fixture struct {
+		db       *storage.DB
+		svc      *engine.Service
+		endpoint string
+		delivery string
+	}
+	// setup ingests an event to one endpoint, disabled first when
+	// disabled, and leaves its fan-out owed; the fan-out is stored 100 ms
+	// later, while the test's call waits for it.
+	setup := func(t *testing.T, disabled bool) fixture {
+		ctx := context.Background()
+		db, err := storage.Open(filepath.Join(t.TempDir(), "db"), storage.Options{OwedFanOutAbove: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := db.Check(); err != nil {
+				t.Errorf("Check: %v", err)
+			}
+			db.Close()
+		})
+		store := heldFanOut{DB: db, release: make(chan struct{})}
+		open := engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}
+		disp := engine.NewDispatcher(store, engine.DispatcherOptions{Targets: open}) // not started
+		svc := engine.NewService(store, disp, engine.ServiceOptions{Targets: open})
+		if _, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := svc.PutEventType(ctx, "invoice.paid", engine.EventTypeInput{}); err != nil {
+			t.Fatal(err)
+		}
+		ep, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: "http://127.0.0.1:9/x", EventTypes: []string{"*"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if disabled {
+			if _, _, err := svc.SetEndpointEnabled(ctx, "acme", ep.ID, false, false, "test"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := svc.Ingest(ctx, "acme", engine.IngestInput{Type: "invoice.paid", Data: json.RawMessage(`{}`)})
+		if err != nil || !res.Owed || len(res.Deliveries) != 1 {
+			t.Fatalf("ingest: owed %v, %d deliveries, %v", res.Owed, len(res.Deliveries), err)
+		}
+		time.AfterFunc(100*time.Millisecond, func() { close(store.release) })
+		t.Cleanup(func() { _ = svc.WaitFanOut(ctx) })
+		return fixture{db: db, svc: svc, endpoint: ep.ID, delivery: res.Deliveries[0].ID}
+	}
+	stored := func(t *testing.T, f fixture) engine.Delivery {
+		t.Helper()
+		if err := f.svc.WaitFanOut(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		d, err := f.db.Delivery(context.Background(), "acme", f.delivery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	ctx := context.Background()
+
+	t.Run("enable, deliver held", func(t *testing.T) {
+		f := setup(t, true)
+		_, n, err := f.svc.SetEndpointEnabled(ctx, "acme", f.endpoint, true, true, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := stored(t, f); n != 1 || d.State != engine.StatePending {
+			t.Errorf("enabled with its held deliveries: %d resumed, the delivery is %s (%s); want 1, pending", n, d.State, d.Reason)
+		}
+	})
+	t.Run("enable, drop held", func(t *testing.T) {
+		f := setup(t, true)
+		_, n, err := f.svc.SetEndpointEnabled(ctx, "acme", f.endpoint, true, false, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := stored(t, f); n != 1 || d.State != engine.StateDead || d.Reason != engine.ReasonHeldNotSent {
+			t.Errorf("enabled dropping its held deliveries: %d dropped, the delivery is %s (%s); want 1, dead (%s)", n, d.State, d.Reason, engine.ReasonHeldNotSent)
+		}
+	})
+	t.Run("delete the disabled endpoint", func(t *testing.T) {
+		f := setup(t, true)
+		if err := f.svc.DeleteEndpoint(ctx, "acme", f.endpoint); err != nil {
+			t.Fatal(err)
+		}
+		if d := stored(t, f); d.State != engine.StateDead || d.Reason != engine.ReasonEndpointDeleted {
+			t.Errorf("the delivery is %s (%s); want dead (%s)", d.State, d.Reason, engine.ReasonEndpointDeleted)
+		}
+	})
+	t.Run("replay", func(t *testing.T) {
+		f := setup(t, false)
+		d, err := f.svc.Replay(ctx, "acme", f.delivery, "test")
+		if err != nil {
+			t.Fatalf("replay of the delivery the 202 named: %v", err)
+		}
+		if len(d.Replays) != 1 || stored(t, f).State != engine.StatePending {
+			t.Errorf("replayed: %d replays, want 1", len(d.Replays))
+		}
+	})
+}

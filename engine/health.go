@@ -114,6 +114,12 @@ func (s *Service) SetEndpointEnabled(ctx context.Context, tenant, id string, ena
 	if err != nil || !enabled {
 		return ep, 0, err
 	}
+	// The paused deliveries of events acknowledged before the endpoint
+	// was enabled may be owed still (fanout.go): they are stored paused,
+	// and only this loop resumes or drops them.
+	if err := s.settled(ctx, tenant); err != nil {
+		return ep, 0, err
+	}
 	var policy RetryPolicyName
 	if deliverHeld {
 		t, err := s.store.Tenant(ctx, tenant)

@@ -690,6 +690,10 @@ func (s *Service) DeleteEndpoint(ctx context.Context, tenant, id string) error {
 		return err
 	}
 	s.emitOperational(ctx, OpEndpointDeleted, map[string]any{"tenant": tenant, "endpoint_id": id, "at": s.now()})
+	// A paused delivery to it may be owed still (fanout.go).
+	if err := s.settled(ctx, tenant); err != nil {
+		return err
+	}
 	_, err := s.dropPaused(ctx, tenant, id)
 	return err
 }
@@ -1256,6 +1260,9 @@ func (s *Service) Replay(ctx context.Context, tenant, id, by string) (Delivery, 
 	if err != nil {
 		return Delivery{}, err
 	}
+	if err := s.settled(ctx, tenant); err != nil { // id may be owed still, as Delivery
+		return Delivery{}, err
+	}
 	r := Replay{At: s.now(), By: by}
 	d, err := s.store.UpdateDelivery(ctx, id, func(d Delivery) (Delivery, error) {
 		if d.TenantID != tenant {
@@ -1344,6 +1351,9 @@ func (s *Service) ReplaySelected(ctx context.Context, tenant string, ids []strin
 func (s *Service) Skip(ctx context.Context, tenant, id, by string) (Delivery, error) {
 	if !validID(id) {
 		return Delivery{}, DeliveryNotFound()
+	}
+	if err := s.settled(ctx, tenant); err != nil { // id may be owed still, as Delivery
+		return Delivery{}, err
 	}
 	sk := Skip{At: s.now(), By: by}
 	d, err := s.store.UpdateDelivery(ctx, id, func(d Delivery) (Delivery, error) {
