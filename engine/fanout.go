@@ -120,6 +120,23 @@ func (f *fanOut) forgetLocked(id string) {
 	delete(f.waiters, id)
 }
 
+// forgetTenant drops what this process's ingests owe tenant, which is
+// deleted: no store writes a delivery of a deleted tenant, and its purge
+// may delete an event with its plan before FanOut comes to it, when
+// FanOut never reports it. Counted still, its deliveries would take
+// room under MaxPending for good, and the tenant's id, used again, would
+// have every read wait settleBound for them.
+func (s *Service) forgetTenant(tenant string) {
+	f := &s.fan
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, o := range f.events {
+		if o.tenant == tenant {
+			f.forgetLocked(id)
+		}
+	}
+}
+
 // owed returns how many deliveries of tenant ("": of none) and of every
 // tenant are owed by this process's ingests.
 func (s *Service) owed(tenant string) (ofTenant, all int) {

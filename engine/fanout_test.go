@@ -256,3 +256,67 @@ func TestService_OwedFanOutMeetsLaterWrites(t *testing.T) {
 		}
 	})
 }
+
+// TestService_ForcedTenantDeletionForgetsItsOwedFanOuts: a tenant deleted
+// with force while fan-outs of its events are owed, and purged before the
+// fan-out comes, leaves nothing counted as owed: not in the bounds, not
+// for the id used again, whose reads do not wait for them. Before, the
+// purge deleted the plans with the events, the fan-out never reported
+// them, and the service counted those deliveries as owed for good.
+func TestService_ForcedTenantDeletionForgetsItsOwedFanOuts(t *testing.T) {
+	ctx := context.Background()
+	db, err := storage.Open(filepath.Join(t.TempDir(), "db"), storage.Options{OwedFanOutAbove: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	store := heldFanOut{DB: db, release: make(chan struct{})}
+	open := engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}
+	disp := engine.NewDispatcher(store, engine.DispatcherOptions{Targets: open}) // not started
+	svc := engine.NewService(store, disp, engine.ServiceOptions{Targets: open})
+	if _, _, err := svc.PutEventType(ctx, "invoice.paid", engine.EventTypeInput{}); err != nil {
+		t.Fatal(err)
+	}
+	tenant := func() {
+		t.Helper()
+		if _, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{}); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: "http://127.0.0.1:9/x", EventTypes: []string{"*"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tenant()
+	if res, err := svc.Ingest(ctx, "acme", engine.IngestInput{Type: "invoice.paid", Data: json.RawMessage(`{}`)}); err != nil || !res.Owed {
+		t.Fatalf("ingest: owed %v, %v", res.Owed, err)
+	}
+	task, err := svc.DeleteTenant(ctx, "acme", true, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task = pollTask(t, svc, task.ID); task.State != engine.TaskSucceeded {
+		t.Fatalf("the purge: %+v", task)
+	}
+	close(store.release)
+	wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := svc.WaitFanOut(wait); err != nil {
+		t.Errorf("WaitFanOut after the tenant's purge: %v", err)
+	}
+	if got := svc.OwedDeliveries(); got != 0 {
+		t.Errorf("OwedDeliveries after the tenant's deletion and purge = %d, want 0", got)
+	}
+	tenant()
+	start := time.Now()
+	if _, _, err := svc.ListDeliveries(ctx, "acme", engine.DeliveryFilter{}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("a listing of the tenant made again took %v: it waited for its old owed fan-outs", took)
+	}
+	if err := db.Check(); err != nil {
+		t.Errorf("Check: %v", err)
+	}
+}

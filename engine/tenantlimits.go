@@ -143,6 +143,7 @@ func (s *Service) DeleteTenant(ctx context.Context, tenant string, force bool, b
 		return Task{}, err
 	}
 	s.emitOperational(ctx, OpTenantDeleted, map[string]any{"tenant": tenant, "force": force, "task_id": t.ID, "at": now})
+	s.forgetTenant(tenant) // before the purge starts: its fan-outs are owed no longer
 	if s.disp != nil {
 		s.disp.ForgetTenant(tenant)
 	}
