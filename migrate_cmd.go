@@ -91,6 +91,13 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if errors.Is(err, storage.ErrInUse) {
 		return fmt.Errorf("migrate: %w; stop webhookd first (a migration copies a stopped node)", err)
 	}
+	if errors.Is(err, storage.ErrFanOutsOwed) {
+		start := "webhookd -db " + path
+		if *configPath != "" {
+			start = "webhookd -config " + *configPath + " -db " + path
+		}
+		return fmt.Errorf("migrate: %w: start webhookd on the file once (%s; it writes them before it serves), stop it once it listens (SIGTERM or Ctrl-C), then run webhookd migrate -from bbolt:%s again with the same -to and -schema", err, start, path)
+	}
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}

@@ -740,3 +740,62 @@ func TestMigrate_Volume(t *testing.T) {
 	}
 	t.Logf("migrated %d events (%d deliveries) in %s: %.0f events/s", n, 2*n, took.Round(time.Millisecond), float64(n)/took.Seconds())
 }
+
+// TestMigrate_RefusesOwedFanOuts: a file that a kill left with an
+// event's fan-out owed (its deliveries not written yet) is refused, and
+// the refusal gives the operator the commands that fix it: start
+// webhookd on the file once, stop it, run the same migrate again. After
+// a start and a stop, the same command migrates it, the deliveries
+// included.
+func TestMigrate_RefusesOwedFanOuts(t *testing.T) {
+	dbURL, env := migrateEnv(t, nil)
+	schema := pgtest.Schema(t)
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	ctx := context.Background()
+	db := openAcmeSource(t, path)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := storage.Open(path, storage.Options{OwedFanOutAbove: -1}) // every fan-out owed
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := db.CreateEndpoint(ctx, engine.Endpoint{
+			ID: engine.NewID("ep"), TenantID: "acme", URL: "https://example.com/hook", EventTypes: []string{"*"},
+			Created: migrateT0, Updated: migrateT0, Secrets: []engine.Secret{{Key: engine.NewSecret()}},
+		}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := db.AppendEvent(ctx, engine.NewEvent{Event: engine.Event{ID: engine.NewID("evt"), TenantID: "acme", Type: "order.created", Created: migrateT0, Body: []byte(`{"data":{}}`)}})
+	if err != nil || !res.Owed {
+		t.Fatalf("append: owed %v, %v", res.Owed, err)
+	}
+	if err := db.Close(); err != nil { // no FanOut: as a kill leaves it
+		t.Fatal(err)
+	}
+
+	args := []string{"-from", "bbolt:" + path, "-to", dbURL, "-schema", schema}
+	out, err := runMigrateCmd(t, env, args...)
+	if err == nil {
+		t.Fatalf("migrate of a file with a fan-out owed succeeded:\n%s", out)
+	}
+	for _, want := range []string{"1 event", "webhookd -db " + path, "stop it", "webhookd migrate -from bbolt:" + path} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, err)
+		}
+	}
+
+	// The start the refusal asks for: Open writes what is owed.
+	db, err = storage.Open(path, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runMigrateCmd(t, env, args...); err != nil || !strings.Contains(squeeze(out), "deliveries  2  =  2") {
+		t.Fatalf("migrate after a start and a stop: %v\n%s", err, out)
+	}
+}

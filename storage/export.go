@@ -102,6 +102,12 @@ func Export(path string, opts Options, sink ExportSink) (ExportCounts, error) {
 	return n, nil
 }
 
+// ErrFanOutsOwed is returned (wrapped) by Export for a file whose owed
+// fan-outs (fanout.go) are not stored yet, as a kill or a crash leaves
+// them: Open stores them, so a start of webhookd on the file and a stop
+// make it exportable.
+var ErrFanOutsOwed = errors.New("owed fan-outs")
+
 // exportCheck refuses a file Open would refuse: a newer schema, or
 // secrets sealed with a key other than sealer's (or none).
 func exportCheck(tx *bolt.Tx, sealer *sealing.Sealer) error {
@@ -117,8 +123,8 @@ func exportCheck(tx *bolt.Tx, sealer *sealing.Sealer) error {
 		return fmt.Errorf("schema version %d is newer than this webhookd understands (%d): run a newer webhookd", got, schemaVersion)
 	}
 	if c := tx.Bucket(bucketFanOuts); c != nil {
-		if k, _ := c.Cursor().First(); k != nil {
-			return errors.New("the fan-out of events acknowledged just before webhookd stopped is not stored yet: start webhookd on the file once (it stores them at start), stop it, and export again")
+		if n := c.Stats().KeyN; n > 0 {
+			return fmt.Errorf("%w: %d events acknowledged just before webhookd stopped have their deliveries not written yet", ErrFanOutsOwed, n)
 		}
 	}
 	stored := meta.Get(keySecretKeyID)
