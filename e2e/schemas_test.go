@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -126,6 +127,7 @@ func TestSchemas_RefusesMismatchDeliversMatch(t *testing.T) {
 		{"does not compile", `{"schema":{"type":12}}`, "invalid_field", "schema", "type"},
 		{"refers outside itself", `{"schema":{"$ref":"https://example.com/order.json"}}`, "invalid_field", "schema", "example.com"},
 		{"too large", `{"schema":{"description":"` + strings.Repeat("x", 70<<10) + `"}}`, "invalid_field", "schema", "65536"},
+		{"too many paths", `{"schema":` + anyOfChain(22) + `}`, "invalid_field", "schema", "more than 1000 of its subschemas"},
 		{"example does not match", `{"schema":` + orderSchema + `,"example":{"amount":0,"currency":"EUR"}}`, "schema_mismatch", "example/amount", "minimum"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -148,6 +150,53 @@ func TestSchemas_RefusesMismatchDeliversMatch(t *testing.T) {
 	// A put without a schema takes it away: the data is free again.
 	putOrderType(t, in, 200, `{"description":"an order was placed"}`)
 	in.ingest("order.created", `{"amount":"ten"}`)
+}
+
+// anyOfChain is a schema of n links, each an anyOf of two $ref to the
+// next: 2^n evaluations of a value that fails them all (n=22 held an
+// ingest 15 s before the PUT refused it).
+func anyOfChain(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"$ref":"#/$defs/d0","$defs":{`)
+	for i := range n {
+		fmt.Fprintf(&b, `"d%d":{"anyOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]},`, i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, `"d%d":{"type":"string"}}}`, n)
+	return b.String()
+}
+
+// TestSchemas_ArchivedAfterTheFirstIngest: an ingest taken before its
+// type was archived, repeated with its Idempotency-Key after, answers
+// as the first did (202, the same event and deliveries), not 422: the
+// event was accepted, and a client retrying a lost answer must learn
+// so. The same repeat after the schema changed so that the data no
+// longer matches answers the first answer too; a new key is refused.
+func TestSchemas_ArchivedAfterTheFirstIngest(t *testing.T) {
+	t.Parallel()
+	in := startInstance(t, t.TempDir(), testConfig)
+	in.setup()
+	putOrderType(t, in, 201, `{"description":"an order was placed","schema":`+orderSchema+`}`)
+	rc := newReceiver(t, status(http.StatusOK))
+	ep := in.createEndpoint(rc.srv.URL+"/hooks", "order.created")
+	rc.setSecret(ep.Secret)
+
+	data := `{"amount":5,"currency":"EUR"}`
+	first := in.ingest("order.created", data, "Idempotency-Key", "order-1")
+	putOrderType(t, in, 200, `{"description":"stricter","schema":{"type":"object","required":["customer"]}}`)
+	again := in.ingest("order.created", data, "Idempotency-Key", "order-1")
+	putOrderType(t, in, 200, `{"description":"gone","status":"archived"}`)
+	third := in.ingest("order.created", data, "Idempotency-Key", "order-1")
+	for _, r := range []ingestResponse{again, third} {
+		if r.ID != first.ID || len(r.Deliveries) != 1 || r.Deliveries[0].ID != first.Deliveries[0].ID {
+			t.Errorf("the repeat answered %+v; want the first answer %+v", r, first)
+		}
+	}
+	ingestRefused(t, in, data, "event_type_archived", "type")
+	in.waitState(first.Deliveries[0].ID, "succeeded")
+	if n := eventCount(t, in); n != 1 {
+		t.Errorf("tenant acme has %d events, want 1", n)
+	}
+	rc.checkSignatures()
 }
 
 // TestSchemas_DeprecatedCountedArchivedRefused: a deprecated type is

@@ -73,6 +73,9 @@ func (Compiler) Compile(schema []byte) (engine.CompiledSchema, error) {
 	if err != nil {
 		return nil, compileError(err)
 	}
+	if cost(s) > MaxEvaluations {
+		return nil, costError()
+	}
 	return compiled{s}, nil
 }
 

@@ -2,6 +2,7 @@ package jsonschema_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,6 +48,15 @@ func TestCompiler_Compile(t *testing.T) {
 		{"missing $defs entry", `{"$ref":"#/$defs/nope"}`, "nope"},
 		{"regexp Go cannot compile", `{"pattern":"(?=a)"}`, "(?=a)"},
 		{"not JSON", `{`, "not JSON"},
+		// A chain of anyOf of two $ref to the next link evaluates a
+		// value 2^n times: 1.4 KB held each ingest 15 s (n=22).
+		{"anyOf chain, 2^22 paths", anyOfChain(22), "more than 1000 of its subschemas"},
+		{"anyOf chain, 2^10 paths", anyOfChain(10), "more than 1000 of its subschemas"},
+		{"anyOf chain, 2^6 paths", anyOfChain(6), ""},
+		{"allOf chain down the items", `{"$ref":"#/$defs/a","$defs":{"a":{"allOf":[{"items":{"$ref":"#/$defs/a"}},{"items":{"$ref":"#/$defs/a"}}]}}}`, "more than 1000"},
+		{"binary tree", `{"type":"object","properties":{"left":{"$ref":"#"},"right":{"$ref":"#"}}}`, ""},
+		{"shared defs", `{"properties":{"a":{"$ref":"#/$defs/x"},"b":{"$ref":"#/$defs/x"},"c":{"items":{"$ref":"#/$defs/x"}}},"$defs":{"x":{"anyOf":[{"type":"string"},{"type":"object","properties":{"y":{"$ref":"#/$defs/x"}}}]}}}`, ""},
+		{"dynamic ref", `{"$dynamicAnchor":"n","anyOf":[{"type":"string"},{"items":{"$dynamicRef":"#n"}}]}`, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := jsonschema.Compiler{}.Compile([]byte(c.schema))
@@ -60,6 +70,18 @@ func TestCompiler_Compile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// anyOfChain is a schema of n links, each an anyOf of two $ref to the
+// next: 2^n paths for a value that fails them all.
+func anyOfChain(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"$ref":"#/$defs/d0","$defs":{`)
+	for i := range n {
+		fmt.Fprintf(&b, `"d%d":{"anyOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]},`, i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, `"d%d":{"type":"string"}}}`, n)
+	return b.String()
 }
 
 const order = `{
