@@ -331,3 +331,98 @@ func TestOperational_EveryEventFromItsAction(t *testing.T) {
 		t.Errorf("the console's operational webhooks page: %d\n%s", status, body)
 	}
 }
+
+// TestOperational_FailingEndpointNoStorm: an operational endpoint that
+// answers 500 to everything, beside a healthy one that watches every
+// type, while a customer's endpoint takes a burst. The customer's
+// deliveries all succeed at once (the operator's failures slow nothing);
+// the failing endpoint's deliveries retry with the schedule and die, and
+// that makes no event about the operator's tenant (no endpoint.failing,
+// no delivery.dead of itself: no loop), nothing in the customer's dead
+// letters, and the watcher's count settles. Its secret rotated with a
+// grace window, the watcher verifies the next event with the old secret
+// and the one after with the new.
+func TestOperational_FailingEndpointNoStorm(t *testing.T) {
+	t.Parallel()
+	schemas := loadWebhookSchemas(t, operationalTypes)
+	in := startInstance(t, t.TempDir(), testConfig)
+	in.setup()
+
+	var broken struct{ N int }
+	var brokenMu sync.Mutex
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		brokenMu.Lock()
+		broken.N++
+		brokenMu.Unlock()
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(failing.Close)
+	in.mustCall(201, "POST", "/v1/operational-endpoints", map[string]any{"url": failing.URL, "event_types": []string{"*"}}, nil)
+	watch := newOpReceiver(t, schemas)
+	var op struct{ ID, Secret string }
+	in.mustCall(201, "POST", "/v1/operational-endpoints", map[string]any{"url": watch.srv.URL, "event_types": []string{"*"}}, &op)
+	watch.setSecret(op.Secret)
+
+	rc := newReceiver(t, status(http.StatusOK))
+	ep := in.createEndpoint(rc.srv.URL, "payment.succeeded")
+	rc.setSecret(ep.Secret)
+	watch.wait("endpoint.created", about("acme", ep.ID))
+	start := time.Now()
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, in.ingest("payment.succeeded", fmt.Sprintf(`{"n":%d}`, i)).Deliveries[0].ID)
+		in.mustCall(200, "PATCH", "/v1/tenants/acme/endpoints/"+ep.ID, map[string]any{"description": fmt.Sprint("d", i)}, nil)
+	}
+	for _, id := range ids {
+		in.waitState(id, "succeeded")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the customer's 20 deliveries took %v beside a failing operational endpoint", took)
+	}
+	// 21 events for the failing endpoint, 4 attempts each (testConfig).
+	waitFor(t, "the failing operational endpoint's 84 attempts", func() bool {
+		brokenMu.Lock()
+		defer brokenMu.Unlock()
+		return broken.N >= 84
+	})
+	count := func() int {
+		watch.mu.Lock()
+		defer watch.mu.Unlock()
+		for _, d := range watch.got {
+			if d.str("tenant") == "_operator" || d.str("tenant") == "" && d.Type != "task.finished" {
+				t.Errorf("an operational event about the operator's own endpoints: %s", d.body)
+			}
+		}
+		return len(watch.got)
+	}
+	settled := count()
+	time.Sleep(time.Second)
+	if now := count(); now != settled {
+		t.Errorf("the watcher got %d events, then %d a second later: the failing endpoint's deaths make events", settled, now)
+	}
+	brokenMu.Lock()
+	if broken.N != 84 {
+		t.Errorf("the failing endpoint got %d requests, want 84 (21 events, 4 attempts each)", broken.N)
+	}
+	brokenMu.Unlock()
+	var dead struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	in.mustCall(200, "GET", "/v1/tenants/acme/dead-letters", nil, &dead)
+	if len(dead.Data) != 0 {
+		t.Errorf("acme's dead letters hold %d: the operator's", len(dead.Data))
+	}
+
+	// A rotation with grace: both secrets sign for a while.
+	var rot struct{ Secret string }
+	in.mustCall(200, "POST", "/v1/operational-endpoints/"+op.ID+"/secret/rotate", map[string]any{"grace": "1h"}, &rot)
+	if rot.Secret == "" || rot.Secret == op.Secret {
+		t.Fatalf("the rotation answered secret %q", rot.Secret)
+	}
+	n := count()
+	in.mustCall(200, "PATCH", "/v1/tenants/acme/endpoints/"+ep.ID, map[string]any{"description": "old secret"}, nil)
+	waitFor(t, "an endpoint.updated verified with the old secret", func() bool { return count() > n })
+	watch.setSecret(rot.Secret)
+	in.mustCall(204, "DELETE", "/v1/tenants/acme/endpoints/"+ep.ID, nil, nil)
+	watch.wait("endpoint.deleted", about("acme", ep.ID)) // verified with the new
+}
