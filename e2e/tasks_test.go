@@ -160,3 +160,47 @@ func TestTasks_SurviveKillNine(t *testing.T) {
 	}
 	rc.checkSignatures()
 }
+
+// TestTasks_BackfillEndpointDeletedMidway: a backfill paced by a
+// tenant's bound of pending deliveries, its endpoint deleted part way.
+// The task ends (never left running) failed, its reason saying the
+// endpoint is gone, and no delivery to the endpoint is made after the
+// deletion: the receiver's count stops.
+func TestTasks_BackfillEndpointDeletedMidway(t *testing.T) {
+	t.Parallel()
+	config := configWith(t, testConfig, map[string]any{"limits.pending_per_tenant": 20})
+	in := startInstance(t, t.TempDir(), config)
+	in.setup()
+	since := time.Now().UTC().Add(-time.Second)
+	const n = 200
+	for i := range n {
+		in.ingest("payment.succeeded", fmt.Sprintf(`{"n":%d}`, i))
+	}
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(25 * time.Millisecond)
+		w.WriteHeader(http.StatusOK)
+	})
+	ep := in.createEndpoint(rc.srv.URL+"/hooks", "payment.succeeded")
+	rc.setSecret(ep.Secret)
+
+	tk := in.startTask("POST", "/v1/tenants/acme/endpoints/"+ep.ID+"/backfill", map[string]any{"since": since.Format(time.RFC3339Nano)})
+	waitFor(t, "the backfill to get a quarter of the way", func() bool {
+		got := in.task(tk)
+		return got.Done >= n/4 || got.State != "running"
+	})
+	in.mustCall(204, "DELETE", "/v1/tenants/acme/endpoints/"+ep.ID, nil, nil)
+	done := in.waitTask(tk)
+	if done.State != "failed" || !strings.Contains(done.Error, "endpoint") || done.Done >= n {
+		t.Errorf("the backfill after its endpoint's deletion: %+v, want failed saying the endpoint is gone", done)
+	}
+	time.Sleep(200 * time.Millisecond) // an attempt in flight at the deletion ends
+	sent := len(rc.got())
+	time.Sleep(500 * time.Millisecond)
+	if now := len(rc.got()); now != sent {
+		t.Errorf("the deleted endpoint got %d requests, then %d: deliveries go on after its deletion", sent, now)
+	}
+	t.Logf("the task: %+v; the receiver got %d", done, sent)
+	if sent > done.Done {
+		t.Errorf("the receiver got %d requests, more than the %d deliveries made", sent, done.Done)
+	}
+}
