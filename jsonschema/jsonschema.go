@@ -139,9 +139,16 @@ var printer = message.NewPrinter(language.English)
 // anyOf or oneOf counts as one, its alternatives' reasons in its
 // message.
 func mismatch(ve *sjs.ValidationError) *engine.SchemaMismatch {
-	leaves := innermost(ve, nil)
-	m := leaves[0]
-	m.More = len(leaves) - 1
+	ls := leaves(ve, nil)
+	first := slices.MinFunc(ls, func(a, b leaf) int { return cmp.Compare(a.at, b.at) }).at
+	var at []*engine.SchemaMismatch // worded: only those at the first pointer
+	for _, l := range ls {
+		if l.at == first {
+			at = append(at, word(l))
+		}
+	}
+	m := slices.MinFunc(at, compareMismatch)
+	m.More = len(ls) - 1
 	return m
 }
 
@@ -149,18 +156,48 @@ func mismatch(ve *sjs.ValidationError) *engine.SchemaMismatch {
 // error lists.
 const maxAlternatives = 3
 
-// innermost appends the innermost errors of e to leaves, sorted (see
-// mismatch).
-func innermost(e *sjs.ValidationError, leaves []*engine.SchemaMismatch) []*engine.SchemaMismatch {
-	msg, at := e.ErrorKind.LocalizedString(printer), pointer(e.InstanceLocation)
+// leaf is one innermost error (see mismatch) and the pointer of its
+// value.
+type leaf struct {
+	at string
+	e  *sjs.ValidationError
+}
+
+// leaves appends the innermost errors of e to out, in no particular
+// order and not worded yet: an array of 20 000 values at fault has
+// 20 000 of them, and wording (or sorting at each append) them all took
+// seconds where one is shown.
+func leaves(e *sjs.ValidationError, out []leaf) []leaf {
+	switch e.ErrorKind.(type) {
+	case *kind.AnyOf, *kind.OneOf:
+	default:
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				out = leaves(c, out)
+			}
+			return out
+		}
+	}
+	return append(out, leaf{pointer(e.InstanceLocation), e})
+}
+
+// word is the SchemaMismatch of l: what the validator says; for an
+// anyOf or oneOf, followed by its alternatives' reasons.
+func word(l leaf) *engine.SchemaMismatch {
+	e := l.e
+	msg := e.ErrorKind.LocalizedString(printer)
 	switch e.ErrorKind.(type) {
 	case *kind.AnyOf, *kind.OneOf:
 		var why []string
 		for _, c := range e.Causes {
-			for _, l := range innermost(c, nil) {
-				r := l.Message
-				if l.Pointer != at {
-					r = "at " + l.Pointer + ": " + r
+			var worded []*engine.SchemaMismatch
+			for _, cl := range leaves(c, nil) {
+				worded = append(worded, word(cl))
+			}
+			for _, w := range sorted(worded) {
+				r := w.Message
+				if w.Pointer != l.at {
+					r = "at " + w.Pointer + ": " + r
 				}
 				if !slices.Contains(why, r) {
 					why = append(why, r)
@@ -173,21 +210,17 @@ func innermost(e *sjs.ValidationError, leaves []*engine.SchemaMismatch) []*engin
 		if len(why) > 0 {
 			msg += ": " + strings.Join(why, "; ")
 		}
-	default:
-		if len(e.Causes) > 0 {
-			for _, c := range e.Causes {
-				leaves = innermost(c, leaves)
-			}
-			return sorted(leaves)
-		}
 	}
-	return sorted(append(leaves, &engine.SchemaMismatch{Pointer: at, Message: msg}))
+	return &engine.SchemaMismatch{Pointer: l.at, Message: msg}
+}
+
+// compareMismatch orders mismatches by pointer, then message.
+func compareMismatch(a, b *engine.SchemaMismatch) int {
+	return cmp.Or(cmp.Compare(a.Pointer, b.Pointer), cmp.Compare(a.Message, b.Message))
 }
 
 func sorted(ms []*engine.SchemaMismatch) []*engine.SchemaMismatch {
-	slices.SortFunc(ms, func(a, b *engine.SchemaMismatch) int {
-		return cmp.Or(cmp.Compare(a.Pointer, b.Pointer), cmp.Compare(a.Message, b.Message))
-	})
+	slices.SortFunc(ms, compareMismatch)
 	return ms
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/jsonschema"
@@ -172,4 +173,31 @@ func TestCompiledSchema_Validate_Concurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestCompiledSchema_ValidateManyAtFault: data of 20 000 values each at
+// fault is answered within a bound, naming the first and counting the
+// others: the errors were sorted at each one added (4.4 s here), where
+// the validator itself takes 20 ms.
+func TestCompiledSchema_ValidateManyAtFault(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, schema, says string }{
+		{"items", `{"items":{"type":"string"}}`, "got number, want string"},
+		{"items through anyOf", `{"items":{"anyOf":[{"type":"string"},{"type":"boolean"}]}}`, "'anyOf' failed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := compile(t, c.schema)
+			data := "[" + strings.Repeat("1,", 19999) + "1]"
+			start := time.Now()
+			err := s.Validate([]byte(data))
+			took := time.Since(start)
+			var m *engine.SchemaMismatch
+			if !errors.As(err, &m) || m.Pointer != "/0" || m.More != 19999 || !strings.Contains(m.Message, c.says) {
+				t.Errorf("Validate = %v; want at /0 saying %q and 19999 more", err, c.says)
+			}
+			if took > time.Second {
+				t.Errorf("Validate took %v; want well within 1s", took)
+			}
+		})
+	}
 }
