@@ -368,8 +368,10 @@ class EventType(_EventTypeRequired, total=False):
     # ("data/lines/1/sku"). An object or a boolean, at most 65536 bytes
     # compacted (stored compacted). References resolve only within the
     # schema (#/$defs/..., an anchor, the $id of a subschema): webhookd
-    # fetches nothing, and a reference outside is refused. format is an
-    # annotation, not checked.
+    # fetches nothing, and a reference outside is refused. A schema by
+    # which one value could be evaluated against more than 1000
+    # subschemas (nested anyOf, oneOf, allOf, $ref multiply) is refused
+    # too. format is an annotation, not checked.
     schema: Union[Dict[str, Any], bool]
     # Optional: the data of an example event of this type, any JSON value
     # (at most 16 KiB compacted). "Send test event" sends it (POST

@@ -1238,7 +1238,7 @@ export interface components {
              * @enum {string}
              */
             status: "active" | "deprecated" | "archived";
-            /** @description Optional: a JSON Schema (draft 2020-12; $schema, if present, must name it) that the data of every event of the type must match: ingest refuses a mismatch with 422 schema_mismatch whose field is "data" followed by the JSON Pointer of the value at fault ("data/lines/1/sku"). An object or a boolean, at most 65536 bytes compacted (stored compacted). References resolve only within the schema (#/$defs/..., an anchor, the $id of a subschema): webhookd fetches nothing, and a reference outside is refused. format is an annotation, not checked. */
+            /** @description Optional: a JSON Schema (draft 2020-12; $schema, if present, must name it) that the data of every event of the type must match: ingest refuses a mismatch with 422 schema_mismatch whose field is "data" followed by the JSON Pointer of the value at fault ("data/lines/1/sku"). An object or a boolean, at most 65536 bytes compacted (stored compacted). References resolve only within the schema (#/$defs/..., an anchor, the $id of a subschema): webhookd fetches nothing, and a reference outside is refused. A schema by which one value could be evaluated against more than 1000 subschemas (nested anyOf, oneOf, allOf, $ref multiply) is refused too. format is an annotation, not checked. */
             schema?: {
                 [key: string]: unknown;
             } | boolean;
