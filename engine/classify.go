@@ -33,6 +33,9 @@ const maxResponseHeaderBytes = 64 << 10
 // are the statuses the delivery's policy retries though they are
 // permanent failures by default (RetryPolicy.RetryStatuses).
 //
+// What the egress proxy failed (*proxyError) is retried, and its reason
+// names the proxy, not the receiver.
+//
 // A reason never shows an address the endpoint's URL does not name: not
 // the resolver's, not webhookd's own, not what a host name resolved to
 // (see transportError). The operator's log has the whole error
@@ -44,6 +47,9 @@ func classify(status int, err error, timeout time.Duration, abort bool, retry []
 		return OutcomePermanent, fmt.Sprintf("HTTP %d %s: %s", status, http.StatusText(status), ReasonReceiverAborted)
 	case err != nil && errors.Is(err, ErrTargetRefused):
 		return OutcomePermanent, "refused: " + refusalReason(err) + "; check endpoint configuration"
+	case err != nil && errors.As(err, new(*proxyError)):
+		pe, _ := errors.AsType[*proxyError](err)
+		return OutcomeRetry, "connection error: " + pe.Error()
 	case err != nil && responseHeadersTooLarge(err):
 		return OutcomeRetry, fmt.Sprintf("response headers larger than %d KiB", maxResponseHeaderBytes>>10)
 	case err != nil && errors.As(err, &dnsErr):

@@ -320,6 +320,8 @@ func NewHTTPClient(workers, perHost int, targets TargetPolicy) *http.Client {
 	var rt http.RoundTripper = t
 	if targets.Proxy != nil {
 		t.Proxy = http.ProxyURL(targets.Proxy)
+		t.OnProxyConnectResponse = refusedTunnel
+		rt = viaProxy{next: rt, forwards: targets.Proxy.Scheme == "http" || targets.Proxy.Scheme == "https"}
 		if !targets.AllowPrivate {
 			rt = proxyChecked{next: rt, policy: targets, lookup: lookupNetIP}
 		}

@@ -192,3 +192,55 @@ func TestProxyChecked_resolvedName(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestNewHTTPClient_proxyFailures: what the proxy fails (its 407 to a
+// forwarded request, a CONNECT it refuses, the proxy down) is retried
+// with a reason that names the proxy and shows none of its URL; a 407
+// from behind a tunnel is the receiver's own answer.
+func TestNewHTTPClient_proxyFailures(t *testing.T) {
+	refusing := func(status int) *url.URL {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "no", status)
+		}))
+		t.Cleanup(srv.Close)
+		u, _ := url.Parse(srv.URL)
+		u.User = url.UserPassword("egress", "proxy-pass-7f3a")
+		return u
+	}
+	down := func() *url.URL {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln.Close()
+		return &url.URL{Scheme: "http", User: url.UserPassword("egress", "proxy-pass-7f3a"), Host: ln.Addr().String()}
+	}
+	for _, c := range []struct {
+		name   string
+		proxy  *url.URL
+		target string
+		want   string
+	}{
+		{"407 forwarding", refusing(407), "http://receiver.example/hook", "connection error: the egress proxy answered HTTP 407 Proxy Authentication Required; check the credentials in its URL"},
+		{"407 to CONNECT", refusing(407), "https://receiver.example/hook", "connection error: the egress proxy answered the tunnel request (CONNECT) HTTP 407 Proxy Authentication Required; check the credentials in its URL"},
+		{"502 to CONNECT", refusing(502), "https://receiver.example/hook", "connection error: the egress proxy answered the tunnel request (CONNECT) HTTP 502 Bad Gateway"},
+		{"down", down(), "https://receiver.example/hook", "connection error: the egress proxy: connect: connection refused"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl := NewHTTPClient(1, 1, TargetPolicy{AllowHTTP: true, Proxy: c.proxy})
+			resp, err := cl.Post(c.target, "application/json", strings.NewReader(`{}`))
+			status := 0
+			if err == nil {
+				status = resp.StatusCode
+				resp.Body.Close()
+			}
+			outcome, reason := classify(status, err, time.Second, false, nil)
+			if outcome != OutcomeRetry || reason != c.want {
+				t.Errorf("got %v %q, want retry %q", outcome, reason, c.want)
+			}
+			if strings.Contains(reason, "proxy-pass") || strings.Contains(reason, c.proxy.Host) {
+				t.Errorf("the reason %q shows the proxy's URL", reason)
+			}
+		})
+	}
+}

@@ -471,3 +471,70 @@ func refusalReason(err error) string {
 	}
 	return ErrTargetRefused.Error()
 }
+
+// proxyError is a request the egress proxy (TargetPolicy.Proxy) failed,
+// not the receiver: it could not be reached, refused its credentials or
+// refused the tunnel. An attempt it fails is retried (classify), with a
+// reason that names the proxy; the proxy's URL, and so its password, is
+// never in it.
+type proxyError struct {
+	status int   // the proxy's answer, when it answered
+	tunnel bool  // status answered CONNECT
+	err    error // the transport's error, when it did not answer
+}
+
+func (e *proxyError) Error() string {
+	switch {
+	case e.err != nil:
+		return "the egress proxy: " + transportError(e.err)
+	case e.tunnel:
+		return fmt.Sprintf("the egress proxy answered the tunnel request (CONNECT) HTTP %d %s%s", e.status, http.StatusText(e.status), e.hint())
+	}
+	return fmt.Sprintf("the egress proxy answered HTTP %d %s%s", e.status, http.StatusText(e.status), e.hint())
+}
+
+func (e *proxyError) hint() string {
+	if e.status == http.StatusProxyAuthRequired {
+		return "; check the credentials in its URL"
+	}
+	return ""
+}
+
+func (e *proxyError) Unwrap() error { return e.err }
+
+// viaProxy is the RoundTripper of a client that sends through
+// TargetPolicy.Proxy: what the proxy, not the receiver, failed becomes a
+// *proxyError. forwards is set for an http(s) proxy, which forwards a
+// plain-http request itself: its 407 is the proxy's own (a request
+// tunnelled to an https receiver, or sent through socks5, reaches the
+// receiver, whose 407 is the receiver's answer).
+type viaProxy struct {
+	next     http.RoundTripper
+	forwards bool
+}
+
+func (t viaProxy) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err != nil {
+		if oe, ok := errors.AsType[*net.OpError](err); ok && (oe.Op == "proxyconnect" || strings.HasPrefix(oe.Op, "socks ")) {
+			return nil, &proxyError{err: err}
+		}
+		return nil, err
+	}
+	if t.forwards && r.URL.Scheme == "http" && resp.StatusCode == http.StatusProxyAuthRequired {
+		resp.Body.Close()
+		return nil, &proxyError{status: resp.StatusCode}
+	}
+	return resp, nil
+}
+
+func (t viaProxy) CloseIdleConnections() { closeIdle(t.next) }
+
+// refusedTunnel is the Transport's OnProxyConnectResponse: a CONNECT the
+// proxy does not answer 200 is a *proxyError.
+func refusedTunnel(_ context.Context, _ *url.URL, _ *http.Request, resp *http.Response) error {
+	if resp.StatusCode != http.StatusOK {
+		return &proxyError{status: resp.StatusCode, tunnel: true}
+	}
+	return nil
+}
