@@ -203,3 +203,36 @@ func TestDeliveryProxy_Failures(t *testing.T) {
 		t.Error("the log shows the proxy's password")
 	}
 }
+
+// TestDeliveryProxy_PrivateTargets: with a proxy and private targets
+// refused, an endpoint at localhost is refused at creation (422), and
+// one created while they were allowed is refused at attempt time, dead
+// with the refusal, the proxy seeing nothing.
+func TestDeliveryProxy_PrivateTargets(t *testing.T) {
+	t.Parallel()
+	proxy := newEgressProxy(t)
+	rc := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
+	localhost := strings.Replace(rc.srv.URL, "127.0.0.1", "localhost", 1) + "/hooks"
+	dir := t.TempDir()
+	allowed := configWith(t, testConfig, map[string]any{"delivery.proxy": proxy.url()})
+	in := startInstance(t, dir, allowed)
+	in.setup()
+	ep := in.createEndpoint(localhost, "payment.succeeded")
+	in.stop()
+
+	in = startInstance(t, dir, configWith(t, allowed, map[string]any{"delivery.allow_private_targets": false}))
+	var problem struct {
+		Code string `json:"code"`
+	}
+	if got := in.call("POST", "/v1/tenants/acme/endpoints", map[string]any{"url": localhost, "event_types": []string{"*"}}, &problem); got != 422 {
+		t.Errorf("create at %s: %d %+v, want 422", localhost, got, problem)
+	}
+	res := in.ingest("payment.succeeded", `{"n":1}`)
+	d := in.waitState(res.Deliveries[0].ID, "dead")
+	if !strings.Contains(d.Reason, "refused: ") || !strings.Contains(d.Reason, "localhost") {
+		t.Errorf("the delivery to %s is dead with %q, want the refusal naming the host", ep.ID, d.Reason)
+	}
+	if seen := proxy.requests(); len(seen) != 0 || len(rc.got()) != 0 {
+		t.Errorf("the proxy saw %q, the receiver got %d: want nothing sent", seen, len(rc.got()))
+	}
+}
