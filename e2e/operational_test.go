@@ -426,3 +426,45 @@ func TestOperational_FailingEndpointNoStorm(t *testing.T) {
 	in.mustCall(204, "DELETE", "/v1/tenants/acme/endpoints/"+ep.ID, nil, nil)
 	watch.wait("endpoint.deleted", about("acme", ep.ID)) // verified with the new
 }
+
+// TestOperational_DeletedWhilePending: an operational endpoint deleted
+// while its deliveries wait for a retry gets no request more, and
+// nothing it left is counted pending: not by the metrics, not as
+// overdue, not by /readyz.
+func TestOperational_DeletedWhilePending(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	requests := 0
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		requests++
+		mu.Unlock()
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(failing.Close)
+	got := func() int { mu.Lock(); defer mu.Unlock(); return requests }
+	// The second attempt is due soon after the deletion.
+	in := startInstance(t, t.TempDir(), configWith(t, testConfig, map[string]any{"delivery.schedule": []string{"800ms", "800ms", "800ms"}}))
+	in.setup()
+	var op struct{ ID string }
+	in.mustCall(201, "POST", "/v1/operational-endpoints", map[string]any{"url": failing.URL, "event_types": []string{"*"}}, &op)
+	rc := newReceiver(t, status(http.StatusOK))
+	for range 3 {
+		in.createEndpoint(rc.srv.URL, "payment.succeeded") // endpoint.created, each
+	}
+	waitFor(t, "the three first attempts", func() bool { return got() >= 3 })
+	in.waitCounted(3)
+	in.mustCall(204, "DELETE", "/v1/operational-endpoints/"+op.ID, nil, nil)
+	n := got()
+	time.Sleep(1500 * time.Millisecond) // past the second attempts' due time
+	if now := got(); now != n {
+		t.Errorf("the deleted operational endpoint got %d requests more", now-n)
+	}
+	waitFor(t, "nothing pending", func() bool {
+		m, err := scrapeMetrics(in.base)
+		return err == nil && m["webhookd_pending_deliveries"] == 0 && m["webhookd_oldest_pending_overdue_seconds"] == 0 && m["webhookd_due_deliveries"] == 0
+	})
+	if got := in.call("GET", "/readyz", nil, nil); got != 200 {
+		t.Errorf("/readyz answered %d", got)
+	}
+}
