@@ -118,7 +118,17 @@ func TestBackup_HashOnlyConfig(t *testing.T) {
 	}
 }
 
-// closedPort returns a loopback address where nothing listens.
+// refusingURL is an endpoint URL where nothing listens, ever: port 1 is
+// outside the ephemeral range every test's listener (127.0.0.1:0) is
+// given a port from, so a connection is refused at once and no other
+// test's receiver can take the port while this test's node still retries
+// it (a closed ephemeral port can be: another test's receiver then got
+// this one's deliveries and failed their signatures).
+const refusingURL = "http://127.0.0.1:1/gone"
+
+// closedPort returns a loopback address where nothing listens now. It
+// may be given to another listener later: never send deliveries to it
+// (refusingURL).
 func closedPort(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

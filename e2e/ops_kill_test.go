@@ -223,7 +223,7 @@ func (o *opsKill) fill(mib int) {
 	in.setup()
 	ep := in.createEndpoint(rc.srv.URL, "*")
 	rc.setSecret(ep.Secret)
-	in.createEndpoint("http://"+closedPort(t)+"/gone", "invoice.paid")
+	in.createEndpoint(refusingURL, "invoice.paid")
 	data := fmt.Sprintf(`{"pad":%q}`, strings.Repeat("z", 150<<10))
 	for i := 0; ; i++ {
 		if fi, err := os.Stat(o.dbPath); err == nil && fi.Size() >= int64(mib)<<20 {
