@@ -7,7 +7,9 @@ package e2e
 // bounds, alerts, backups, compaction, key rotation, restarts and
 // kill -9; and the endpoint's own controls among them: custom headers
 // (sealed with the key that rotates), channels, a retry policy longer
-// than the standard one, a rate limit, scheduled events and a backfill.
+// than the standard one, a rate limit, scheduled events and a backfill;
+// event types whose schema and status change under their events; and on
+// bbolt, phases whose every fan-out is owed past its 202.
 // After every phase it checks what must hold, whatever happened before.
 
 import (
@@ -157,6 +159,13 @@ type lifecycle struct {
 	// scheduled are the events sent with a deliver_at, by ID: no
 	// receiver may get one before its time.
 	scheduled map[string]time.Time
+	// tight: order.paid's schema requires a ref; auditStatus is
+	// audit.logged's status; oldSchema are initech's order.paid events
+	// taken without a ref, by ID, with the day of their 202
+	// (lifecycle_catalogue_test.go).
+	tight       bool
+	auditStatus client.EventTypeStatus
+	oldSchema   map[string]float64
 }
 
 // tenant is one of the scenario's tenants as the test knows it: by its
@@ -240,7 +249,7 @@ func newLifecycle(t *testing.T, driver string, opts lifecycleSettings) *lifecycl
 		t: t, ctx: t.Context(), opts: opts, dir: dir, cfgDir: filepath.Join(dir, "etc"),
 		maxPending: 70, perTenant: 40,
 		tenants: map[string]*tenant{}, broken: map[string][]string{}, stats: map[string]int{}, gen: map[string]int{},
-		scheduled: map[string]time.Time{},
+		scheduled: map[string]time.Time{}, oldSchema: map[string]float64{},
 	}
 	lc.st = newStore(t, driver, dir)
 	if err := os.MkdirAll(lc.cfgDir, 0o700); err != nil {
@@ -389,9 +398,14 @@ func (lc *lifecycle) run() {
 //	day 15.00   acme's endpoint A gets a new secret (1 day of grace); day 16.30 its receiver forgets the old one
 //	day 20-25   acme's endpoint C is added (rate-limited) and backfilled with the day before, its receiver
 //	            fails from day 24.6, and it is deleted at day 25
+//	day 9.50    order.paid's schema requires a ref (every order.paid has one from 9.40): initech's order.paid
+//	            of its outage's first hours predate it and must still be replayed and delivered
+//	day 14.00   audit.logged is deprecated (still taken); day 26.00 archived (refused); day 29.60 active again;
+//	            day 29.50 order.paid's schema is loose again (lifecycle_catalogue_test.go)
 //	days 4, 8, 12, 18, 24, 30   a phase ends: checks, hot backup restored and checked, a clean stop or
 //	            kill -9, the offline check, compaction (8, 24), rotate-key (12), a start; the run's
-//	            last day ends with the checks, a backup, a clean stop and the offline check
+//	            last day ends with the checks, a backup, a clean stop and the offline check; on bbolt the
+//	            phases from days 4, 12 and 24 leave every fan-out owed (owed_fanout_above = 0)
 func (lc *lifecycle) timeline() []step {
 	var steps []step
 	add := func(at float64, what string, do func()) {
@@ -416,6 +430,7 @@ func (lc *lifecycle) timeline() []step {
 		add(o+16.30, "acme A's receiver forgets the old secret", lc.forgetOldSecret)
 		add(o+20.00, "add acme C", func() { lc.addAcmeC(o) })
 		add(o+25.00, "delete acme C", lc.deleteAcmeC)
+		lc.catalogueSteps(o, add)
 		for _, p := range []struct {
 			day           float64
 			kill, compact bool
@@ -503,11 +518,7 @@ func (lc *lifecycle) putTenant(name string) *tenant {
 
 // setup makes the catalogue, the tenants and their endpoints.
 func (lc *lifecycle) setup() {
-	for _, typ := range lifecycleTypes {
-		if _, _, err := lc.api.PutEventType(lc.ctx, typ, "lifecycle "+typ); err != nil {
-			lc.t.Fatal(err)
-		}
-	}
+	lc.putCatalogue()
 	orders := []string{"order.created", "order.paid"}
 	acme := lc.putTenant("acme")
 	lc.bearer = fmt.Sprintf("Bearer lifecycle-%x", randomBytes(12))
@@ -551,6 +562,7 @@ func (lc *lifecycle) send(tn *tenant, in client.EventInput) (client.IngestResult
 		lc.note("an event's deliveries are its subscribed endpoints'", "%s", msg)
 	}
 	lc.stats["acknowledged"]++
+	lc.noteUnderOldSchema(tn, in, res.ID)
 	tn.sent = append(tn.sent, sentEvent{in: in, id: res.ID, at: lc.clock.now()})
 	return res, true, ""
 }
@@ -559,6 +571,7 @@ func (lc *lifecycle) send(tn *tenant, in client.EventInput) (client.IngestResult
 // poison event, which acme's ordered endpoint B refuses (on_dead skip).
 func (lc *lifecycle) event(tn *tenant, typ string) client.EventInput {
 	data := map[string]any{"n": tn.n, "day": fmt.Sprintf("%.2f", lc.clock.now())}
+	lc.withRef(typ, tn.n, data)
 	in := client.EventInput{Type: typ, Data: data}
 	switch tn.name {
 	case "acme":
@@ -602,7 +615,7 @@ func (lc *lifecycle) traffic(quarter int) {
 		lc.repeatExpired(acme)
 		lc.sendScheduled(acme)
 	case 2:
-		lc.send(acme, lc.event(acme, "audit.logged"))
+		lc.sendAudit()
 	}
 }
 
@@ -658,8 +671,8 @@ func (lc *lifecycle) repeatExpired(tn *tenant) {
 		if now-s.at < 1.2 {
 			return
 		}
-		if now-s.at > 1.8 || s.reused || !s.in.DeliverAt.IsZero() {
-			continue // a scheduled one's deliver_at is past by now: 422
+		if now-s.at > 1.8 || s.reused || !s.in.DeliverAt.IsZero() || lc.refusedNow(s.in) {
+			continue // a scheduled one's deliver_at is past by now: 422; so is one its type refuses now
 		}
 		s.reused = true
 		in := s.in
@@ -1090,6 +1103,7 @@ func (lc *lifecycle) phaseEnd(day float64, kill, compact, rotate bool) {
 		}
 	}
 	lc.report(name)
+	lc.setOwed(day)
 	lc.start()
 }
 
@@ -1179,6 +1193,7 @@ func (lc *lifecycle) check(phase string, day float64) map[string]bool {
 	lc.checkReady()
 	lc.checkAlerts(phase, day)
 	lc.checkControls()
+	lc.checkOldSchema(day)
 	return stored
 }
 
