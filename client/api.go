@@ -118,9 +118,19 @@ const DefaultGrace time.Duration = -1
 // DefaultGrace: the server's default. No read shows the new secret again;
 // RevealSecret does, recorded.
 func (c *Client) RotateSecret(ctx context.Context, tenant, id string, grace time.Duration) (SecretResult, error) {
+	return c.RotateSecretTo(ctx, tenant, id, "", grace)
+}
+
+// RotateSecretTo is RotateSecret to a secret of your own (as
+// EndpointInput.Secret takes it; "": a new one the server makes), for a
+// receiver that already verifies with it: moving from another service,
+// the secret it rotated to there. A secret the endpoint signs with
+// already is refused.
+func (c *Client) RotateSecretTo(ctx context.Context, tenant, id, secret string, grace time.Duration) (SecretResult, error) {
 	body := struct {
-		Grace string `json:"grace,omitempty"`
-	}{}
+		Grace  string `json:"grace,omitempty"`
+		Secret string `json:"secret,omitempty"`
+	}{Secret: secret}
 	if grace != DefaultGrace {
 		body.Grace = grace.String()
 	}

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -781,5 +782,35 @@ func TestClient_Schema(t *testing.T) {
 	}
 	if types := collect(t, c.EventTypes(ctx, client.ListOptions{})); types[0].Status != client.EventTypeActive {
 		t.Errorf("after PutEventType the status is %q; want active", types[0].Status)
+	}
+}
+
+// TestClient_GivenSecret: EndpointInput.Secret and RotateSecretTo send
+// a secret of the caller's, which the endpoint then has; a bad one is a
+// Problem naming secret.
+func TestClient_GivenSecret(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client("", client.Options{})
+	ctx := t.Context()
+	e.setup(c, "/ok")
+	mine := "whsec_" + base64.StdEncoding.EncodeToString([]byte("twenty-four bytes of key"))
+	ep, err := c.CreateEndpoint(ctx, "acme", client.EndpointInput{URL: e.receiver.URL + "/moved", EventTypes: []string{"invoice.paid"}, Secret: mine})
+	if err != nil || ep.Secret != mine {
+		t.Fatalf("CreateEndpoint with Secret = %.10s…, %v; want the given secret", ep.Secret, err)
+	}
+	next := "whsec_" + base64.StdEncoding.EncodeToString([]byte("the key rotated to, 32 bytes....."))
+	rot, err := c.RotateSecretTo(ctx, "acme", ep.ID, next, 0)
+	if err != nil || rot.Secret != next {
+		t.Fatalf("RotateSecretTo = %.10s…, %v; want the given secret", rot.Secret, err)
+	}
+	shown, err := c.RevealSecret(ctx, "acme", ep.ID)
+	if err != nil || shown.Secret != next || len(shown.Previous) != 0 {
+		t.Fatalf("RevealSecret after RotateSecretTo with no grace = %.10s…, %d previous, %v", shown.Secret, len(shown.Previous), err)
+	}
+	_, err = c.RotateSecretTo(ctx, "acme", ep.ID, "whsec_c2hvcnQ=", client.DefaultGrace)
+	var p *client.Problem
+	if !errors.As(err, &p) || p.Code != client.CodeInvalidField || p.Field != "secret" {
+		t.Fatalf("RotateSecretTo a short secret = %v; want invalid_field naming secret", err)
 	}
 }

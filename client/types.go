@@ -245,6 +245,11 @@ type EndpointInput struct {
 	// when the server traces. Off by default: it shows the sender's
 	// trace IDs to a third party.
 	SendTraceparent bool `json:"send_traceparent,omitempty"`
+	// Secret, optional, is a signing secret of your own, for an endpoint
+	// moved from another service (Svix, Convoy) whose receiver verifies
+	// with it: "whsec_" + base64 (padded or not) of 24 to 64 bytes, or
+	// that base64 alone. "": the server makes one, which is the advice.
+	Secret string `json:"secret,omitempty"`
 }
 
 // RateLimit is an endpoint's own bound on how fast its attempts start, in

@@ -429,10 +429,17 @@ func (s *Service) RotateOperationalSecret(ctx context.Context, id string, in Rot
 	if !validID(id) {
 		return OperationalSecret{}, EndpointNotFound()
 	}
-	secret, now := NewSecret(), s.now()
+	secret, err := in.newKey()
+	if err != nil {
+		return OperationalSecret{}, err
+	}
+	now := s.now()
 	ep, err := s.store.UpdateEndpoint(ctx, OperatorTenant, id, func(ep *Endpoint) error {
 		if sourceOf(*ep) == SourceConfig {
 			return ConfigManaged("secret")
+		}
+		if err := checkNewKey(ep.Secrets, secret); err != nil {
+			return err
 		}
 		ep.Secrets = rotateSecrets(ep.Secrets, secret, now, grace)
 		ep.Updated = now

@@ -2,7 +2,10 @@ package engine
 
 import (
 	"context"
+	"crypto/subtle"
+	"encoding/base64"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -27,6 +30,59 @@ type RotateInput struct {
 	// GraceSeconds is Grace as a whole number of seconds; give one or
 	// the other.
 	GraceSeconds *int64 `json:"grace_seconds,omitempty"`
+	// Secret, optional, is the new secret, the caller's own (GivenSecret);
+	// absent: webhookd makes one (NewSecret).
+	Secret string `json:"secret,omitempty"`
+}
+
+// The key of a secret the caller brings (GivenSecret) is from 24 to 64
+// bytes, as the Standard Webhooks specification advises and Svix takes.
+const (
+	MinSecretBytes = 24
+	MaxSecretBytes = 64
+)
+
+// GivenSecret returns secret, one the caller brings to an endpoint's
+// create or rotation, as webhookd keeps it: "whsec_" + padded base64 of
+// its key. It is for a team moving its endpoints from another service
+// (Svix, Convoy), whose receivers verify with a secret they have: it
+// takes the Standard Webhooks form, "whsec_" + base64 (padded or not) of
+// MinSecretBytes to MaxSecretBytes bytes, or that base64 alone, as Svix
+// does. Anything else is CodeInvalidField naming field; the message never
+// shows any of the value. webhookd cannot tell how random a given key
+// is: one it makes is 32 random bytes (NewSecret), and leaving the
+// secret out is the advice (docs/security.md).
+func GivenSecret(field, secret string) (string, error) {
+	b64 := strings.TrimPrefix(secret, SecretPrefix)
+	key, err := base64.StdEncoding.Strict().DecodeString(b64)
+	if err != nil {
+		key, err = base64.RawStdEncoding.Strict().DecodeString(b64)
+	}
+	if err != nil || len(key) < MinSecretBytes || len(key) > MaxSecretBytes {
+		return "", Errorf(CodeInvalidField, field, "%s must be %q followed by the base64 of %d to %d bytes (a Standard Webhooks secret), or that base64 alone; leave it out to have one made", field, SecretPrefix, MinSecretBytes, MaxSecretBytes)
+	}
+	return SecretPrefix + base64.StdEncoding.EncodeToString(key), nil
+}
+
+// newKey returns the secret a rotation gives: in.Secret, as GivenSecret
+// takes it, or a new one.
+func (in RotateInput) newKey() (string, error) {
+	if in.Secret == "" {
+		return NewSecret(), nil
+	}
+	return GivenSecret("secret", in.Secret)
+}
+
+// checkNewKey refuses, as a rotation's new secret, one of the keys the
+// endpoint signs with: a rotation that kept the key would say the old
+// one stops signing when it goes on.
+func checkNewKey(keys []Secret, secret string) error {
+	for _, k := range keys {
+		if subtle.ConstantTimeCompare([]byte(k.Key), []byte(secret)) == 1 {
+			return Errorf(CodeInvalidField, "secret", "secret is one the endpoint signs with already; a rotation needs a new one")
+		}
+	}
+	return nil
 }
 
 // SecretResult is what a rotation or revocation returns: the endpoint and
@@ -55,7 +111,11 @@ func (s *Service) RotateSecret(ctx context.Context, tenant, id string, in Rotate
 	if err != nil {
 		return SecretResult{}, err
 	}
-	return s.rotate(ctx, tenant, id, grace)
+	secret, err := in.newKey()
+	if err != nil {
+		return SecretResult{}, err
+	}
+	return s.rotate(ctx, tenant, id, grace, secret)
 }
 
 // grace returns the grace window in asks for: DefaultRotationGrace when
@@ -79,10 +139,10 @@ func (in RotateInput) grace() (time.Duration, error) {
 // secret and every key it had stops signing at once. A leaked key is never
 // kept for compatibility.
 func (s *Service) RevokeSecret(ctx context.Context, tenant, id string) (SecretResult, error) {
-	return s.rotate(ctx, tenant, id, 0)
+	return s.rotate(ctx, tenant, id, 0, NewSecret())
 }
 
-func (s *Service) rotate(ctx context.Context, tenant, id string, grace time.Duration) (SecretResult, error) {
+func (s *Service) rotate(ctx context.Context, tenant, id string, grace time.Duration, secret string) (SecretResult, error) {
 	if !validID(id) {
 		return SecretResult{}, EndpointNotFound()
 	}
@@ -90,9 +150,11 @@ func (s *Service) rotate(ctx context.Context, tenant, id string, grace time.Dura
 	if err != nil {
 		return SecretResult{}, err
 	}
-	secret := NewSecret()
 	now := s.now()
 	ep, err := s.store.UpdateEndpoint(ctx, tenant, id, func(ep *Endpoint) error {
+		if err := checkNewKey(ep.Secrets, secret); err != nil {
+			return err
+		}
 		ep.Secrets = rotateSecrets(ep.Secrets, secret, now, grace)
 		ep.Updated = now
 		return nil

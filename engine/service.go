@@ -369,6 +369,10 @@ type EndpointInput struct {
 	// SendTraceparent makes each attempt carry its span's traceparent
 	// when tracing is on (Endpoint.SendTraceparent); absent: false.
 	SendTraceparent bool `json:"send_traceparent"`
+	// Secret, optional, is the endpoint's signing secret, the caller's
+	// own (GivenSecret): a team moving from another service keeps the
+	// one its receiver verifies with. Absent: webhookd makes one.
+	Secret string `json:"secret,omitempty"`
 }
 
 // EndpointPatch is the body of PATCH .../endpoints/{id}; nil fields are left
@@ -459,6 +463,11 @@ func (s *Service) CreateEndpoint(ctx context.Context, tenant string, in Endpoint
 		return Endpoint{}, "", err
 	}
 	secret := NewSecret()
+	if in.Secret != "" {
+		if secret, err = GivenSecret("secret", in.Secret); err != nil {
+			return Endpoint{}, "", err
+		}
+	}
 	now := s.now()
 	ep := Endpoint{
 		ID: NewID("ep"), TenantID: tenant, URL: in.URL, EventTypes: types,

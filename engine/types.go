@@ -170,7 +170,7 @@ type SecretReveal struct {
 
 // Secret is one signing key of an endpoint.
 type Secret struct {
-	Key     string    // "whsec_" + base64 of 32 random bytes
+	Key     string    // "whsec_" + base64 of 32 random bytes (NewSecret), or of 24 to 64 given ones (GivenSecret)
 	Expires time.Time // zero: the current key; otherwise dropped after this time
 }
 

@@ -524,7 +524,8 @@ func TestAPI_BadInput(t *testing.T) {
 		{"tenant syntax error", req{method: "PUT", path: "/v1/tenants/acme", body: `{"name": "Evil"`}, 400, engine.CodeInvalidJSON, "", "", [2]string{}},
 
 		// Unknown fields.
-		{"endpoint unknown field", req{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://x.example/h","event_types":["*"],"secret":"whsec_AAAA"}`}, 422, engine.CodeInvalidField, "secret", "", [2]string{}},
+		{"endpoint unknown field", req{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://x.example/h","event_types":["*"],"signing_key":"whsec_AAAA"}`}, 422, engine.CodeInvalidField, "signing_key", "", [2]string{}},
+		{"endpoint secret too short", req{method: "POST", path: "/v1/tenants/acme/endpoints", body: `{"url":"https://x.example/h","event_types":["*"],"secret":"whsec_AAAA"}`}, 422, engine.CodeInvalidField, "secret", "", [2]string{}},
 		{"ingest unknown field", req{method: "POST", path: "/v1/tenants/acme/events", body: `{"type":"payment.succeeded","data":{},"idempotency_key":"k"}`}, 422, engine.CodeInvalidField, "idempotency_key", "", [2]string{}},
 		{"patch unknown field", req{method: "PATCH", path: epPath, body: `{"id":"ep_x"}`}, 422, engine.CodeInvalidField, "id", "", [2]string{}},
 		{"tenant unknown field", req{method: "PUT", path: "/v1/tenants/acme", body: `{"name":"Evil","id":"x"}`}, 422, engine.CodeInvalidField, "id", "", [2]string{}},

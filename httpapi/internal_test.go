@@ -221,7 +221,7 @@ func TestDecodeBody(t *testing.T) {
 		{"null", ct, `null`, true, engine.CodeInvalidJSON, "", "JSON object"},
 		{"trailing object", ct, `{"url":"u"}{}`, true, engine.CodeInvalidJSON, "", "after the JSON object"},
 		{"trailing garbage", ct, `{"url":"u"} x`, true, engine.CodeInvalidJSON, "", "after the JSON object"},
-		{"unknown field", ct, `{"url":"u","secret":"whsec_x"}`, true, engine.CodeInvalidField, "secret", `unknown field "secret"`},
+		{"unknown field", ct, `{"url":"u","signing_key":"whsec_x"}`, true, engine.CodeInvalidField, "signing_key", `unknown field "signing_key"`},
 		{"wrong type string", ct, `{"url":5}`, true, engine.CodeInvalidField, "url", "url must be a string, not a number"},
 		{"wrong type array", ct, `{"event_types":"a.b"}`, true, engine.CodeInvalidField, "event_types", "must be an array, not a string"},
 		{"wrong element type", ct, `{"event_types":[1]}`, true, engine.CodeInvalidField, "event_types", "a string, not a number"},

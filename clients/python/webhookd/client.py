@@ -300,15 +300,20 @@ class Client:
         self._do("DELETE", _tenant(tenant, "endpoints", _seg(id)))
 
     def rotate_secret(self, tenant: str, id: str,
-                      grace: Optional[Duration] = None) -> SecretAnswer:
+                      grace: Optional[Duration] = None, *,
+                      secret: Optional[str] = None) -> SecretAnswer:
         """Give endpoint id a new secret. The previous one keeps signing
         beside it for grace, so the receiver can switch keys without
         dropping a webhook (each request carries a signature per key); a
         grace of 0 drops it at once (for a leaked key); None: the server's
-        default, 24 hours."""
+        default, 24 hours. secret, optional, is the new secret, one of
+        your own (as EndpointInput's secret takes it: moving from another
+        service); None: the server makes one."""
         body: Dict[str, Any] = {}
         if grace is not None:
             body["grace"] = _go_duration(grace)
+        if secret is not None:
+            body["secret"] = secret
         return cast(SecretAnswer, self._do("POST", _endpoint_path(tenant, id, "secret", "rotate"),
                                            body=body).json())
 
@@ -576,12 +581,15 @@ class Client:
         self._do("DELETE", "/v1/operational-endpoints/" + _seg(id))
 
     def rotate_operational_secret(self, id: str,
-                                  grace: Optional[Duration] = None) -> OperationalSecretAnswer:
+                                  grace: Optional[Duration] = None, *,
+                                  secret: Optional[str] = None) -> OperationalSecretAnswer:
         """Give operational endpoint id a new secret, as rotate_secret does
         an endpoint's."""
         body: Dict[str, Any] = {}
         if grace is not None:
             body["grace"] = _go_duration(grace)
+        if secret is not None:
+            body["secret"] = secret
         return cast(OperationalSecretAnswer,
                     self._do("POST", "/v1/operational-endpoints/" + _seg(id) + "/secret/rotate",
                              body=body).json())

@@ -37,6 +37,7 @@ __all__ = [
     'Endpoint',
     'EndpointPage',
     'Secret',
+    'GivenSecret',
     'CreatedEndpoint',
     'SecretAnswer',
     'SecretReveal',
@@ -179,9 +180,18 @@ RetryPolicyName = str
 # are not in its envelope.
 Channels = List[str]
 
-# whsec_ + base64 of 32 random bytes. Shown in this answer, and again only on
-# an explicit reveal (revealSecret), which is recorded.
+# whsec_ + base64 of the key: 32 random bytes when webhookd made it, 24 to 64
+# when it was given (GivenSecret). Shown in this answer, and again only on an
+# explicit reveal (revealSecret), which is recorded.
 Secret = str
+
+# A signing secret of your own, for an endpoint moved from another service
+# (Svix, Convoy) whose receiver verifies with it: whsec_ followed by the
+# base64 (padded or not) of 24 to 64 bytes, or that base64 alone. Absent:
+# webhookd makes one (32 random bytes), which is the advice. Any other value
+# is 422 invalid_field naming secret; the value is never in an answer's
+# message or a log line.
+GivenSecret = str
 
 # waiting: an ordered delivery behind the head of its line (waiting_behind),
 # not attempted until the line reaches it.
@@ -753,6 +763,7 @@ class EndpointInput(_EndpointInputRequired, total=False):
     # context) to the receiver when the server traces. Absent: false, as
     # it shows a trace ID of the sender's to a third party.
     send_traceparent: bool
+    secret: GivenSecret
 
 
 class EndpointPatch(TypedDict, total=False):
@@ -797,6 +808,7 @@ class RotateInput(TypedDict, total=False):
     grace: str
     # grace as whole seconds, 0 to 604800 (168h); give one or the other.
     grace_seconds: int
+    secret: GivenSecret
 
 
 class Empty(TypedDict):

@@ -1383,8 +1383,10 @@ export interface components {
             /** @description Whether an item this query lists follows the page; entries a filter leaves out do not count. A filtered page that stopped at the bbolt driver's scan bound (20 000 entries read) says true without knowing. */
             has_more: boolean;
         };
-        /** @description whsec_ + base64 of 32 random bytes. Shown in this answer, and again only on an explicit reveal (revealSecret), which is recorded. */
+        /** @description whsec_ + base64 of the key: 32 random bytes when webhookd made it, 24 to 64 when it was given (GivenSecret). Shown in this answer, and again only on an explicit reveal (revealSecret), which is recorded. */
         Secret: string;
+        /** @description A signing secret of your own, for an endpoint moved from another service (Svix, Convoy) whose receiver verifies with it: whsec_ followed by the base64 (padded or not) of 24 to 64 bytes, or that base64 alone. Absent: webhookd makes one (32 random bytes), which is the advice. Any other value is 422 invalid_field naming secret; the value is never in an answer's message or a log line. */
+        GivenSecret: string;
         /** @description The new endpoint with its signing secret and the tenant's environment. */
         CreatedEndpoint: {
             /** @description ep_… */
@@ -1507,6 +1509,7 @@ export interface components {
             };
             /** @description Send each attempt's `traceparent` (the attempt span's W3C trace context) to the receiver when the server traces. Absent: false, as it shows a trace ID of the sender's to a third party. */
             send_traceparent?: boolean;
+            secret?: components["schemas"]["GivenSecret"];
         };
         /** @description Each field optional: an absent field is left as it is. */
         EndpointPatch: {
@@ -1539,6 +1542,7 @@ export interface components {
             grace?: string;
             /** @description grace as whole seconds, 0 to 604800 (168h); give one or the other. */
             grace_seconds?: number;
+            secret?: components["schemas"]["GivenSecret"];
         };
         /** @description An empty object; the body is optional. */
         Empty: Record<string, never>;
