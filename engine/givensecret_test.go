@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/webhookd/webhookd/engine"
-	"github.com/webhookd/webhookd/storage"
 )
 
 // TestGivenSecret: a secret a caller brings is taken in the Standard
@@ -61,16 +58,7 @@ func TestGivenSecret(t *testing.T) {
 // secret changes nothing.
 func TestService_GivenSecret(t *testing.T) {
 	ctx := context.Background()
-	db, err := storage.Open(filepath.Join(t.TempDir(), "webhookd.db"), storage.Options{SecretKey: make([]byte, storage.SecretKeySize)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	clock := &settableClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-	svc := engine.NewService(db, nil, engine.ServiceOptions{Now: clock.Now, Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}})
-	if _, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{Name: "Acme"}); err != nil {
-		t.Fatal(err)
-	}
+	svc, clock := newSecretsService(t, "")
 	svix := base64.StdEncoding.EncodeToString([]byte("a key Svix made for acme")) // 24 bytes, bare
 	ep, secret, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: "http://127.0.0.1:9/in", EventTypes: []string{"*"}, Secret: svix})
 	if err != nil {

@@ -17,16 +17,7 @@ import (
 // changes nothing else.
 func TestService_RevealSecret(t *testing.T) {
 	ctx := context.Background()
-	db, err := storage.Open(filepath.Join(t.TempDir(), "webhookd.db"), storage.Options{SecretKey: make([]byte, storage.SecretKeySize)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	clock := &settableClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-	svc := engine.NewService(db, nil, engine.ServiceOptions{Now: clock.Now, Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}})
-	if _, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{Name: "Acme", Environment: engine.EnvironmentTest}); err != nil {
-		t.Fatal(err)
-	}
+	svc, clock := newSecretsService(t, engine.EnvironmentTest)
 	ep, secret, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: "http://127.0.0.1:9/in", EventTypes: []string{"*"}})
 	if err != nil {
 		t.Fatal(err)
@@ -95,4 +86,22 @@ func TestService_RevealSecret(t *testing.T) {
 			t.Errorf("RevealSecret(%s, %s) = %v, want %s", tt.tenant, tt.id, err, tt.code)
 		}
 	}
+}
+
+// newSecretsService returns a Service on a bbolt file with a secret key
+// (so secrets are sealed, as they would be), on a settable clock, with
+// tenant acme in environment env and loopback targets allowed.
+func newSecretsService(t *testing.T, env engine.Environment) (*engine.Service, *settableClock) {
+	t.Helper()
+	db, err := storage.Open(filepath.Join(t.TempDir(), "webhookd.db"), storage.Options{SecretKey: make([]byte, storage.SecretKeySize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	clock := &settableClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	svc := engine.NewService(db, nil, engine.ServiceOptions{Now: clock.Now, Targets: engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}})
+	if _, _, err := svc.PutTenant(context.Background(), "acme", engine.TenantInput{Name: "Acme", Environment: env}); err != nil {
+		t.Fatal(err)
+	}
+	return svc, clock
 }
