@@ -141,6 +141,7 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(env["data"], {"amount": 4200, "name": "Zoë"})
         detail = self.client.get_event(tid, res["id"])
         self.assertEqual(detail["event"], env)
+        self.assertEqual(detail["raw_event"], got.body)  # byte for byte, as signed
         self.assertEqual(detail["deliveries"][0]["state"], "succeeded")
 
     def test_ingest_bytes(self) -> None:
@@ -204,6 +205,9 @@ class ServerTest(unittest.TestCase):
         entries = list(feed)
         self.assertEqual([e["event"]["id"] for e in entries], ids)
         self.assertEqual([e["event"]["sequence"] for e in entries], list(range(1, 8)))
+        for e in entries:
+            self.assertEqual(json.loads(e["raw_event"]), e["event"])
+        self.assertEqual(entries[2]["raw_event"], self.client.get_event(tid, ids[2])["raw_event"])
         self.assertEqual(list(feed), [])  # at the end of the log
         late = self.client.ingest(tid, {"type": "py.paid", "data": {"n": 7}})
         self.assertEqual([e["event"]["id"] for e in feed], [late["id"]])

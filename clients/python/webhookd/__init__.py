@@ -16,11 +16,12 @@ status, code and field.
 
 from . import models
 from .client import (DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RETRY_WAIT, DEFAULT_TIMEOUT,
-                     DEFAULT_USER_AGENT, Client, Feed, IngestResult, format_time, parse_time)
+                     DEFAULT_USER_AGENT, Client, EventDetail, Feed, FeedEvent, IngestResult,
+                     format_time, parse_time)
 from .errors import Problem, TransportError, WebhookdError
 
 __all__ = [
-    "Client", "Feed", "IngestResult", "Problem", "TransportError", "WebhookdError",
+    "Client", "EventDetail", "Feed", "FeedEvent", "IngestResult", "Problem", "TransportError", "WebhookdError",
     "format_time", "parse_time", "models",
     "DEFAULT_MAX_ATTEMPTS", "DEFAULT_MAX_RETRY_WAIT", "DEFAULT_TIMEOUT", "DEFAULT_USER_AGENT",
 ]

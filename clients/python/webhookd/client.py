@@ -8,7 +8,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import (Any, BinaryIO, Callable, Dict, Iterator, Mapping, Optional, Tuple, Union,
+from typing import (Any, BinaryIO, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union,
                     cast)
 
 from .errors import MAX_PROBLEM_BODY, Problem, TransportError, WebhookdError
@@ -21,7 +21,7 @@ from .models import (AccessToken, CreatedEndpoint, CreatedOperationalEndpoint,
                      TenantsReport, TestEventAnswer, Verification)
 
 __all__ = [
-    "Client", "Feed", "IngestResult", "format_time", "parse_time",
+    "Client", "EventDetail", "Feed", "FeedEvent", "IngestResult", "format_time", "parse_time",
     "DEFAULT_MAX_ATTEMPTS", "DEFAULT_MAX_RETRY_WAIT", "DEFAULT_TIMEOUT", "DEFAULT_USER_AGENT",
 ]
 
@@ -49,6 +49,88 @@ class IngestResult(IngestAnswer):
     # The server had stored this key already and answered with that event
     # rather than storing a new one (its Idempotent-Replayed header).
     replayed: bool
+
+
+class EventDetail(EventAnswer):
+    """The answer of Client.get_event, with a member of the client's own."""
+    # The event's envelope exactly as its endpoints receive it: the bytes
+    # webhookd signs, for a byte-wise comparison with what a receiver got
+    # or a signature computed again. event is the same, decoded.
+    raw_event: bytes
+
+
+class FeedEvent(FeedEntry):
+    """An event of the reconciliation feed (Feed), with its raw_event as
+    EventDetail has it."""
+    raw_event: bytes
+
+
+_decoder = json.JSONDecoder()
+
+
+def _skip_space(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t\n\r":
+        i += 1
+    return i
+
+
+def _members(text: str, i: int) -> Dict[str, Tuple[int, int]]:
+    """The span in text of each member's value of the JSON object that
+    starts at text[i] (after white space), by name; the values are
+    delimited by the standard library's decoder. ValueError when there is
+    no object there."""
+    spans: Dict[str, Tuple[int, int]] = {}
+    i = _skip_space(text, i)
+    if text[i:i + 1] != "{":
+        raise ValueError("not a JSON object")
+    i = _skip_space(text, i + 1)
+    if text[i:i + 1] == "}":
+        return spans
+    while True:
+        name, i = _decoder.raw_decode(text, i)
+        i = _skip_space(text, i)
+        if not isinstance(name, str) or text[i:i + 1] != ":":
+            raise ValueError("not a JSON object")
+        start = _skip_space(text, i + 1)
+        _, end = _decoder.raw_decode(text, start)
+        spans[name] = (start, end)
+        i = _skip_space(text, end)
+        if text[i:i + 1] == "}":
+            return spans
+        if text[i:i + 1] != ",":
+            raise ValueError("not a JSON object")
+        i = _skip_space(text, i + 1)
+
+
+def _elements(text: str, i: int) -> List[int]:
+    """Where each element of the JSON array that starts at text[i] (after
+    white space) starts. ValueError when there is no array there."""
+    starts: List[int] = []
+    i = _skip_space(text, i)
+    if text[i:i + 1] != "[":
+        raise ValueError("not a JSON array")
+    i = _skip_space(text, i + 1)
+    if text[i:i + 1] == "]":
+        return starts
+    while True:
+        starts.append(i)
+        _, end = _decoder.raw_decode(text, i)
+        i = _skip_space(text, end)
+        if text[i:i + 1] == "]":
+            return starts
+        if text[i:i + 1] != ",":
+            raise ValueError("not a JSON array")
+        i = _skip_space(text, i + 1)
+
+
+def _raw_event(path: str, text: str, obj: int) -> bytes:
+    """The bytes of the member "event" of the JSON object at text[obj]:
+    the envelope as webhookd stored and sends it."""
+    try:
+        start, end = _members(text, obj)["event"]
+    except (KeyError, ValueError) as e:
+        raise WebhookdError(f"webhookd: GET {path}: the answer has no event envelope") from e
+    return text[start:end].encode("utf-8")
 
 
 class _Answer:
@@ -395,9 +477,14 @@ class Client:
         _set(q, "channel", channel)
         return Feed(self, _tenant(tenant, "events"), q, cursor)
 
-    def get_event(self, tenant: str, id: str) -> EventAnswer:
-        """Return event id of tenant: its envelope and its deliveries."""
-        return cast(EventAnswer, self._get(_tenant(tenant, "events", _seg(id))))
+    def get_event(self, tenant: str, id: str) -> EventDetail:
+        """Return event id of tenant: its envelope (event, and raw_event
+        exactly as delivered) and its deliveries."""
+        path = _tenant(tenant, "events", _seg(id))
+        text = self._do("GET", path, retry=True).body.decode("utf-8")
+        detail = cast(EventDetail, json.loads(text))
+        detail["raw_event"] = _raw_event(path, text, 0)
+        return detail
 
     # Deliveries.
 
@@ -636,15 +723,24 @@ class Feed:
         server said the log was read; the cursor given before the first
         page."""
 
-    def __iter__(self) -> Iterator[FeedEntry]:
+    def __iter__(self) -> Iterator[FeedEvent]:
         while True:
             q = dict(self._query)
             _set(q, "cursor", self.cursor)
-            page = self._client._get(self._path, q)
+            text = self._client._do("GET", self._path, q, retry=True).body.decode("utf-8")
+            page = json.loads(text)
+            try:
+                data = _members(text, 0)["data"]
+                starts = _elements(text, data[0])
+            except (KeyError, ValueError) as e:
+                raise WebhookdError(f"webhookd: GET {self._path}: the answer is no page") from e
+            if len(starts) != len(page["data"]):
+                raise WebhookdError(f"webhookd: GET {self._path}: the answer is no page")
             before = self.cursor
-            for entry in page["data"]:
+            for entry, at in zip(page["data"], starts):
                 self.cursor = entry["cursor"]
-                yield cast(FeedEntry, entry)
+                entry["raw_event"] = _raw_event(self._path, text, at)
+                yield cast(FeedEvent, entry)
             if page.get("next_cursor"):
                 self.cursor = page["next_cursor"]
             if not page["has_more"]:
