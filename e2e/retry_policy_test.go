@@ -134,3 +134,49 @@ func TestRetryPolicy_ReceiverAbort(t *testing.T) {
 	}
 	rc.checkSignatures()
 }
+
+// TestRetryPolicy_ReceiverDisables: a receiver moved from Svix keeps its
+// delivery control. abort-message ends a delivery's retries as abort
+// does; disable, even on a 2xx, disables the endpoint (the reason says
+// the receiver asked) and holds its next delivery paused, sending
+// nothing more, until its owner enables it with what it held.
+func TestRetryPolicy_ReceiverDisables(t *testing.T) {
+	in := startInstance(t, t.TempDir(), testConfig)
+	in.setup()
+	var control atomic.Value
+	control.Store("abort-message")
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		v := control.Load().(string)
+		w.Header().Set("Webhook-Delivery", v)
+		if v == "abort-message" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	ep := in.createEndpoint(rc.srv.URL, "payment.succeeded")
+	rc.setSecret(ep.Secret)
+	d := in.waitState(in.ingest("payment.succeeded", `{"n":1}`).Deliveries[0].ID, "dead")
+	if len(d.Attempts) != 1 || !strings.Contains(d.Reason, "the receiver asked to stop retrying") {
+		t.Errorf("abort-message: dead after %d attempts, reason %q; want 1 attempt, the receiver asked", len(d.Attempts), d.Reason)
+	}
+
+	control.Store("disable")
+	in.waitState(in.ingest("payment.succeeded", `{"n":2}`).Deliveries[0].ID, "succeeded")
+	got := in.endpoint(ep.ID)
+	if !got.Disabled || got.DisabledReason != "the receiver asked to be disabled (webhook-delivery: disable)" {
+		t.Fatalf("after disable: endpoint disabled %v, reason %q", got.Disabled, got.DisabledReason)
+	}
+	held := in.ingest("payment.succeeded", `{"n":3}`).Deliveries[0].ID
+	in.waitState(held, "paused")
+	// The schedule's retries (20, 40, 80 ms) would have come by now.
+	time.Sleep(300 * time.Millisecond)
+	if n := len(rc.got()); n != 2 {
+		t.Errorf("the receiver got %d requests, want 2: none while disabled", n)
+	}
+
+	control.Store("")
+	in.mustCall(200, "PATCH", "/v1/tenants/acme/endpoints/"+ep.ID, map[string]any{"disabled": false, "deliver_held": true}, nil)
+	in.waitState(held, "succeeded")
+	rc.checkSignatures()
+}

@@ -48,6 +48,7 @@ func TestDispatcher_ReceiverAbort(t *testing.T) {
 		{"429 Abort with Retry-After", http.StatusTooManyRequests, "Abort", engine.StateDead},
 		{"404 abort", http.StatusNotFound, "abort", engine.StateDead},
 		{"200 abort: received", http.StatusOK, "abort", engine.StateSucceeded},
+		{"503 abort-message, Svix's name", http.StatusServiceUnavailable, "abort-message", engine.StateDead},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -88,6 +89,68 @@ func TestDispatcher_ReceiverAbort(t *testing.T) {
 				}
 				if d.Attempts[0].Outcome != engine.OutcomePermanent {
 					t.Errorf("attempt outcome %s, want permanent", d.Attempts[0].Outcome)
+				}
+			})
+		})
+	}
+}
+
+// TestDispatcher_ReceiverDisables: a receiver's webhook-delivery:
+// disable (Svix's delivery control) disables its endpoint, as a 410
+// does: on a 2xx the event is received and the endpoint disabled, with
+// the reason saying who asked; on a 503 the delivery is not retried but
+// held, paused, with the endpoint's next deliveries, until it is
+// enabled. No request reaches it meanwhile.
+func TestDispatcher_ReceiverDisables(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		status    int
+		wantFirst engine.State
+	}{
+		{"200 disable", http.StatusOK, engine.StateSucceeded},
+		{"503 Disable", http.StatusServiceUnavailable, engine.StatePaused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var requests atomic.Int64
+				answer := headerReceiver(func(*http.Request) (int, http.Header) {
+					requests.Add(1)
+					h := http.Header{}
+					h.Set("Webhook-Delivery", "later, Disable") // any case, among other values
+					return tc.status, h
+				})
+				node := engine.NewNode(memstore.New(), engine.NodeOptions{
+					Dispatcher: engine.DispatcherOptions{Workers: 1, Targets: bubbleTargets, Client: &http.Client{Transport: answer}},
+					Service:    engine.ServiceOptions{Targets: bubbleTargets},
+				})
+				ctx := t.Context()
+				acmeEndpoint(t, node.Service, bubbleURL)
+				if err := node.Start(ctx); err != nil {
+					t.Fatal(err)
+				}
+				defer node.Stop(ctx)
+				first, err := node.Service.Ingest(ctx, "acme", engine.IngestInput{Type: "order.created", Data: []byte(`{}`)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitState(t, node.Service, first.Deliveries[0].ID, tc.wantFirst)
+				ep, err := node.Service.Endpoint(ctx, "acme", first.Deliveries[0].EndpointID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				const want = "the receiver asked to be disabled (webhook-delivery: disable)"
+				if !ep.Disabled || ep.DisabledReason != want {
+					t.Fatalf("endpoint disabled %v, reason %q; want disabled, %q", ep.Disabled, ep.DisabledReason, want)
+				}
+				next, err := node.Service.Ingest(ctx, "acme", engine.IngestInput{Type: "order.created", Data: []byte(`{}`)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitState(t, node.Service, next.Deliveries[0].ID, engine.StatePaused)
+				time.Sleep(2 * time.Hour) // past every retry the default schedule would make
+				synctest.Wait()
+				if n := requests.Load(); n != 1 {
+					t.Fatalf("%d requests; want 1: none while the endpoint is disabled", n)
 				}
 			})
 		})

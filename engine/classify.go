@@ -78,18 +78,34 @@ const ReasonReceiverAborted = "the receiver asked to stop retrying (" + verify.H
 
 // receiverAborts reports whether response headers h ask webhookd to stop
 // retrying: a webhook-delivery field one of whose comma-separated values
-// is "abort", in any case. The dispatcher asks only of a response that
-// is not a 2xx: a 2xx is received, whatever it says.
+// is "abort" or Svix's "abort-message", in any case. The dispatcher asks
+// only of a response that is not a 2xx: a 2xx is received, whatever it
+// says.
 func receiverAborts(h http.Header) bool {
+	return deliveryControl(h, verify.DeliveryAbort) || deliveryControl(h, verify.DeliveryAbortMessage)
+}
+
+// receiverDisables reports whether response headers h ask webhookd to
+// disable the endpoint: a webhook-delivery value "disable" (Svix's
+// delivery control), asked of any answer.
+func receiverDisables(h http.Header) bool { return deliveryControl(h, verify.DeliveryDisable) }
+
+// deliveryControl reports whether one of the comma-separated values of
+// h's webhook-delivery fields is want, in any case.
+func deliveryControl(h http.Header, want string) bool {
 	for _, v := range h.Values(verify.HeaderDelivery) {
 		for tok := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), verify.DeliveryAbort) {
+			if strings.EqualFold(strings.TrimSpace(tok), want) {
 				return true
 			}
 		}
 	}
 	return false
 }
+
+// ReasonReceiverDisabled is the DisabledReason of an endpoint whose
+// receiver asked to be disabled (receiverDisables).
+const ReasonReceiverDisabled = "the receiver asked to be disabled (" + verify.HeaderDelivery + ": " + verify.DeliveryDisable + ")"
 
 func isTimeout(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) {

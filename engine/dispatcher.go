@@ -1106,8 +1106,8 @@ func (d *Dispatcher) record(in *AttemptInput, rec *AttemptRecord, ended time.Tim
 	var alerts []string
 	if in.EndpointFound {
 		var after Endpoint
-		after, alerts = healthAfter(in.Endpoint, rec.Attempt.Outcome, rec.Attempt.Status, rec.Attempt.Error, rec.At, d.opts.DisableAfter, d.opts.KeepGoneEndpoints)
-		if rec.Attempt.Outcome != OutcomeSuccess || !after.FailingSince.Equal(in.Endpoint.FailingSince) {
+		after, alerts = healthAfter(in.Endpoint, rec.Attempt.Outcome, rec.Attempt.Status, rec.Attempt.Error, rec.At, d.opts.DisableAfter, d.opts.KeepGoneEndpoints, rec.disableAsked)
+		if rec.Attempt.Outcome != OutcomeSuccess || !after.FailingSince.Equal(in.Endpoint.FailingSince) || after.Disabled != in.Endpoint.Disabled {
 			health := after // only this path puts an endpoint on the heap
 			rec.Endpoint = &health
 		}
@@ -1292,6 +1292,7 @@ func (d *Dispatcher) send(ctx context.Context, in *AttemptInput, rec *AttemptRec
 			if failed {
 				abort = receiverAborts(resp.Header) // never asked of a 2xx: received is received
 			}
+			rec.disableAsked = receiverDisables(resp.Header)
 			if !abort && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) {
 				retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), start)
 			}

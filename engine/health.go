@@ -35,14 +35,20 @@ const disabledByRequest = "disabled by request"
 // decides alerts with it and storage applies the same change inside the
 // transaction that records the attempt. disableAfter 0 never disables for
 // failing too long; keepGone leaves an endpoint that answered 410 enabled
-// (the delivery is still dead).
-func healthAfter(ep Endpoint, outcome Outcome, status int, reason string, at time.Time, disableAfter time.Duration, keepGone bool) (Endpoint, []string) {
+// (the delivery is still dead). disableAsked: the answer asked for the
+// endpoint to be disabled (receiverDisables), which it is, whatever the
+// outcome (keepGone does not apply: the receiver said so in words).
+func healthAfter(ep Endpoint, outcome Outcome, status int, reason string, at time.Time, disableAfter time.Duration, keepGone, disableAsked bool) (Endpoint, []string) {
 	var alerts []string
 	if outcome == OutcomeSuccess {
 		if !ep.FailingSince.IsZero() {
 			alerts = append(alerts, AlertEndpointRecovered)
 		}
 		ep.FailingSince = time.Time{}
+		if disableAsked && !ep.Disabled {
+			ep.Disabled, ep.DisabledAt, ep.DisabledReason = true, at, ReasonReceiverDisabled
+			alerts = append(alerts, AlertEndpointDisabled)
+		}
 		return ep, alerts
 	}
 	if ep.FailingSince.IsZero() {
@@ -54,6 +60,8 @@ func healthAfter(ep Endpoint, outcome Outcome, status int, reason string, at tim
 		return ep, alerts
 	}
 	switch {
+	case disableAsked:
+		ep.Disabled, ep.DisabledAt, ep.DisabledReason = true, at, ReasonReceiverDisabled
 	case status == 410 && !keepGone:
 		ep.Disabled, ep.DisabledAt = true, at
 		ep.DisabledReason = "HTTP 410 Gone: the endpoint asked for no more deliveries"

@@ -19,19 +19,24 @@ func TestHealthAfter(t *testing.T) {
 		wantAlerts []string
 		disabled   string // substring of DisabledReason; "" not disabled
 		since      time.Time
+		asked      bool // the answer said webhook-delivery: disable
 	}{
-		{"first failure", Endpoint{}, OutcomeRetry, 502, t0, []string{AlertEndpointFailing}, "", t0},
-		{"another failure", failing, OutcomeRetry, 502, t0.Add(time.Hour), nil, "", t0},
-		{"success clears: recovered", failing, OutcomeSuccess, 200, t0.Add(time.Hour), []string{AlertEndpointRecovered}, "", time.Time{}},
-		{"another success", Endpoint{}, OutcomeSuccess, 200, t0.Add(time.Hour), nil, "", time.Time{}},
-		{"410 disables at once", Endpoint{}, OutcomePermanent, 410, t0, []string{AlertEndpointFailing, AlertEndpointDisabled}, "410 Gone", t0},
-		{"failing five days disables", failing, OutcomeRetry, 500, t0.Add(DefaultDisableAfter), []string{AlertEndpointDisabled}, "failing every attempt since", t0},
-		{"just under five days", failing, OutcomeRetry, 500, t0.Add(DefaultDisableAfter - time.Second), nil, "", t0},
-		{"already disabled: no second alert", Endpoint{Disabled: true, FailingSince: t0}, OutcomePermanent, 410, t0.Add(time.Minute), nil, "", t0},
+		{"first failure", Endpoint{}, OutcomeRetry, 502, t0, []string{AlertEndpointFailing}, "", t0, false},
+		{"another failure", failing, OutcomeRetry, 502, t0.Add(time.Hour), nil, "", t0, false},
+		{"success clears: recovered", failing, OutcomeSuccess, 200, t0.Add(time.Hour), []string{AlertEndpointRecovered}, "", time.Time{}, false},
+		{"another success", Endpoint{}, OutcomeSuccess, 200, t0.Add(time.Hour), nil, "", time.Time{}, false},
+		{"410 disables at once", Endpoint{}, OutcomePermanent, 410, t0, []string{AlertEndpointFailing, AlertEndpointDisabled}, "410 Gone", t0, false},
+		{"failing five days disables", failing, OutcomeRetry, 500, t0.Add(DefaultDisableAfter), []string{AlertEndpointDisabled}, "failing every attempt since", t0, false},
+		{"just under five days", failing, OutcomeRetry, 500, t0.Add(DefaultDisableAfter - time.Second), nil, "", t0, false},
+		{"already disabled: no second alert", Endpoint{Disabled: true, FailingSince: t0}, OutcomePermanent, 410, t0.Add(time.Minute), nil, "", t0, false},
+		{"asked on a success: received, then disabled", failing, OutcomeSuccess, 200, t0, []string{AlertEndpointRecovered, AlertEndpointDisabled}, "asked to be disabled", time.Time{}, true},
+		{"asked on a failure: disabled at once", Endpoint{}, OutcomeRetry, 503, t0, []string{AlertEndpointFailing, AlertEndpointDisabled}, "asked to be disabled", t0, true},
+		{"asked with a 410: the receiver's words", Endpoint{}, OutcomePermanent, 410, t0, []string{AlertEndpointFailing, AlertEndpointDisabled}, "webhook-delivery: disable", t0, true},
+		{"asked, already disabled: no second alert", Endpoint{Disabled: true}, OutcomeSuccess, 200, t0, nil, "", time.Time{}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, alerts := healthAfter(tt.ep, tt.outcome, tt.status, "why", tt.at, DefaultDisableAfter, false)
+			got, alerts := healthAfter(tt.ep, tt.outcome, tt.status, "why", tt.at, DefaultDisableAfter, false, tt.asked)
 			if !slices.Equal(alerts, tt.wantAlerts) {
 				t.Errorf("alerts %v, want %v", alerts, tt.wantAlerts)
 			}
@@ -49,7 +54,7 @@ func TestHealthAfter(t *testing.T) {
 }
 
 func TestHealthAfter_KeepGone(t *testing.T) {
-	got, alerts := healthAfter(Endpoint{}, OutcomePermanent, 410, "gone", time.Now(), DefaultDisableAfter, true)
+	got, alerts := healthAfter(Endpoint{}, OutcomePermanent, 410, "gone", time.Now(), DefaultDisableAfter, true, false)
 	if got.Disabled || slices.Contains(alerts, AlertEndpointDisabled) {
 		t.Errorf("with keepGone a 410 disabled the endpoint: %+v %v", got, alerts)
 	}

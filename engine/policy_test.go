@@ -204,6 +204,9 @@ func TestReceiverAborts(t *testing.T) {
 		{[]string{"aborted"}, false},
 		{[]string{"no-abort"}, false},
 		{[]string{""}, false},
+		{[]string{"abort-message"}, true}, // Svix's name
+		{[]string{"Abort-Message, later"}, true},
+		{[]string{"disable"}, false},
 	}
 	for _, tt := range tests {
 		h := http.Header{}

@@ -397,6 +397,11 @@ type AttemptRecord struct {
 	// transaction that records the outcome (OutcomeUpdate.Endpoint). Nil:
 	// the endpoint is not touched.
 	Endpoint *Endpoint
+
+	// disableAsked is the dispatcher's own, from its attempt to its
+	// record: the answer asked for the endpoint to be disabled
+	// (receiverDisables); record makes Endpoint say so. No store sees it.
+	disableAsked bool
 }
 
 // RetryEntry is one entry of the retry index.

@@ -36,11 +36,20 @@ const (
 //	w.Header().Set(verify.HeaderDelivery, verify.DeliveryAbort)
 //	w.WriteHeader(http.StatusUnprocessableEntity)
 //
-// The value is read in any case. On a 2xx the header means nothing: the
-// event was received.
+// The value is read in any case. On a 2xx it means nothing: the event was
+// received. Svix's name for it, DeliveryAbortMessage, is taken as the
+// same, so that a receiver moved from Svix keeps its answers.
+//
+// HeaderDelivery: DeliveryDisable, on any answer (a 2xx included: that
+// event is received), asks webhookd to disable the endpoint, as a 410
+// Gone does: no more deliveries until its owner enables it, the ones
+// that come meanwhile held as paused (Svix's delivery control names it
+// so). Only the endpoint's owner or the operator enables it again.
 const (
-	HeaderDelivery = "webhook-delivery"
-	DeliveryAbort  = "abort"
+	HeaderDelivery       = "webhook-delivery"
+	DeliveryAbort        = "abort"
+	DeliveryAbortMessage = "abort-message"
+	DeliveryDisable      = "disable"
 )
 
 // DefaultTolerance is how far a message's timestamp may be from the

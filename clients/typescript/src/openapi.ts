@@ -4219,7 +4219,7 @@ export interface operations {
             /** @description Gone: the endpoint is disabled and its deliveries are held. */
             410: {
                 headers: {
-                    /** @description abort (any case) on a failure: no more retries of this delivery, dead at once ("the receiver asked to stop retrying"). Ignored on a 2xx. */
+                    /** @description abort, or Svix's abort-message (any case), on a failure: no more retries of this delivery, dead at once ("the receiver asked to stop retrying"); ignored on a 2xx. disable, on any answer: the endpoint is disabled, as by a 410, its deliveries held until it is enabled. */
                     "webhook-delivery"?: string;
                     [name: string]: unknown;
                 };
@@ -4228,7 +4228,7 @@ export interface operations {
             /** @description Retried, after the Retry-After if given. */
             429: {
                 headers: {
-                    /** @description abort (any case) on a failure: no more retries of this delivery, dead at once ("the receiver asked to stop retrying"). Ignored on a 2xx. */
+                    /** @description abort, or Svix's abort-message (any case), on a failure: no more retries of this delivery, dead at once ("the receiver asked to stop retrying"); ignored on a 2xx. disable, on any answer: the endpoint is disabled, as by a 410, its deliveries held until it is enabled. */
                     "webhook-delivery"?: string;
                     [name: string]: unknown;
                 };
@@ -4237,7 +4237,7 @@ export interface operations {
             /** @description Retried, after the Retry-After if given. */
             503: {
                 headers: {
-                    /** @description abort (any case) on a failure: no more retries of this delivery, dead at once ("the receiver asked to stop retrying"). Ignored on a 2xx. */
+                    /** @description abort, or Svix's abort-message (any case), on a failure: no more retries of this delivery, dead at once ("the receiver asked to stop retrying"); ignored on a 2xx. disable, on any answer: the endpoint is disabled, as by a 410, its deliveries held until it is enabled. */
                     "webhook-delivery"?: string;
                     [name: string]: unknown;
                 };
@@ -4246,6 +4246,8 @@ export interface operations {
             /** @description Delivered. */
             "2XX": {
                 headers: {
+                    /** @description disable (any case): the event is received, and the endpoint is disabled, as by a 410, its next deliveries held until it is enabled. abort means nothing on a 2xx. */
+                    "webhook-delivery"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -4253,7 +4255,7 @@ export interface operations {
             /** @description 408, 425 and other 5xx, a timeout or a connection error are retried; 3xx and other 4xx are permanent failures (dead letter), but those the delivery's retry policy retries (retry_statuses). Any failure with webhook-delivery: abort is dead at once. */
             default: {
                 headers: {
-                    /** @description abort (any case) on a failure: no more retries of this delivery, dead at once ("the receiver asked to stop retrying"). Ignored on a 2xx. */
+                    /** @description abort, or Svix's abort-message (any case), on a failure: no more retries of this delivery, dead at once ("the receiver asked to stop retrying"); ignored on a 2xx. disable, on any answer: the endpoint is disabled, as by a 410, its deliveries held until it is enabled. */
                     "webhook-delivery"?: string;
                     [name: string]: unknown;
                 };
