@@ -57,7 +57,7 @@ var OperationalEventTypes = []OperationalEventType{
 	{OpEndpointCreated, "a customer's endpoint was created"},
 	{OpEndpointUpdated, "a customer's endpoint was changed (its URL, event types, description, ordering, channels, retry policy, headers, rate limit or send_traceparent)"},
 	{OpEndpointDeleted, "a customer's endpoint was deleted"},
-	{OpEndpointDisabled, "an endpoint was disabled: by a request, or by webhookd (it answered 410 Gone, or failed every attempt for too long)"},
+	{OpEndpointDisabled, "an endpoint was disabled: by a request, or by webhookd (it answered 410 Gone or asked to be disabled, or failed every attempt for too long)"},
 	{OpEndpointEnabled, "a disabled endpoint was enabled again"},
 	{OpEndpointFailing, "an endpoint failed an attempt after a success (or for the first time)"},
 	{OpEndpointRecovered, "a failing endpoint answered an attempt with success"},
