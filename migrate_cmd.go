@@ -65,6 +65,13 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		path = abs
 	}
 
+	// The file first: one that cannot be copied (in use, owed fan-outs,
+	// another key) is refused before the target is connected to, so the
+	// schema is left as it was.
+	fileOpts := storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration, SecretKey: key}
+	if err := storage.CheckExportable(path, fileOpts); err != nil {
+		return migrateFileError(err, path, *configPath)
+	}
 	start := time.Now()
 	fmt.Fprintf(stdout, "migrating bbolt:%s to %s, schema %s\n", path, target, *schema)
 	store, err := postgres.Open(ctx, *to, postgres.Options{Schema: *schema, SecretKey: key, MaxConns: 2, Importing: true})
@@ -87,19 +94,9 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 			fmt.Fprintf(stdout, "kept event %s of tenant %s as stored, though ingest would refuse it now: %v\n", ev.ID, ev.TenantID, err)
 		}
 	}
-	src, err := storage.Export(path, storage.Options{LockTimeout: cfg.Storage.LockTimeout.Duration, SecretKey: key}, imp)
-	if errors.Is(err, storage.ErrInUse) {
-		return fmt.Errorf("migrate: %w; stop webhookd first (a migration copies a stopped node)", err)
-	}
-	if errors.Is(err, storage.ErrFanOutsOwed) {
-		start := "webhookd -db " + path
-		if *configPath != "" {
-			start = "webhookd -config " + *configPath + " -db " + path
-		}
-		return fmt.Errorf("migrate: %w: start webhookd on the file once (%s; it writes them before it serves), stop it once it listens (SIGTERM or Ctrl-C), then run webhookd migrate -from bbolt:%s again with the same -to and -schema", err, start, path)
-	}
+	src, err := storage.Export(path, fileOpts, imp)
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return migrateFileError(err, path, *configPath) // started since the check
 	}
 	got, finishErr := imp.Finish(postgres.Counts(src))
 	if finishErr != nil && !errors.Is(finishErr, postgres.ErrCountMismatch) {
@@ -151,4 +148,21 @@ func describeURL(url string) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database), nil
+}
+
+// migrateFileError words an error of reading the bbolt file at path
+// (storage.CheckExportable, storage.Export) with what the operator does
+// about it; configPath is the -config the command was given.
+func migrateFileError(err error, path, configPath string) error {
+	switch {
+	case errors.Is(err, storage.ErrInUse):
+		return fmt.Errorf("migrate: %w; stop webhookd first (a migration copies a stopped node)", err)
+	case errors.Is(err, storage.ErrFanOutsOwed):
+		start := "webhookd -db " + path
+		if configPath != "" {
+			start = "webhookd -config " + configPath + " -db " + path
+		}
+		return fmt.Errorf("migrate: %w: start webhookd on the file once (%s; it writes them before it serves), stop it once it listens (SIGTERM or Ctrl-C), then run webhookd migrate -from bbolt:%s again with the same -to and -schema", err, start, path)
+	}
+	return fmt.Errorf("migrate: %w", err)
 }

@@ -799,3 +799,59 @@ func TestMigrate_RefusesOwedFanOuts(t *testing.T) {
 		t.Fatalf("migrate after a start and a stop: %v\n%s", err, out)
 	}
 }
+
+// TestMigrate_RefusesTheFileBeforeTheTarget: a file migrate cannot copy
+// (held by a running webhookd, or with a fan-out owed) is refused with
+// its own words before the target is connected to, so the target's
+// schema is left as it was. The target here is a port where nothing
+// listens: a refusal that came after connecting would be a connection
+// error instead, and no "migrating" line is printed.
+func TestMigrate_RefusesTheFileBeforeTheTarget(t *testing.T) {
+	const nowhere = "postgres://webhookd:hunter2-secret@127.0.0.1:1/webhookd?sslmode=disable&connect_timeout=2"
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "webhookd.db")
+	db := openAcmeSource(t, path)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	held, err := storage.Open(path, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "lock.toml")
+	if err := os.WriteFile(cfg, []byte("[storage]\nlock_timeout = \"100ms\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runMigrateCmd(t, nil, "-config", cfg, "-from", "bbolt:"+path, "-to", nowhere)
+	if err == nil || !strings.Contains(err.Error(), "stop webhookd first") || strings.Contains(out, "migrating") {
+		t.Errorf("migrate of a file in use: %v\n%s", err, out)
+	}
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	owing, err := storage.Open(path, storage.Options{OwedFanOutAbove: -1}) // every fan-out owed
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owing.CreateEndpoint(ctx, engine.Endpoint{
+		ID: engine.NewID("ep"), TenantID: "acme", URL: "https://example.com/hook", EventTypes: []string{"*"},
+		Created: migrateT0, Updated: migrateT0, Secrets: []engine.Secret{{Key: engine.NewSecret()}},
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := owing.AppendEvent(ctx, engine.NewEvent{Event: engine.Event{ID: engine.NewID("evt"), TenantID: "acme", Type: "order.created", Created: migrateT0, Body: []byte(`{"data":{}}`)}}); err != nil || !res.Owed {
+		t.Fatalf("append: owed %v, %v", res.Owed, err)
+	}
+	if err := owing.Close(); err != nil { // no FanOut: as a kill leaves it
+		t.Fatal(err)
+	}
+	out, err = runMigrateCmd(t, nil, "-from", "bbolt:"+path, "-to", nowhere)
+	if err == nil || !strings.Contains(err.Error(), "owed fan-outs") || strings.Contains(out, "migrating") {
+		t.Errorf("migrate of a file with a fan-out owed: %v\n%s", err, out)
+	}
+	if strings.Contains(out+fmt.Sprint(err), "hunter2-secret") {
+		t.Errorf("the refusal shows the target's password")
+	}
+}

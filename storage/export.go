@@ -102,6 +102,28 @@ func Export(path string, opts Options, sink ExportSink) (ExportCounts, error) {
 	return n, nil
 }
 
+// CheckExportable reports, without exporting anything, what Export would
+// refuse the file at path for before it reads a record: in use by a
+// running webhookd (ErrInUse), not a webhookd database, a newer schema,
+// owed fan-outs (ErrFanOutsOwed), secrets sealed with another key than
+// opts.SecretKey's or none. A migration asks it before it connects to
+// its target, so that a file it cannot copy leaves the target untouched.
+func CheckExportable(path string, opts Options) error {
+	sealer, err := sealing.New(opts.SecretKey)
+	if err != nil {
+		return fmt.Errorf("storage: export %s: %w", path, err)
+	}
+	db, err := openReadOnly(path, opts.LockTimeout)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.View(func(tx *bolt.Tx) error { return exportCheck(tx, sealer) }); err != nil {
+		return fmt.Errorf("storage: export %s: %w", path, err)
+	}
+	return nil
+}
+
 // ErrFanOutsOwed is returned (wrapped) by Export for a file whose owed
 // fan-outs (fanout.go) are not stored yet, as a kill or a crash leaves
 // them: Open stores them, so a start of webhookd on the file and a stop
