@@ -603,6 +603,13 @@ func TestAPI_BadInput(t *testing.T) {
 		{"liveness with a query", req{method: "GET", path: "/healthz?verbose=1", header: noAuth}, 400, engine.CodeUnknownParameter, "verbose", "takes none", [2]string{}},
 		{"readiness with a query", req{method: "GET", path: "/readyz?full", header: noAuth}, 400, engine.CodeUnknownParameter, "full", "takes none", [2]string{}},
 		{"unknown parameter, no token", req{method: "GET", path: "/v1/tenants/acme/deliveries?iterator=abc", header: noAuth}, 401, engine.CodeUnauthorized, "", "", [2]string{}},
+		// A parameter given twice: Svix's lists take ?event_types=a&event_types=b,
+		// and a client used to that would otherwise get type a's alone.
+		{"type twice", req{method: "GET", path: "/v1/tenants/acme/deliveries?type=payment.succeeded&type=payment.failed"}, 422, engine.CodeInvalidField, "type", "given 2 times", [2]string{}},
+		{"state twice", req{method: "GET", path: "/v1/tenants/acme/deliveries?state=dead&state=failed"}, 422, engine.CodeInvalidField, "state", "given 2 times", [2]string{}},
+		{"limit twice", req{method: "GET", path: "/v1/tenants/acme/dead-letters?limit=1&limit=1001"}, 422, engine.CodeInvalidField, "limit", "given 2 times", [2]string{}},
+		{"cursor twice in the feed", req{method: "GET", path: "/v1/tenants/acme/events?cursor=1&cursor=2"}, 422, engine.CodeInvalidField, "cursor", "given 2 times", [2]string{}},
+		{"force twice", req{method: "DELETE", path: "/v1/tenants/acme?force=false&force=true"}, 422, engine.CodeInvalidField, "force", "given 2 times", [2]string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -254,15 +254,27 @@ func (s *server) routes() {
 // takes wraps h, a handler of the API, so that a request with a query
 // parameter h does not read is refused (400 unknown_parameter, naming
 // it) instead of ignored: a client that misspells a filter or a cursor
-// would otherwise get an unfiltered first page and never know. It runs
-// inside the authentication, so that only a caller who may use the route
-// learns what it takes.
+// would otherwise get an unfiltered first page and never know. A
+// parameter it takes given more than once is refused too (422
+// invalid_field, naming it): each takes one value, and a client that
+// repeats one to ask for several (Svix's ?event_types=a&event_types=b)
+// would otherwise get the first one's page alone. It runs inside the
+// authentication, so that only a caller who may use the route learns
+// what it takes.
 func (s *server) takes(h httprouter.Handle, params ...string) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		if r.URL.RawQuery != "" {
-			for name := range r.URL.Query() {
+			q := r.URL.Query()
+			for name := range q {
 				if !slices.Contains(params, name) {
 					s.writeError(w, r, unknownParameter(name, params))
+					return
+				}
+			}
+			for _, name := range params { // in the route's order, so the answer is stable
+				if n := len(q[name]); n > 1 {
+					s.writeError(w, r, engine.Errorf(engine.CodeInvalidField, name,
+						"query parameter %q is given %d times; it takes one value, given once", name, n))
 					return
 				}
 			}
