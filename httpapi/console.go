@@ -453,6 +453,10 @@ func (s *server) consoleError(w http.ResponseWriter, r *http.Request, v *visit, 
 	} else if e, ok := errors.AsType[*engine.Error](err); ok {
 		detail = e.Message
 	}
+	if v != nil && v.p.portal && code == engine.CodeForbidden && detail == tenantTokenForbidden {
+		// A customer has no token: the API's words would mislead them.
+		detail = "this page is not one of your webhooks' pages"
+	}
 	p := s.newPage(v, entry.title, "")
 	p.Error = detail
 	p.Data = struct{ Status int }{entry.status}

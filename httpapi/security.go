@@ -129,8 +129,12 @@ func errUnauthorized() error {
 // not use: the same for another tenant that exists and one that does not,
 // and for a route that is not a tenant's, so it reveals nothing.
 func errTenantTokenForbidden() error {
-	return engine.Errorf(engine.CodeForbidden, "", "this token is not allowed here: a tenant access token acts on its own tenant's routes only")
+	return engine.Errorf(engine.CodeForbidden, "", "%s", tenantTokenForbidden)
 }
+
+// tenantTokenForbidden is errTenantTokenForbidden's message, which a
+// portal session's error page replaces with the customer's words.
+const tenantTokenForbidden = "this token is not allowed here: a tenant access token acts on its own tenant's routes only"
 
 // identify returns the principal token stands for: a configured token,
 // else (for a token with engine.AccessTokenPrefix) an active tenant access
