@@ -138,6 +138,11 @@ func (s *Service) ListDeliveries(ctx context.Context, tenant string, f DeliveryF
 			return nil, "", err
 		}
 	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+		// [Since, Until) holds nothing: bounds given the wrong way round,
+		// which an empty page would not tell.
+		return nil, "", Errorf(CodeInvalidField, "until", "until must be after since")
+	}
 	if f.Limit, _ = pageLimit(f.Limit); f.Limit == 0 {
 		return nil, "", Errorf(CodeInvalidField, "limit", "limit must be from 1 to %d", MaxPageLimit)
 	}

@@ -605,6 +605,8 @@ func TestAPI_BadInput(t *testing.T) {
 		{"unknown parameter, no token", req{method: "GET", path: "/v1/tenants/acme/deliveries?iterator=abc", header: noAuth}, 401, engine.CodeUnauthorized, "", "", [2]string{}},
 		// A parameter given twice: Svix's lists take ?event_types=a&event_types=b,
 		// and a client used to that would otherwise get type a's alone.
+		{"since after until", req{method: "GET", path: "/v1/tenants/acme/deliveries?since=2026-12-02T15:00:00Z&until=2026-12-02T14:00:00Z"}, 422, engine.CodeInvalidField, "until", "after since", [2]string{}},
+		{"since equal to until", req{method: "GET", path: "/v1/tenants/acme/deliveries?since=2026-12-02T14:00:00Z&until=2026-12-02T14:00:00Z"}, 422, engine.CodeInvalidField, "until", "after since", [2]string{}},
 		{"type twice", req{method: "GET", path: "/v1/tenants/acme/deliveries?type=payment.succeeded&type=payment.failed"}, 422, engine.CodeInvalidField, "type", "given 2 times", [2]string{}},
 		{"state twice", req{method: "GET", path: "/v1/tenants/acme/deliveries?state=dead&state=failed"}, 422, engine.CodeInvalidField, "state", "given 2 times", [2]string{}},
 		{"limit twice", req{method: "GET", path: "/v1/tenants/acme/dead-letters?limit=1&limit=1001"}, 422, engine.CodeInvalidField, "limit", "given 2 times", [2]string{}},

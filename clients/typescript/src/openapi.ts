@@ -2464,7 +2464,7 @@ export interface components {
         filterChannel: string;
         /** @description RFC 3339; created at or after. */
         since: string;
-        /** @description RFC 3339; created before. */
+        /** @description RFC 3339; created before. With since, it must be after since: else 422 invalid_field naming until. */
         until: string;
         /** @description At most 255 characters of identifier-like text (no control or invisible formatting character). The same key with the same body within the idempotency window answers the first event again (Idempotent-Replayed: true); with another body, 409 idempotency_conflict. */
         "Idempotency-Key": string;
@@ -3424,7 +3424,7 @@ export interface operations {
                 status?: components["parameters"]["filterStatus"];
                 /** @description RFC 3339; created at or after. */
                 since?: components["parameters"]["since"];
-                /** @description RFC 3339; created before. */
+                /** @description RFC 3339; created before. With since, it must be after since: else 422 invalid_field naming until. */
                 until?: components["parameters"]["until"];
                 /** @description Page size: 1 to 1000; default 100. */
                 limit?: components["parameters"]["limit"];
