@@ -1260,12 +1260,19 @@ func (s *Service) DeadLetters(ctx context.Context, tenant, cursor string, limit 
 
 // Replay starts a new delivery cycle now for a delivery of tenant, whatever
 // its state: same event id and stored body, signed afresh at send time. The
-// replay is recorded on the delivery with by.
+// replay is recorded on the delivery with by. A delivery whose endpoint
+// was deleted is refused (CodeEndpointNotFound, field endpoint_id) and
+// left as it is: its cycle could only die "endpoint deleted". An endpoint
+// deleted while the replay is being made still ends it that way.
 func (s *Service) Replay(ctx context.Context, tenant, id, by string) (Delivery, error) {
 	if !validID(id) {
 		return Delivery{}, DeliveryNotFound()
 	}
 	policyOf, err := s.cyclePolicies(ctx, tenant)
+	if err != nil {
+		return Delivery{}, err
+	}
+	eps, err := s.store.Endpoints(ctx, tenant)
 	if err != nil {
 		return Delivery{}, err
 	}
@@ -1277,6 +1284,9 @@ func (s *Service) Replay(ctx context.Context, tenant, id, by string) (Delivery, 
 		if d.TenantID != tenant {
 			return Delivery{}, DeliveryNotFound()
 		}
+		if !slices.ContainsFunc(eps, func(ep Endpoint) bool { return ep.ID == d.EndpointID }) {
+			return Delivery{}, endpointDeleted(d)
+		}
 		return ReplayDelivery(d, r, policyOf(d.EndpointID)), nil
 	})
 	if err != nil {
@@ -1286,6 +1296,12 @@ func (s *Service) Replay(ctx context.Context, tenant, id, by string) (Delivery, 
 		s.disp.Enqueue(d.ID, d.TenantID, d.EndpointID, d.NextAttemptAt)
 	}
 	return d, nil
+}
+
+// endpointDeleted is the error of a replay of d, whose endpoint was
+// deleted.
+func endpointDeleted(d Delivery) *Error {
+	return Errorf(CodeEndpointNotFound, "endpoint_id", "delivery %s was to endpoint %s, which was deleted: there is nowhere to send it again", d.ID, d.EndpointID)
 }
 
 // cyclePolicies returns, by endpoint ID, the retry policy a cycle of a
@@ -1333,11 +1349,18 @@ func (s *Service) ReplaySelected(ctx context.Context, tenant string, ids []strin
 	if len(ids) > MaxReplaySelected {
 		return nil, Errorf(CodeInvalidField, "id", "at most %d deliveries at once; for more, replay dead letters by time range", MaxReplaySelected)
 	}
+	eps, err := s.store.Endpoints(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
 	ds := make([]Delivery, len(ids))
 	for i, id := range ids {
 		d, err := s.Delivery(ctx, tenant, id)
 		if err != nil {
 			return nil, err
+		}
+		if !slices.ContainsFunc(eps, func(ep Endpoint) bool { return ep.ID == d.EndpointID }) {
+			return nil, endpointDeleted(d)
 		}
 		ds[i] = d
 	}

@@ -528,7 +528,7 @@ export interface paths {
         put?: never;
         /**
          * Send a delivery again, in a new cycle.
-         * @description 202. The same event id and stored body, signed afresh with the current time and key, on the same schedule and deadline; the replay is recorded on the delivery.
+         * @description 202. The same event id and stored body, signed afresh with the current time and key, on the same schedule and deadline; the replay is recorded on the delivery. A delivery whose endpoint was deleted has nowhere to go: 404 endpoint_not_found (field endpoint_id), and nothing changes.
          */
         post: operations["replayDelivery"];
         delete?: never;
