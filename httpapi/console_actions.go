@@ -35,7 +35,11 @@ func (s *server) handleConsoleResend(w http.ResponseWriter, r *http.Request, ps 
 		s.consoleError(w, r, v, err)
 		return
 	}
-	redirectNotice(w, r, tenantPath(v.tenant.ID, "deliveries", d.ID), "resent", -1)
+	m := "resent"
+	if ep, err := s.svc.Endpoint(r.Context(), v.tenant.ID, d.EndpointID); err == nil && ep.Disabled {
+		m = "resent-held" // the dispatcher holds the new cycle until the endpoint is enabled
+	}
+	redirectNotice(w, r, tenantPath(v.tenant.ID, "deliveries", d.ID), m, -1)
 }
 
 // handleConsoleReplaySelected replays the deliveries ticked on a list

@@ -24,6 +24,7 @@ import (
 // link can never put words in the console's mouth.
 var noticeMessages = map[string]string{
 	"resent":            "Resent: a new delivery cycle has started. This page shows its attempts as they are made.",
+	"resent-held":       "Resent, and held: its endpoint is disabled, so the new cycle waits (paused) until the endpoint is enabled again.",
 	"skipped":           "Skipped: its line goes on without it; the next delivery of the line is sent now.",
 	"endpoint-updated":  "Endpoint saved.",
 	"tenant-created":    "Tenant created. Add its endpoints with POST /v1/tenants/{tenant}/endpoints; give its people a portal link or an access token.",

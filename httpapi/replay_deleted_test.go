@@ -89,3 +89,32 @@ func TestConsole_DeletedEndpointsDeliveryOffersNoResend(t *testing.T) {
 		t.Errorf("after the refused resends: %s, cycle %d, %d replays; want dead, cycle 1, none", d.State, d.Cycle, len(d.Replays))
 	}
 }
+
+// TestConsole_ResendToADisabledEndpointSaysHeld: Resend of a delivery
+// whose endpoint is disabled starts a cycle that is held until the
+// endpoint is enabled, and its notice says so, instead of promising
+// attempts "as they are made" that none will be.
+func TestConsole_ResendToADisabledEndpointSaysHeld(t *testing.T) {
+	e := newConsoleEnv(t) // acme, with a dead delivery to e.endpoint
+	b := e.browser()
+	b.open(link(e.apiEnv, `{}`))
+	dl := e.delivery
+	csrf := b.get("/console/t/acme/deliveries/"+dl).field(t, csrfField)
+	e.must(req{method: "PATCH", path: "/v1/tenants/acme/endpoints/" + e.endpoint.ID, body: `{"disabled":true}`}, 200, nil)
+
+	p := b.do("POST", "/console/t/acme/deliveries/"+dl+"/resend", url.Values{"csrf": {csrf}})
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("resend: %d\n%s", p.status, p.body)
+	}
+	page := b.get(p.header.Get("Location"))
+	if !strings.Contains(page.body, "held") || !strings.Contains(page.body, "disabled") || strings.Contains(page.body, "as they are made") {
+		t.Errorf("the notice after a resend to a disabled endpoint (%s):\n%s", p.header.Get("Location"), page.body)
+	}
+
+	// Enabled again, a resend says what it always said.
+	e.must(req{method: "PATCH", path: "/v1/tenants/acme/endpoints/" + e.endpoint.ID, body: `{"disabled":false,"deliver_held":false}`}, 200, nil)
+	p = b.do("POST", "/console/t/acme/deliveries/"+dl+"/resend", url.Values{"csrf": {csrf}})
+	if page := b.get(p.header.Get("Location")); !strings.Contains(page.body, "as they are made") {
+		t.Errorf("the notice after a resend to an enabled endpoint (%s):\n%s", p.header.Get("Location"), page.body)
+	}
+}
