@@ -381,12 +381,17 @@ func (s *server) handleDeleteEndpoint(w http.ResponseWriter, r *http.Request, ps
 }
 
 func (s *server) handleIngest(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	key, err := idempotencyKey(r.Header)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	var in engine.IngestInput
 	if err := decodeJSON(w, r, s.maxBody, &in, true); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	in.IdempotencyKey = r.Header.Get("Idempotency-Key")
+	in.IdempotencyKey = key
 	tenant := ps.ByName("tenant")
 	res, err := s.svc.Ingest(r.Context(), tenant, in)
 	if err != nil {
@@ -403,6 +408,23 @@ func (s *server) handleIngest(w http.ResponseWriter, r *http.Request, ps httprou
 		s.opts.ObserveIngest(res.Duplicate)
 	}
 	s.writeJSON(w, r, http.StatusAccepted, out)
+}
+
+// idempotencyKey returns h's Idempotency-Key, "" without one. The header
+// given empty (a client's unset key variable) or more than once is an
+// invalid_field error naming it: taken as no key, or as its first value,
+// each retry of that client would store another event.
+func idempotencyKey(h http.Header) (string, error) {
+	vs := h.Values("Idempotency-Key")
+	switch {
+	case len(vs) > 1:
+		return "", engine.Errorf(engine.CodeInvalidField, "Idempotency-Key", "the Idempotency-Key header is given %d times; give it once", len(vs))
+	case len(vs) == 1 && strings.TrimSpace(vs[0]) == "":
+		return "", engine.Errorf(engine.CodeInvalidField, "Idempotency-Key", "the Idempotency-Key header is empty: send a key, or no header for an event without one")
+	case len(vs) == 1:
+		return vs[0], nil
+	}
+	return "", nil
 }
 
 // ingestAnswer is the answer to an ingest that stored (or found) res.

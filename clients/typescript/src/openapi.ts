@@ -2466,7 +2466,7 @@ export interface components {
         since: string;
         /** @description RFC 3339; created before. With since, it must be after since: else 422 invalid_field naming until. */
         until: string;
-        /** @description At most 255 characters of identifier-like text (no control or invisible formatting character). The same key with the same body within the idempotency window answers the first event again (Idempotent-Replayed: true); with another body, 409 idempotency_conflict. */
+        /** @description At most 255 characters of identifier-like text (no control or invisible formatting character), given once and not empty (else 422 invalid_field naming Idempotency-Key). The same key with the same body within the idempotency window answers the first event again (Idempotent-Replayed: true); with another body, 409 idempotency_conflict. */
         "Idempotency-Key": string;
         /** @description The operational endpoint id (ep_…). */
         operationalEndpoint: string;
@@ -3340,7 +3340,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters of identifier-like text (no control or invisible formatting character). The same key with the same body within the idempotency window answers the first event again (Idempotent-Replayed: true); with another body, 409 idempotency_conflict. */
+                /** @description At most 255 characters of identifier-like text (no control or invisible formatting character), given once and not empty (else 422 invalid_field naming Idempotency-Key). The same key with the same body within the idempotency window answers the first event again (Idempotent-Replayed: true); with another body, 409 idempotency_conflict. */
                 "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
