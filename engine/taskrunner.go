@@ -503,11 +503,28 @@ func (s *Service) replayStep(ctx context.Context, t *Task) (stepResult, error) {
 	if err != nil {
 		return stepResult{}, err
 	}
-	r := Replay{At: s.now(), By: t.By}
-	sel := Selection{Tenant: t.Tenant, State: StateDead, EndpointID: t.Params.Endpoint, Since: t.Params.Since, Until: t.Params.Until}
-	ds, err := s.store.UpdateDeliveries(ctx, sel, replayBatch, func(d Delivery) Delivery { return ReplayDelivery(d, r, policyOf(d.EndpointID)) })
+	// The dead letters of the tenant's endpoints, one endpoint at a time:
+	// those of an endpoint deleted since are left, as Replay refuses
+	// one of them (a cycle to it could only die again).
+	eps, err := s.store.Endpoints(ctx, t.Tenant)
 	if err != nil {
 		return stepResult{}, err
+	}
+	r := Replay{At: s.now(), By: t.By}
+	var ds []Delivery
+	for _, ep := range eps {
+		if t.Params.Endpoint != "" && ep.ID != t.Params.Endpoint {
+			continue
+		}
+		sel := Selection{Tenant: t.Tenant, State: StateDead, EndpointID: ep.ID, Since: t.Params.Since, Until: t.Params.Until}
+		got, err := s.store.UpdateDeliveries(ctx, sel, replayBatch-len(ds), func(d Delivery) Delivery { return ReplayDelivery(d, r, policyOf(d.EndpointID)) })
+		ds = append(ds, got...)
+		if err != nil {
+			return stepResult{}, err
+		}
+		if len(ds) >= replayBatch {
+			break
+		}
 	}
 	for _, d := range ds {
 		if s.disp != nil && d.State == StatePending {

@@ -476,6 +476,10 @@ func TestTask_RetriesWhatMayPass(t *testing.T) {
 		defer svc.StopTasks(context.Background())
 		ctx := t.Context()
 		setupTenant(t, svc, 0)
+		// An endpoint, whose dead letters the steps read (and fail to).
+		if _, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: bubbleURL, EventTypes: []string{"order.shipped"}}); err != nil {
+			t.Fatal(err)
+		}
 		tk, err := svc.StartReplay(ctx, "acme", time.Now().Add(-time.Hour), time.Time{}, "", "admin")
 		if err != nil {
 			t.Fatal(err)

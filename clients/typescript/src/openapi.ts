@@ -599,7 +599,7 @@ export interface paths {
         put?: never;
         /**
          * Replay the dead letters that died in a time range.
-         * @description 202 {task}: a task (kind dead_letters.replay) that replays, in the background, each dead letter that died in [since, until), of one endpoint when endpoint is set: each starts a new cycle now, recorded with who asked. until defaults to now, and a later until is now: a dead letter that dies again while the task runs is not replayed twice. A replayed dead letter is no longer dead, so a second call while the first runs replays none of them twice. 422 invalid_field since (missing) or until (not after since); 404 endpoint_not_found (field endpoint); 409 limit_reached when the tenant has [limits] tasks_per_tenant tasks running. The task's done counts the dead letters replayed.
+         * @description 202 {task}: a task (kind dead_letters.replay) that replays, in the background, each dead letter that died in [since, until), of one endpoint when endpoint is set: each starts a new cycle now, recorded with who asked. until defaults to now, and a later until is now: a dead letter that dies again while the task runs is not replayed twice. A replayed dead letter is no longer dead, so a second call while the first runs replays none of them twice. The dead letters of an endpoint deleted since are left as they are: there is nowhere to send them (a replay of one alone is 404 endpoint_not_found). 422 invalid_field since (missing) or until (not after since); 404 endpoint_not_found (field endpoint); 409 limit_reached when the tenant has [limits] tasks_per_tenant tasks running. The task's done counts the dead letters replayed.
          */
         post: operations["replayDeadLetters"];
         delete?: never;
