@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -107,6 +108,42 @@ func decodeBody(contentType string, body []byte, dst any, required bool) error {
 	}
 	if err := jsonv2.Unmarshal(body, dst, opts); err != nil {
 		return decodeError(body, dst, err)
+	}
+	switch dst.(type) {
+	case *engine.EndpointPatch, *engine.OperationalEndpointPatch:
+		return refuseNulls(body, "headers", "rate_limit")
+	}
+	return nil
+}
+
+// refuseNulls reports an invalid_field error naming the first member of
+// the JSON object body (which decoded without error) whose value is null,
+// unless its name is one of nullable. A patch leaves a member it is not
+// given as it is, and null would otherwise decode as not given: a client
+// that sends "description": null to clear it (RFC 7396's merge) would get
+// 200 and the old value.
+func refuseNulls(body []byte, nullable ...string) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.ReadToken(); err != nil { // {
+		return nil // decoded already: cannot happen
+	}
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil
+		}
+		name := tok.String() // before the next call voids tok
+		if dec.PeekKind() == 'n' && !slices.Contains(nullable, name) {
+			clear := ""
+			if name == "description" {
+				clear = ` (send "" to clear it)`
+			}
+			return engine.Errorf(engine.CodeInvalidField, name,
+				"%s is null at byte offset %d: leave it out to keep it as it is, or send a value%s", name, dec.InputOffset(), clear)
+		}
+		if err := dec.SkipValue(); err != nil {
+			return nil
+		}
 	}
 	return nil
 }

@@ -257,7 +257,7 @@ export interface paths {
         head?: never;
         /**
          * Change an endpoint; enable or disable it.
-         * @description Changes the fields given and leaves the others as they are (a merge: rate_limit null removes the limit, headers are merged name by name). A new url is unverified again; ordering and channels apply to the events ingested after the change, retry_policy to the delivery cycles that start after it. disabled true holds the endpoint's deliveries (paused) instead of attempting them; disabled false with deliver_held true sends them, without it they are dead-lettered. Answers the endpoint as it is now.
+         * @description Changes the fields given and leaves the others as they are (a merge: rate_limit null removes the limit, headers are merged name by name; null for any other member is 422 invalid_field naming it: leave it out to keep it, send "" to clear a description). A new url is unverified again; ordering and channels apply to the events ingested after the change, retry_policy to the delivery cycles that start after it. disabled true holds the endpoint's deliveries (paused) instead of attempting them; disabled false with deliver_held true sends them, without it they are dead-lettered. Answers the endpoint as it is now.
          */
         patch: operations["updateEndpoint"];
         trace?: never;
@@ -804,7 +804,7 @@ export interface paths {
         head?: never;
         /**
          * Change an operational endpoint; enable or disable it (admin).
-         * @description The [alerts] endpoint (source config) takes event_types, description and disabled, which starts keep; its url is the config file's (409 config_managed).
+         * @description The [alerts] endpoint (source config) takes event_types, description and disabled, which starts keep; its url is the config file's (409 config_managed) A member given null is 422 invalid_field naming it: leave it out to keep it.
          */
         patch: operations["updateOperationalEndpoint"];
         trace?: never;
