@@ -440,6 +440,26 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name
 	w.Write(buf.Bytes()) // the status is sent; a write error means the client went away
 }
 
+// isConsolePath reports whether path is the console's: /console or
+// under /console/.
+func isConsolePath(path string) bool {
+	return path == "/console" || strings.HasPrefix(path, "/console/")
+}
+
+// consoleNotRouted answers a console path that no route takes, or not
+// with this method (err), with the console's error page rather than
+// problem+json: a browser shows it, inside a customer's frame too, with
+// the way back its session has (none without one: the login).
+func (s *server) consoleNotRouted(w http.ResponseWriter, r *http.Request, err error) {
+	var v *visit
+	if token := sessionToken(r); token != "" {
+		if p, ierr := s.identify(r.Context(), token); ierr == nil {
+			v = &visit{p: p, session: token}
+		}
+	}
+	s.consoleError(w, r, v, err)
+}
+
 // consoleError renders err as an error page with the status the API
 // would give it. Uncoded errors are logged and shown as "internal error".
 func (s *server) consoleError(w http.ResponseWriter, r *http.Request, v *visit, err error) {

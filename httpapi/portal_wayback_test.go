@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/webhookd/webhookd/engine"
 	"github.com/webhookd/webhookd/httpapi"
 )
 
@@ -39,4 +40,34 @@ func TestPortal_ErrorsOutsideItsTenantLeadBack(t *testing.T) {
 			t.Errorf("/console/ from a portal session: %d to %q", home.status, home.header.Get("Location"))
 		}
 	}
+}
+
+// TestConsole_UnknownPageIsAPage: a console path that is no page (a
+// mistyped or stale link, a trailing slash) or a page asked with a method
+// it does not take answers the console's HTML error page, with the way
+// back a session has (a portal's to its own pages), not the API's
+// problem+json, which a customer's frame would show as raw JSON with no
+// way out. The API's unknown paths stay problem+json.
+func TestConsole_UnknownPageIsAPage(t *testing.T) {
+	e, _ := portalEnv(t, httpapi.ConsoleOptions{})
+	b := e.browser()
+	b.open(link(e, `{}`))
+	for _, path := range []string{"/console/t/acme/nope", "/console/t/acme/deliveries/", "/console/nope"} {
+		p := b.get(path)
+		if p.status != http.StatusNotFound || !strings.HasPrefix(p.header.Get("Content-Type"), "text/html") ||
+			!strings.Contains(p.body, `href="/console/"`) || strings.Contains(p.body, `href="/console/login"`) {
+			t.Errorf("%s in a portal session: %d %s, want the console's 404 page leading back:\n%s", path, p.status, p.header.Get("Content-Type"), p.body)
+		}
+	}
+	// A form's address opened with GET.
+	if p := b.get("/console/logout"); p.status != http.StatusMethodNotAllowed || !strings.HasPrefix(p.header.Get("Content-Type"), "text/html") || p.header.Get("Allow") == "" {
+		t.Errorf("GET of a form's address: %d %s Allow %q, want the console's 405 page with Allow", p.status, p.header.Get("Content-Type"), p.header.Get("Allow"))
+	}
+	// Without a session the page leads to the login, and the API's
+	// unknown paths are problems as ever.
+	if p := e.browser().get("/console/nope"); p.status != http.StatusNotFound || !strings.HasPrefix(p.header.Get("Content-Type"), "text/html") {
+		t.Errorf("/console/nope without a session: %d %s", p.status, p.header.Get("Content-Type"))
+	}
+	checkProblem(t, e.do(req{method: "GET", path: "/v1/nope"}), 404, engine.CodeNotFound, "")
+	checkProblem(t, e.do(req{method: "GET", path: "/consoles"}), 404, engine.CodeNotFound, "")
 }

@@ -346,12 +346,22 @@ func (s *server) anyAuth(h httprouter.Handle) httprouter.Handle {
 	return s.authorize(scopeAnyToken, h)
 }
 
+// handleNotFound answers a path no route takes: problem+json, but under
+// /console the console's error page (consoleNotRouted).
 func (s *server) handleNotFound(w http.ResponseWriter, r *http.Request) {
+	if isConsolePath(r.URL.Path) {
+		s.consoleNotRouted(w, r, engine.Errorf(engine.CodeNotFound, "", "there is no page at this address"))
+		return
+	}
 	s.writeError(w, r, engine.Errorf(engine.CodeNotFound, "", "no route for %s", r.URL.Path))
 }
 
 // handleMethodNotAllowed runs after httprouter has set the Allow header.
 func (s *server) handleMethodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	if isConsolePath(r.URL.Path) {
+		s.consoleNotRouted(w, r, engine.Errorf(engine.CodeMethodNotAllowed, "", "this address takes %s, not %s: it is not a page to open", w.Header().Get("Allow"), r.Method))
+		return
+	}
 	s.writeError(w, r, engine.Errorf(engine.CodeMethodNotAllowed, "", "%s is not allowed here; allowed: %s", r.Method, w.Header().Get("Allow")))
 }
 
