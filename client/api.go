@@ -231,7 +231,9 @@ func (c *Client) Delivery(ctx context.Context, tenant, id string) (Delivery, err
 }
 
 // Replay sends delivery id again, in a new cycle, whatever its state, and
-// returns it as queued.
+// returns it as queued. A delivery whose endpoint was deleted has nowhere
+// to go: a Problem with CodeEndpointNotFound (field endpoint_id), and
+// nothing changes.
 func (c *Client) Replay(ctx context.Context, tenant, id string) (Delivery, error) {
 	var d Delivery
 	_, _, err := c.do(ctx, request{method: http.MethodPost, path: tenantPath(tenant, "deliveries", seg(id), "replay")}, &d)

@@ -514,7 +514,9 @@ class Client:
 
     def replay_delivery(self, tenant: str, id: str) -> Delivery:
         """Send delivery id again, in a new cycle, whatever its state;
-        return it as queued."""
+        return it as queued. A delivery whose endpoint was deleted has
+        nowhere to go: Problem endpoint_not_found (field endpoint_id), and
+        nothing changes."""
         return cast(Delivery, self._do("POST", _tenant(tenant, "deliveries", _seg(id),
                                                        "replay")).json())
 

@@ -435,7 +435,7 @@ export class Deliveries {
     return this.#t.json({ method: "GET", path: tenants(tenant, "deliveries", id), retry: true }, call);
   }
 
-  /** Sends delivery id again, in a new cycle, whatever its state, and returns it as queued. */
+  /** Sends delivery id again, in a new cycle, whatever its state, and returns it as queued. A delivery whose endpoint was deleted has nowhere to go: a Problem endpoint_not_found (field endpoint_id), and nothing changes. */
   replay(tenant: string, id: string, call?: CallOptions): Promise<Delivery> {
     return this.#t.json({ method: "POST", path: tenants(tenant, "deliveries", id, "replay") }, call);
   }
