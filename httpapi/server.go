@@ -151,11 +151,22 @@ func New(svc *engine.Service, opts Options) http.Handler {
 
 // serveHTTP refuses a request whose head is over MaxHeaderBytes, on any
 // path and before its credentials are looked at, and routes the others.
+// A HEAD of a path that takes GET is routed as the GET (RFC 9110 §9.3.2:
+// the same status and headers; net/http sends no body for the request it
+// read, still a HEAD), so that a monitor probing /healthz with HEAD sees
+// it up; a HEAD of another path is 405.
 func (s *server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if n := headBytes(r); n > MaxHeaderBytes {
 		s.writeError(w, r, engine.Errorf(engine.CodeHeadersTooLarge, "",
 			"the request line and headers are %d bytes; at most %d (64 KiB)", n, MaxHeaderBytes))
 		return
+	}
+	if r.Method == http.MethodHead {
+		if h, _, _ := s.router.Lookup(http.MethodGet, r.URL.Path); h != nil {
+			get := *r
+			get.Method = http.MethodGet
+			r = &get
+		}
 	}
 	s.router.ServeHTTP(w, r)
 }
