@@ -585,10 +585,10 @@ func TestAPI_BadInput(t *testing.T) {
 		{"trailing slash", req{method: "GET", path: "/v1/tenants/acme/"}, 404, engine.CodeNotFound, "", "", [2]string{}},
 
 		// Wrong method.
-		{"patch tenant", req{method: "PATCH", path: "/v1/tenants/acme", body: `{}`}, 405, engine.CodeMethodNotAllowed, "", "", [2]string{"Allow", "DELETE, GET, OPTIONS, PUT"}},
-		{"post event types", req{method: "POST", path: "/v1/event-types", body: `{}`}, 405, engine.CodeMethodNotAllowed, "", "", [2]string{"Allow", "GET, OPTIONS"}},
+		{"patch tenant", req{method: "PATCH", path: "/v1/tenants/acme", body: `{}`}, 405, engine.CodeMethodNotAllowed, "", "", [2]string{"Allow", "DELETE, GET, HEAD, OPTIONS, PUT"}},
+		{"post event types", req{method: "POST", path: "/v1/event-types", body: `{}`}, 405, engine.CodeMethodNotAllowed, "", "", [2]string{"Allow", "GET, HEAD, OPTIONS"}},
 		{"get replay", req{method: "GET", path: "/v1/tenants/acme/deliveries/dlv_00000000000000000000000000/replay"}, 405, engine.CodeMethodNotAllowed, "", "", [2]string{"Allow", "OPTIONS, POST"}},
-		{"post healthz", req{method: "POST", path: "/healthz", header: noAuth}, 405, engine.CodeMethodNotAllowed, "", "", [2]string{"Allow", "GET, OPTIONS"}},
+		{"post healthz", req{method: "POST", path: "/healthz", header: noAuth}, 405, engine.CodeMethodNotAllowed, "", "", [2]string{"Allow", "GET, HEAD, OPTIONS"}},
 
 		// Query parameters.
 		{"limit zero", req{method: "GET", path: "/v1/tenants/acme/dead-letters?limit=0"}, 422, engine.CodeInvalidField, "limit", "", [2]string{}},

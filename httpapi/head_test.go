@@ -41,4 +41,9 @@ func TestAPI_HeadIsGetWithoutBody(t *testing.T) {
 			t.Errorf("HEAD %s: %d, want %d", tc.path, resp.StatusCode, tc.status)
 		}
 	}
+	// Allow lists HEAD where GET is.
+	r := e.do(req{method: "POST", path: "/healthz", header: map[string]string{"Authorization": "-"}})
+	if got := r.header.Get("Allow"); got != "GET, HEAD, OPTIONS" {
+		t.Errorf("Allow of /healthz: %q, want GET, HEAD, OPTIONS", got)
+	}
 }

@@ -315,6 +315,11 @@ func (s *server) handle(method, path string, h httprouter.Handle) {
 		}
 	}
 	s.router.Handle(method, path, h)
+	if method == http.MethodGet {
+		// Never reached (serveHTTP routes a HEAD of a GET path as the
+		// GET): registered so that Allow, on a 405 and an OPTIONS, lists it.
+		s.router.Handle(http.MethodHead, path, h)
+	}
 }
 
 // statusWriter remembers the status a handler wrote.
