@@ -804,7 +804,7 @@ export interface paths {
         head?: never;
         /**
          * Change an operational endpoint; enable or disable it (admin).
-         * @description The [alerts] endpoint (source config) takes event_types, description and disabled, which starts keep; its url is the config file's (409 config_managed) A member given null is 422 invalid_field naming it: leave it out to keep it.
+         * @description The [alerts] endpoint (source config) takes event_types, description and disabled, which starts keep; its url is the config file's (409 config_managed). A member given null is 422 invalid_field naming it: leave it out to keep it.
          */
         patch: operations["updateOperationalEndpoint"];
         trace?: never;
