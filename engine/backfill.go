@@ -112,10 +112,11 @@ func (b BackfillStep) Delivery(ev Event, ep Endpoint) (Delivery, bool) {
 	return d, true
 }
 
-// backfillRoom returns how many deliveries the pending bounds leave room
+// pendingRoom returns how many deliveries the pending bounds leave room
 // for in tenant's backlog (backlog.go), and the bound that leaves the
-// least; -1 when no bound applies.
-func (s *Service) backfillRoom(ctx context.Context, tenant string) (int, string, error) {
+// least; -1 when no bound applies. A task that adds to the backlog (a
+// backfill, a range replay) makes no more than this in a step.
+func (s *Service) pendingRoom(ctx context.Context, tenant string) (int, string, error) {
 	perTenant := s.opts.MaxPendingPerTenant
 	if tenant == OperatorTenant {
 		return -1, "", nil

@@ -495,9 +495,29 @@ func (s *Service) taskStep(kind TaskKind) taskStep {
 // (unless the line has one) and the others wait behind it; a line whose
 // dead letters span steps gets them in step order, the order they died
 // in.
+//
+// Like a backfill's, its steps replay no more than the pending bounds
+// leave room for (pendingRoom): a replayed dead letter is in the
+// backlog again, and a range may hold far more than a tenant's bound.
+// At a bound the task waits (Waiting names it) for the backlog to go
+// down, so that one tenant's replay never takes the room of the others
+// ([ingest] max_pending) nor its own past pending_per_tenant.
 func (s *Service) replayStep(ctx context.Context, t *Task) (stepResult, error) {
 	if _, err := s.store.Tenant(ctx, t.Tenant); err != nil {
 		return stepResult{}, err
+	}
+	room, bound, err := s.pendingRoom(ctx, t.Tenant)
+	if err != nil {
+		return stepResult{}, err
+	}
+	if room == 0 {
+		t.Waiting = bound
+		return stepResult{wait: taskWaitRoom}, nil
+	}
+	t.Waiting = ""
+	n := replayBatch
+	if room > 0 {
+		n = min(room, replayBatch)
 	}
 	policyOf, err := s.cyclePolicies(ctx, t.Tenant)
 	if err != nil {
@@ -517,12 +537,12 @@ func (s *Service) replayStep(ctx context.Context, t *Task) (stepResult, error) {
 			continue
 		}
 		sel := Selection{Tenant: t.Tenant, State: StateDead, EndpointID: ep.ID, Since: t.Params.Since, Until: t.Params.Until}
-		got, err := s.store.UpdateDeliveries(ctx, sel, replayBatch-len(ds), func(d Delivery) Delivery { return ReplayDelivery(d, r, policyOf(d.EndpointID)) })
+		got, err := s.store.UpdateDeliveries(ctx, sel, n-len(ds), func(d Delivery) Delivery { return ReplayDelivery(d, r, policyOf(d.EndpointID)) })
 		ds = append(ds, got...)
 		if err != nil {
 			return stepResult{}, err
 		}
-		if len(ds) >= replayBatch {
+		if len(ds) >= n {
 			break
 		}
 	}
@@ -547,7 +567,7 @@ func (s *Service) backfillStep(ctx context.Context, t *Task) (stepResult, error)
 	if err != nil {
 		return stepResult{}, err
 	}
-	room, bound, err := s.backfillRoom(ctx, t.Tenant)
+	room, bound, err := s.pendingRoom(ctx, t.Tenant)
 	if err != nil {
 		return stepResult{}, err
 	}

@@ -188,7 +188,9 @@ func (t Task) Ended() bool { return t.State == TaskSucceeded || t.State == TaskF
 // CodeEndpointNotFound naming endpoint), and a tenant at its bound of
 // running tasks is refused
 // (CodeLimitReached). A dead letter that dies again while the task runs
-// died after until, so the task does not replay it twice.
+// died after until, so the task does not replay it twice. At a pending
+// bound it waits for the backlog to go down (Task.Waiting) and goes on,
+// as a backfill does.
 func (s *Service) StartReplay(ctx context.Context, tenant string, since, until time.Time, endpointID, by string) (Task, error) {
 	if _, err := s.Tenant(ctx, tenant); err != nil {
 		return Task{}, err

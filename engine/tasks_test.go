@@ -214,6 +214,54 @@ func TestReplayTask(t *testing.T) {
 	})
 }
 
+// TestReplayTask_WaitsForRoom: a range replay makes no more pending
+// than the tenant's bound leaves room for: at the bound it waits, saying
+// so, and goes on once the backlog goes down, replaying each dead letter
+// once.
+func TestReplayTask_WaitsForRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var status atomic.Int32
+		status.Store(http.StatusBadRequest)
+		n := taskNode(t, memstore.New(), func(*http.Request) int { return int(status.Load()) },
+			engine.ServiceOptions{MaxPendingPerTenant: 3}, nil)
+		svc, ctx := n.Service, t.Context()
+		setupTenant(t, svc, 0)
+		if _, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: bubbleURL, EventTypes: []string{"order.created"}}); err != nil {
+			t.Fatal(err)
+		}
+		since := time.Now()
+		var ids []string
+		for range 5 {
+			res, err := svc.Ingest(ctx, "acme", engine.IngestInput{Type: "order.created", Data: json.RawMessage(`{}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, res.Deliveries[0].ID)
+			synctest.Wait() // 400: it dies at its first attempt, out of the backlog
+		}
+		time.Sleep(time.Second)
+		status.Store(http.StatusServiceUnavailable) // the replayed ones stay pending
+		tk, err := svc.StartReplay(ctx, "acme", since, time.Time{}, "", "admin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting := waitTask(t, svc, tk.ID, func(tk engine.Task) bool { return tk.Waiting != "" || tk.Ended() })
+		if waiting.Waiting != "pending_per_tenant" || waiting.Done != 3 || waiting.State != engine.TaskRunning {
+			t.Errorf("the replay at the bound: %+v, want 3 replayed, waiting for pending_per_tenant", waiting)
+		}
+		status.Store(http.StatusOK) // the retries succeed: room again
+		done := waitTask(t, svc, tk.ID, ended)
+		if done.State != engine.TaskSucceeded || done.Done != 5 || done.Total == nil || *done.Total != 5 || done.Waiting != "" {
+			t.Errorf("the replay at its end: %+v, want succeeded, 5 replayed", done)
+		}
+		for _, id := range ids {
+			if d, _ := svc.Delivery(ctx, "acme", id); len(d.Replays) != 1 {
+				t.Errorf("delivery %s replayed %d times, want once", id, len(d.Replays))
+			}
+		}
+	})
+}
+
 // TestTask_FinishedIsAnOperationalEvent: a task that ends sends
 // task.finished to the operational endpoints, once it is recorded: its
 // data names the tenant, the task, its kind, how it ended and its

@@ -1181,8 +1181,9 @@ class Task(_TaskRequired, total=False):
     # /v1/tenants/{tenant}/tasks; absent for the operator's (a tenant's
     # purge: the tenant is params.tenant).
     tenant: str
-    # A running backfill at that pending bound: it waits for the backlog
-    # to go down and goes on by itself. Absent when not waiting.
+    # A running backfill or range replay at that pending bound: it waits
+    # for the backlog to go down and goes on by itself. Absent when not
+    # waiting.
     waiting: Literal['pending_per_tenant', 'max_pending']
     # Why it failed; absent unless failed.
     error: str

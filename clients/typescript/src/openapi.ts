@@ -599,7 +599,7 @@ export interface paths {
         put?: never;
         /**
          * Replay the dead letters that died in a time range.
-         * @description 202 {task}: a task (kind dead_letters.replay) that replays, in the background, each dead letter that died in [since, until), of one endpoint when endpoint is set: each starts a new cycle now, recorded with who asked. until defaults to now, and a later until is now: a dead letter that dies again while the task runs is not replayed twice. A replayed dead letter is no longer dead, so a second call while the first runs replays none of them twice. The dead letters of an endpoint deleted since are left as they are: there is nowhere to send them (a replay of one alone is 404 endpoint_not_found). 422 invalid_field since (missing) or until (not after since); 404 endpoint_not_found (field endpoint); 409 limit_reached when the tenant has [limits] tasks_per_tenant tasks running. The task's done counts the dead letters replayed.
+         * @description 202 {task}: a task (kind dead_letters.replay) that replays, in the background, each dead letter that died in [since, until), of one endpoint when endpoint is set: each starts a new cycle now, recorded with who asked. until defaults to now, and a later until is now: a dead letter that dies again while the task runs is not replayed twice. A replayed dead letter is no longer dead, so a second call while the first runs replays none of them twice. The dead letters of an endpoint deleted since are left as they are: there is nowhere to send them (a replay of one alone is 404 endpoint_not_found). It replays no more at once than the tenant's pending bound ([limits] pending_per_tenant, and [ingest] max_pending) leaves room for: at the bound it waits (waiting names the bound) and goes on as the backlog goes down. 422 invalid_field since (missing) or until (not after since); 404 endpoint_not_found (field endpoint); 409 limit_reached when the tenant has [limits] tasks_per_tenant tasks running. The task's done counts the dead letters replayed.
          */
         post: operations["replayDeadLetters"];
         delete?: never;
@@ -1799,7 +1799,7 @@ export interface components {
             /** @description done + skipped when it succeeded; null until then: a task counts what it does as it goes, and knows its total only at its end. */
             total: number | null;
             /**
-             * @description A running backfill at that pending bound: it waits for the backlog to go down and goes on by itself. Absent when not waiting.
+             * @description A running backfill or range replay at that pending bound: it waits for the backlog to go down and goes on by itself. Absent when not waiting.
              * @enum {string}
              */
             waiting?: "pending_per_tenant" | "max_pending";
