@@ -407,10 +407,7 @@ func TestTasks_RangeReplayPacedByPendingBounds(t *testing.T) {
 		at = in.task(tk)
 		return at.Waiting != "" || at.State != "running"
 	})
-	// On PostgreSQL a node reads the backlog from the database every two
-	// seconds (docs/cluster.md): a task's steps in between see the count
-	// before them, as a backfill's do, so only the end is checked there.
-	if !onPostgres {
+	{
 		if at.State != "running" || at.Waiting != "pending_per_tenant" || at.Done != perTenant {
 			t.Errorf("the range replay at noisy's bound of %d: %+v, want running, %d replayed, waiting for pending_per_tenant", perTenant, at, perTenant)
 		}

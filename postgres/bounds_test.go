@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -239,5 +240,77 @@ func TestSnapshot_Sees(t *testing.T) {
 		if _, err := parseSnapshot(bad); err == nil {
 			t.Errorf("parseSnapshot(%q): no error", bad)
 		}
+	}
+}
+
+// TestScheduler_BoundsCountReplays: between counts, the dead letters a
+// range replay brings back into the backlog (UpdateDeliveries) count in
+// the backlog this node answers with, as a backfill's deliveries do, so
+// that a range replay paced by the pending bounds sees them before the
+// next count; a resume of paused deliveries, which were in the backlog
+// already, adds nothing.
+func TestScheduler_BoundsCountReplays(t *testing.T) {
+	var refuse atomic.Bool // the receiver answers 400; once false, it hangs
+	refuse.Store(true)
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !refuse.Load() {
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		w.WriteHeader(http.StatusBadRequest)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(hang) })
+	svc, d, s, sched := boundedNode(t, 0, 0, srv.URL)
+	ctx := t.Context()
+	for i := range 5 {
+		if _, err := svc.Ingest(ctx, "acme", engine.IngestInput{Type: "order.created", Data: []byte(`{}`)}); err != nil {
+			t.Fatalf("ingest %d: %v", i, err)
+		}
+	}
+	dead := func() int {
+		var n int
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE tenant_id = 'acme' AND state = 'dead'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if !poll(10*time.Second, func() bool { return dead() == 10 }) {
+		t.Fatalf("%d of acme's 10 deliveries dead, want all", dead())
+	}
+	refuse.Store(false) // the replayed ones hang: they stay pending
+	if err := sched.refreshCounts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	backlog := func() int {
+		t.Helper()
+		mine, _, err := d.Backlog(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mine.Total()
+	}
+	if got := backlog(); got != 0 {
+		t.Fatalf("acme's backlog with every delivery dead: %d, want 0", got)
+	}
+	r := engine.Replay{At: time.Now(), By: "test"}
+	ds, err := s.UpdateDeliveries(ctx, engine.Selection{Tenant: "acme", State: engine.StateDead}, 4, func(d engine.Delivery) engine.Delivery {
+		return engine.ReplayDelivery(d, r, "")
+	})
+	if err != nil || len(ds) != 4 {
+		t.Fatalf("replay of 4 dead letters: %d replayed, %v", len(ds), err)
+	}
+	if got := backlog(); got != 4 {
+		t.Errorf("acme's backlog right after 4 dead letters were replayed, before the next count: %d, want 4", got)
+	}
+	if err := sched.refreshCounts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := backlog(); got != 4 {
+		t.Errorf("acme's backlog after the next count: %d, want 4 (nothing counted twice)", got)
 	}
 }

@@ -1116,6 +1116,11 @@ func (s *Store) writeDelivery(ctx context.Context, tx pgx.Tx, row storedDelivery
 // sel.EndpointID when set, in death order. They are saved in line order
 // (a range replay makes the lowest Sequence of a line its head), under
 // the locks of their lines.
+//
+// The dead letters it brings back into the backlog (a range replay's:
+// final before, not after) are noted with the counting Scheduler, as a
+// backfill's deliveries are (backlog.go), so that the pending bounds a
+// range replay is paced by see them before the next count.
 func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, max int, fn func(engine.Delivery) engine.Delivery) ([]engine.Delivery, error) {
 	var where, order string
 	var args []any
@@ -1138,9 +1143,10 @@ func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, max 
 		return []engine.Delivery{}, nil
 	}
 	limit := fmt.Sprintf(" ORDER BY %s LIMIT $%d", order, len(args))
-	var out []engine.Delivery
+	var out, back []engine.Delivery
+	var xid uint64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		out = []engine.Delivery{}
+		out, back = []engine.Delivery{}, nil
 		// The selection's lines' locks, then its rows'. A row that came
 		// into the selection between the two statements may be of a
 		// line not locked yet: its lock is taken after, out of order
@@ -1201,11 +1207,24 @@ func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, max 
 				return err
 			}
 			out[i] = stored
+			if backlogOf(row.d).Total() == 0 && backlogOf(stored).Total() > 0 {
+				back = append(back, stored)
+			}
+		}
+		if len(back) > 0 && s.counter.Load() != nil {
+			var id int64
+			if err := tx.QueryRow(ctx, "SELECT pg_current_xact_id()::text::bigint").Scan(&id); err != nil {
+				return err
+			}
+			xid = uint64(id)
 		}
 		return s.notifyDue(ctx, tx, out)
 	})
 	if err != nil {
 		return nil, err
+	}
+	if c := s.counter.Load(); c != nil && len(back) > 0 && xid != 0 {
+		c.noteMade(xid, back)
 	}
 	return out, nil
 }
