@@ -1042,11 +1042,15 @@ func (d *Dispatcher) attempt(id string, eq *endpointQueue) {
 		// enabled (see StatePaused).
 		now, cycle := d.opts.Now().UTC(), dl.Cycle
 		at := time.Time{}
-		if _, err := d.store.UpdateDelivery(context.WithoutCancel(ctx), dl.ID, func(cur Delivery) (Delivery, error) {
+		paused, err := d.store.UpdateDelivery(context.WithoutCancel(ctx), dl.ID, func(cur Delivery) (Delivery, error) {
 			return PauseDelivery(cur, cycle, now), nil
-		}); err != nil {
+		})
+		switch {
+		case err != nil:
 			d.log.Error("pause delivery", "delivery", dl.ID, "endpoint", dl.EndpointID, "err", err)
 			at = time.Now().Add(storeRetryDelay)
+		case paused.State == StatePaused && paused.Cycle == cycle:
+			at = d.unpauseIfEnabled(context.WithoutCancel(ctx), dl, paused)
 		}
 		d.finish(id, eq, at, true)
 	default:
@@ -1064,6 +1068,42 @@ func (d *Dispatcher) attempt(id string, eq *endpointQueue) {
 		}
 		d.recordLater(id, eq, &in, rec, ended, false)
 	}
+}
+
+// unpauseIfEnabled looks at the endpoint of dl again once the dispatcher
+// has paused dl (stored as paused) for it, having read it disabled: an
+// enabling between that read and the pause's write looked for paused
+// deliveries before this one was, and left it paused for good under an
+// endpoint that is enabled. So when the endpoint is enabled now, the
+// pause is undone (UnpauseDelivery: pending again, due at once) and it
+// returns when the delivery is due; otherwise (still disabled, deleted:
+// the janitor drops it, or unreadable) the zero time. Read after the
+// pause was stored, the endpoint is as the last enabling left it, or
+// that enabling's search for paused deliveries came after the pause and
+// found it.
+func (d *Dispatcher) unpauseIfEnabled(ctx context.Context, dl, paused Delivery) time.Time {
+	ep, err := d.store.Endpoint(ctx, dl.TenantID, dl.EndpointID)
+	if err != nil {
+		if ErrorCode(err) != CodeEndpointNotFound && ErrorCode(err) != CodeTenantNotFound {
+			d.log.Error("read endpoint after pausing its delivery", "delivery", dl.ID, "endpoint", dl.EndpointID, "err", err)
+		}
+		return time.Time{}
+	}
+	if ep.Disabled {
+		return time.Time{}
+	}
+	now := d.opts.Now().UTC()
+	got, err := d.store.UpdateDelivery(ctx, dl.ID, func(cur Delivery) (Delivery, error) {
+		return UnpauseDelivery(cur, dl, paused, now), nil
+	})
+	if err != nil {
+		d.log.Error("unpause delivery", "delivery", dl.ID, "endpoint", dl.EndpointID, "err", err)
+		return time.Time{}
+	}
+	if got.State != StatePending || got.Cycle != paused.Cycle {
+		return time.Time{} // the enabling, or a replay, moved it first
+	}
+	return time.Now()
 }
 
 // recordingPerWorker is how many outcomes per worker may wait for their

@@ -195,6 +195,24 @@ func PauseDelivery(d Delivery, cycle int, at time.Time) Delivery {
 	return d
 }
 
+// UnpauseDelivery undoes the pause of d by PauseDelivery, paused (as
+// stored) being what that pause stored: when d is still as the pause
+// left it (Paused in paused's cycle, with ReasonPaused, updated then),
+// it is Pending again, due at at, with the reason it had before the
+// pause (before's), its cycle and deadline as they were. Otherwise d is
+// returned as it is. It is for a pause that crossed the enabling of the
+// endpoint (the dispatcher read it disabled, and the enabling looked
+// for paused deliveries before the pause was stored): the delivery was
+// pending when the endpoint was enabled, so it is attempted, whether
+// the enabling resumed the held deliveries or dropped them.
+func UnpauseDelivery(d, before, paused Delivery, at time.Time) Delivery {
+	if d.State != StatePaused || d.Cycle != paused.Cycle || d.Reason != ReasonPaused || !d.Updated.Equal(paused.Updated) {
+		return d
+	}
+	d.State, d.NextAttemptAt, d.Reason, d.Updated = StatePending, at, before.Reason, at
+	return d
+}
+
 // ResumeHeldDelivery returns paused delivery d sent on as its endpoint is
 // enabled with its held deliveries: ReplayDelivery, except that one whose
 // event is scheduled ahead of r.At and which was never attempted stays

@@ -298,7 +298,12 @@ const (
 	// Enabling with "deliver held" moves it back to Pending in a new cycle
 	// (recorded as a replay); enabling "from now on" moves it to Dead. A
 	// replay moves it to Pending. Nothing moves it after a crash: it stays
-	// paused on disk.
+	// paused on disk. The dispatcher that pauses a due delivery reads its
+	// endpoint again once the pause is stored, and moves it back to
+	// Pending, due at once, when an enabling came between its read and
+	// its write (UnpauseDelivery): the delivery was pending when the
+	// endpoint was enabled, so it is attempted, whichever the enabling
+	// chose for the held ones.
 	StatePaused State = "paused"
 	// Waiting: an ordered delivery behind the head of its line (see
 	// lines.go): not attempted, not in the retry index, not held by the
