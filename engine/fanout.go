@@ -247,29 +247,42 @@ func (s *Service) waitFannedOut(ctx context.Context, id string) error {
 // it changes them too. It costs nothing when none is owed, and otherwise
 // about one commit.
 func (s *Service) settled(ctx context.Context, tenant string) error {
+	// Bounded, so that a store that fails to write (a full disk) slows
+	// a read down rather than stops it: the read then shows what is
+	// stored.
+	_, err := s.settle(ctx, tenant, settleBound)
+	return err
+}
+
+// settle is settled, waiting at most bound (0: until ctx ends), and
+// reports whether every owed fan-out it waited for is stored. A caller
+// that must not go on without them (SetEndpointEnabled: only its loop
+// resumes the paused deliveries they plan) waits with no bound.
+func (s *Service) settle(ctx context.Context, tenant string, bound time.Duration) (bool, error) {
 	f := &s.fan
 	f.mu.Lock()
 	if f.tenants[tenant] == 0 {
 		f.mu.Unlock()
-		return nil
+		return true, nil
 	}
 	wait := f.waitLocked(func(o owedEvent) bool { return o.tenant == tenant })
 	f.mu.Unlock()
-	// Bounded, so that a store that fails to write (a full disk) slows
-	// a read down rather than stops it: the read then shows what is
-	// stored.
-	bound := time.NewTimer(settleBound)
-	defer bound.Stop()
+	var expired <-chan time.Time
+	if bound > 0 {
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		expired = t.C
+	}
 	for _, c := range wait {
 		select {
 		case <-c:
-		case <-bound.C:
-			return nil
+		case <-expired:
+			return false, nil
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // waitLocked returns a channel for each owed event that which selects,

@@ -320,3 +320,81 @@ func TestService_ForcedTenantDeletionForgetsItsOwedFanOuts(t *testing.T) {
 		t.Errorf("Check: %v", err)
 	}
 }
+
+// TestService_EnableWaitsForASlowFanOut: an endpoint enabled with its
+// held deliveries while the fan-out of an event acknowledged when it
+// was disabled is owed longer than a read waits for it (a slow disk):
+// the enabling waits for it, and resumes the delivery it plans, rather
+// than returning before it is stored, which left it paused for good
+// under an enabled endpoint. A context that ends first ends the wait
+// with unavailable (the same request again resumes it).
+func TestService_EnableWaitsForASlowFanOut(t *testing.T) {
+	for _, cut := range []bool{false, true} {
+		name := "waits"
+		if cut {
+			name = "context ends first"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				db, err := storage.Open(filepath.Join(t.TempDir(), "db"), storage.Options{OwedFanOutAbove: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				store := heldFanOut{DB: db, release: make(chan struct{})}
+				open := engine.TargetPolicy{AllowHTTP: true, AllowPrivate: true}
+				disp := engine.NewDispatcher(store, engine.DispatcherOptions{Targets: open}) // not started
+				svc := engine.NewService(store, disp, engine.ServiceOptions{Targets: open})
+				if _, _, err := svc.PutTenant(ctx, "acme", engine.TenantInput{}); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := svc.PutEventType(ctx, "invoice.paid", engine.EventTypeInput{}); err != nil {
+					t.Fatal(err)
+				}
+				ep, _, err := svc.CreateEndpoint(ctx, "acme", engine.EndpointInput{URL: "http://127.0.0.1:9/x", EventTypes: []string{"*"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := svc.SetEndpointEnabled(ctx, "acme", ep.ID, false, false, "test"); err != nil {
+					t.Fatal(err)
+				}
+				res, err := svc.Ingest(ctx, "acme", engine.IngestInput{Type: "invoice.paid", Data: json.RawMessage(`{}`)})
+				if err != nil || !res.Owed || len(res.Deliveries) != 1 {
+					t.Fatalf("ingest: owed %v, %d deliveries, %v", res.Owed, len(res.Deliveries), err)
+				}
+				time.AfterFunc(5*time.Second, func() { close(store.release) }) // past settleBound (2 s)
+				defer svc.WaitFanOut(context.Background())
+				enableCtx := ctx
+				if cut {
+					var cancel context.CancelFunc
+					enableCtx, cancel = context.WithTimeout(ctx, 3*time.Second)
+					defer cancel()
+				}
+				_, n, err := svc.SetEndpointEnabled(enableCtx, "acme", ep.ID, true, true, "test")
+				if cut {
+					if engine.ErrorCode(err) != engine.CodeUnavailable {
+						t.Fatalf("enabling whose context ends before the fan-out: %d resumed, %v; want unavailable", n, err)
+					}
+					if err := svc.WaitFanOut(ctx); err != nil {
+						t.Fatal(err)
+					}
+					_, n, err = svc.SetEndpointEnabled(ctx, "acme", ep.ID, true, true, "test") // the same request again
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := svc.WaitFanOut(ctx); err != nil {
+					t.Fatal(err)
+				}
+				d, err := db.Delivery(ctx, "acme", res.Deliveries[0].ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n != 1 || d.State != engine.StatePending {
+					t.Errorf("enabled with its held deliveries: %d resumed, the delivery is %s (%s); want 1, pending", n, d.State, d.Reason)
+				}
+			})
+		})
+	}
+}

@@ -92,6 +92,12 @@ type Alert struct {
 // replay by by); enabling without it dead-letters them ("held while the
 // endpoint was disabled"), where each can still be replayed. It returns the
 // endpoint and how many held deliveries it resumed or dead-lettered.
+// Enabling waits for the owed fan-outs of the tenant's events
+// acknowledged before it (fanout.go), with no bound but ctx's: their
+// paused deliveries are stored after it otherwise, with nothing left to
+// move them. When ctx ends first the endpoint is enabled, its held
+// deliveries are left as they are, and the error is CodeUnavailable:
+// the same call again finishes.
 func (s *Service) SetEndpointEnabled(ctx context.Context, tenant, id string, enabled, deliverHeld bool, by string) (Endpoint, int, error) {
 	if !validID(id) {
 		return Endpoint{}, 0, EndpointNotFound()
@@ -124,9 +130,15 @@ func (s *Service) SetEndpointEnabled(ctx context.Context, tenant, id string, ena
 	}
 	// The paused deliveries of events acknowledged before the endpoint
 	// was enabled may be owed still (fanout.go): they are stored paused,
-	// and only this loop resumes or drops them.
-	if err := s.settled(ctx, tenant); err != nil {
-		return ep, 0, err
+	// and only this loop resumes or drops them. So it waits for them,
+	// however long their fan-out takes (a slow disk), until ctx ends:
+	// then the endpoint is enabled and the same request again finishes.
+	if _, err := s.settle(ctx, tenant, 0); err != nil {
+		what := "dropped"
+		if deliverHeld {
+			what = "resumed"
+		}
+		return ep, 0, Errorf(CodeUnavailable, "", "the endpoint is enabled, but the deliveries of events acknowledged before are not all written yet, so its held deliveries were not %s: send the same request again", what)
 	}
 	var policy RetryPolicyName
 	if deliverHeld {
