@@ -63,7 +63,9 @@ var enqueueSchemas = engine.NewSchemas(jsonschema.Compiler{})
 // writes, or roll back). It leaves tx's session as it found it: the
 // search_path is the webhookd schema for the duration of the call only.
 // Until tx ends it holds, in the schema (locks.go), the tenant's lock,
-// shared (a deletion of the tenant waits), the tenant's sequence (every other ingest of the
+// shared (a deletion of the tenant waits, and so does the enabling of
+// one of its endpoints, which must see the paused deliveries tx makes),
+// the tenant's sequence (every other ingest of the
 // tenant waits: see the schema's comment on tenant_sequences), the locks
 // of the lines of its ordered deliveries (lines.go: a record that ends
 // the head of one of them waits) and, with an Idempotency-Key, the key

@@ -564,3 +564,62 @@ func TestEnqueueTx_OrderedLine(t *testing.T) {
 	}
 	checkLines(t, a.s)
 }
+
+// TestEnqueueTx_EndpointEnabledBeforeCommit: an event enqueued while one
+// of its endpoints is disabled makes a paused delivery there; the
+// endpoint is enabled, with its held deliveries, before the
+// application's transaction commits. The enabling waits for that
+// transaction, and resumes the delivery once it is committed, rather
+// than finding nothing paused yet and leaving it paused for good under
+// an enabled endpoint.
+func TestEnqueueTx_EndpointEnabledBeforeCommit(t *testing.T) {
+	a := newEnqueueApp(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ep := a.eps[0]
+	if _, _, err := a.svc.SetEndpointEnabled(ctx, "acme", ep, false, false, "test"); err != nil {
+		t.Fatal(err)
+	}
+	tx, res := a.placeOrder(t, ctx, "o1", "k1")
+	var held string
+	for _, d := range res.Deliveries {
+		if d.EndpointID == ep {
+			held = d.ID
+			if d.State != engine.StatePaused {
+				t.Fatalf("the delivery to the disabled endpoint is %s, want paused", d.State)
+			}
+		}
+	}
+	type enabled struct {
+		n   int
+		err error
+	}
+	done := make(chan enabled, 1)
+	go func() {
+		_, n, err := a.svc.SetEndpointEnabled(ctx, "acme", ep, true, true, "test")
+		done <- enabled{n, err}
+	}()
+	select {
+	case e := <-done:
+		t.Logf("the enabling ended before the commit: %d resumed, %v", e.n, e.err)
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		done <- e
+	case <-time.After(500 * time.Millisecond): // it waits for the transaction
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := <-done
+	if e.err != nil {
+		t.Fatal(e.err)
+	}
+	d, err := a.s.Delivery(ctx, "acme", held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.n != 1 || d.State != engine.StatePending {
+		t.Errorf("enabled while the enqueue was not committed: %d resumed, its delivery %s (%s); want 1, pending", e.n, d.State, d.Reason)
+	}
+}

@@ -54,7 +54,9 @@ import "fmt"
 
 // tenantLock is the kind of a tenant's lock ("whte" in ASCII), which an
 // ingest holds shared and DeleteTenant alone, so that an ingest and the
-// deletion of its tenant never interleave.
+// deletion of its tenant never interleave; so does the selection of an
+// endpoint's paused deliveries (UpdateDeliveries, as the endpoint is
+// enabled), which must see those of the ingests in flight.
 const tenantLock = 0x77687465
 
 // sequenceLock is the kind of a tenant's sequence lock ("whts"), which

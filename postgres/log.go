@@ -1117,6 +1117,10 @@ func (s *Store) writeDelivery(ctx context.Context, tx pgx.Tx, row storedDelivery
 // (a range replay makes the lowest Sequence of a line its head), under
 // the locks of their lines.
 //
+// Selecting the paused deliveries (an enabling of their endpoint) it
+// first takes the tenant's lock alone, as DeleteTenant does: it waits for
+// the tenant's ingests in flight, whose paused deliveries it then sees.
+//
 // The dead letters it brings back into the backlog (a range replay's:
 // final before, not after) are noted with the counting Scheduler, as a
 // backfill's deliveries are (backlog.go), so that the pending bounds a
@@ -1147,6 +1151,17 @@ func (s *Store) UpdateDeliveries(ctx context.Context, sel engine.Selection, max 
 	var xid uint64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		out, back = []engine.Delivery{}, nil
+		if sel.State == engine.StatePaused {
+			// The tenant's lock, alone: the ingests in flight (an
+			// EnqueueTx open in an application's transaction among
+			// them) may have read the endpoint disabled before it was
+			// enabled, and make paused deliveries that this selection
+			// must see, or nothing resumes them. Their commits come
+			// first; an ingest after the enabling reads it enabled.
+			if _, err := tx.Exec(ctx, lockTenantSQL, sel.Tenant); err != nil {
+				return err
+			}
+		}
 		// The selection's lines' locks, then its rows'. A row that came
 		// into the selection between the two statements may be of a
 		// line not locked yet: its lock is taken after, out of order
