@@ -445,3 +445,64 @@ func TestTasks_RangeReplayPacedByPendingBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestTasks_RangeReplayWaitingAcrossRestartAndDelete: a range replay
+// waiting at its tenant's pending bound (the endpoint of its dead letters
+// disabled, so that what it replayed stays held) is stopped with its node
+// and taken over by the next, which goes on waiting from the progress
+// saved; the endpoint is then deleted, which ends what it held, and the
+// replay goes on and ends: each dead letter replayed once, done and total
+// the number of dead letters, each ending dead again, "endpoint deleted",
+// with no request made.
+func TestTasks_RangeReplayWaitingAcrossRestartAndDelete(t *testing.T) {
+	t.Parallel()
+	const n, perTenant = 24, 8
+	dir := t.TempDir()
+	config := configWith(t, testConfig, map[string]any{"limits.pending_per_tenant": perTenant})
+	in := startInstance(t, dir, config)
+	in.setup()
+	var requests atomic.Int32
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusBadRequest) // permanent: dead at once
+	})
+	ep := in.createEndpoint(rc.srv.URL, "*")
+	rc.setSecret(ep.Secret)
+	since := time.Now().UTC().Add(-time.Second)
+	var deliveries []string
+	for i := range n {
+		res := in.ingest("invoice.paid", fmt.Sprintf(`{"n":%d}`, i))
+		deliveries = append(deliveries, res.Deliveries[0].ID)
+		in.waitState(res.Deliveries[0].ID, "dead")
+	}
+	in.mustCall(200, "PATCH", "/v1/tenants/acme/endpoints/"+ep.ID, `{"disabled": true}`, nil)
+	tk := in.startTask("POST", "/v1/tenants/acme/dead-letters/replay", map[string]any{"since": since.Format(time.RFC3339Nano)})
+	var at taskView
+	waitFor(t, "the replay to wait at acme's bound", func() bool { at = in.task(tk); return at.Waiting != "" || at.State != "running" })
+	if at.Waiting != "pending_per_tenant" || at.Done != perTenant {
+		t.Fatalf("the replay before the restart: %+v, want %d replayed, waiting for pending_per_tenant", at, perTenant)
+	}
+
+	in.stop()
+	before := requests.Load()
+	in = startInstance(t, dir, config)
+	waitFor(t, "the next node to take the replay over", func() bool { at = in.task(tk); return at.Resumed > 0 || at.State != "running" })
+	if at.State != "running" || at.Done != perTenant {
+		t.Errorf("the replay taken over: %+v, want running, %d replayed as saved", at, perTenant)
+	}
+
+	in.mustCall(204, "DELETE", "/v1/tenants/acme/endpoints/"+ep.ID, nil, nil)
+	done := in.waitTask(tk)
+	if done.State != "succeeded" || done.Done != n || done.Total == nil || *done.Total != n || done.Resumed < 1 {
+		t.Fatalf("the replay at its end: %+v, want succeeded, resumed, %d replayed", done, n)
+	}
+	for _, id := range deliveries {
+		d := in.waitState(id, "dead")
+		if len(d.Replays) != 1 || d.Reason != "endpoint deleted" {
+			t.Errorf("delivery %s: %d replays, dead %q; want the task's one replay, dead \"endpoint deleted\"", id, len(d.Replays), d.Reason)
+		}
+	}
+	if got := requests.Load(); got != before {
+		t.Errorf("%d requests after the endpoint was disabled, want none", got-before)
+	}
+}
