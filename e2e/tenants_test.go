@@ -321,10 +321,19 @@ func TestEventTypeDelete(t *testing.T) {
 	rc := newReceiver(t, status(200))
 	ep := in.createEndpoint(rc.srv.URL, "invoice.paid")
 	rc.setSecret(ep.Secret)
+	first := in.ingest("invoice.paid", `{"n":1}`, "Idempotency-Key", "before-the-delete")
 	in.mustCall(204, "DELETE", "/v1/event-types/invoice.paid", nil, nil)
 	in.mustCall(404, "DELETE", "/v1/event-types/invoice.paid", nil, nil)
 	resp, raw := in.postEvent(`{"type":"invoice.paid","data":{}}`)
 	wantProblem(t, resp, raw, 422, "unknown_event_type", "")
+	// A retry of the event taken before the delete gets its answer: it is
+	// stored, and delivered.
+	var again ingestResponse
+	in.mustCall(202, "POST", "/v1/tenants/acme/events", `{"type":"invoice.paid","data":{"n":1}}`, &again, "Idempotency-Key", "before-the-delete")
+	if again.ID != first.ID || len(again.Deliveries) != 1 || again.Deliveries[0].ID != first.Deliveries[0].ID {
+		t.Errorf("the retry after the type was deleted answered %+v, want the first event %+v", again, first)
+	}
+	in.waitState(first.Deliveries[0].ID, "succeeded")
 	in.mustCall(201, "PUT", "/v1/event-types/invoice.paid", map[string]string{"description": "back"}, nil)
 	ev := in.ingest("invoice.paid", `{}`)
 	in.waitState(ev.Deliveries[0].ID, "succeeded")

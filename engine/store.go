@@ -132,9 +132,11 @@ type Records interface {
 // or an ingest's bounds need.
 type Log interface {
 	// AppendEvent is ingest, in one transaction: check the tenant exists
-	// (CodeTenantNotFound) and the type is in the catalogue
+	// (CodeTenantNotFound); honour the idempotency key (see NewEvent),
+	// whose repeat is answered its first event even when the type has
+	// left the catalogue since; check the type is in the catalogue
 	// (CodeUnknownEventType; not for OperatorTenant, whose operational
-	// event types are in none); honour the idempotency key (see NewEvent);
+	// event types are in none);
 	// append the event to the log at its next place, as
 	// in.Sequenced(n) for n its tenant's next Sequence (one more than
 	// the last event stored for the tenant, ever, deleted or not: no

@@ -25,12 +25,13 @@ const seqSQL = `(pg_current_xact_id()::text::bigint * 65536 +
 
 // AppendEvent is ingest, in one transaction (see engine.Store): the
 // tenant must exist (CodeTenantNotFound; DeleteTenant waits for the
-// ingest or the ingest for it) and the type be in the catalogue
-// (CodeUnknownEventType), unless the tenant is engine.OperatorTenant.
-// A live idempotency record with the same request hash gives the first event and its deliveries (Duplicate),
-// with another hash CodeIdempotencyConflict; a concurrent ingest with
+// ingest or the ingest for it). A live idempotency record with the same request hash gives the first event and its deliveries (Duplicate),
+// with another hash CodeIdempotencyConflict, whether or not the type is
+// still in the catalogue; a concurrent ingest with
 // the same key waits for the first one's commit and then sees its
-// record. Otherwise the event is appended with the deliveries
+// record. Otherwise the type must be in the catalogue
+// (CodeUnknownEventType), unless the tenant is engine.OperatorTenant,
+// and the event is appended with the deliveries
 // in.Deliveries returns for the tenant's endpoints, returned in ID order.
 //
 // Before anything is written, in.CheckType, when set, has its say on the
@@ -566,14 +567,17 @@ func appendEvent(ctx context.Context, tx pgx.Tx, in engine.NewEvent, withSecrets
 		return engine.IngestResult{}, seen, err
 	case !tenantFound:
 		return engine.IngestResult{}, seen, engine.TenantNotFound()
-	case !known && ev.TenantID != engine.OperatorTenant:
-		return engine.IngestResult{}, seen, engine.UnknownEventType(ev.Type)
 	case in.IdempotencyKey != "" && !keyClaimed:
+		// Before the type's absence, as before its status: a repeat of
+		// an event taken before its type left the catalogue is
+		// answered that event.
 		dup, err := duplicateOf(ctx, tx, in)
 		if err != nil {
 			return engine.IngestResult{}, seen, err
 		}
 		return *dup, seen, errDuplicate // rolled back: nothing written
+	case !known && ev.TenantID != engine.OperatorTenant:
+		return engine.IngestResult{}, seen, engine.UnknownEventType(ev.Type)
 	case !inserted:
 		return engine.IngestResult{}, seen, fmt.Errorf("postgres: append event %s: event id exists", ev.ID)
 	}

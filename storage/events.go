@@ -14,12 +14,13 @@ import (
 )
 
 // AppendEvent is ingest, in one transaction (see engine.Store). The tenant
-// must exist (CodeTenantNotFound) and the type be in the catalogue
-// (CodeUnknownEventType), unless the tenant is engine.OperatorTenant.
+// must exist (CodeTenantNotFound).
 // With an Idempotency-Key that the tenant used before and whose record has not expired at in.Event.Created, nothing is
 // appended: the result is the first event and its deliveries (Duplicate)
-// when the request hash matches, CodeIdempotencyConflict when it does not.
-// Then in.CheckType, when set, has its say on the type's entry, in each
+// when the request hash matches, CodeIdempotencyConflict when it does not,
+// whether or not the type is still in the catalogue. Otherwise the type
+// must be in the catalogue (CodeUnknownEventType), unless the tenant is
+// engine.OperatorTenant. Then in.CheckType, when set, has its say on the type's entry, in each
 // of the transactions below. Otherwise the event gets the next place in the log, its tenant's next
 // Sequence (engine.NewEvent.Sequenced) and one Pending
 // delivery, due at in.Event.Created, per enabled endpoint of the tenant
@@ -114,21 +115,30 @@ func checkIngestKey(tx *bolt.Tx, in engine.NewEvent) (dup *engine.IngestResult, 
 		return nil, nil, nil, nil, engine.TenantNotFound()
 	}
 	typeRecord = tx.Bucket(bucketEventTypes).Get([]byte(ev.Type))
-	if typeRecord == nil && tenant != engine.OperatorTenant {
-		return nil, nil, nil, nil, engine.UnknownEventType(ev.Type)
-	}
+	// The type's absence is checked after the key, as its status is
+	// (CheckType): a repeat of an event taken before its type left the
+	// catalogue is answered that event.
+	unknown := typeRecord == nil && tenant != engine.OperatorTenant
 	if in.IdempotencyKey == "" {
+		if unknown {
+			return nil, nil, nil, nil, engine.UnknownEventType(ev.Type)
+		}
 		return nil, nil, tenantRecord, typeRecord, nil
 	}
 	v := tx.Bucket(bucketIdempotency).Get(idempotencyKey(tenant, in.IdempotencyKey))
-	if v == nil {
+	var rec idempotencyRecord
+	if v != nil {
+		var err error
+		if rec, err = decodeIdempotency(v); err != nil {
+			return nil, nil, nil, nil, err
+		}
+	}
+	switch {
+	case (v == nil || !ev.Created.Before(rec.Expires)) && unknown:
+		return nil, nil, nil, nil, engine.UnknownEventType(ev.Type)
+	case v == nil:
 		return nil, nil, tenantRecord, typeRecord, nil
-	}
-	rec, err := decodeIdempotency(v)
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	if !ev.Created.Before(rec.Expires) {
+	case !ev.Created.Before(rec.Expires):
 		return nil, &rec, tenantRecord, typeRecord, nil
 	}
 	if rec.RequestHash != in.RequestHash {

@@ -10,11 +10,12 @@ import (
 )
 
 // AppendEvent is ingest (see engine.Store): the tenant must exist
-// (CodeTenantNotFound) and the type be in the catalogue
-// (CodeUnknownEventType) unless the tenant is engine.OperatorTenant; a
+// (CodeTenantNotFound); a
 // live idempotency record with the same request hash gives the first
 // event and its deliveries as they are now (Duplicate), with another hash
-// CodeIdempotencyConflict. Then in.CheckType, when set, has its say on
+// CodeIdempotencyConflict, whether or not the type is still in the
+// catalogue; otherwise the type must be in it (CodeUnknownEventType)
+// unless the tenant is engine.OperatorTenant. Then in.CheckType, when set, has its say on
 // the type's entry (an operator event of a type not in the catalogue
 // has none to be checked against). Otherwise the
 // event gets the next place in the log, its tenant's next Sequence
@@ -38,9 +39,9 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 		return engine.IngestResult{}, engine.TenantNotFound()
 	}
 	et, known := s.eventTypes[ev.Type]
-	if !known && ev.TenantID != engine.OperatorTenant {
-		return engine.IngestResult{}, engine.UnknownEventType(ev.Type)
-	}
+	// The key before the type's absence, as before its status: a repeat
+	// of an event taken before its type left the catalogue is answered
+	// that event.
 	key := idempotencyKey{ev.TenantID, in.IdempotencyKey}
 	if rec, ok := s.idempotency[key]; ok && in.IdempotencyKey != "" && ev.Created.Before(rec.expires) {
 		if rec.hash != in.RequestHash {
@@ -51,6 +52,9 @@ func (s *Store) AppendEvent(ctx context.Context, in engine.NewEvent) (engine.Ing
 			return engine.IngestResult{}, fmt.Errorf("memstore: append event %s: idempotency record points at event %s, not in the log", ev.ID, rec.eventID)
 		}
 		return engine.IngestResult{Event: copyEvent(first.ev), Deliveries: s.deliveriesOf(first), Duplicate: true}, nil
+	}
+	if !known && ev.TenantID != engine.OperatorTenant {
+		return engine.IngestResult{}, engine.UnknownEventType(ev.Type)
 	}
 	if _, ok := s.events[ev.ID]; ok {
 		return engine.IngestResult{}, fmt.Errorf("memstore: append event %s: event id exists", ev.ID)

@@ -22,6 +22,7 @@ var schemaTests = []test{
 	{"a changed schema holds the next ingest", testSchemaChanged},
 	{"an archived type refuses, a deprecated one takes", testArchivedRefuses},
 	{"a repeat is answered after the type is archived", testArchivedRepeat},
+	{"a repeat is answered after the type is deleted", testDeletedTypeRepeat},
 }
 
 // orderSchema requires a positive integer amount and a three-letter
@@ -193,5 +194,34 @@ func testArchivedRepeat(t *testing.T, f *fixture) {
 	res, err := f.appendEvent(t, again)
 	if err != nil || !res.Duplicate || res.Event.ID != first.Event.ID {
 		t.Fatalf("the repeat = %v, duplicate %v, event %s; want the first, %s", err, res.Duplicate, res.Event.ID, first.Event.ID)
+	}
+}
+
+// testDeletedTypeRepeat: an event type taken out of the catalogue
+// (DeleteEventType) refuses new events of it, but a retry with the
+// Idempotency-Key of an event taken before still gets that event, as
+// after an archive: a client that lost the first answer (an outbox relay
+// that crashed before marking its row sent) must not be told the event
+// it sent was refused, when it is stored and delivered.
+func testDeletedTypeRepeat(t *testing.T, f *fixture) {
+	sc := schemas()
+	f.tenant(t, "acme")
+	f.eventType(t, "order.created")
+	f.endpoint(t, "acme", "order.created")
+	first := f.ingest(t, prepareWith(t, sc, "acme", "order.created", `{"n":1}`, "k1"))
+	if err := f.s.DeleteEventType(t.Context(), "order.created"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.appendEvent(t, prepareWith(t, sc, "acme", "order.created", `{"n":1}`, "k1"))
+	if err != nil || !res.Duplicate || res.Event.ID != first.Event.ID || len(res.Deliveries) != 1 {
+		t.Fatalf("the repeat after the type was deleted = %v, duplicate %v, event %s, %d deliveries; want the first, %s, with its delivery",
+			err, res.Duplicate, res.Event.ID, len(res.Deliveries), first.Event.ID)
+	}
+	if _, err := f.appendEvent(t, prepareWith(t, sc, "acme", "order.created", `{"n":1}`, "k2")); engine.ErrorCode(err) != engine.CodeUnknownEventType {
+		t.Errorf("a new event of the deleted type: %v, want %s", err, engine.CodeUnknownEventType)
+	}
+	if _, err := f.appendEvent(t, prepareWith(t, sc, "acme", "order.created", `{"n":2}`, "k1")); engine.ErrorCode(err) != engine.CodeIdempotencyConflict &&
+		engine.ErrorCode(err) != engine.CodeUnknownEventType {
+		t.Errorf("another body with the same key: %v, want %s or %s", err, engine.CodeIdempotencyConflict, engine.CodeUnknownEventType)
 	}
 }
