@@ -101,6 +101,14 @@ func TestHoldPauseReplayDrop(t *testing.T) {
 				d.State, d.NextAttemptAt, d.Reason, d.DeadAt, d.Updated = StateDead, time.Time{}, ReasonEndpointDeleted, tt2, tt2
 			})},
 		{"drop for a deleted endpoint, not paused", DropDeletedEndpointDelivery(pending(), tt2), pending()},
+		{"unpause", UnpauseDelivery(PauseDelivery(pending(), 1, tt1), pending(), PauseDelivery(pending(), 1, tt1), tt2),
+			with(pending(), func(d *Delivery) { d.NextAttemptAt, d.Updated = tt2, tt2 })},
+		{"unpause, resumed by the enabling first", UnpauseDelivery(ReplayDelivery(PauseDelivery(pending(), 1, tt1), r, ""), pending(), PauseDelivery(pending(), 1, tt1), tt2),
+			ReplayDelivery(PauseDelivery(pending(), 1, tt1), r, "")},
+		{"unpause, dropped by the enabling first", UnpauseDelivery(DropHeldDelivery(PauseDelivery(pending(), 1, tt1), tt2), pending(), PauseDelivery(pending(), 1, tt1), tt2),
+			DropHeldDelivery(PauseDelivery(pending(), 1, tt1), tt2)},
+		{"unpause, paused again later", UnpauseDelivery(PauseDelivery(pending(), 1, tt2), pending(), PauseDelivery(pending(), 1, tt1), tt2),
+			PauseDelivery(pending(), 1, tt2)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
