@@ -466,6 +466,22 @@ func (in *instance) waitCounted(n int) {
 	})
 }
 
+// waitCountedAtMost waits, on the postgres driver, until the node counts
+// at most n pending deliveries: deliveries that ended since its last
+// count of the database are still in its count until the next (a few
+// seconds), so a test that needs the room a bound leaves, exactly, waits
+// here first. A single node's count is exact at once.
+func (in *instance) waitCountedAtMost(n int) {
+	in.t.Helper()
+	if !onPostgres {
+		return
+	}
+	waitFor(in.t, fmt.Sprintf("the node to count at most %d pending deliveries", n), func() bool {
+		m, err := scrapeMetrics(in.base)
+		return err == nil && m["webhookd_pending_deliveries"] <= float64(n)
+	})
+}
+
 // waitFor polls cond until it holds, failing the test after 15s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
