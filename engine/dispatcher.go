@@ -1143,16 +1143,22 @@ func (d *Dispatcher) recordLater(id string, eq *endpointQueue, in *AttemptInput,
 func (d *Dispatcher) record(in *AttemptInput, rec *AttemptRecord, ended time.Time) time.Time {
 	dl := in.Delivery
 	rec.At = d.opts.Now().UTC()
-	var alerts []string
 	if in.EndpointFound {
-		var after Endpoint
-		after, alerts = healthAfter(in.Endpoint, rec.Attempt.Outcome, rec.Attempt.Status, rec.Attempt.Error, rec.At, d.opts.DisableAfter, d.opts.KeepGoneEndpoints, rec.disableAsked)
+		after, _ := healthAfter(in.Endpoint, rec.Attempt.Outcome, rec.Attempt.Status, rec.Attempt.Error, rec.At, d.opts.DisableAfter, d.opts.KeepGoneEndpoints, rec.disableAsked)
 		if rec.Attempt.Outcome != OutcomeSuccess || !after.FailingSince.Equal(in.Endpoint.FailingSince) || after.Disabled != in.Endpoint.Disabled {
 			health := after // only this path puts an endpoint on the heap
 			rec.Endpoint = &health
 		}
 	}
-	updated, err := d.recordOutcome(context.WithoutCancel(d.baseCtx), dl, rec)
+	// The alerts are those of the endpoint as the record found it stored
+	// and left it: of attempts that each saw it start failing (at once,
+	// on this node or others), only the first record raises it.
+	var alerts []string
+	var stored, merged Endpoint
+	onHealth := func(before, after Endpoint) {
+		stored, merged, alerts = before, after, HealthAlerts(before, after)
+	}
+	updated, err := d.recordOutcome(context.WithoutCancel(d.baseCtx), dl, rec, onHealth)
 	if errors.Is(err, ErrClaimLost) {
 		d.log.Warn("attempt not recorded: its lease ended and another node holds the delivery", "delivery", dl.ID, "event", dl.EventID, "endpoint", dl.EndpointID)
 		return time.Time{}
@@ -1177,7 +1183,7 @@ func (d *Dispatcher) record(in *AttemptInput, rec *AttemptRecord, ended time.Tim
 			alerts = append(alerts, AlertDeliveryDead)
 		}
 		for _, kind := range alerts {
-			d.opts.OnAlert(Alert{Kind: kind, Delivery: updated, Endpoint: rec.Endpoint, FailingSince: in.Endpoint.FailingSince, At: rec.At})
+			d.opts.OnAlert(Alert{Kind: kind, Delivery: updated, Endpoint: &merged, FailingSince: stored.FailingSince, At: rec.At})
 		}
 	}
 	d.FollowLine(updated)
@@ -1198,10 +1204,13 @@ const maxRecordReads = 4
 // When the delivery changed since it was read (ErrDeliveryChanged), it
 // reads it again and records rec over what it reads (RecordAttempt of an
 // older cycle only logs the attempt), up to maxRecordReads times in all;
-// then it returns ErrDeliveryChanged.
-func (d *Dispatcher) recordOutcome(ctx context.Context, read Delivery, rec *AttemptRecord) (Delivery, error) {
+// then it returns ErrDeliveryChanged. onHealth is the OutcomeUpdate's
+// OnHealth.
+func (d *Dispatcher) recordOutcome(ctx context.Context, read Delivery, rec *AttemptRecord, onHealth func(stored, merged Endpoint)) (Delivery, error) {
 	for reads := 1; ; reads++ {
-		updated, err := d.store.RecordOutcome(ctx, NewOutcomeUpdate(read, *rec))
+		u := NewOutcomeUpdate(read, *rec)
+		u.OnHealth = onHealth
+		updated, err := d.store.RecordOutcome(ctx, u)
 		if !errors.Is(err, ErrDeliveryChanged) || reads == maxRecordReads {
 			return updated, err
 		}

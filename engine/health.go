@@ -30,34 +30,30 @@ const disabledByRequest = "disabled by request"
 
 // healthAfter returns ep's health after an attempt that ended at at with
 // outcome and status (reason: why it failed), and the transitions it made
-// (AlertEndpointFailing, AlertEndpointRecovered, AlertEndpointDisabled).
-// It is pure: the dispatcher
-// decides alerts with it and storage applies the same change inside the
-// transaction that records the attempt. disableAfter 0 never disables for
+// of ep (HealthAlerts). It is pure: the dispatcher decides the health to
+// record with it and the store merges that into the endpoint as stored
+// (MergeHealth) inside the transaction that records the attempt; the
+// alerts raised are those of that merge (OutcomeUpdate.OnHealth), as
+// several attempts may see one transition. disableAfter 0 never disables for
 // failing too long; keepGone leaves an endpoint that answered 410 enabled
 // (the delivery is still dead). disableAsked: the answer asked for the
 // endpoint to be disabled (receiverDisables), which it is, whatever the
 // outcome (keepGone does not apply: the receiver said so in words).
 func healthAfter(ep Endpoint, outcome Outcome, status int, reason string, at time.Time, disableAfter time.Duration, keepGone, disableAsked bool) (Endpoint, []string) {
-	var alerts []string
+	before := ep
 	if outcome == OutcomeSuccess {
-		if !ep.FailingSince.IsZero() {
-			alerts = append(alerts, AlertEndpointRecovered)
-		}
 		ep.FailingSince = time.Time{}
 		if disableAsked && !ep.Disabled {
 			ep.Disabled, ep.DisabledAt, ep.DisabledReason = true, at, ReasonReceiverDisabled
-			alerts = append(alerts, AlertEndpointDisabled)
 		}
-		return ep, alerts
+		return ep, HealthAlerts(before, ep)
 	}
 	if ep.FailingSince.IsZero() {
 		ep.FailingSince = at
-		alerts = append(alerts, AlertEndpointFailing)
 	}
 	ep.LastFailure, ep.LastFailureAt = reason, at
 	if ep.Disabled {
-		return ep, alerts
+		return ep, HealthAlerts(before, ep)
 	}
 	switch {
 	case disableAsked:
@@ -69,10 +65,25 @@ func healthAfter(ep Endpoint, outcome Outcome, status int, reason string, at tim
 		ep.Disabled, ep.DisabledAt = true, at
 		ep.DisabledReason = fmt.Sprintf("failing every attempt since %s (more than %s)", ep.FailingSince.UTC().Format(time.RFC3339), disableAfter)
 	}
-	if ep.Disabled {
+	return ep, HealthAlerts(before, ep)
+}
+
+// HealthAlerts returns the health transitions (AlertEndpointFailing,
+// AlertEndpointRecovered, AlertEndpointDisabled) from endpoint before to
+// after: failing when its run of failures began, recovered when it
+// ended, disabled when it was disabled.
+func HealthAlerts(before, after Endpoint) []string {
+	var alerts []string
+	switch {
+	case before.FailingSince.IsZero() && !after.FailingSince.IsZero():
+		alerts = append(alerts, AlertEndpointFailing)
+	case !before.FailingSince.IsZero() && after.FailingSince.IsZero():
+		alerts = append(alerts, AlertEndpointRecovered)
+	}
+	if !before.Disabled && after.Disabled {
 		alerts = append(alerts, AlertEndpointDisabled)
 	}
-	return ep, alerts
+	return alerts
 }
 
 // Alert is a health transition for the operator.

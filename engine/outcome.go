@@ -76,6 +76,34 @@ type OutcomeUpdate struct {
 	// into the endpoint as stored (MergeHealth) in the same transaction,
 	// unless the endpoint is deleted. Nil: the endpoint is not touched.
 	Endpoint *Endpoint
+	// OnHealth, when not nil, is told of the merge of Endpoint once the
+	// transaction that made it has committed: the endpoint as it was
+	// stored before (stored) and as it is stored now (merged). Once, and
+	// never when nothing was merged (Endpoint nil, the endpoint deleted)
+	// or the record failed. The dispatcher raises its health alerts from
+	// it (HealthAlerts), not from what its attempt saw: attempts made at
+	// once, on one node or on several, each see an endpoint start
+	// failing, but only one record finds it stored as not failing yet.
+	OnHealth func(stored, merged Endpoint)
+}
+
+// Merge returns stored, the delivery's endpoint as stored, with u.Endpoint
+// merged in (MergeHealth); stored as it is when u.Endpoint is nil. A
+// store merges with it inside the transaction and, after the commit,
+// tells u.OnHealth of the two (Merged).
+func (u OutcomeUpdate) Merge(stored Endpoint) Endpoint {
+	if u.Endpoint == nil {
+		return stored
+	}
+	return MergeHealth(stored, *u.Endpoint)
+}
+
+// Merged tells u.OnHealth, when set, of a committed merge of stored
+// into merged (Merge).
+func (u OutcomeUpdate) Merged(stored, merged Endpoint) {
+	if u.OnHealth != nil && u.Endpoint != nil {
+		u.OnHealth(stored, merged)
+	}
 }
 
 // NewOutcomeUpdate returns the outcome rec of an attempt of read, the delivery

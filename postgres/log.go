@@ -875,19 +875,22 @@ func (s *Store) recordOutcome(ctx context.Context, u engine.OutcomeUpdate) (engi
 			return engine.Delivery{}, engine.ErrDeliveryChanged
 		}
 		return u.Delivery, nil
-	}, u.Endpoint, true)
+	}, &u, true)
 }
 
 // update is UpdateDelivery and RecordOutcome under the row lock: fn
-// decides the delivery's next state from the row as locked, and health,
-// when set, is merged into its endpoint (engine.MergeHealth) when that
-// still exists. holder: the write is a holder's record (see
+// decides the delivery's next state from the row as locked, and the
+// health of outcome, when set, is merged into its endpoint
+// (OutcomeUpdate.Merge) when that still exists, and told to its OnHealth
+// after the commit. holder: the write is a holder's record (see
 // RecordOutcome).
-func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), health *engine.Endpoint, holder bool) (engine.Delivery, error) {
+func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) (engine.Delivery, error), outcome *engine.OutcomeUpdate, holder bool) (engine.Delivery, error) {
 	var out engine.Delivery
 	var kept leaseChange
 	var token int64
+	var health *[2]engine.Endpoint // the endpoint before and after the merge
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		health = nil
 		row, err := lockDelivery(ctx, tx, id)
 		if err != nil {
 			return err
@@ -912,12 +915,16 @@ func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) 
 		if out, kept, err = s.saveDelivery(ctx, tx, row, after, change); err != nil {
 			return err
 		}
-		if health != nil {
+		if outcome != nil && outcome.Endpoint != nil {
 			_, err := s.updateEndpoint(ctx, tx, out.TenantID, out.EndpointID, func(ep *engine.Endpoint) error {
-				*ep = engine.MergeHealth(*ep, *health)
+				before, after := *ep, outcome.Merge(*ep)
+				*ep, health = after, &[2]engine.Endpoint{before, after}
 				return nil
 			})
-			if err != nil && engine.ErrorCode(err) != engine.CodeEndpointNotFound {
+			if engine.ErrorCode(err) == engine.CodeEndpointNotFound {
+				health, err = nil, nil
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -927,6 +934,9 @@ func (s *Store) update(ctx context.Context, id string, fn func(engine.Delivery) 
 		return engine.Delivery{}, err
 	}
 	s.claims.recorded(id, token, kept)
+	if health != nil {
+		outcome.Merged(health[0], health[1])
+	}
 	return out, nil
 }
 

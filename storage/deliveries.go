@@ -170,13 +170,15 @@ func (db *DB) UpdateDelivery(ctx context.Context, id string, fn func(engine.Deli
 // RecordOutcome stores u.Delivery with its state's index entries (see
 // saveDelivery) if the stored delivery is still at version u.Read, and
 // merges u.Endpoint into its endpoint (if it still exists), in one
-// transaction; engine.ErrDeliveryChanged, as is, when the delivery is at
+// transaction, telling u.OnHealth after the commit; engine.ErrDeliveryChanged, as is, when the delivery is at
 // another version. It holds no leases: it never answers
 // engine.ErrClaimLost.
 func (db *DB) RecordOutcome(ctx context.Context, u engine.OutcomeUpdate) (engine.Delivery, error) {
 	id := u.Delivery.ID
 	var out engine.Delivery
+	var stored, merged *engine.Endpoint
 	err := db.update(ctx, func(tx *bolt.Tx) error {
+		stored, merged = nil, nil
 		d, err := getDelivery(tx, id)
 		if err != nil {
 			return err
@@ -191,10 +193,12 @@ func (db *DB) RecordOutcome(ctx context.Context, u engine.OutcomeUpdate) (engine
 			return nil
 		}
 		_, err = db.updateEndpoint(tx, d.TenantID, d.EndpointID, func(ep *engine.Endpoint) error {
-			*ep = engine.MergeHealth(*ep, *u.Endpoint)
+			before, after := *ep, u.Merge(*ep)
+			*ep, stored, merged = after, &before, &after
 			return nil
 		})
 		if engine.ErrorCode(err) == engine.CodeEndpointNotFound {
+			stored, merged = nil, nil
 			return nil // deleted: its deliveries stay
 		}
 		return err
@@ -204,6 +208,9 @@ func (db *DB) RecordOutcome(ctx context.Context, u engine.OutcomeUpdate) (engine
 	}
 	if err != nil {
 		return engine.Delivery{}, wrap("update delivery "+id, err)
+	}
+	if merged != nil {
+		u.Merged(*stored, *merged)
 	}
 	return out, nil
 }

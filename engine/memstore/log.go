@@ -209,28 +209,42 @@ func (s *Store) UpdateDelivery(ctx context.Context, id string, fn func(engine.De
 // RecordOutcome stores u.Delivery over the delivery it is, if that is
 // still at version u.Read (engine.ErrDeliveryChanged otherwise), and
 // merges u.Endpoint into its endpoint if it still exists, under the one
-// lock. It holds no leases, so it never answers engine.ErrClaimLost.
+// lock, telling u.OnHealth once it is released. It holds no leases, so
+// it never answers engine.ErrClaimLost.
 func (s *Store) RecordOutcome(ctx context.Context, u engine.OutcomeUpdate) (engine.Delivery, error) {
+	out, health, err := s.recordOutcome(ctx, u)
+	if health != nil {
+		u.Merged(health[0], health[1])
+	}
+	return out, err
+}
+
+// recordOutcome is RecordOutcome under the lock; health is the endpoint
+// before and after the merge, nil when none was merged.
+func (s *Store) recordOutcome(ctx context.Context, u engine.OutcomeUpdate) (engine.Delivery, *[2]engine.Endpoint, error) {
 	if err := s.lock(ctx); err != nil {
-		return engine.Delivery{}, err
+		return engine.Delivery{}, nil, err
 	}
 	defer s.mu.Unlock()
 	id := u.Delivery.ID
 	d, ok := s.deliveries[id]
 	if !ok {
-		return engine.Delivery{}, engine.DeliveryNotFound()
+		return engine.Delivery{}, nil, engine.DeliveryNotFound()
 	}
 	if engine.VersionOf(*d) != u.Read {
-		return engine.Delivery{}, engine.ErrDeliveryChanged
+		return engine.Delivery{}, nil, engine.ErrDeliveryChanged
 	}
 	if err := engine.CheckTransition(*d, u.Delivery); err != nil {
-		return engine.Delivery{}, fmt.Errorf("memstore: update delivery %s: %w", id, err)
+		return engine.Delivery{}, nil, fmt.Errorf("memstore: update delivery %s: %w", id, err)
 	}
 	s.save(d, u.Delivery)
+	var health *[2]engine.Endpoint
 	if old, ok := s.endpoints[d.TenantID][d.EndpointID]; ok && u.Endpoint != nil {
-		s.endpoints[d.TenantID][d.EndpointID] = copyEndpoint(engine.MergeHealth(old, *u.Endpoint))
+		merged := u.Merge(old)
+		s.endpoints[d.TenantID][d.EndpointID] = copyEndpoint(merged)
+		health = &[2]engine.Endpoint{copyEndpoint(old), copyEndpoint(merged)}
 	}
-	return copyDelivery(*d), nil
+	return copyDelivery(*d), health, nil
 }
 
 // UpdateDeliveries applies fn to at most n of the deliveries sel

@@ -102,6 +102,45 @@ var outcomeTests = []test{
 			t.Errorf("outcome with the endpoint deleted: %v, %v; want it recorded", got.State, err)
 		}
 	}},
+	{"OnHealth is told of each merge as stored, once, after the record", func(t *testing.T, f *fixture) {
+		// Two attempts read the endpoint healthy and both failed with a
+		// 410: only the first record finds it healthy and enabled, so
+		// only it makes the transitions its alerts are raised from.
+		f.tenant(t, "acme")
+		ep, typ := f.lane(t, "acme")
+		a, b, c := f.deliver(t, ep, typ), f.deliver(t, ep, typ), f.deliver(t, ep, typ)
+		type told struct{ stored, merged engine.Endpoint }
+		record := func(u engine.OutcomeUpdate) []told {
+			t.Helper()
+			var got []told
+			u.OnHealth = func(stored, merged engine.Endpoint) { got = append(got, told{stored, merged}) }
+			if _, err := f.s.RecordOutcome(t.Context(), u); err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		at := t0.Add(time.Minute)
+		first := record(outcome(a, engine.StateDead, at, healthOf(ep, at, true)))
+		if len(first) != 1 {
+			t.Fatalf("OnHealth told %d times of one record, want 1", len(first))
+		}
+		if !first[0].stored.FailingSince.IsZero() || first[0].stored.Disabled || !first[0].merged.Disabled || !first[0].merged.FailingSince.Equal(at) {
+			t.Errorf("the first record: stored %+v, merged %+v; want healthy, then disabled and failing since %s", first[0].stored, first[0].merged, at)
+		}
+		if got := engine.HealthAlerts(first[0].stored, first[0].merged); len(got) != 2 {
+			t.Errorf("the first record's alerts: %v, want failing and disabled", got)
+		}
+		second := record(outcome(b, engine.StateDead, at.Add(time.Second), healthOf(ep, at.Add(time.Second), true)))
+		if len(second) != 1 {
+			t.Fatalf("OnHealth told %d times of one record, want 1", len(second))
+		}
+		if got := engine.HealthAlerts(second[0].stored, second[0].merged); len(got) != 0 {
+			t.Errorf("the second record found the endpoint %+v and left it %+v: alerts %v, want none", second[0].stored, second[0].merged, got)
+		}
+		if got := record(outcome(c, engine.StateSucceeded, at, nil)); len(got) != 0 {
+			t.Errorf("OnHealth told of a record without health: %+v", got)
+		}
+	}},
 	{"an attempt's response headers come back as recorded, wherever the delivery is read", testResponseHeaders},
 	{"a delivery changed since it was read is a conflict: nothing is written; read again, it records", testOutcomeConflict},
 	{"an ordered delivery changed since it was read is a conflict too", testOutcomeConflictOrdered},

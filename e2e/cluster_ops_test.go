@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/postgres/pgtest"
+	"github.com/webhookd/webhookd/verify"
+)
+
+// barrier holds each request of a receiver until n are in flight at
+// once (or until within has passed since the first of them), so that
+// attempts of one endpoint made by several nodes overlap: each node then
+// decides its attempt's outcome from the endpoint as it read it before
+// any of them recorded.
+type barrier struct {
+	n      int
+	within time.Duration
+
+	mu      sync.Mutex
+	waiting int
+	open    chan struct{}
+	first   time.Time
+}
+
+func newBarrier(n int, within time.Duration) *barrier {
+	return &barrier{n: n, within: within, open: make(chan struct{})}
+}
+
+// wait returns once n requests have come (or within after the first),
+// and reports how many were waiting together when it opened.
+func (b *barrier) wait() {
+	b.mu.Lock()
+	b.waiting++
+	if b.waiting == b.n {
+		select {
+		case <-b.open:
+		default:
+			close(b.open)
+		}
+	}
+	open := b.open
+	b.mu.Unlock()
+	select {
+	case <-open:
+	case <-time.After(b.within):
+	}
+}
+
+// opCollector is the [alerts] receiver of a cluster test: every event,
+// its signature checked with the alert secret, by type.
+type opCollector struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu  sync.Mutex
+	got []operatorAlert
+}
+
+func newOpCollector(t *testing.T, secret string) *opCollector {
+	check := &verify.Verifier{Secrets: []string{secret}}
+	c := &opCollector{t: t}
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if _, err := check.Verify(r.Header, body); err != nil {
+			t.Errorf("alert signature: %v", err)
+		}
+		var a operatorAlert
+		if err := json.Unmarshal(body, &a); err != nil {
+			t.Errorf("alert %s: %v", body, err)
+		}
+		c.mu.Lock()
+		c.got = append(c.got, a)
+		c.mu.Unlock()
+		w.WriteHeader(204)
+	}))
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+// count is how many events of typ about endpoint came, each told apart
+// by its webhook-id (a redelivery of one event is one).
+func (c *opCollector) count(typ, endpoint string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, a := range c.got {
+		var ep string
+		json.Unmarshal(a.Data["endpoint_id"], &ep)
+		if a.Type == typ && ep == endpoint {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *opCollector) all() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, a := range c.got {
+		fmt.Fprintf(&b, "%s %v\n", a.Type, a.Data)
+	}
+	return b.String()
+}
+
+// TestCluster_HealthAlertsOnce runs three nodes on one schema with the
+// same [alerts] section, started at once, and makes an endpoint fail on
+// all three at the same moment (a receiver that holds the three attempts
+// until all have come, then answers 500), and another answer 410 Gone
+// the same way. An operator gets one endpoint.failing and one
+// endpoint.disabled, as from a single node, not one per node that saw
+// the transition; and the three starts made one [alerts] endpoint.
+func TestCluster_HealthAlertsOnce(t *testing.T) {
+	clusterTest(t)
+	schema := pgtest.Schema(t)
+	secret := "whsec_" + strings.Repeat("QUJD", 8)
+	ops := newOpCollector(t, secret)
+	lease := 5 * time.Second
+	cfg := configWith(t, clusterConfig(t, schema, lease, ""), map[string]any{
+		"delivery.attempt_timeout": "3s",
+		"alerts.url":               ops.srv.URL,
+		"alerts.secret":            secret,
+	})
+	_, bases := clusterProcs(t, t.TempDir(), cfg, 3)
+	nodes := make([]*instance, len(bases))
+	for i, b := range bases {
+		nodes[i] = &instance{t: t, base: b}
+	}
+
+	var list struct {
+		Data []struct {
+			ID     string `json:"id"`
+			Source string `json:"source"`
+		} `json:"data"`
+	}
+	nodes[0].mustCall(200, "GET", "/v1/operational-endpoints", nil, &list)
+	configs := 0
+	for _, ep := range list.Data {
+		if ep.Source == "config" {
+			configs++
+		}
+	}
+	if configs != 1 {
+		t.Errorf("three nodes started with one [alerts] section made %d config endpoints, want 1: %+v", configs, list.Data)
+	}
+
+	nodes[0].setup()
+	failing, gone := newBarrier(3, 2*time.Second), newBarrier(3, 2*time.Second)
+	failRC := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { failing.wait(); w.WriteHeader(500) })
+	goneRC := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { gone.wait(); w.WriteHeader(410) })
+	failEp := nodes[0].createEndpoint(failRC.srv.URL, "payment.succeeded")
+	goneEp := nodes[0].createEndpoint(goneRC.srv.URL, "invoice.paid")
+
+	// A node claims nothing for a tenth of a lease after it starts: past
+	// that, each node attempts its own ingest's delivery at once.
+	time.Sleep(lease / 10)
+	ingestAll := func(typ string) []string {
+		ids := make([]string, len(nodes))
+		var wg sync.WaitGroup
+		for i, n := range nodes {
+			wg.Go(func() {
+				res := n.ingest(typ, fmt.Sprintf(`{"node":%d}`, i))
+				ids[i] = res.Deliveries[0].ID
+			})
+		}
+		wg.Wait()
+		return ids
+	}
+	for _, id := range ingestAll("payment.succeeded") {
+		nodes[0].waitState(id, "dead")
+	}
+	// A 410 kills its delivery; one whose attempt the barrier did not
+	// hold with the others starts after the endpoint was disabled and is
+	// held (paused) instead.
+	for _, id := range ingestAll("invoice.paid") {
+		waitFor(t, "delivery "+id+" dead or held", func() bool {
+			s := nodes[0].delivery(id).State
+			return s == "dead" || s == "paused"
+		})
+	}
+	waitFor(t, "the alerts", func() bool {
+		return ops.count("endpoint.failing", failEp.ID) > 0 && ops.count("endpoint.disabled", goneEp.ID) > 0 &&
+			ops.count("delivery.dead", failEp.ID) == 3
+	})
+	time.Sleep(2 * time.Second) // the other nodes' alerts, if any, come meanwhile
+	for _, c := range []struct{ typ, ep string }{
+		{"endpoint.failing", failEp.ID},
+		{"endpoint.disabled", goneEp.ID},
+	} {
+		if got := ops.count(c.typ, c.ep); got != 1 {
+			t.Errorf("%s of %s: the operator got %d, want 1", c.typ, c.ep, got)
+		}
+	}
+	if t.Failed() {
+		t.Logf("the operator got:\n%s", ops.all())
+	}
+}
