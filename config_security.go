@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/webhookd/webhookd/engine"
@@ -118,4 +119,18 @@ func decodeSecretKey(s, where string) ([]byte, error) {
 		}
 	}
 	return nil, errors.New(where + ": the secret key is not base64 (make one with: head -c 32 /dev/urandom | base64)")
+}
+
+// consoleSecret is what the console's CSRF key is derived from
+// (httpapi.ConsoleOptions.Secret): the same on every node given the same
+// config, so that a node behind a load balancer takes the forms another
+// served. It is the secret key when one is set, else the admin tokens
+// (as the config or the token file gives them: a token or its hash),
+// whose order does not count. Both are secrets of the config alone.
+func consoleSecret(key []byte, adminTokens []string) []byte {
+	if len(key) > 0 {
+		return key
+	}
+	tokens := slices.Sorted(slices.Values(adminTokens))
+	return []byte("admin tokens\x00" + strings.Join(tokens, "\x00"))
 }

@@ -148,3 +148,20 @@ func TestNewToken(t *testing.T) {
 		t.Error("-env prod accepted")
 	}
 }
+
+// TestConsoleSecret: every node given the same config derives the same
+// console secret, whatever the order of its admin tokens; the secret key
+// decides when there is one; other tokens, another secret.
+func TestConsoleSecret(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	a := consoleSecret(nil, []string{"sha256:aa", "sha256:bb"})
+	if got := consoleSecret(nil, []string{"sha256:bb", "sha256:aa"}); !bytes.Equal(got, a) {
+		t.Error("the order of the admin tokens changed the console secret")
+	}
+	if got := consoleSecret(nil, []string{"sha256:aa"}); bytes.Equal(got, a) {
+		t.Error("other admin tokens gave the same console secret")
+	}
+	if got := consoleSecret(key, []string{"sha256:aa"}); !bytes.Equal(got, key) || !bytes.Equal(consoleSecret(key, nil), key) {
+		t.Error("with a secret key, the console secret is not the key")
+	}
+}

@@ -373,6 +373,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			FrameAncestors: cfg.Console.FrameAncestors,
 			PublicURL:      strings.TrimSuffix(cfg.Console.PublicURL, "/"),
 			Brand:          httpapi.Brand{Name: cfg.Console.Brand.Name, Accent: cfg.Console.Brand.Accent, LogoURL: cfg.Console.Brand.LogoURL},
+			Secret:         consoleSecret(key, tokens),
 		},
 
 		ObserveRequest: m.observeRequest,

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -201,5 +205,81 @@ func TestCluster_HealthAlertsOnce(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("the operator got:\n%s", ops.all())
+	}
+}
+
+// roundRobin is a load balancer on 127.0.0.1 in front of nodes: each
+// request goes to the next node in turn, with its Host as the browser
+// sent it (the balancer's), as a balancer without sticky sessions does.
+func roundRobin(t *testing.T, nodes []string) *httptest.Server {
+	var mu sync.Mutex
+	next := 0
+	lb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		target := nodes[next%len(nodes)]
+		next++
+		mu.Unlock()
+		u, _ := url.Parse(target)
+		httputil.NewSingleHostReverseProxy(u).ServeHTTP(w, r)
+	}))
+	t.Cleanup(lb.Close)
+	return lb
+}
+
+// TestCluster_ConsoleBehindABalancer: a browser uses the console of a
+// cluster through one address, a balancer that sends each request to
+// the next node. The login form one node served logs in on another, and
+// a form of a page one node served changes what it says on another: a
+// node accepts the CSRF tokens of every node of its cluster.
+func TestCluster_ConsoleBehindABalancer(t *testing.T) {
+	clusterTest(t)
+	schema := pgtest.Schema(t)
+	cfg := clusterConfig(t, schema, 5*time.Second, "")
+	_, bases := clusterProcs(t, t.TempDir(), cfg, 3)
+	lb := roundRobin(t, bases)
+
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	do := func(method, path string, form url.Values) (int, string) {
+		t.Helper()
+		var resp *http.Response
+		var err error
+		if method == "GET" {
+			resp, err = c.Get(lb.URL + path)
+		} else {
+			resp, err = c.PostForm(lb.URL+path, form)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	// Each step twice, so that a page and its form meet different nodes
+	// whatever node the balancer starts at.
+	for i := range 2 {
+		_, page := do("GET", "/console/login", nil)
+		m := regexp.MustCompile(`name="login" value="([^"]+)"`).FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("no login nonce in the login page:\n%s", page)
+		}
+		if got, body := do("POST", "/console/login", url.Values{"token": {testToken}, "login": {m[1]}}); got != http.StatusSeeOther {
+			t.Fatalf("login %d, the form from another node: %d, want 303\n%s", i, got, body)
+		}
+	}
+	for i := range 2 {
+		_, page := do("GET", "/console/tenants", nil)
+		m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("no CSRF token in the tenants page:\n%s", page)
+		}
+		id := fmt.Sprintf("lb%d", i)
+		if got, body := do("POST", "/console/tenants", url.Values{"csrf": {m[1]}, "id": {id}, "name": {"Behind a balancer"}}); got != http.StatusSeeOther {
+			t.Fatalf("create tenant %s with the form from another node: %d, want 303\n%s", id, got, body)
+		}
 	}
 }

@@ -46,12 +46,14 @@ import (
 // once; there is no server-side session state.
 //
 // CSRF: every form that changes something carries a token,
-// HMAC-SHA256(key, session token), where key is random per process; every
+// HMAC-SHA256(key, session token), where key is derived from
+// ConsoleOptions.Secret (the same on every node of a cluster, so that
+// any node takes the form another served), or random per process; every
 // POST checks it (in constant time) and, when the browser sends Origin
 // (or else Referer), that it names this host. The login form carries
 // HMAC(key, nonce) with the nonce in its own SameSite=Strict cookie, so
-// another site cannot log a browser in either. A restart makes the
-// forms of open pages stale (403, "reload the page").
+// another site cannot log a browser in either. With a random key, a
+// restart makes the forms of open pages stale (403, "reload the page").
 //
 // Every page is sent with Content-Security-Policy default-src 'self' (no
 // inline script or style), frame-ancestors 'none' and X-Frame-Options
@@ -87,7 +89,7 @@ const (
 type console struct {
 	pages  map[string]*template.Template
 	static http.Handler
-	key    [32]byte // random per process: HMAC key of CSRF tokens
+	key    [32]byte // HMAC key of CSRF tokens: from ConsoleOptions.Secret, or random per process
 	// brandCSS is /console/brand.css, made once from the brand's accent.
 	brandCSS string
 	opts     ConsoleOptions
@@ -111,7 +113,13 @@ func newConsole(opts ConsoleOptions) *console {
 		c.opts.Brand.Name = "webhookd"
 	}
 	c.brandCSS = brandCSS(opts.Brand.Accent)
-	rand.Read(c.key[:]) // never returns an error: it crashes the program instead (Go 1.24)
+	if len(opts.Secret) > 0 {
+		m := hmac.New(sha256.New, opts.Secret)
+		m.Write([]byte("webhookd console csrf key"))
+		copy(c.key[:], m.Sum(nil))
+	} else {
+		rand.Read(c.key[:]) // never returns an error: it crashes the program instead (Go 1.24)
+	}
 	names, err := fs.Glob(consoleFiles, "console/templates/*.html")
 	if err != nil {
 		panic(err)

@@ -101,6 +101,15 @@ type ConsoleOptions struct {
 	PublicURL string
 	// Brand white-labels the console.
 	Brand Brand
+	// Secret is what the key of the console's CSRF tokens (its forms',
+	// its login form's) is derived from. Every node a browser may reach
+	// at one address (a cluster behind a load balancer) must be given
+	// the same, or a form one node served is refused by another (403);
+	// a process given the same after a restart keeps the forms of open
+	// pages good. Empty: a random key per process. Keep it secret: with
+	// it, a site that can set the console's cookies in a browser could
+	// make forms it accepts.
+	Secret []byte
 }
 
 // Brand is how the console names and colours itself, for an operator
