@@ -892,7 +892,8 @@ func (c *Scheduler) queueEnd(e ended) {
 
 // endLeases ends the leases queued by Settle and Release: each delivery
 // still pending under that lease is due at its next attempt time or the
-// time given, whichever is later.
+// time given, whichever is later. A round that ctx cut leaves them
+// queued.
 func (c *Scheduler) endLeases(ctx context.Context) {
 	c.mu.Lock()
 	batch := c.ending
@@ -913,6 +914,15 @@ func (c *Scheduler) endLeases(ctx context.Context) {
 	err := c.s.asyncExec(ctx, `UPDATE deliveries d SET lease_token = NULL, lease_until = NULL, due_at = greatest(d.next_attempt_at, e.due)
 		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS e(id, token, due)
 		WHERE d.id = e.id AND d.lease_token = e.token AND d.state = 'pending'`, ids, tokens, dues)
+	if err != nil && ctx.Err() != nil {
+		// Cut by Close while the round was under way (the dispatcher's
+		// stop released them just before): back in the queue, for
+		// Close's own round, or they would wait out their lease.
+		c.mu.Lock()
+		c.ending = append(batch, c.ending...)
+		c.mu.Unlock()
+		return
+	}
 	if err != nil {
 		c.s.log.Warn("end leases; they end with their time instead", "count", len(batch), "err", err)
 		return
