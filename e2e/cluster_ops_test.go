@@ -468,3 +468,77 @@ func TestCluster_RollingRestart(t *testing.T) {
 		t.Errorf("%d events delivered twice, with every node stopped cleanly", twice)
 	}
 }
+
+// TestCluster_PendingBoundAcrossNodes: three nodes ingest one tenant's
+// events at once, two clients each, as fast as they are answered, to an
+// endpoint that is disabled (every delivery held: it counts toward
+// [limits] pending_per_tenant until it is delivered or dead). As
+// docs/cluster.md bounds it, the tenant's backlog reaches at most n times
+// the bound plus the ingests in flight before every node refuses; and
+// after the next count every node refuses.
+func TestCluster_PendingBoundAcrossNodes(t *testing.T) {
+	clusterTest(t)
+	schema := pgtest.Schema(t)
+	const bound, clients = 30, 2
+	cfg := configWith(t, clusterConfig(t, schema, 5*time.Second, ""), map[string]any{"limits.pending_per_tenant": bound})
+	_, bases := clusterProcs(t, t.TempDir(), cfg, 3)
+	first := &instance{t: t, base: bases[0]}
+	first.setup()
+	ep := first.createEndpoint("http://127.0.0.1:1/", "payment.succeeded")
+	first.mustCall(200, "PATCH", "/v1/tenants/acme/endpoints/"+ep.ID, map[string]any{"disabled": true}, nil)
+
+	post := func(base string, n int) int {
+		req, _ := http.NewRequest("POST", base+"/v1/tenants/acme/events", strings.NewReader(fmt.Sprintf(`{"type":"payment.succeeded","data":{"n":%d}}`, n)))
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	var mu sync.Mutex
+	acked, others := 0, map[int]int{}
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(20 * time.Second)
+	for i, base := range bases {
+		for c := range clients {
+			wg.Go(func() {
+				refused := 0
+				for n := 0; refused < 5 && n < 400 && time.Now().Before(deadline); n++ {
+					switch code := post(base, (i*clients+c)*1000+n); code {
+					case http.StatusAccepted:
+						refused = 0
+						mu.Lock()
+						acked++
+						mu.Unlock()
+					case http.StatusTooManyRequests:
+						refused++
+					default:
+						mu.Lock()
+						others[code]++
+						mu.Unlock()
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	t.Logf("three nodes acknowledged %d events of a tenant bound at %d before each refused", acked, bound)
+	if len(others) > 0 {
+		t.Errorf("answers besides 202 and 429: %v", others)
+	}
+	if limit := len(bases)*bound + len(bases)*clients; acked > limit {
+		t.Errorf("%d events acknowledged, more than nodes × pending_per_tenant + the ingests in flight (%d)", acked, limit)
+	}
+	time.Sleep(3 * time.Second) // a count, every 2 s
+	for i, base := range bases {
+		if code := post(base, 99999+i); code != http.StatusTooManyRequests {
+			t.Errorf("node %d after a count of %d held: %d, want 429", i, acked, code)
+		}
+	}
+}
