@@ -542,3 +542,42 @@ func TestCluster_PendingBoundAcrossNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestCluster_CatalogueChangedOnAnotherNode: node A changes an event
+// type's schema, archives it, makes it active again and deletes it; node
+// B, which ingested events of the type just before each change (so that
+// it keeps what it read of the type), takes or refuses the next ingest
+// by the change at once: no ingest passes on what B read before.
+func TestCluster_CatalogueChangedOnAnotherNode(t *testing.T) {
+	clusterTest(t)
+	schema := pgtest.Schema(t)
+	cfg := clusterConfig(t, schema, 5*time.Second, "")
+	a := startInstance(t, t.TempDir(), cfg)
+	b := startInstance(t, t.TempDir(), cfg)
+	a.setup()
+	putOrderType(t, a, 201, `{"description":"an order was placed","schema":`+orderSchema+`}`)
+	rc := newReceiver(t, status(http.StatusOK))
+	ep := a.createEndpoint(rc.srv.URL+"/hooks", "order.created")
+	rc.setSecret(ep.Secret)
+
+	valid, stricter := `{"amount":5,"currency":"EUR"}`, `{"amount":5,"currency":"EUR","customer":"c1"}`
+	warm := func(data string) {
+		t.Helper()
+		for range 3 { // more than once: the node's one-round-trip path keeps the type from the first
+			b.ingest("order.created", data)
+		}
+	}
+	warm(valid)
+	putOrderType(t, a, 200, `{"description":"stricter","schema":{"type":"object","required":["customer"]}}`)
+	ingestRefused(t, b, valid, "schema_mismatch", "data")
+	warm(stricter)
+	putOrderType(t, a, 200, `{"description":"gone","status":"archived"}`)
+	ingestRefused(t, b, stricter, "event_type_archived", "type")
+	putOrderType(t, a, 200, `{"description":"back","status":"active"}`)
+	warm(valid)
+	a.mustCall(204, "DELETE", "/v1/event-types/order.created", nil, nil)
+	var p problemView
+	if got := b.call("POST", "/v1/tenants/acme/events", `{"type":"order.created","data":`+valid+`}`, &p); got != 422 || p.Code != "unknown_event_type" {
+		t.Errorf("ingest on B of a type A deleted: %d %+v, want 422 unknown_event_type", got, p)
+	}
+}
