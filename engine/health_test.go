@@ -59,3 +59,32 @@ func TestHealthAfter_KeepGone(t *testing.T) {
 		t.Errorf("with keepGone a 410 disabled the endpoint: %+v %v", got, alerts)
 	}
 }
+
+// TestHealthAlerts: the transitions from an endpoint as stored to the
+// endpoint after a record's merge. A merge that finds the change made
+// already (another attempt's record came first) raises nothing.
+func TestHealthAlerts(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	healthy, failing := Endpoint{}, Endpoint{FailingSince: t0}
+	disabled := Endpoint{FailingSince: t0, Disabled: true}
+	tests := []struct {
+		name          string
+		before, after Endpoint
+		want          []string
+	}{
+		{"starts failing", healthy, failing, []string{AlertEndpointFailing}},
+		{"fails again", failing, Endpoint{FailingSince: t0.Add(-time.Second)}, nil},
+		{"recovers", failing, healthy, []string{AlertEndpointRecovered}},
+		{"stays healthy", healthy, healthy, nil},
+		{"a 410 on a healthy one", healthy, disabled, []string{AlertEndpointFailing, AlertEndpointDisabled}},
+		{"disabled after failing long", failing, disabled, []string{AlertEndpointDisabled}},
+		{"disabled already", disabled, disabled, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := HealthAlerts(tt.before, tt.after); !slices.Equal(got, tt.want) {
+				t.Errorf("HealthAlerts = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
