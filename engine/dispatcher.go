@@ -1154,9 +1154,10 @@ func (d *Dispatcher) record(in *AttemptInput, rec *AttemptRecord, ended time.Tim
 	// and left it: of attempts that each saw it start failing (at once,
 	// on this node or others), only the first record raises it.
 	var alerts []string
-	var stored, merged Endpoint
+	var stored Endpoint
+	var merged *Endpoint // nil: no health recorded
 	onHealth := func(before, after Endpoint) {
-		stored, merged, alerts = before, after, HealthAlerts(before, after)
+		stored, merged, alerts = before, &after, HealthAlerts(before, after)
 	}
 	updated, err := d.recordOutcome(context.WithoutCancel(d.baseCtx), dl, rec, onHealth)
 	if errors.Is(err, ErrClaimLost) {
@@ -1183,7 +1184,7 @@ func (d *Dispatcher) record(in *AttemptInput, rec *AttemptRecord, ended time.Tim
 			alerts = append(alerts, AlertDeliveryDead)
 		}
 		for _, kind := range alerts {
-			d.opts.OnAlert(Alert{Kind: kind, Delivery: updated, Endpoint: &merged, FailingSince: stored.FailingSince, At: rec.At})
+			d.opts.OnAlert(Alert{Kind: kind, Delivery: updated, Endpoint: merged, FailingSince: stored.FailingSince, At: rec.At})
 		}
 	}
 	d.FollowLine(updated)
