@@ -289,8 +289,10 @@ func TestCluster_ConsoleBehindABalancer(t *testing.T) {
 
 // TestCluster_RollingRestart restarts three nodes one by one (SIGTERM,
 // then a new process on the same config) while a light load ingests
-// through the nodes that run, to a receiver that answers after 150 ms,
-// so that each stop finds attempts in flight and claims not started.
+// through the nodes that run, to a receiver that answers each event's
+// first attempt 503 at once (a retry due 20 ms later) and the next after
+// 150 ms, so that each stop finds attempts in flight, retries about to
+// be due and claims not started.
 // With a minute's lease, a delivery a stopping node left to its lease
 // would wait that long; a stop hands its claims back instead. So: no delivery
 // is attempted by two nodes at once, none twice, every acknowledged event
@@ -313,9 +315,16 @@ func TestCluster_RollingRestart(t *testing.T) {
 	inFlight := map[string]int{}
 	oks := map[string][]time.Time{}
 	overlaps := 0
+	tries := map[string]int{}
 	rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("webhook-id")
 		mu.Lock()
+		tries[id]++
+		if tries[id] == 1 {
+			mu.Unlock()
+			w.WriteHeader(503)
+			return
+		}
 		if inFlight[id] > 0 {
 			overlaps++
 		}
