@@ -506,18 +506,12 @@ func (s *Service) replayStep(ctx context.Context, t *Task) (stepResult, error) {
 	if _, err := s.store.Tenant(ctx, t.Tenant); err != nil {
 		return stepResult{}, err
 	}
-	room, bound, err := s.pendingRoom(ctx, t.Tenant)
+	n, err := s.stepRoom(ctx, t, replayBatch)
 	if err != nil {
 		return stepResult{}, err
 	}
-	if room == 0 {
-		t.Waiting = bound
+	if n == 0 {
 		return stepResult{wait: taskWaitRoom}, nil
-	}
-	t.Waiting = ""
-	n := replayBatch
-	if room > 0 {
-		n = min(room, replayBatch)
 	}
 	policyOf, err := s.cyclePolicies(ctx, t.Tenant)
 	if err != nil {
@@ -555,6 +549,26 @@ func (s *Service) replayStep(ctx context.Context, t *Task) (stepResult, error) {
 	return stepResult{done: len(ds) == 0}, nil
 }
 
+// stepRoom returns how many deliveries a step of t may add to its
+// tenant's backlog, at most batch: what the pending bounds leave room for
+// (pendingRoom). At a bound it returns 0 with t.Waiting naming the bound,
+// and the step waits taskWaitRoom; otherwise it clears t.Waiting.
+func (s *Service) stepRoom(ctx context.Context, t *Task, batch int) (int, error) {
+	room, bound, err := s.pendingRoom(ctx, t.Tenant)
+	if err != nil {
+		return 0, err
+	}
+	if room == 0 {
+		t.Waiting = bound
+		return 0, nil
+	}
+	t.Waiting = ""
+	if room > 0 {
+		return min(room, batch), nil
+	}
+	return batch, nil
+}
+
 // backfillStep is one step of a backfill (Log.Backfill) from the task's
 // cursor, a place in the tenant's log: it reads no more events than the
 // pending bounds leave room for, so that it makes a delivery for every
@@ -567,18 +581,12 @@ func (s *Service) backfillStep(ctx context.Context, t *Task) (stepResult, error)
 	if err != nil {
 		return stepResult{}, err
 	}
-	room, bound, err := s.pendingRoom(ctx, t.Tenant)
+	n, err := s.stepRoom(ctx, t, backfillScan)
 	if err != nil {
 		return stepResult{}, err
 	}
-	if room == 0 {
-		t.Waiting = bound
+	if n == 0 {
 		return stepResult{wait: taskWaitRoom}, nil
-	}
-	t.Waiting = ""
-	n := backfillScan
-	if room > 0 {
-		n = min(room, backfillScan)
 	}
 	var after uint64
 	if t.Cursor != "" {
