@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -60,16 +61,8 @@ func TestDispatcher_ReceiverAbort(t *testing.T) {
 					h.Set("Retry-After", "1")
 					return tc.status, h
 				})
-				node := engine.NewNode(memstore.New(), engine.NodeOptions{
-					Dispatcher: engine.DispatcherOptions{Workers: 1, Targets: bubbleTargets, Client: &http.Client{Transport: answer}},
-					Service:    engine.ServiceOptions{Targets: bubbleTargets},
-				})
+				node := startAnsweredNode(t, answer)
 				ctx := t.Context()
-				acmeEndpoint(t, node.Service, bubbleURL)
-				if err := node.Start(ctx); err != nil {
-					t.Fatal(err)
-				}
-				defer node.Stop(ctx)
 				res, err := node.Service.Ingest(ctx, "acme", engine.IngestInput{Type: "order.created", Data: []byte(`{}`)})
 				if err != nil {
 					t.Fatal(err)
@@ -119,16 +112,8 @@ func TestDispatcher_ReceiverDisables(t *testing.T) {
 					h.Set("Webhook-Delivery", "later, Disable") // any case, among other values
 					return tc.status, h
 				})
-				node := engine.NewNode(memstore.New(), engine.NodeOptions{
-					Dispatcher: engine.DispatcherOptions{Workers: 1, Targets: bubbleTargets, Client: &http.Client{Transport: answer}},
-					Service:    engine.ServiceOptions{Targets: bubbleTargets},
-				})
+				node := startAnsweredNode(t, answer)
 				ctx := t.Context()
-				acmeEndpoint(t, node.Service, bubbleURL)
-				if err := node.Start(ctx); err != nil {
-					t.Fatal(err)
-				}
-				defer node.Stop(ctx)
 				first, err := node.Service.Ingest(ctx, "acme", engine.IngestInput{Type: "order.created", Data: []byte(`{}`)})
 				if err != nil {
 					t.Fatal(err)
@@ -155,4 +140,21 @@ func TestDispatcher_ReceiverDisables(t *testing.T) {
 			})
 		})
 	}
+}
+
+// startAnsweredNode starts, in a synctest bubble, a node on a memstore
+// with one worker whose requests answer answers, and acme's endpoint on
+// every type; it is stopped when t ends.
+func startAnsweredNode(t *testing.T, answer headerReceiver) *engine.Node {
+	t.Helper()
+	node := engine.NewNode(memstore.New(), engine.NodeOptions{
+		Dispatcher: engine.DispatcherOptions{Workers: 1, Targets: bubbleTargets, Client: &http.Client{Transport: answer}},
+		Service:    engine.ServiceOptions{Targets: bubbleTargets},
+	})
+	acmeEndpoint(t, node.Service, bubbleURL)
+	if err := node.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Stop(context.Background()) })
+	return node
 }
